@@ -1,0 +1,174 @@
+//! Object-shaped storage back ends for reel's chunk store.
+//!
+//! The store reaches durable storage only through [`Backend`]: whole objects, put atomically,
+//! read whole or by range, listed by prefix, deleted. This is the lowest common denominator of a
+//! local directory and S3-compatible object storage, so a new back end never touches the store.
+//!
+//! Key rules (see `docs/design/backend.md`): keys are `/`-separated ASCII paths of
+//! `[A-Za-z0-9._-]` segments; no segment is empty, `.` or `..`; and no key may be a "directory"
+//! prefix of another key (`packs/0001.pack` and `packs/0001.idx`, never `packs/0001` and
+//! `packs/0001/idx`), because file-backed S3 servers cannot hold both. Back ends enforce this
+//! with [`BackendError::KeyConflict`]. Segments starting with `.` are rejected so that a local
+//! back end's bookkeeping (`.tmp/`) can never collide with a key.
+//!
+//! Implementations: [`LocalBackend`] (a directory, durable), [`MemoryBackend`] (tests), and the
+//! fault injectors in [`fault`] ([`QuotaBackend`], [`FlakyBackend`], [`CrashBackend`]), which wrap
+//! any back end. [`conformance`] holds the contract as checks any new back end must pass.
+
+#![forbid(unsafe_code)]
+
+use std::ops::Range;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub mod conformance;
+pub mod fault;
+mod key;
+mod local;
+mod memory;
+
+pub use fault::{CrashBackend, FaultRates, FlakyBackend, QuotaBackend};
+pub use key::{Key, KeyError, MAX_KEY_LEN};
+pub use local::LocalBackend;
+pub use memory::MemoryBackend;
+
+/// How a put treats an object that already exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PutMode {
+    /// Replace any existing object.
+    Overwrite,
+    /// Fail with [`BackendError::AlreadyExists`] if the key exists (S3 `If-None-Match: *`).
+    Create,
+}
+
+/// An object as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub key: Key,
+    pub size: u64,
+}
+
+/// Errors from a back end, by meaning: callers branch on `NotFound`, `AlreadyExists` and
+/// `NoSpace`; everything else is an I/O failure to report.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    #[error("object {0} not found")]
+    NotFound(Key),
+    #[error("object {0} already exists")]
+    AlreadyExists(Key),
+    /// The medium is full (ENOSPC, EDQUOT, a quota). Nothing was stored.
+    #[error("no space left storing {0}")]
+    NoSpace(Key),
+    #[error("range {start}..{end} is outside object {key} of {size} bytes")]
+    InvalidRange {
+        key: Key,
+        start: u64,
+        end: u64,
+        size: u64,
+    },
+    /// The key and an existing object would be a file and a directory at once (`a` and `a/b`).
+    /// Nothing was stored.
+    #[error(
+        "object {key} conflicts with existing object {existing}: one is a directory prefix of the other"
+    )]
+    KeyConflict { key: Key, existing: String },
+    #[error("I/O error on {key}: {source}")]
+    Io {
+        key: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl BackendError {
+    /// An [`BackendError::Io`] error about `what` (a key, a path or a back end description).
+    pub fn io(what: impl std::fmt::Display, source: std::io::Error) -> Self {
+        BackendError::Io {
+            key: what.to_string(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = BackendError> = std::result::Result<T, E>;
+
+/// Durable object storage.
+///
+/// Contract every implementation meets (checked by [`conformance`]):
+/// - `put` is atomic: a reader sees the old object (or none) or the whole new one, never a part;
+///   when `put` returns `Ok`, the object is durable (survives power loss).
+/// - `put` with [`PutMode::Create`] has exactly one winner among concurrent writers.
+/// - `get_range` returns exactly `range` or fails with `InvalidRange` if it ends past the object.
+/// - `list` returns every object whose key starts with `prefix`, sorted by key.
+/// - `delete` of a missing object is `Ok` (idempotent), and durable when it returns.
+pub trait Backend: Send + Sync + 'static {
+    fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> Result<()>;
+    fn get(&self, key: &Key) -> Result<Vec<u8>>;
+    fn get_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>>;
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>>;
+    fn delete(&self, key: &Key) -> Result<()>;
+    /// A short human description for logs and errors ("local:/var/lib/reel").
+    fn describe(&self) -> String;
+}
+
+// Shared handles are back ends too, so wrappers can take `Arc<dyn Backend>` or `Box<dyn Backend>`.
+impl<B: Backend + ?Sized> Backend for Arc<B> {
+    fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> Result<()> {
+        (**self).put(key, data, mode)
+    }
+    fn get(&self, key: &Key) -> Result<Vec<u8>> {
+        (**self).get(key)
+    }
+    fn get_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>> {
+        (**self).get_range(key, range)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        (**self).list(prefix)
+    }
+    fn delete(&self, key: &Key) -> Result<()> {
+        (**self).delete(key)
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
+impl<B: Backend + ?Sized> Backend for Box<B> {
+    fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> Result<()> {
+        (**self).put(key, data, mode)
+    }
+    fn get(&self, key: &Key) -> Result<Vec<u8>> {
+        (**self).get(key)
+    }
+    fn get_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>> {
+        (**self).get_range(key, range)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        (**self).list(prefix)
+    }
+    fn delete(&self, key: &Key) -> Result<()> {
+        (**self).delete(key)
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
+/// Locks a mutex, ignoring poisoning: every critical section here leaves its data consistent
+/// before anything that can panic, so a panic elsewhere must not wedge the back end.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Checks `range` against an object of `size` bytes.
+pub(crate) fn check_range(key: &Key, range: &Range<u64>, size: u64) -> Result<()> {
+    if range.start > range.end || range.end > size {
+        return Err(BackendError::InvalidRange {
+            key: key.clone(),
+            start: range.start,
+            end: range.end,
+            size,
+        });
+    }
+    Ok(())
+}

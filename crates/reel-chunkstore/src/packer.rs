@@ -1,0 +1,147 @@
+//! Building pack objects: chunks → compressed blobs → packs.
+
+use crate::format::{
+    encode_pack_header, finish_pack, BlobEntry, ChunkId, Codec, PackChunk, PackTrailer,
+};
+
+/// A pack ready to be stored.
+pub struct SealedPack {
+    pub id: u64,
+    pub bytes: Vec<u8>,
+    pub trailer: PackTrailer,
+    pub raw_bytes: u64,
+}
+
+/// Accumulates one stream's new chunks. Consecutive chunks are compressed together in blobs of
+/// about `blob_target` raw bytes (small pieces compress worse, and one zstd frame per 4 KiB chunk
+/// would cost ratio); a blob whose compressed form is not at least 3 % smaller is stored raw.
+pub struct PackBuilder {
+    id: Option<u64>,
+    bytes: Vec<u8>,
+    trailer: PackTrailer,
+    raw_bytes: u64,
+    blob: Vec<u8>,
+    blob_chunks: Vec<(ChunkId, u32, u32)>,
+    blob_target: usize,
+    pack_target: usize,
+    zstd_level: i32,
+    compressor: Option<zstd::bulk::Compressor<'static>>,
+}
+
+impl PackBuilder {
+    pub fn new(blob_target: usize, pack_target: usize, zstd_level: i32) -> PackBuilder {
+        PackBuilder {
+            id: None,
+            bytes: Vec::new(),
+            trailer: PackTrailer::default(),
+            raw_bytes: 0,
+            blob: Vec::with_capacity(blob_target + (1 << 16)),
+            blob_chunks: Vec::new(),
+            blob_target,
+            pack_target,
+            zstd_level,
+            compressor: None,
+        }
+    }
+
+    /// Adds a new chunk. Returns a sealed pack when this one reached its target size.
+    pub fn add(&mut self, next_id: impl FnOnce() -> u64, id: ChunkId, data: &[u8]) -> Option<SealedPack> {
+        if self.id.is_none() {
+            let pack = next_id();
+            self.id = Some(pack);
+            self.bytes = encode_pack_header(pack);
+            self.bytes.reserve(self.pack_target + (1 << 20));
+        }
+        self.blob_chunks.push((id, self.blob.len() as u32, data.len() as u32));
+        self.blob.extend_from_slice(data);
+        self.raw_bytes += data.len() as u64;
+        if self.blob.len() >= self.blob_target {
+            self.close_blob();
+            if self.bytes.len() >= self.pack_target {
+                return self.seal();
+            }
+        }
+        None
+    }
+
+    fn close_blob(&mut self) {
+        if self.blob_chunks.is_empty() {
+            return;
+        }
+        let offset = self.bytes.len() as u64;
+        let raw = self.blob.len();
+        let level = self.zstd_level;
+        let compressed = if level > 0 {
+            let compressor = self
+                .compressor
+                .get_or_insert_with(|| zstd::bulk::Compressor::new(level).expect("zstd level"));
+            compressor.compress(&self.blob).ok()
+        } else {
+            None
+        };
+        let codec = match compressed {
+            Some(c) if c.len() * 100 <= raw * 97 => {
+                self.bytes.extend_from_slice(&c);
+                Codec::Zstd
+            }
+            _ => {
+                self.bytes.extend_from_slice(&self.blob);
+                Codec::Raw
+            }
+        };
+        let blob_index = self.trailer.blobs.len() as u32;
+        self.trailer.blobs.push(BlobEntry {
+            offset,
+            stored: (self.bytes.len() as u64 - offset) as u32,
+            raw: raw as u32,
+            codec,
+        });
+        for (id, offset, len) in self.blob_chunks.drain(..) {
+            self.trailer.chunks.push(PackChunk { id, blob: blob_index, offset, len });
+        }
+        self.blob.clear();
+    }
+
+    /// Finishes the open pack, if any.
+    pub fn seal(&mut self) -> Option<SealedPack> {
+        self.close_blob();
+        let id = self.id.take()?;
+        let mut bytes = std::mem::take(&mut self.bytes);
+        let trailer = std::mem::take(&mut self.trailer);
+        finish_pack(&mut bytes, &trailer);
+        Some(SealedPack { id, bytes, trailer, raw_bytes: std::mem::take(&mut self.raw_bytes) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{decode_blob, decode_pack};
+
+    #[test]
+    fn incompressible_blobs_are_stored_raw_and_compressible_ones_zstd() {
+        let mut b = PackBuilder::new(1000, 1 << 20, 1);
+        let zeros = vec![0u8; 1200];
+        let mut s = 1u64;
+        let noise: Vec<u8> = (0..1200)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (s >> 56) as u8
+            })
+            .collect();
+        b.add(|| 5, ChunkId::of(&zeros), &zeros);
+        b.add(|| unreachable!(), ChunkId::of(&noise), &noise);
+        let sealed = b.seal().unwrap();
+        let (id, trailer) = decode_pack(&sealed.bytes).unwrap();
+        assert_eq!(id, 5);
+        assert_eq!(trailer.blobs[0].codec, Codec::Zstd);
+        assert_eq!(trailer.blobs[1].codec, Codec::Raw);
+        for c in &trailer.chunks {
+            let loc = trailer.loc(5, c);
+            let stored = &sealed.bytes[loc.blob_offset as usize..][..loc.blob_stored as usize];
+            let raw = decode_blob(loc.codec, stored, loc.blob_raw).unwrap();
+            assert_eq!(ChunkId::of(&raw[loc.offset as usize..][..loc.len as usize]), c.id);
+        }
+        assert!(b.seal().is_none());
+    }
+}

@@ -1,0 +1,184 @@
+//! Space reclamation: mark every chunk a stream references, then drop packs that hold nothing
+//! live and rewrite packs that are mostly dead.
+//!
+//! Safety argument: reclaim holds the ingest lock exclusively, so no stream appends, flushes,
+//! truncates or dedups against an old chunk while it runs; every open stream is flushed first, so
+//! the catalog's extents name every referenced chunk. The catalog commit that stops naming a pack
+//! is durable before the pack object is deleted, so a crash leaves at worst an orphan pack, which
+//! the next open deletes.
+
+use std::collections::{HashMap, HashSet};
+
+use redb::{Durability, ReadableDatabase, ReadableTable};
+use reel_backend::PutMode;
+
+use crate::catalog::{pack_key, PackRow, CHUNKS, EXTENTS, PACKS};
+use crate::format::{decode_extent_row, decode_pack, ChunkId, ChunkLoc};
+use crate::packer::PackBuilder;
+use crate::store::ChunkStore;
+use crate::{Result, StoreError};
+
+/// What a reclaim run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReclaimReport {
+    pub packs_examined: u64,
+    pub packs_deleted: u64,
+    pub packs_rewritten: u64,
+    pub chunks_dropped: u64,
+    /// Back-end bytes before minus after.
+    pub bytes_freed: u64,
+}
+
+impl ChunkStore {
+    /// Reclaims space. Packs with less than `rewrite_below` of their raw bytes live are
+    /// rewritten (0.5 is a good default). `progress(done, total)` is called per pack.
+    pub fn reclaim(&self, rewrite_below: f64, progress: &mut dyn FnMut(u64, u64)) -> Result<ReclaimReport> {
+        let inner = &self.inner;
+        let _ingest = inner.ingest_lock.write();
+        let _commit = inner.commit_lock.write();
+        inner.check_stopped()?;
+        let open: Vec<_> = inner.streams.lock().values().filter_map(|w| w.upgrade()).collect();
+        for s in open {
+            s.lock().flush_for_reclaim(inner)?;
+        }
+        inner.seal_and_store_all()?;
+
+        let mut live: HashSet<ChunkId> = HashSet::new();
+        let mut packs: Vec<(u64, PackRow)> = Vec::new();
+        {
+            let txn = inner.db.begin_read()?;
+            for row in txn.open_table(EXTENTS)?.iter()? {
+                for r in decode_extent_row(row?.1.value())? {
+                    live.insert(r.id);
+                }
+            }
+            for row in txn.open_table(PACKS)?.iter()? {
+                let (k, v) = row?;
+                packs.push((k.value(), PackRow::decode(v.value())?));
+            }
+        }
+
+        let mut report = ReclaimReport { packs_examined: packs.len() as u64, ..Default::default() };
+        let total = packs.len() as u64;
+        let mut doomed: Vec<u64> = Vec::new();
+        let mut moved: HashMap<ChunkId, ChunkLoc> = HashMap::new();
+        let mut dropped: Vec<(ChunkId, u64)> = Vec::new();
+        let mut new_rows: Vec<(u64, PackRow)> = Vec::new();
+        let mut builder = PackBuilder::new(inner.config.blob_target, inner.config.pack_target, inner.config.zstd_level);
+        let store_sealed = |sealed: crate::packer::SealedPack,
+                                moved: &mut HashMap<ChunkId, ChunkLoc>,
+                                new_rows: &mut Vec<(u64, PackRow)>|
+         -> Result<()> {
+            inner.backend.put(&pack_key(sealed.id), &sealed.bytes, PutMode::Create).map_err(StoreError::from_backend)?;
+            for c in &sealed.trailer.chunks {
+                moved.insert(c.id, sealed.trailer.loc(sealed.id, c));
+            }
+            new_rows.push((
+                sealed.id,
+                PackRow { size: sealed.bytes.len() as u64, chunks: sealed.trailer.chunks.len() as u32, raw_bytes: sealed.raw_bytes },
+            ));
+            Ok(())
+        };
+
+        for (n, (pack, row)) in packs.iter().enumerate() {
+            progress(n as u64, total);
+            let trailer = inner.read_trailer(*pack)?;
+            // Only the copy the index points at counts; another copy here is garbage.
+            let owned: Vec<(ChunkId, bool)> = {
+                let txn = inner.db.begin_read()?;
+                let chunks = txn.open_table(CHUNKS)?;
+                let mut out = Vec::new();
+                for c in &trailer.chunks {
+                    let here = match chunks.get(&c.id.0)? {
+                        Some(v) => ChunkLoc::decode(v.value())?.pack == *pack,
+                        None => false,
+                    };
+                    if here {
+                        out.push((c.id, live.contains(&c.id)));
+                    }
+                }
+                out
+            };
+            let live_raw: u64 = trailer
+                .chunks
+                .iter()
+                .filter(|c| owned.iter().any(|(id, l)| *l && *id == c.id))
+                .map(|c| u64::from(c.len))
+                .sum();
+            if live_raw > 0 && (live_raw as f64) >= rewrite_below * row.raw_bytes as f64 {
+                continue;
+            }
+            if live_raw > 0 {
+                let bytes = inner.backend.get(&pack_key(*pack)).map_err(StoreError::from_backend)?;
+                let (_, full) = decode_pack(&bytes)?;
+                for c in &full.chunks {
+                    if !owned.iter().any(|(id, l)| *l && *id == c.id) || moved.contains_key(&c.id) {
+                        continue;
+                    }
+                    let loc = full.loc(*pack, c);
+                    let stored = bytes
+                        .get(loc.blob_offset as usize..(loc.blob_offset + u64::from(loc.blob_stored)) as usize)
+                        .ok_or_else(|| StoreError::Corrupt(format!("pack {pack}: blob out of range")))?;
+                    let raw = crate::format::decode_blob(loc.codec, stored, loc.blob_raw)?;
+                    let data = &raw[loc.offset as usize..(loc.offset + loc.len) as usize];
+                    if ChunkId::of(data) != c.id {
+                        return Err(StoreError::Corrupt(format!(
+                            "chunk {} in pack {pack} does not match its hash; run scrub", c.id
+                        )));
+                    }
+                    if let Some(sealed) = builder.add(|| inner.alloc_pack_id(), c.id, data) {
+                        store_sealed(sealed, &mut moved, &mut new_rows)?;
+                    }
+                }
+                report.packs_rewritten += 1;
+            } else {
+                report.packs_deleted += 1;
+            }
+            for (id, is_live) in owned {
+                if !is_live {
+                    dropped.push((id, *pack));
+                }
+            }
+            doomed.push(*pack);
+        }
+        if let Some(sealed) = builder.seal() {
+            store_sealed(sealed, &mut moved, &mut new_rows)?;
+        }
+        progress(total, total);
+
+        let before: u64 = packs.iter().map(|(_, r)| r.size).sum();
+        let result = (|| -> Result<()> {
+            let mut txn = inner.db.begin_write()?;
+            txn.set_durability(Durability::Immediate)?;
+            {
+                let mut chunks = txn.open_table(CHUNKS)?;
+                for (id, _) in &dropped {
+                    chunks.remove(&id.0)?;
+                }
+                for (id, loc) in &moved {
+                    chunks.insert(&id.0, loc.encode().as_slice())?;
+                }
+                let mut pack_table = txn.open_table(PACKS)?;
+                for p in &doomed {
+                    pack_table.remove(*p)?;
+                }
+                for (id, row) in &new_rows {
+                    pack_table.insert(*id, row.encode().as_slice())?;
+                }
+            }
+            txn.commit()?;
+            Ok(())
+        })();
+        inner.stop_on_catalog_error(result)?;
+        inner.drop_caches();
+        for p in &doomed {
+            // The catalog no longer names it; if this fails the next open removes the orphan.
+            let _ = inner.backend.delete(&pack_key(*p));
+        }
+        report.chunks_dropped = dropped.len() as u64;
+        let after = before - packs.iter().filter(|(id, _)| doomed.contains(id)).map(|(_, r)| r.size).sum::<u64>()
+            + new_rows.iter().map(|(_, r)| r.size).sum::<u64>();
+        report.bytes_freed = before.saturating_sub(after);
+        Ok(report)
+    }
+}

@@ -1,0 +1,670 @@
+//! The store: opening and recovery, the dedup decision, pack uploads, `sync`, chunk reads.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use reel_backend::{Backend, PutMode};
+
+use crate::catalog::{self, pack_key, PackRow, CHUNKS, EXTENTS, META, PACKS, RECORDS, SIDECAR, STREAMS};
+use crate::chunker::ChunkerParams;
+use crate::format::{self, ChunkId, ChunkLoc, FORMAT_VERSION};
+use crate::index::{Bloom, LocalityCache};
+use crate::packer::{PackBuilder, SealedPack};
+use crate::stream::{StreamId, StreamState};
+use crate::{Result, StoreError};
+
+/// Tunables. The defaults are what the benchmark and the dedup acceptance tests use.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    pub chunker: ChunkerParams,
+    /// Raw bytes of consecutive new chunks compressed together.
+    pub blob_target: usize,
+    /// Pack objects are sealed at about this size (or at every `sync`).
+    pub pack_target: usize,
+    /// zstd level; 0 stores everything raw.
+    pub zstd_level: i32,
+    /// Chunks whose locations the locality cache may hold.
+    pub cache_chunks: usize,
+    /// redb page cache.
+    pub catalog_cache_bytes: usize,
+    /// Sealed packs queued for upload before writers wait.
+    pub upload_queue: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            chunker: ChunkerParams::DEFAULT,
+            blob_target: 128 * 1024,
+            pack_target: 32 << 20,
+            zstd_level: 1,
+            cache_chunks: 1 << 20,
+            catalog_cache_bytes: 64 << 20,
+            upload_queue: 4,
+        }
+    }
+}
+
+/// Space accounting, from the catalog.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Bytes in all streams (what callers wrote and did not truncate).
+    pub logical_bytes: u64,
+    /// Raw bytes of the distinct chunks stored.
+    pub unique_bytes: u64,
+    /// Bytes of pack objects (what the back end holds).
+    pub stored_bytes: u64,
+    pub chunks: u64,
+    pub packs: u64,
+    pub streams: u64,
+    /// RAM held by the dedup index (filter + locality cache).
+    pub index_memory_bytes: u64,
+}
+
+impl StoreStats {
+    pub fn dedup_ratio(&self) -> f64 {
+        ratio(self.logical_bytes, self.unique_bytes)
+    }
+    pub fn compression_ratio(&self) -> f64 {
+        ratio(self.unique_bytes, self.stored_bytes)
+    }
+    pub fn reduction_ratio(&self) -> f64 {
+        ratio(self.logical_bytes, self.stored_bytes)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+#[derive(Default)]
+struct Uploads {
+    in_flight: usize,
+    failed: Vec<SealedPack>,
+    error: Option<String>,
+    error_is_space: bool,
+}
+
+pub(crate) struct Inner {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) db: Database,
+    pub(crate) config: StoreConfig,
+    filter: RwLock<Bloom>,
+    pending: Mutex<HashSet<ChunkId>>,
+    pub(crate) cache: Mutex<LocalityCache>,
+    blob_cache: Mutex<VecDeque<((u64, u64), Arc<Vec<u8>>)>>,
+    next_pack: AtomicU64,
+    uploads: Mutex<Uploads>,
+    uploads_done: Condvar,
+    upload_tx: Mutex<Option<crossbeam_channel::Sender<SealedPack>>>,
+    uploader: Mutex<Option<JoinHandle<()>>>,
+    builders: Mutex<Vec<Weak<Mutex<PackBuilder>>>>,
+    pub(crate) streams: Mutex<HashMap<StreamId, Weak<Mutex<StreamState>>>>,
+    /// Held shared by stream flushes, exclusively by `sync` while it makes packs durable.
+    pub(crate) commit_lock: RwLock<()>,
+    /// Held shared by anything that references chunks, exclusively by reclaim.
+    pub(crate) ingest_lock: RwLock<()>,
+    stopped: Mutex<Option<String>>,
+    pub(crate) missing_packs: Mutex<HashSet<u64>>,
+}
+
+/// A handle to an open store. Cheap to clone; all clones share one store.
+#[derive(Clone)]
+pub struct ChunkStore {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl ChunkStore {
+    /// Opens (or creates) a store whose catalog lives in `catalog_dir` and whose packs live in
+    /// `backend`. Recovery: pack objects that no committed catalog entry names (an interrupted
+    /// commit) are deleted; packs the catalog names but the back end lacks are remembered and
+    /// reported by [`ChunkStore::scrub`].
+    pub fn open(catalog_dir: &Path, backend: Arc<dyn Backend>, config: StoreConfig) -> Result<ChunkStore> {
+        config.chunker.validate().map_err(StoreError::Invalid)?;
+        std::fs::create_dir_all(catalog_dir)
+            .map_err(|e| StoreError::Catalog(format!("creating {}: {e}", catalog_dir.display())))?;
+        let db = Database::builder()
+            .set_cache_size(config.catalog_cache_bytes)
+            .create(catalog_dir.join("catalog.redb"))?;
+        init_catalog(&db)?;
+
+        let mut catalog_packs = HashSet::new();
+        let chunk_count;
+        {
+            let txn = db.begin_read()?;
+            let packs = txn.open_table(PACKS)?;
+            for row in packs.iter()? {
+                catalog_packs.insert(row?.0.value());
+            }
+            chunk_count = txn.open_table(CHUNKS)?.len()?;
+        }
+        let listed = backend.list("packs/").map_err(StoreError::from_backend)?;
+        let mut max_id = catalog_packs.iter().copied().max().unwrap_or(0);
+        let mut in_backend = HashSet::new();
+        for obj in listed {
+            let Some(id) = catalog::parse_pack_key(obj.key.as_str()) else { continue };
+            max_id = max_id.max(id);
+            in_backend.insert(id);
+            if !catalog_packs.contains(&id) {
+                // Written, but the catalog commit that would name it never happened.
+                backend.delete(&obj.key).map_err(StoreError::from_backend)?;
+            }
+        }
+        let missing: HashSet<u64> = catalog_packs.difference(&in_backend).copied().collect();
+
+        let filter = Bloom::with_capacity(chunk_count * 2);
+        {
+            let txn = db.begin_read()?;
+            for row in txn.open_table(CHUNKS)?.iter()? {
+                filter.insert(&ChunkId(*row?.0.value()));
+            }
+        }
+
+        let (tx, rx) = crossbeam_channel::bounded::<SealedPack>(config.upload_queue.max(1));
+        let inner = Arc::new(Inner {
+            backend,
+            db,
+            cache: Mutex::new(LocalityCache::new(config.cache_chunks)),
+            config,
+            filter: RwLock::new(filter),
+            pending: Mutex::new(HashSet::new()),
+            blob_cache: Mutex::new(VecDeque::new()),
+            next_pack: AtomicU64::new(max_id + 1),
+            uploads: Mutex::new(Uploads::default()),
+            uploads_done: Condvar::new(),
+            upload_tx: Mutex::new(Some(tx)),
+            uploader: Mutex::new(None),
+            builders: Mutex::new(Vec::new()),
+            streams: Mutex::new(HashMap::new()),
+            commit_lock: RwLock::new(()),
+            ingest_lock: RwLock::new(()),
+            stopped: Mutex::new(None),
+            missing_packs: Mutex::new(missing),
+        });
+        let weak = Arc::downgrade(&inner);
+        let handle = std::thread::Builder::new()
+            .name("reel-pack-upload".into())
+            .spawn(move || {
+                for pack in rx {
+                    let Some(inner) = weak.upgrade() else { return };
+                    inner.upload(pack, PutMode::Create);
+                }
+            })
+            .map_err(|e| StoreError::Catalog(format!("starting uploader: {e}")))?;
+        *inner.uploader.lock() = Some(handle);
+        Ok(ChunkStore { inner })
+    }
+
+    /// Makes everything every stream has flushed durable: open packs are sealed and stored,
+    /// then the catalog is committed to disk. A synchronising point (SSC: a filemark without
+    /// IMMED, a rewind) calls this after flushing its stream.
+    pub fn sync(&self) -> Result<()> {
+        self.inner.sync()
+    }
+
+    pub fn stats(&self) -> Result<StoreStats> {
+        let inner = &self.inner;
+        let txn = inner.db.begin_read()?;
+        let mut stats = StoreStats::default();
+        for row in txn.open_table(STREAMS)?.iter()? {
+            stats.logical_bytes += row?.1.value();
+            stats.streams += 1;
+        }
+        for row in txn.open_table(PACKS)?.iter()? {
+            let r = PackRow::decode(row?.1.value())?;
+            stats.stored_bytes += r.size;
+            stats.unique_bytes += r.raw_bytes;
+            stats.packs += 1;
+        }
+        stats.chunks = txn.open_table(CHUNKS)?.len()?;
+        stats.index_memory_bytes = inner.filter.read().memory_bytes() + inner.cache.lock().memory_bytes();
+        Ok(stats)
+    }
+
+    /// Streams that exist in the catalog, with their committed lengths.
+    pub fn streams(&self) -> Result<Vec<(StreamId, u64)>> {
+        let txn = self.inner.db.begin_read()?;
+        let table = txn.open_table(STREAMS)?;
+        let mut out = Vec::new();
+        for row in table.iter()? {
+            let (k, v) = row?;
+            out.push((StreamId(k.value()), v.value()));
+        }
+        Ok(out)
+    }
+
+    /// Deletes a stream and its sidecar. Its chunks become garbage for [`ChunkStore::reclaim`].
+    pub fn delete_stream(&self, id: StreamId) -> Result<()> {
+        let inner = &self.inner;
+        if let Some(open) = inner.streams.lock().get(&id).and_then(Weak::upgrade) {
+            open.lock().reset_after_delete();
+        }
+        let _commit = inner.commit_lock.read();
+        let mut txn = inner.db.begin_write()?;
+        txn.set_durability(Durability::None)?;
+        {
+            txn.open_table(STREAMS)?.remove(id.0)?;
+            txn.open_table(EXTENTS)?.retain_in((id.0, 0)..=(id.0, u64::MAX), |_, _| false)?;
+            txn.open_table(SIDECAR)?.retain_in((id.0, 0)..=(id.0, u64::MAX), |_, _| false)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Stores a small caller record (e.g. a cartridge's identity), committed with the next sync.
+    pub fn put_record(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_stopped()?;
+        let _commit = inner.commit_lock.read();
+        let mut txn = inner.db.begin_write()?;
+        txn.set_durability(Durability::None)?;
+        {
+            let mut t = txn.open_table(RECORDS)?;
+            match value {
+                Some(v) => {
+                    t.insert(key, v)?;
+                }
+                None => {
+                    t.remove(key)?;
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    pub fn record(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let txn = self.inner.db.begin_read()?;
+        let t = txn.open_table(RECORDS)?;
+        Ok(t.get(key)?.map(|v| v.value().to_vec()))
+    }
+
+    /// Records whose keys start with `prefix`, in key order.
+    pub fn records(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let txn = self.inner.db.begin_read()?;
+        let t = txn.open_table(RECORDS)?;
+        let mut out = Vec::new();
+        for row in t.range(prefix..)? {
+            let (k, v) = row?;
+            if !k.value().starts_with(prefix) {
+                break;
+            }
+            out.push((k.value().to_vec(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.config
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.upload_tx.lock().take();
+        if let Some(h) = self.uploader.lock().take() {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+fn init_catalog(db: &Database) -> Result<()> {
+    let txn = db.begin_write()?;
+    {
+        let mut meta = txn.open_table(META)?;
+        let version = meta.get(catalog::META_FORMAT)?.map(|v| v.value());
+        match version {
+            None => {
+                meta.insert(catalog::META_FORMAT, u64::from(FORMAT_VERSION))?;
+            }
+            Some(v) if v > u64::from(FORMAT_VERSION) => {
+                return Err(StoreError::Invalid(format!(
+                    "catalog format version {v} is newer than this reel (supports ≤ {FORMAT_VERSION})"
+                )));
+            }
+            Some(_) => {}
+        }
+        txn.open_table(CHUNKS)?;
+        txn.open_table(PACKS)?;
+        txn.open_table(STREAMS)?;
+        txn.open_table(EXTENTS)?;
+        txn.open_table(SIDECAR)?;
+        txn.open_table(RECORDS)?;
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+impl Inner {
+    pub(crate) fn check_stopped(&self) -> Result<()> {
+        match &*self.stopped.lock() {
+            Some(why) => Err(StoreError::Stopped(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Fail-stop: after a catalog failure nothing more is written until reopen (as redb's own
+    /// `PreviousIo`), so a half-applied state is never built upon.
+    pub(crate) fn stop_on_catalog_error<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(StoreError::Catalog(why)) = &r {
+            self.stopped.lock().get_or_insert_with(|| why.clone());
+        }
+        r
+    }
+
+    /// The sticky upload error, if a pack could not be stored. Writers refuse new data until a
+    /// `sync` has stored every failed pack.
+    pub(crate) fn upload_error(&self) -> Option<StoreError> {
+        let u = self.uploads.lock();
+        u.error.as_ref().map(|e| {
+            if u.error_is_space {
+                StoreError::NoSpace(e.clone())
+            } else {
+                StoreError::Backend(reel_backend::BackendError::Io {
+                    key: "packs".into(),
+                    source: std::io::Error::other(e.clone()),
+                })
+            }
+        })
+    }
+
+    pub(crate) fn new_builder(&self) -> Arc<Mutex<PackBuilder>> {
+        let b = Arc::new(Mutex::new(PackBuilder::new(
+            self.config.blob_target,
+            self.config.pack_target,
+            self.config.zstd_level,
+        )));
+        let mut builders = self.builders.lock();
+        builders.retain(|w| w.strong_count() > 0);
+        builders.push(Arc::downgrade(&b));
+        b
+    }
+
+    pub(crate) fn alloc_pack_id(&self) -> u64 {
+        self.next_pack.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Decides whether `id` is new; if so it is reserved (pending) and the caller must store it.
+    pub(crate) fn reserve(&self, id: &ChunkId) -> Result<bool> {
+        if self.filter.read().may_contain(id) {
+            if self.pending.lock().contains(id) || self.cache.lock().get(id).is_some() {
+                return Ok(false);
+            }
+            if let Some(loc) = self.lookup_catalog(id)? {
+                self.warm_cache(loc.pack);
+                return Ok(false);
+            }
+        }
+        if !self.pending.lock().insert(*id) {
+            return Ok(false);
+        }
+        let overfull = {
+            let filter = self.filter.read();
+            filter.insert(id);
+            filter.is_overfull()
+        };
+        if overfull {
+            self.grow_filter()?;
+        }
+        Ok(true)
+    }
+
+    fn grow_filter(&self) -> Result<()> {
+        let mut filter = self.filter.write();
+        if !filter.is_overfull() {
+            return Ok(());
+        }
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(CHUNKS)?;
+        let pending = self.pending.lock();
+        let bigger = Bloom::with_capacity((table.len()? + pending.len() as u64) * 4);
+        for row in table.iter()? {
+            bigger.insert(&ChunkId(*row?.0.value()));
+        }
+        for id in pending.iter() {
+            bigger.insert(id);
+        }
+        *filter = bigger;
+        Ok(())
+    }
+
+    fn lookup_catalog(&self, id: &ChunkId) -> Result<Option<ChunkLoc>> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(CHUNKS)?;
+        let loc = match table.get(&id.0)? {
+            Some(v) => Some(ChunkLoc::decode(v.value())?),
+            None => None,
+        };
+        Ok(loc)
+    }
+
+    /// Loads a pack's table of contents into the locality cache (best effort: a failure only
+    /// costs speed).
+    fn warm_cache(&self, pack: u64) {
+        if self.cache.lock().contains_pack(pack) {
+            return;
+        }
+        if let Ok(trailer) = self.read_trailer(pack) {
+            let entries: Vec<_> = trailer.chunks.iter().map(|c| (c.id, trailer.loc(pack, c))).collect();
+            self.cache.lock().insert_pack(pack, entries);
+        }
+    }
+
+    pub(crate) fn read_trailer(&self, pack: u64) -> Result<format::PackTrailer> {
+        let key = pack_key(pack);
+        let size = {
+            let txn = self.db.begin_read()?;
+            let t = txn.open_table(PACKS)?;
+            let row = t.get(pack)?.ok_or_else(|| StoreError::Corrupt(format!("pack {pack} not in catalog")))?;
+            PackRow::decode(row.value())?.size
+        };
+        let footer_at = size
+            .checked_sub(format::PACK_FOOTER_LEN as u64)
+            .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} too small")))?;
+        let footer = self.backend.get_range(&key, footer_at..size).map_err(StoreError::from_backend)?;
+        let (trailer_at, crc) = format::decode_pack_footer(&footer)?;
+        if trailer_at > footer_at {
+            return Err(StoreError::Corrupt(format!("pack {pack}: trailer offset out of range")));
+        }
+        let bytes = self.backend.get_range(&key, trailer_at..footer_at).map_err(StoreError::from_backend)?;
+        Ok(format::decode_pack_trailer(&bytes, crc, trailer_at)?)
+    }
+
+    /// Queues a sealed pack for upload (blocks while the queue is full: back-pressure).
+    pub(crate) fn submit(&self, pack: SealedPack) {
+        self.uploads.lock().in_flight += 1;
+        let tx = self.upload_tx.lock().clone();
+        match tx {
+            Some(tx) => {
+                if let Err(e) = tx.send(pack) {
+                    self.upload(e.into_inner(), PutMode::Create);
+                }
+            }
+            None => self.upload(pack, PutMode::Create),
+        }
+    }
+
+    /// Stores a pack, then names its chunks in the catalog (non-durably: `sync` makes it so).
+    fn upload(&self, pack: SealedPack, mode: PutMode) {
+        let result = self
+            .backend
+            .put(&pack_key(pack.id), &pack.bytes, mode)
+            .map_err(StoreError::from_backend)
+            .and_then(|()| self.index_pack(&pack));
+        let mut u = self.uploads.lock();
+        u.in_flight -= 1;
+        if let Err(e) = result {
+            u.error_is_space = matches!(e, StoreError::NoSpace(_));
+            u.error = Some(e.to_string());
+            u.failed.push(pack);
+        }
+        self.uploads_done.notify_all();
+    }
+
+    fn index_pack(&self, pack: &SealedPack) -> Result<()> {
+        let entries: Vec<(ChunkId, ChunkLoc)> =
+            pack.trailer.chunks.iter().map(|c| (c.id, pack.trailer.loc(pack.id, c))).collect();
+        let result = (|| -> Result<()> {
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(Durability::None)?;
+            {
+                let mut chunks = txn.open_table(CHUNKS)?;
+                let mut sorted: Vec<_> = entries.iter().collect();
+                sorted.sort_unstable_by_key(|(id, _)| *id);
+                for (id, loc) in sorted {
+                    // A racing duplicate keeps the first location; its copy here is garbage.
+                    if chunks.get(&id.0)?.is_none() {
+                        chunks.insert(&id.0, loc.encode().as_slice())?;
+                    }
+                }
+                let row = PackRow {
+                    size: pack.bytes.len() as u64,
+                    chunks: entries.len() as u32,
+                    raw_bytes: pack.raw_bytes,
+                };
+                txn.open_table(PACKS)?.insert(pack.id, row.encode().as_slice())?;
+            }
+            txn.commit()?;
+            Ok(())
+        })();
+        self.stop_on_catalog_error(result)?;
+        {
+            let mut pending = self.pending.lock();
+            for (id, _) in &entries {
+                pending.remove(id);
+            }
+        }
+        self.cache.lock().insert_pack(pack.id, entries);
+        Ok(())
+    }
+
+    /// Seals every open pack and waits until all are stored (retrying failed ones once).
+    pub(crate) fn seal_and_store_all(&self) -> Result<()> {
+        let builders: Vec<_> = self.builders.lock().iter().filter_map(Weak::upgrade).collect();
+        for b in builders {
+            let sealed = b.lock().seal();
+            if let Some(p) = sealed {
+                self.submit(p);
+            }
+        }
+        let mut u = self.uploads.lock();
+        while u.in_flight > 0 {
+            self.uploads_done.wait(&mut u);
+        }
+        let retry = std::mem::take(&mut u.failed);
+        u.error = None;
+        drop(u);
+        for pack in retry {
+            self.uploads.lock().in_flight += 1;
+            // The failed attempt may have stored the object after all: overwrite it.
+            self.upload(pack, PutMode::Overwrite);
+        }
+        match self.upload_error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.check_stopped()?;
+        let _commit = self.commit_lock.write();
+        self.seal_and_store_all()?;
+        let result = (|| -> Result<()> {
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(Durability::Immediate)?;
+            txn.set_quick_repair(true);
+            txn.commit()?;
+            Ok(())
+        })();
+        self.stop_on_catalog_error(result)
+    }
+
+    /// Where chunk `id` is stored, sealing open packs if it is still being built.
+    pub(crate) fn locate(&self, id: &ChunkId) -> Result<ChunkLoc> {
+        if let Some(loc) = self.cache.lock().get(id) {
+            return Ok(loc);
+        }
+        if let Some(loc) = self.lookup_catalog(id)? {
+            return Ok(loc);
+        }
+        if self.pending.lock().contains(id) {
+            // Read-after-write before the pack was sealed: store it now.
+            self.seal_and_store_all()?;
+            if let Some(loc) = self.lookup_catalog(id)? {
+                return Ok(loc);
+            }
+        }
+        Err(StoreError::Corrupt(format!("chunk {id} is referenced but not stored")))
+    }
+
+    /// The verified bytes of a chunk's blob (shared, cached), to be sliced at `loc`.
+    pub(crate) fn read_chunk(&self, id: &ChunkId) -> Result<(Arc<Vec<u8>>, ChunkLoc)> {
+        let loc = self.locate(id)?;
+        let key = (loc.pack, loc.blob_offset);
+        let cached = self.blob_cache.lock().iter().find(|(k, _)| *k == key).map(|(_, b)| b.clone());
+        let blob = match cached {
+            Some(b) => b,
+            None => {
+                let stored = self
+                    .backend
+                    .get_range(&pack_key(loc.pack), loc.blob_offset..loc.blob_offset + u64::from(loc.blob_stored))
+                    .map_err(|e| match e {
+                        reel_backend::BackendError::NotFound(k) => {
+                            StoreError::Corrupt(format!("pack object {k} is missing"))
+                        }
+                        other => StoreError::from_backend(other),
+                    })?;
+                let raw = format::decode_blob(loc.codec, &stored, loc.blob_raw)
+                    .map_err(|e| StoreError::Corrupt(format!("pack {} blob at {}: {e}", loc.pack, loc.blob_offset)))?;
+                let blob = Arc::new(raw);
+                let mut cache = self.blob_cache.lock();
+                cache.push_back((key, blob.clone()));
+                if cache.len() > 32 {
+                    cache.pop_front();
+                }
+                blob
+            }
+        };
+        let end = loc.offset as usize + loc.len as usize;
+        let bytes = blob
+            .get(loc.offset as usize..end)
+            .ok_or_else(|| StoreError::Corrupt(format!("chunk {id} lies outside its blob")))?;
+        if ChunkId::of(bytes) != *id {
+            return Err(StoreError::Corrupt(format!(
+                "chunk {id} in pack {} does not match its hash",
+                loc.pack
+            )));
+        }
+        Ok((blob, loc))
+    }
+
+    pub(crate) fn drop_caches(&self) {
+        self.cache.lock().clear();
+        self.blob_cache.lock().clear();
+    }
+
+    pub(crate) fn register_stream(&self, id: StreamId, state: &Arc<Mutex<StreamState>>) -> Result<()> {
+        let mut streams = self.streams.lock();
+        if streams.get(&id).is_some_and(|w| w.strong_count() > 0) {
+            return Err(StoreError::Invalid(format!("stream {} is already open", id.0)));
+        }
+        streams.retain(|_, w| w.strong_count() > 0);
+        streams.insert(id, Arc::downgrade(state));
+        Ok(())
+    }
+}

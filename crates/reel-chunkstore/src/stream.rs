@@ -1,0 +1,457 @@
+//! Streams: append, record boundaries, flush, truncate, read.
+//!
+//! A stream's bytes are a sequence of chunk references kept in extent rows of at most
+//! [`ROW_CHUNKS`] references, keyed by the stream offset where each row starts. Appended bytes
+//! live in memory (the chunker's unfinished chunk, the unwritten rows) until [`Stream::flush`]
+//! writes them to the catalog together with the sidecar changes, so the catalog always holds a
+//! state of the stream its owner flushed, never a half-updated one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use redb::{Durability, ReadableDatabase, ReadableTable};
+
+use crate::catalog::{EXTENTS, SIDECAR, STREAMS};
+use crate::chunker::Chunker;
+use crate::format::{decode_extent_row, encode_extent_row, ChunkId, ChunkRef};
+use crate::packer::PackBuilder;
+use crate::store::{ChunkStore, Inner};
+use crate::{Result, StoreError};
+
+/// Chunk references per extent row (about 4 MiB of stream at the default chunk size).
+pub const ROW_CHUNKS: usize = 1024;
+
+/// Names a stream. Callers choose ids (e.g. cartridge number and partition).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u64);
+
+pub(crate) struct StreamState {
+    id: StreamId,
+    len: u64,
+    chunker: Chunker,
+    /// The unfinished chunk's bytes.
+    buf: Vec<u8>,
+    /// Full rows not yet written to the catalog.
+    full_rows: Vec<(u64, Vec<ChunkRef>)>,
+    row_start: u64,
+    tail: Vec<ChunkRef>,
+    tail_bytes: u64,
+    dirty: bool,
+    sidecar: BTreeMap<u64, Option<Vec<u8>>>,
+    builder: Arc<Mutex<PackBuilder>>,
+    /// The last row read: (start, references, end offset of each reference).
+    read_row: Option<(u64, Vec<ChunkRef>, Vec<u64>)>,
+}
+
+/// An open stream. One handle per stream at a time; it may be moved between threads.
+pub struct Stream {
+    inner: Arc<Inner>,
+    state: Arc<Mutex<StreamState>>,
+}
+
+impl ChunkStore {
+    /// Opens a stream (an empty one if it never existed; it is created by its first flush).
+    pub fn open_stream(&self, id: StreamId) -> Result<Stream> {
+        let inner = self.inner.clone();
+        let (len, row_start, tail) = load_tail(&inner, id)?;
+        let state = Arc::new(Mutex::new(StreamState {
+            id,
+            len,
+            chunker: Chunker::new(inner.config.chunker),
+            buf: Vec::new(),
+            full_rows: Vec::new(),
+            row_start,
+            tail_bytes: len - row_start,
+            tail,
+            dirty: false,
+            sidecar: BTreeMap::new(),
+            builder: inner.new_builder(),
+            read_row: None,
+        }));
+        inner.register_stream(id, &state)?;
+        Ok(Stream { inner, state })
+    }
+}
+
+/// Reads a stream's committed length and its last row.
+fn load_tail(inner: &Inner, id: StreamId) -> Result<(u64, u64, Vec<ChunkRef>)> {
+    let txn = inner.db.begin_read()?;
+    let len = txn.open_table(STREAMS)?.get(id.0)?.map(|v| v.value()).unwrap_or(0);
+    let extents = txn.open_table(EXTENTS)?;
+    let last = extents.range((id.0, 0)..=(id.0, u64::MAX))?.next_back().transpose()?;
+    let (row_start, tail) = match last {
+        Some((k, v)) => (k.value().1, decode_extent_row(v.value())?),
+        None => (0, Vec::new()),
+    };
+    let tail_bytes: u64 = tail.iter().map(|r| u64::from(r.len)).sum();
+    if row_start + tail_bytes != len {
+        return Err(StoreError::Corrupt(format!(
+            "stream {}: extents end at {} but the stream is {len} bytes long",
+            id.0,
+            row_start + tail_bytes
+        )));
+    }
+    Ok((len, row_start, tail))
+}
+
+impl StreamState {
+    fn emit(&mut self, inner: &Inner, data: &[u8]) -> Result<()> {
+        let id = ChunkId::of(data);
+        if inner.reserve(&id)? {
+            let sealed = self.builder.lock().add(|| inner.alloc_pack_id(), id, data);
+            if let Some(pack) = sealed {
+                inner.submit(pack);
+            }
+        }
+        self.tail.push(ChunkRef { id, len: data.len() as u32 });
+        self.tail_bytes += data.len() as u64;
+        if self.read_row.as_ref().is_some_and(|r| r.0 == self.row_start) {
+            self.read_row = None;
+        }
+        if self.tail.len() >= ROW_CHUNKS {
+            let row = std::mem::take(&mut self.tail);
+            self.full_rows.push((self.row_start, row));
+            self.row_start += self.tail_bytes;
+            self.tail_bytes = 0;
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    fn emit_buf(&mut self, inner: &Inner) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let r = self.emit(inner, &buf);
+        self.buf = buf;
+        self.buf.clear();
+        self.chunker.reset();
+        r
+    }
+
+    fn append(&mut self, inner: &Inner, data: &[u8]) -> Result<()> {
+        let mut rest = data;
+        while !rest.is_empty() {
+            match self.chunker.scan(rest) {
+                Some(n) => {
+                    if self.buf.is_empty() {
+                        self.emit(inner, &rest[..n])?;
+                    } else {
+                        self.buf.extend_from_slice(&rest[..n]);
+                        let buf = std::mem::take(&mut self.buf);
+                        let r = self.emit(inner, &buf);
+                        self.buf = buf;
+                        self.buf.clear();
+                        r?;
+                    }
+                    rest = &rest[n..];
+                }
+                None => {
+                    self.buf.extend_from_slice(rest);
+                    break;
+                }
+            }
+        }
+        self.len += data.len() as u64;
+        Ok(())
+    }
+
+    /// Writes everything appended and the sidecar changes to the catalog in one transaction.
+    /// The caller holds the commit lock shared.
+    fn flush(&mut self, inner: &Inner) -> Result<()> {
+        self.emit_buf(inner)?;
+        if !self.dirty && self.sidecar.is_empty() {
+            return Ok(());
+        }
+        let id = self.id.0;
+        let mut txn = inner.db.begin_write()?;
+        txn.set_durability(Durability::None)?;
+        {
+            let mut extents = txn.open_table(EXTENTS)?;
+            for (start, refs) in &self.full_rows {
+                extents.insert((id, *start), encode_extent_row(refs).as_slice())?;
+            }
+            if !self.tail.is_empty() {
+                extents.insert((id, self.row_start), encode_extent_row(&self.tail).as_slice())?;
+            }
+            txn.open_table(STREAMS)?.insert(id, self.len)?;
+            apply_sidecar(&txn, id, &self.sidecar)?;
+        }
+        txn.commit()?;
+        self.full_rows.clear();
+        self.sidecar.clear();
+        self.dirty = false;
+        Ok(())
+    }
+
+    fn truncate(&mut self, inner: &Inner, new_len: u64) -> Result<()> {
+        if new_len > self.len {
+            return Err(StoreError::Invalid(format!(
+                "cannot truncate stream {} of {} bytes to {new_len}",
+                self.id.0, self.len
+            )));
+        }
+        self.flush(inner)?;
+        let id = self.id.0;
+        let mut txn = inner.db.begin_write()?;
+        txn.set_durability(Durability::None)?;
+        let (row_start, tail) = {
+            let mut extents = txn.open_table(EXTENTS)?;
+            let containing = if new_len == 0 {
+                None
+            } else {
+                let row = extents.range((id, 0)..(id, new_len))?.next_back().transpose()?;
+                row.map(|(k, v)| decode_extent_row(v.value()).map(|refs| (k.value().1, refs)))
+                    .transpose()?
+            };
+            extents.retain_in((id, new_len)..=(id, u64::MAX), |_, _| false)?;
+            match containing {
+                Some((start, refs)) => {
+                    let mut kept = Vec::new();
+                    let mut at = start;
+                    for r in refs {
+                        if at >= new_len {
+                            break;
+                        }
+                        // A chunk cut by the new end is kept as a prefix reference.
+                        let len = (new_len - at).min(u64::from(r.len)) as u32;
+                        kept.push(ChunkRef { id: r.id, len });
+                        at += u64::from(len);
+                    }
+                    extents.insert((id, start), encode_extent_row(&kept).as_slice())?;
+                    (start, kept)
+                }
+                None => (0, Vec::new()),
+            }
+        };
+        txn.open_table(STREAMS)?.insert(id, new_len)?;
+        apply_sidecar(&txn, id, &self.sidecar)?;
+        txn.commit()?;
+        self.sidecar.clear();
+        self.len = new_len;
+        self.row_start = row_start;
+        self.tail_bytes = new_len - row_start;
+        self.tail = tail;
+        self.chunker.reset();
+        self.buf.clear();
+        self.read_row = None;
+        Ok(())
+    }
+
+    fn read_at(&mut self, inner: &Inner, mut offset: u64, mut out: &mut [u8]) -> Result<()> {
+        let end = offset.checked_add(out.len() as u64);
+        if end.is_none_or(|e| e > self.len) {
+            return Err(StoreError::Invalid(format!(
+                "read of {} bytes at {offset} past the end of stream {} ({} bytes)",
+                out.len(),
+                self.id.0,
+                self.len
+            )));
+        }
+        if self.dirty || !self.buf.is_empty() {
+            self.flush(inner)?;
+        }
+        while !out.is_empty() {
+            let hit = self.read_row.as_ref().is_some_and(|(start, _, ends)| {
+                *start <= offset && ends.last().is_some_and(|&e| offset < e)
+            });
+            if !hit {
+                self.read_row = Some(self.load_row(inner, offset)?);
+            }
+            let Some((start, refs, ends)) = &self.read_row else { unreachable!("row just loaded") };
+            let i = ends.partition_point(|&e| e <= offset);
+            let chunk_start = if i == 0 { *start } else { ends[i - 1] };
+            let r = refs[i];
+            let (blob, loc) = inner.read_chunk(&r.id)?;
+            let within = (offset - chunk_start) as usize;
+            let n = out.len().min(r.len as usize - within);
+            let from = loc.offset as usize + within;
+            out[..n].copy_from_slice(&blob[from..from + n]);
+            out = &mut out[n..];
+            offset += n as u64;
+        }
+        Ok(())
+    }
+
+    fn load_row(&self, inner: &Inner, offset: u64) -> Result<(u64, Vec<ChunkRef>, Vec<u64>)> {
+        let id = self.id.0;
+        let txn = inner.db.begin_read()?;
+        let extents = txn.open_table(EXTENTS)?;
+        let (start, refs) = match extents.range((id, 0)..=(id, offset))?.next_back().transpose()? {
+            Some((k, v)) => (k.value().1, decode_extent_row(v.value())?),
+            None => return Err(StoreError::Corrupt(format!("stream {id}: no extent at {offset}"))),
+        };
+        let mut ends = Vec::with_capacity(refs.len());
+        let mut at = start;
+        for r in &refs {
+            at += u64::from(r.len);
+            ends.push(at);
+        }
+        if at <= offset {
+            return Err(StoreError::Corrupt(format!("stream {id}: extents do not cover offset {offset}")));
+        }
+        Ok((start, refs, ends))
+    }
+
+    pub(crate) fn flush_for_reclaim(&mut self, inner: &Inner) -> Result<()> {
+        self.flush(inner)
+    }
+
+    pub(crate) fn reset_after_delete(&mut self) {
+        self.len = 0;
+        self.buf.clear();
+        self.full_rows.clear();
+        self.row_start = 0;
+        self.tail.clear();
+        self.tail_bytes = 0;
+        self.dirty = false;
+        self.sidecar.clear();
+        self.chunker.reset();
+        self.read_row = None;
+    }
+}
+
+fn apply_sidecar(
+    txn: &redb::WriteTransaction,
+    id: u64,
+    changes: &BTreeMap<u64, Option<Vec<u8>>>,
+) -> Result<()> {
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let mut sidecar = txn.open_table(SIDECAR)?;
+    for (key, value) in changes {
+        match value {
+            Some(v) => {
+                sidecar.insert((id, *key), v.as_slice())?;
+            }
+            None => {
+                sidecar.remove((id, *key))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Stream {
+    pub fn id(&self) -> StreamId {
+        self.state.lock().id
+    }
+
+    /// Bytes in the stream, including appended bytes not yet flushed.
+    pub fn len(&self) -> u64 {
+        self.state.lock().len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends bytes. Fails without appending anything if the store is out of space or stopped.
+    /// A failure part-way (a catalog error) leaves the stream to be reopened.
+    pub fn append(&self, data: &[u8]) -> Result<()> {
+        let _ingest = self.inner.ingest_lock.read();
+        self.inner.check_stopped()?;
+        if let Some(e) = self.inner.upload_error() {
+            return Err(e);
+        }
+        let r = self.state.lock().append(&self.inner, data);
+        self.inner.stop_on_catalog_error(r)
+    }
+
+    /// Marks a record boundary: the current chunk ends here if it is long enough, so records
+    /// that repeat elsewhere dedup whole.
+    pub fn boundary(&self) -> Result<()> {
+        let _ingest = self.inner.ingest_lock.read();
+        let mut st = self.state.lock();
+        if st.chunker.boundary() {
+            let r = st.emit_buf(&self.inner);
+            return self.inner.stop_on_catalog_error(r);
+        }
+        Ok(())
+    }
+
+    /// `append` then `boundary`.
+    pub fn append_record(&self, data: &[u8]) -> Result<()> {
+        self.append(data)?;
+        self.boundary()
+    }
+
+    /// Writes the appended bytes and sidecar changes to the catalog (not yet durably: call
+    /// [`ChunkStore::sync`] for that).
+    pub fn flush(&self) -> Result<()> {
+        let _ingest = self.inner.ingest_lock.read();
+        let _commit = self.inner.commit_lock.read();
+        self.inner.check_stopped()?;
+        let r = self.state.lock().flush(&self.inner);
+        self.inner.stop_on_catalog_error(r)
+    }
+
+    /// `flush` then `sync`: a synchronising point for this stream.
+    pub fn sync(&self) -> Result<()> {
+        self.flush()?;
+        self.inner.sync()
+    }
+
+    /// Cuts the stream to `len` bytes, committing pending sidecar changes with it.
+    pub fn truncate(&self, len: u64) -> Result<()> {
+        let _ingest = self.inner.ingest_lock.read();
+        let _commit = self.inner.commit_lock.read();
+        self.inner.check_stopped()?;
+        let r = self.state.lock().truncate(&self.inner, len);
+        self.inner.stop_on_catalog_error(r)
+    }
+
+    /// Reads `out.len()` bytes at `offset`. Data that fails its hash check is never returned.
+    pub fn read_at(&self, offset: u64, out: &mut [u8]) -> Result<()> {
+        let _ingest = self.inner.ingest_lock.read();
+        let _commit = self.inner.commit_lock.read();
+        let r = self.state.lock().read_at(&self.inner, offset, out);
+        self.inner.stop_on_catalog_error(r)
+    }
+
+    /// Stages a sidecar change, committed by the next `flush` or `truncate`.
+    pub fn set_sidecar(&self, key: u64, value: Option<Vec<u8>>) {
+        self.state.lock().sidecar.insert(key, value);
+    }
+
+    /// A sidecar value, staged or committed.
+    pub fn sidecar(&self, key: u64) -> Result<Option<Vec<u8>>> {
+        let st = self.state.lock();
+        if let Some(v) = st.sidecar.get(&key) {
+            return Ok(v.clone());
+        }
+        let txn = self.inner.db.begin_read()?;
+        let t = txn.open_table(SIDECAR)?;
+        Ok(t.get((st.id.0, key))?.map(|v| v.value().to_vec()))
+    }
+
+    /// Committed sidecar entries with keys in `range`, merged with staged changes.
+    pub fn sidecar_range(&self, range: std::ops::Range<u64>) -> Result<Vec<(u64, Vec<u8>)>> {
+        let st = self.state.lock();
+        let mut out = BTreeMap::new();
+        let txn = self.inner.db.begin_read()?;
+        let t = txn.open_table(SIDECAR)?;
+        if range.start < range.end {
+            for row in t.range((st.id.0, range.start)..(st.id.0, range.end))? {
+                let (k, v) = row?;
+                out.insert(k.value().1, v.value().to_vec());
+            }
+        }
+        for (k, v) in st.sidecar.range(range) {
+            match v {
+                Some(v) => out.insert(*k, v.clone()),
+                None => out.remove(k),
+            };
+        }
+        Ok(out.into_iter().collect())
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.inner.streams.lock().remove(&self.state.lock().id);
+    }
+}

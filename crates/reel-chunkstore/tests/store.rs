@@ -1,0 +1,101 @@
+//! Store behaviour through the public API, on real back ends.
+
+use std::sync::Arc;
+
+use reel_backend::{Backend, LocalBackend, MemoryBackend};
+use reel_chunkstore::{ChunkStore, StoreConfig, StreamId};
+
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn open(dir: &std::path::Path, backend: Arc<dyn Backend>) -> ChunkStore {
+    ChunkStore::open(&dir.join("catalog"), backend, StoreConfig::default()).unwrap()
+}
+
+fn read_all(s: &reel_chunkstore::Stream) -> Vec<u8> {
+    let mut out = vec![0u8; s.len() as usize];
+    s.read_at(0, &mut out).unwrap();
+    out
+}
+
+#[test]
+fn bytes_round_trip_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(&dir.path().join("objects")).unwrap());
+    let mut expect = Vec::new();
+    {
+        let store = open(dir.path(), backend.clone());
+        let s = store.open_stream(StreamId(1)).unwrap();
+        for (i, size) in [1usize, 100, 65536, 262144, 7, 1 << 20, 3].into_iter().enumerate() {
+            let rec = noise(size, i as u64);
+            s.append_record(&rec).unwrap();
+            expect.extend_from_slice(&rec);
+        }
+        assert_eq!(read_all(&s), expect, "read before sync");
+        s.sync().unwrap();
+    }
+    let store = open(dir.path(), backend);
+    let s = store.open_stream(StreamId(1)).unwrap();
+    assert_eq!(s.len(), expect.len() as u64);
+    assert_eq!(read_all(&s), expect, "read after reopen");
+    let mut mid = vec![0u8; 1000];
+    s.read_at(65000, &mut mid).unwrap();
+    assert_eq!(mid, expect[65000..66000]);
+    assert!(s.read_at(expect.len() as u64 - 10, &mut mid).is_err(), "read past end must fail");
+    assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
+}
+
+#[test]
+fn truncate_keeps_the_prefix_and_appends_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Arc::new(MemoryBackend::new()));
+    let s = store.open_stream(StreamId(9)).unwrap();
+    let a = noise(3 << 20, 1);
+    s.append_record(&a).unwrap();
+    s.flush().unwrap();
+    for cut in [3 << 20, 2_500_001, 1_000_000, 12345, 0] {
+        s.truncate(cut).unwrap();
+        assert_eq!(s.len(), cut);
+        assert_eq!(read_all(&s), a[..cut as usize]);
+    }
+    let b = noise(100_000, 2);
+    s.truncate(0).unwrap();
+    s.append_record(&a[..777_777]).unwrap();
+    s.truncate(500_000).unwrap();
+    s.append_record(&b).unwrap();
+    s.sync().unwrap();
+    let mut expect = a[..500_000].to_vec();
+    expect.extend_from_slice(&b);
+    assert_eq!(read_all(&s), expect);
+    assert!(s.truncate(expect.len() as u64 + 1).is_err());
+}
+
+#[test]
+fn identical_records_dedup_across_streams_and_sidecars_commit_with_the_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Arc::new(MemoryBackend::new()));
+    let rec = noise(1 << 20, 5);
+    for id in 0..4 {
+        let s = store.open_stream(StreamId(id)).unwrap();
+        s.append_record(&noise(1000 + id as usize * 333, 100 + id)).unwrap();
+        s.append_record(&rec).unwrap();
+        s.set_sidecar(7, Some(vec![id as u8; 3]));
+        assert_eq!(s.sidecar(7).unwrap(), Some(vec![id as u8; 3]));
+        s.sync().unwrap();
+    }
+    let stats = store.stats().unwrap();
+    assert!(stats.unique_bytes < (1 << 20) + 4 * 5000, "1 MiB record stored more than once: {stats:?}");
+    assert_eq!(stats.streams, 4);
+    let s = store.open_stream(StreamId(2)).unwrap();
+    assert_eq!(s.sidecar_range(0..100).unwrap(), vec![(7, vec![2u8; 3])]);
+}
