@@ -7,6 +7,8 @@ pub const CHUNKS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("chun
 /// Pack id → encoded [`PackRow`]. A pack object exists in the back end for every row; a pack
 /// object without a row is an orphan from an interrupted commit and is deleted on open.
 pub const PACKS: TableDefinition<u64, &[u8]> = TableDefinition::new("packs");
+/// Pack id → its chunks' names in pack order (format::encode_pack_ids).
+pub const PACK_IDS: TableDefinition<u64, &[u8]> = TableDefinition::new("pack_ids");
 /// Stream id → stream length in bytes.
 pub const STREAMS: TableDefinition<u64, u64> = TableDefinition::new("streams");
 /// (stream id, start offset) → encoded extent row (format::encode_extent_row).
@@ -39,7 +41,10 @@ impl PackRow {
 
     pub fn decode(b: &[u8]) -> Result<PackRow, crate::FormatError> {
         if b.len() != 20 {
-            return Err(crate::FormatError { what: "pack row", reason: format!("{} bytes", b.len()) });
+            return Err(crate::FormatError {
+                what: "pack row",
+                reason: format!("{} bytes", b.len()),
+            });
         }
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
         Ok(PackRow {

@@ -7,8 +7,8 @@
 //! two, and the same bytes written with another record size chunk the same way away from record
 //! edges.
 //!
-//! What is ours: record boundaries are also cut points whenever the current chunk is at least
-//! `boundary_min` long. A record repeated later in the stream (the same file in the next full
+//! What is ours: the end of every record of at least `avg` bytes is also a cut point, and so is
+//! the end of a run of smaller records once the chunk reaches `boundary_min`. A record repeated later in the stream (the same file in the next full
 //! backup) then starts and ends on chunk boundaries and dedups completely, whatever its neighbours
 //! are; plain CDC would lose the chunks that straddle each record edge.
 
@@ -19,18 +19,25 @@ pub struct ChunkerParams {
     /// Average; must be a power of two.
     pub avg: u32,
     pub max: u32,
-    /// A record boundary cuts the current chunk only if it is at least this long, so streams of
-    /// tiny records do not make tiny chunks.
+    /// The end of a record shorter than `avg` cuts the current chunk only if the chunk is at
+    /// least this long, so streams of tiny records do not make tiny chunks.
     pub boundary_min: u32,
 }
 
 impl ChunkerParams {
-    pub const DEFAULT: ChunkerParams =
-        ChunkerParams { min: 1024, avg: 4096, max: 32768, boundary_min: 2048 };
+    pub const DEFAULT: ChunkerParams = ChunkerParams {
+        min: 512,
+        avg: 2048,
+        max: 16384,
+        boundary_min: 1024,
+    };
 
     pub fn validate(&self) -> Result<(), String> {
         if !self.avg.is_power_of_two() || self.avg < 256 {
-            return Err(format!("average chunk size {} must be a power of two ≥ 256", self.avg));
+            return Err(format!(
+                "average chunk size {} must be a power of two ≥ 256",
+                self.avg
+            ));
         }
         if !(64 <= self.min && self.min < self.avg && self.avg < self.max) {
             return Err(format!(
@@ -142,9 +149,12 @@ impl Chunker {
         None
     }
 
-    /// A record boundary: returns true if the current chunk should end here (it is then reset).
-    pub fn boundary(&mut self) -> bool {
-        if self.len >= self.params.boundary_min {
+    /// The end of a record of `record_len` bytes: returns true if the current chunk should end
+    /// here (it is then reset). Ending every large record on a cut point costs a short chunk at
+    /// its tail but lets the record dedup whole wherever it repeats.
+    pub fn boundary(&mut self, record_len: u64) -> bool {
+        let whole_record = record_len >= u64::from(self.params.avg);
+        if self.len > 0 && (whole_record || self.len >= self.params.boundary_min) {
             self.reset();
             true
         } else {
@@ -204,10 +214,16 @@ mod tests {
         let lens = chunk_lengths(p, &data);
         assert_eq!(lens.iter().sum::<usize>(), data.len());
         for &l in &lens[..lens.len() - 1] {
-            assert!(l >= p.min as usize && l <= p.max as usize, "chunk of {l} bytes");
+            assert!(
+                l >= p.min as usize && l <= p.max as usize,
+                "chunk of {l} bytes"
+            );
         }
         let avg = data.len() / lens.len();
-        assert!((3000..7000).contains(&avg), "average chunk {avg} far from 4096");
+        assert!(
+            (1800..3500).contains(&avg),
+            "average chunk {avg} far from the 2 KiB target"
+        );
     }
 
     #[test]
@@ -241,12 +257,21 @@ mod tests {
         shifted.extend_from_slice(&data);
         let ends = |lens: Vec<usize>, skip: usize| -> std::collections::HashSet<usize> {
             let mut at = 0;
-            lens.into_iter().map(|l| { at += l; at - skip.min(at) }).collect()
+            lens.into_iter()
+                .map(|l| {
+                    at += l;
+                    at - skip.min(at)
+                })
+                .collect()
         };
         let a = ends(chunk_lengths(p, &data), 0);
         let b = ends(chunk_lengths(p, &shifted), 13);
         let common = a.intersection(&b).count();
-        assert!(common * 100 >= a.len() * 95, "only {common} of {} cut points survive", a.len());
+        assert!(
+            common * 100 >= a.len() * 95,
+            "only {common} of {} cut points survive",
+            a.len()
+        );
     }
 
     #[test]
@@ -254,11 +279,17 @@ mod tests {
         let p = ChunkerParams::DEFAULT;
         let mut c = Chunker::new(p);
         assert_eq!(c.scan(&noise(100, 5)), None);
-        assert!(!c.boundary(), "100-byte chunk must continue across the boundary");
-        assert_eq!(c.scan(&noise(3000, 6)).is_some() || c.pending() == 3100, true);
-        let mut c = Chunker::new(p);
-        c.scan(&noise(p.boundary_min as usize, 7));
-        assert!(c.pending() == 0 || c.boundary());
+        assert!(
+            !c.boundary(100),
+            "100-byte chunk must continue across a small record's end"
+        );
+        assert!(c.boundary(1 << 20), "a large record's end always cuts");
+        assert_eq!(c.pending(), 0);
+        assert!(!c.boundary(1 << 20), "nothing to cut");
+        c.scan(&noise(p.boundary_min as usize - 64, 7));
+        if c.pending() >= p.boundary_min {
+            assert!(c.boundary(10));
+        }
     }
 
     proptest! {

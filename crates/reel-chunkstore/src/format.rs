@@ -44,7 +44,10 @@ pub struct FormatError {
 }
 
 fn malformed(what: &'static str, reason: impl Into<String>) -> FormatError {
-    FormatError { what, reason: reason.into() }
+    FormatError {
+        what,
+        reason: reason.into(),
+    }
 }
 
 /// How a blob's bytes are stored.
@@ -83,7 +86,10 @@ impl<'a> Reader<'a> {
     }
     fn take(&mut self, n: usize) -> Result<&'a [u8], FormatError> {
         if self.data.len() < n {
-            return Err(malformed(self.what, format!("truncated: need {n} more bytes")));
+            return Err(malformed(
+                self.what,
+                format!("truncated: need {n} more bytes"),
+            ));
         }
         let (head, rest) = self.data.split_at(n);
         self.data = rest;
@@ -110,7 +116,10 @@ impl<'a> Reader<'a> {
         if self.data.is_empty() {
             Ok(())
         } else {
-            Err(malformed(self.what, format!("{} trailing bytes", self.data.len())))
+            Err(malformed(
+                self.what,
+                format!("{} trailing bytes", self.data.len()),
+            ))
         }
     }
 }
@@ -174,18 +183,21 @@ fn put(w: &mut &mut [u8], bytes: &[u8]) {
 //
 //   header  | blob 0 | blob 1 | ... | trailer | footer
 //   header  = magic "REELPACK" | version u16 | reserved u16 | reserved u32 | pack id u64
-//   trailer = blob count u32 | chunk count u32 | blob entries | chunk entries
-//   blob    = offset u64 | stored len u32 | raw len u32 | codec u8
-//   chunk   = id [32] | blob index u32 | offset in blob u32 | len u32
+//   trailer = blob count u32 | chunk count u32 | blob entries | chunk lengths (u32 each)
+//   blob    = offset u64 | stored len u32 | raw len u32 | codec u8 | chunk count u32
 //   footer  = trailer offset u64 | crc32 of trailer u32 | magic "RPND"
+//
+// A blob decodes to its chunks laid end to end, so each blob's chunk lengths sum to its raw
+// length. Chunk names (hashes) are not in the pack: the catalog keeps them (`pack_ids`), which
+// keeps per-chunk overhead in the back end at 4 bytes; a lost catalog is rebuilt by re-hashing.
 // ---------------------------------------------------------------------------------------------
 
 pub const PACK_MAGIC: [u8; 8] = *b"REELPACK";
 pub const PACK_FOOTER_MAGIC: [u8; 4] = *b"RPND";
 pub const PACK_HEADER_LEN: usize = PACK_MAGIC.len() + 2 + 2 + 4 + 8;
 pub const PACK_FOOTER_LEN: usize = 8 + 4 + PACK_FOOTER_MAGIC.len();
-const BLOB_ENTRY_LEN: usize = 8 + 4 + 4 + 1;
-const CHUNK_ENTRY_LEN: usize = 32 + 4 + 4 + 4;
+const BLOB_ENTRY_LEN: usize = 8 + 4 + 4 + 1 + 4;
+const CHUNK_ENTRY_LEN: usize = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlobEntry {
@@ -193,11 +205,12 @@ pub struct BlobEntry {
     pub stored: u32,
     pub raw: u32,
     pub codec: Codec,
+    pub chunks: u32,
 }
 
+/// Where the i-th chunk of a pack sits: blob index, offset and length within the decoded blob.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PackChunk {
-    pub id: ChunkId,
+pub struct ChunkSlot {
     pub blob: u32,
     pub offset: u32,
     pub len: u32,
@@ -207,21 +220,38 @@ pub struct PackChunk {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PackTrailer {
     pub blobs: Vec<BlobEntry>,
-    pub chunks: Vec<PackChunk>,
+    pub chunk_lens: Vec<u32>,
 }
 
 impl PackTrailer {
-    /// The location of chunk `i` (which must exist).
-    pub fn loc(&self, pack: u64, chunk: &PackChunk) -> ChunkLoc {
-        let blob = self.blobs[chunk.blob as usize];
+    /// Every chunk's slot, in pack order (the order of the catalog's names for the pack).
+    pub fn slots(&self) -> Vec<ChunkSlot> {
+        let mut out = Vec::with_capacity(self.chunk_lens.len());
+        let mut lens = self.chunk_lens.iter();
+        for (b, blob) in self.blobs.iter().enumerate() {
+            let mut offset = 0u32;
+            for len in lens.by_ref().take(blob.chunks as usize) {
+                out.push(ChunkSlot {
+                    blob: b as u32,
+                    offset,
+                    len: *len,
+                });
+                offset += len;
+            }
+        }
+        out
+    }
+
+    pub fn loc(&self, pack: u64, slot: &ChunkSlot) -> ChunkLoc {
+        let blob = self.blobs[slot.blob as usize];
         ChunkLoc {
             pack,
             blob_offset: blob.offset,
             blob_stored: blob.stored,
             blob_raw: blob.raw,
             codec: blob.codec,
-            offset: chunk.offset,
-            len: chunk.len,
+            offset: slot.offset,
+            len: slot.len,
         }
     }
 }
@@ -240,18 +270,16 @@ pub fn encode_pack_header(pack_id: u64) -> Vec<u8> {
 pub fn finish_pack(pack: &mut Vec<u8>, trailer: &PackTrailer) {
     let trailer_offset = pack.len() as u64;
     pack.extend_from_slice(&(trailer.blobs.len() as u32).to_le_bytes());
-    pack.extend_from_slice(&(trailer.chunks.len() as u32).to_le_bytes());
+    pack.extend_from_slice(&(trailer.chunk_lens.len() as u32).to_le_bytes());
     for b in &trailer.blobs {
         pack.extend_from_slice(&b.offset.to_le_bytes());
         pack.extend_from_slice(&b.stored.to_le_bytes());
         pack.extend_from_slice(&b.raw.to_le_bytes());
         pack.push(b.codec.to_byte());
+        pack.extend_from_slice(&b.chunks.to_le_bytes());
     }
-    for c in &trailer.chunks {
-        pack.extend_from_slice(&c.id.0);
-        pack.extend_from_slice(&c.blob.to_le_bytes());
-        pack.extend_from_slice(&c.offset.to_le_bytes());
-        pack.extend_from_slice(&c.len.to_le_bytes());
+    for len in &trailer.chunk_lens {
+        pack.extend_from_slice(&len.to_le_bytes());
     }
     let crc = crc32fast::hash(&pack[trailer_offset as usize..]);
     pack.extend_from_slice(&trailer_offset.to_le_bytes());
@@ -267,7 +295,10 @@ pub fn decode_pack_header(bytes: &[u8]) -> Result<u64, FormatError> {
     }
     let version = r.u16()?;
     if version == 0 || version > FORMAT_VERSION {
-        return Err(malformed("pack header", format!("unsupported format version {version}")));
+        return Err(malformed(
+            "pack header",
+            format!("unsupported format version {version}"),
+        ));
     }
     r.take(6)?;
     r.u64()
@@ -279,14 +310,17 @@ pub fn decode_pack_footer(bytes: &[u8]) -> Result<(u64, u32), FormatError> {
     let offset = r.u64()?;
     let crc = r.u32()?;
     if r.array::<4>()? != PACK_FOOTER_MAGIC {
-        return Err(malformed("pack footer", "bad magic (pack truncated or not a pack)"));
+        return Err(malformed(
+            "pack footer",
+            "bad magic (pack truncated or not a pack)",
+        ));
     }
     r.finish()?;
     Ok((offset, crc))
 }
 
-/// Decodes a trailer; `pack_len` is the byte length of the whole pack, `trailer_offset` where
-/// the trailer starts. Checks the CRC and that every blob and chunk lies inside the pack.
+/// Decodes a trailer that starts at `trailer_offset` of its pack. Checks the CRC, that every
+/// blob lies inside the pack's data area and that each blob's chunk lengths sum to its size.
 pub fn decode_pack_trailer(
     bytes: &[u8],
     crc: u32,
@@ -298,44 +332,71 @@ pub fn decode_pack_trailer(
     let mut r = Reader::new(bytes, "pack trailer");
     let blob_count = r.u32()? as usize;
     let chunk_count = r.u32()? as usize;
-    let need = blob_count
-        .checked_mul(BLOB_ENTRY_LEN)
-        .and_then(|b| chunk_count.checked_mul(CHUNK_ENTRY_LEN).and_then(|c| b.checked_add(c)));
-    if need != Some(bytes.len() - 8) {
-        return Err(malformed("pack trailer", "entry counts do not match its length"));
+    let need = blob_count.checked_mul(BLOB_ENTRY_LEN).and_then(|b| {
+        chunk_count
+            .checked_mul(CHUNK_ENTRY_LEN)
+            .and_then(|c| b.checked_add(c))
+    });
+    if need != Some(r.data.len()) {
+        return Err(malformed(
+            "pack trailer",
+            "entry counts do not match its length",
+        ));
     }
     let mut trailer = PackTrailer {
         blobs: Vec::with_capacity(blob_count),
-        chunks: Vec::with_capacity(chunk_count),
+        chunk_lens: Vec::with_capacity(chunk_count),
     };
+    let mut chunks_named = 0u64;
     for _ in 0..blob_count {
         let b = BlobEntry {
             offset: r.u64()?,
             stored: r.u32()?,
             raw: r.u32()?,
             codec: Codec::from_byte(r.u8()?)?,
+            chunks: r.u32()?,
         };
         let end = b.offset.checked_add(u64::from(b.stored));
         if b.offset < PACK_HEADER_LEN as u64 || end.is_none_or(|e| e > trailer_offset) {
-            return Err(malformed("pack trailer", "blob outside the pack's data area"));
+            return Err(malformed(
+                "pack trailer",
+                "blob outside the pack's data area",
+            ));
         }
         if b.codec == Codec::Raw && b.raw != b.stored {
             return Err(malformed("pack trailer", "raw blob with differing lengths"));
         }
+        chunks_named += u64::from(b.chunks);
         trailer.blobs.push(b);
     }
+    if chunks_named != chunk_count as u64 {
+        return Err(malformed(
+            "pack trailer",
+            "blobs do not account for every chunk",
+        ));
+    }
     for _ in 0..chunk_count {
-        let c = PackChunk { id: ChunkId(r.array()?), blob: r.u32()?, offset: r.u32()?, len: r.u32()? };
-        let blob = trailer
-            .blobs
-            .get(c.blob as usize)
-            .ok_or_else(|| malformed("pack trailer", "chunk names a missing blob"))?;
-        if u64::from(c.offset) + u64::from(c.len) > u64::from(blob.raw) {
-            return Err(malformed("pack trailer", "chunk extends past its blob"));
+        let len = r.u32()?;
+        if len == 0 {
+            return Err(malformed("pack trailer", "empty chunk"));
         }
-        trailer.chunks.push(c);
+        trailer.chunk_lens.push(len);
     }
     r.finish()?;
+    let mut lens = trailer.chunk_lens.iter();
+    for b in &trailer.blobs {
+        let sum: u64 = lens
+            .by_ref()
+            .take(b.chunks as usize)
+            .map(|&l| u64::from(l))
+            .sum();
+        if sum != u64::from(b.raw) {
+            return Err(malformed(
+                "pack trailer",
+                "a blob's chunks do not add up to its size",
+            ));
+        }
+    }
     Ok(trailer)
 }
 
@@ -350,8 +411,30 @@ pub fn decode_pack(bytes: &[u8]) -> Result<(u64, PackTrailer), FormatError> {
     if trailer_offset < PACK_HEADER_LEN as u64 || trailer_offset > footer_at as u64 {
         return Err(malformed("pack footer", "trailer offset out of range"));
     }
-    let trailer = decode_pack_trailer(&bytes[trailer_offset as usize..footer_at], crc, trailer_offset)?;
+    let trailer = decode_pack_trailer(
+        &bytes[trailer_offset as usize..footer_at],
+        crc,
+        trailer_offset,
+    )?;
     Ok((id, trailer))
+}
+
+/// The catalog's names for a pack's chunks: 32-byte ids end to end, in pack order.
+pub fn encode_pack_ids(ids: &[ChunkId]) -> Vec<u8> {
+    ids.iter().flat_map(|id| id.0).collect()
+}
+
+pub fn decode_pack_ids(bytes: &[u8]) -> Result<Vec<ChunkId>, FormatError> {
+    if bytes.len() % 32 != 0 {
+        return Err(malformed(
+            "pack id list",
+            format!("{} bytes is not a multiple of 32", bytes.len()),
+        ));
+    }
+    Ok(bytes
+        .chunks_exact(32)
+        .map(|c| ChunkId(c.try_into().unwrap_or([0; 32])))
+        .collect())
 }
 
 /// Decodes a blob's stored bytes into exactly `raw` bytes.
@@ -404,11 +487,17 @@ pub fn decode_extent_row(bytes: &[u8]) -> Result<Vec<ChunkRef>, FormatError> {
     let mut r = Reader::new(bytes, "extent row");
     let version = r.u8()?;
     if version != EXTENT_ROW_VERSION {
-        return Err(malformed("extent row", format!("unsupported version {version}")));
+        return Err(malformed(
+            "extent row",
+            format!("unsupported version {version}"),
+        ));
     }
     let count = r.u32()? as usize;
     if count.checked_mul(EXTENT_ENTRY_LEN) != Some(r.data.len()) {
-        return Err(malformed("extent row", "entry count does not match its length"));
+        return Err(malformed(
+            "extent row",
+            "entry count does not match its length",
+        ));
     }
     let mut refs = Vec::with_capacity(count);
     for _ in 0..count {
@@ -429,6 +518,7 @@ pub mod fuzzing {
         let _ = super::decode_pack(data);
         let _ = super::decode_extent_row(data);
         let _ = super::ChunkLoc::decode(data);
+        let _ = super::decode_pack_ids(data);
         if let Some((&codec, rest)) = data.split_first() {
             if let Ok(codec) = super::Codec::from_byte(codec & 1) {
                 let _ = super::decode_blob(codec, rest, (rest.len() as u32).saturating_mul(3));
@@ -451,14 +541,12 @@ mod tests {
             stored: stored.len() as u32,
             raw: data.len() as u32,
             codec: Codec::Zstd,
+            chunks: 2,
         };
         pack.extend_from_slice(&stored);
         let trailer = PackTrailer {
             blobs: vec![blob],
-            chunks: vec![
-                PackChunk { id: ChunkId::of(&data[..5]), blob: 0, offset: 0, len: 5 },
-                PackChunk { id: ChunkId::of(&data[5..]), blob: 0, offset: 5, len: data.len() as u32 - 5 },
-            ],
+            chunk_lens: vec![5, data.len() as u32 - 5],
         };
         finish_pack(&mut pack, &trailer);
         (pack, trailer)
@@ -470,18 +558,21 @@ mod tests {
         let (id, decoded) = decode_pack(&pack).unwrap();
         assert_eq!(id, 7);
         assert_eq!(decoded, trailer);
-        let loc = decoded.loc(7, &decoded.chunks[1]);
+        let loc = decoded.loc(7, &decoded.slots()[1]);
         let blob = &pack[loc.blob_offset as usize..][..loc.blob_stored as usize];
         let raw = decode_blob(loc.codec, blob, loc.blob_raw).unwrap();
         let chunk = &raw[loc.offset as usize..][..loc.len as usize];
-        assert_eq!(ChunkId::of(chunk), decoded.chunks[1].id);
+        assert_eq!(chunk, &b"hello world, hello world, hello world"[5..]);
     }
 
     #[test]
     fn every_truncation_and_bit_flip_of_a_pack_is_rejected_or_harmless() {
         let (pack, trailer) = sample_pack();
         for len in 0..pack.len() {
-            assert!(decode_pack(&pack[..len]).is_err(), "truncated to {len} accepted");
+            assert!(
+                decode_pack(&pack[..len]).is_err(),
+                "truncated to {len} accepted"
+            );
         }
         for bit in 0..pack.len() * 8 {
             let mut bad = pack.clone();

@@ -76,7 +76,11 @@ pub struct LocalityCache {
 
 impl LocalityCache {
     pub fn new(capacity_chunks: usize) -> LocalityCache {
-        LocalityCache { map: HashMap::new(), packs: VecDeque::new(), capacity_chunks }
+        LocalityCache {
+            map: HashMap::new(),
+            packs: VecDeque::new(),
+            capacity_chunks,
+        }
     }
 
     pub fn get(&self, id: &ChunkId) -> Option<ChunkLoc> {
@@ -87,7 +91,11 @@ impl LocalityCache {
         self.packs.iter().any(|(p, _)| *p == pack)
     }
 
-    pub fn insert_pack(&mut self, pack: u64, entries: impl IntoIterator<Item = (ChunkId, ChunkLoc)>) {
+    pub fn insert_pack(
+        &mut self,
+        pack: u64,
+        entries: impl IntoIterator<Item = (ChunkId, ChunkLoc)>,
+    ) {
         if self.contains_pack(pack) {
             return;
         }
@@ -134,7 +142,9 @@ mod tests {
             bloom.insert(&id(n));
         }
         assert!((0..100_000).all(|n| bloom.may_contain(&id(n))));
-        let fp = (100_000..200_000).filter(|&n| bloom.may_contain(&id(n))).count();
+        let fp = (100_000..200_000)
+            .filter(|&n| bloom.may_contain(&id(n)))
+            .count();
         assert!(fp < 6_000, "{fp} false positives in 100000");
         assert!(!bloom.is_overfull());
     }

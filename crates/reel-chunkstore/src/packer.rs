@@ -1,15 +1,26 @@
 //! Building pack objects: chunks → compressed blobs → packs.
 
-use crate::format::{
-    encode_pack_header, finish_pack, BlobEntry, ChunkId, Codec, PackChunk, PackTrailer,
-};
+use crate::format::{BlobEntry, ChunkId, Codec, PackTrailer, encode_pack_header, finish_pack};
 
 /// A pack ready to be stored.
 pub struct SealedPack {
     pub id: u64,
     pub bytes: Vec<u8>,
     pub trailer: PackTrailer,
+    /// Chunk names in pack order (kept in the catalog, not in the pack).
+    pub ids: Vec<ChunkId>,
     pub raw_bytes: u64,
+}
+
+impl SealedPack {
+    /// Each chunk's name and location.
+    pub fn entries(&self) -> Vec<(ChunkId, crate::format::ChunkLoc)> {
+        self.ids
+            .iter()
+            .zip(self.trailer.slots())
+            .map(|(id, slot)| (*id, self.trailer.loc(self.id, &slot)))
+            .collect()
+    }
 }
 
 /// Accumulates one stream's new chunks. Consecutive chunks are compressed together in blobs of
@@ -19,9 +30,10 @@ pub struct PackBuilder {
     id: Option<u64>,
     bytes: Vec<u8>,
     trailer: PackTrailer,
+    ids: Vec<ChunkId>,
     raw_bytes: u64,
     blob: Vec<u8>,
-    blob_chunks: Vec<(ChunkId, u32, u32)>,
+    blob_chunks: Vec<(ChunkId, u32)>,
     blob_target: usize,
     pack_target: usize,
     zstd_level: i32,
@@ -34,6 +46,7 @@ impl PackBuilder {
             id: None,
             bytes: Vec::new(),
             trailer: PackTrailer::default(),
+            ids: Vec::new(),
             raw_bytes: 0,
             blob: Vec::with_capacity(blob_target + (1 << 16)),
             blob_chunks: Vec::new(),
@@ -45,14 +58,19 @@ impl PackBuilder {
     }
 
     /// Adds a new chunk. Returns a sealed pack when this one reached its target size.
-    pub fn add(&mut self, next_id: impl FnOnce() -> u64, id: ChunkId, data: &[u8]) -> Option<SealedPack> {
+    pub fn add(
+        &mut self,
+        next_id: impl FnOnce() -> u64,
+        id: ChunkId,
+        data: &[u8],
+    ) -> Option<SealedPack> {
         if self.id.is_none() {
             let pack = next_id();
             self.id = Some(pack);
             self.bytes = encode_pack_header(pack);
             self.bytes.reserve(self.pack_target + (1 << 20));
         }
-        self.blob_chunks.push((id, self.blob.len() as u32, data.len() as u32));
+        self.blob_chunks.push((id, data.len() as u32));
         self.blob.extend_from_slice(data);
         self.raw_bytes += data.len() as u64;
         if self.blob.len() >= self.blob_target {
@@ -89,15 +107,16 @@ impl PackBuilder {
                 Codec::Raw
             }
         };
-        let blob_index = self.trailer.blobs.len() as u32;
         self.trailer.blobs.push(BlobEntry {
             offset,
             stored: (self.bytes.len() as u64 - offset) as u32,
             raw: raw as u32,
             codec,
+            chunks: self.blob_chunks.len() as u32,
         });
-        for (id, offset, len) in self.blob_chunks.drain(..) {
-            self.trailer.chunks.push(PackChunk { id, blob: blob_index, offset, len });
+        for (id, len) in self.blob_chunks.drain(..) {
+            self.ids.push(id);
+            self.trailer.chunk_lens.push(len);
         }
         self.blob.clear();
     }
@@ -109,7 +128,14 @@ impl PackBuilder {
         let mut bytes = std::mem::take(&mut self.bytes);
         let trailer = std::mem::take(&mut self.trailer);
         finish_pack(&mut bytes, &trailer);
-        Some(SealedPack { id, bytes, trailer, raw_bytes: std::mem::take(&mut self.raw_bytes) })
+        let ids = std::mem::take(&mut self.ids);
+        Some(SealedPack {
+            id,
+            bytes,
+            trailer,
+            ids,
+            raw_bytes: std::mem::take(&mut self.raw_bytes),
+        })
     }
 }
 
@@ -125,7 +151,9 @@ mod tests {
         let mut s = 1u64;
         let noise: Vec<u8> = (0..1200)
             .map(|_| {
-                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 (s >> 56) as u8
             })
             .collect();
@@ -136,11 +164,21 @@ mod tests {
         assert_eq!(id, 5);
         assert_eq!(trailer.blobs[0].codec, Codec::Zstd);
         assert_eq!(trailer.blobs[1].codec, Codec::Raw);
-        for c in &trailer.chunks {
-            let loc = trailer.loc(5, c);
+        assert_eq!(sealed.ids.len(), 2);
+        for (id, loc) in sealed.entries() {
+            assert_eq!(
+                loc,
+                trailer.loc(
+                    5,
+                    &trailer.slots()[sealed.ids.iter().position(|i| *i == id).unwrap()]
+                )
+            );
             let stored = &sealed.bytes[loc.blob_offset as usize..][..loc.blob_stored as usize];
             let raw = decode_blob(loc.codec, stored, loc.blob_raw).unwrap();
-            assert_eq!(ChunkId::of(&raw[loc.offset as usize..][..loc.len as usize]), c.id);
+            assert_eq!(
+                ChunkId::of(&raw[loc.offset as usize..][..loc.len as usize]),
+                id
+            );
         }
         assert!(b.seal().is_none());
     }

@@ -12,8 +12,8 @@ use std::collections::{HashMap, HashSet};
 use redb::{Durability, ReadableDatabase, ReadableTable};
 use reel_backend::PutMode;
 
-use crate::catalog::{pack_key, PackRow, CHUNKS, EXTENTS, PACKS};
-use crate::format::{decode_extent_row, decode_pack, ChunkId, ChunkLoc};
+use crate::catalog::{CHUNKS, EXTENTS, PACK_IDS, PACKS, PackRow, pack_key};
+use crate::format::{ChunkId, ChunkLoc, decode_extent_row};
 use crate::packer::PackBuilder;
 use crate::store::ChunkStore;
 use crate::{Result, StoreError};
@@ -32,12 +32,21 @@ pub struct ReclaimReport {
 impl ChunkStore {
     /// Reclaims space. Packs with less than `rewrite_below` of their raw bytes live are
     /// rewritten (0.5 is a good default). `progress(done, total)` is called per pack.
-    pub fn reclaim(&self, rewrite_below: f64, progress: &mut dyn FnMut(u64, u64)) -> Result<ReclaimReport> {
+    pub fn reclaim(
+        &self,
+        rewrite_below: f64,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<ReclaimReport> {
         let inner = &self.inner;
         let _ingest = inner.ingest_lock.write();
         let _commit = inner.commit_lock.write();
         inner.check_stopped()?;
-        let open: Vec<_> = inner.streams.lock().values().filter_map(|w| w.upgrade()).collect();
+        let open: Vec<_> = inner
+            .streams
+            .lock()
+            .values()
+            .filter_map(|w| w.upgrade())
+            .collect();
         for s in open {
             s.lock().flush_for_reclaim(inner)?;
         }
@@ -58,75 +67,95 @@ impl ChunkStore {
             }
         }
 
-        let mut report = ReclaimReport { packs_examined: packs.len() as u64, ..Default::default() };
+        let mut report = ReclaimReport {
+            packs_examined: packs.len() as u64,
+            ..Default::default()
+        };
         let total = packs.len() as u64;
         let mut doomed: Vec<u64> = Vec::new();
         let mut moved: HashMap<ChunkId, ChunkLoc> = HashMap::new();
         let mut dropped: Vec<(ChunkId, u64)> = Vec::new();
-        let mut new_rows: Vec<(u64, PackRow)> = Vec::new();
-        let mut builder = PackBuilder::new(inner.config.blob_target, inner.config.pack_target, inner.config.zstd_level);
+        let mut new_rows: Vec<(u64, PackRow, Vec<u8>)> = Vec::new();
+        let mut builder = PackBuilder::new(
+            inner.config.blob_target,
+            inner.config.pack_target,
+            inner.config.zstd_level,
+        );
         let store_sealed = |sealed: crate::packer::SealedPack,
-                                moved: &mut HashMap<ChunkId, ChunkLoc>,
-                                new_rows: &mut Vec<(u64, PackRow)>|
+                            moved: &mut HashMap<ChunkId, ChunkLoc>,
+                            new_rows: &mut Vec<(u64, PackRow, Vec<u8>)>|
          -> Result<()> {
-            inner.backend.put(&pack_key(sealed.id), &sealed.bytes, PutMode::Create).map_err(StoreError::from_backend)?;
-            for c in &sealed.trailer.chunks {
-                moved.insert(c.id, sealed.trailer.loc(sealed.id, c));
+            inner
+                .backend
+                .put(&pack_key(sealed.id), &sealed.bytes, PutMode::Create)
+                .map_err(StoreError::from_backend)?;
+            for (id, loc) in sealed.entries() {
+                moved.insert(id, loc);
             }
             new_rows.push((
                 sealed.id,
-                PackRow { size: sealed.bytes.len() as u64, chunks: sealed.trailer.chunks.len() as u32, raw_bytes: sealed.raw_bytes },
+                PackRow {
+                    size: sealed.bytes.len() as u64,
+                    chunks: sealed.ids.len() as u32,
+                    raw_bytes: sealed.raw_bytes,
+                },
+                crate::format::encode_pack_ids(&sealed.ids),
             ));
             Ok(())
         };
 
         for (n, (pack, row)) in packs.iter().enumerate() {
             progress(n as u64, total);
-            let trailer = inner.read_trailer(*pack)?;
+            let toc = inner.read_pack_toc(*pack)?;
             // Only the copy the index points at counts; another copy here is garbage.
-            let owned: Vec<(ChunkId, bool)> = {
+            let owned: Vec<(ChunkId, ChunkLoc, bool)> = {
                 let txn = inner.db.begin_read()?;
                 let chunks = txn.open_table(CHUNKS)?;
                 let mut out = Vec::new();
-                for c in &trailer.chunks {
-                    let here = match chunks.get(&c.id.0)? {
+                for (id, loc) in &toc {
+                    let here = match chunks.get(&id.0)? {
                         Some(v) => ChunkLoc::decode(v.value())?.pack == *pack,
                         None => false,
                     };
                     if here {
-                        out.push((c.id, live.contains(&c.id)));
+                        out.push((*id, *loc, live.contains(id)));
                     }
                 }
                 out
             };
-            let live_raw: u64 = trailer
-                .chunks
+            let live_raw: u64 = owned
                 .iter()
-                .filter(|c| owned.iter().any(|(id, l)| *l && *id == c.id))
-                .map(|c| u64::from(c.len))
+                .filter(|o| o.2)
+                .map(|o| u64::from(o.1.len))
                 .sum();
             if live_raw > 0 && (live_raw as f64) >= rewrite_below * row.raw_bytes as f64 {
                 continue;
             }
             if live_raw > 0 {
-                let bytes = inner.backend.get(&pack_key(*pack)).map_err(StoreError::from_backend)?;
-                let (_, full) = decode_pack(&bytes)?;
-                for c in &full.chunks {
-                    if !owned.iter().any(|(id, l)| *l && *id == c.id) || moved.contains_key(&c.id) {
+                let bytes = inner
+                    .backend
+                    .get(&pack_key(*pack))
+                    .map_err(StoreError::from_backend)?;
+                for (id, loc, _) in owned.iter().filter(|o| o.2) {
+                    if moved.contains_key(id) {
                         continue;
                     }
-                    let loc = full.loc(*pack, c);
                     let stored = bytes
-                        .get(loc.blob_offset as usize..(loc.blob_offset + u64::from(loc.blob_stored)) as usize)
-                        .ok_or_else(|| StoreError::Corrupt(format!("pack {pack}: blob out of range")))?;
+                        .get(
+                            loc.blob_offset as usize
+                                ..(loc.blob_offset + u64::from(loc.blob_stored)) as usize,
+                        )
+                        .ok_or_else(|| {
+                            StoreError::Corrupt(format!("pack {pack}: blob out of range"))
+                        })?;
                     let raw = crate::format::decode_blob(loc.codec, stored, loc.blob_raw)?;
                     let data = &raw[loc.offset as usize..(loc.offset + loc.len) as usize];
-                    if ChunkId::of(data) != c.id {
+                    if ChunkId::of(data) != *id {
                         return Err(StoreError::Corrupt(format!(
-                            "chunk {} in pack {pack} does not match its hash; run scrub", c.id
+                            "chunk {id} in pack {pack} does not match its hash; run scrub"
                         )));
                     }
-                    if let Some(sealed) = builder.add(|| inner.alloc_pack_id(), c.id, data) {
+                    if let Some(sealed) = builder.add(|| inner.alloc_pack_id(), *id, data) {
                         store_sealed(sealed, &mut moved, &mut new_rows)?;
                     }
                 }
@@ -134,7 +163,7 @@ impl ChunkStore {
             } else {
                 report.packs_deleted += 1;
             }
-            for (id, is_live) in owned {
+            for (id, _, is_live) in owned {
                 if !is_live {
                     dropped.push((id, *pack));
                 }
@@ -159,11 +188,14 @@ impl ChunkStore {
                     chunks.insert(&id.0, loc.encode().as_slice())?;
                 }
                 let mut pack_table = txn.open_table(PACKS)?;
+                let mut id_table = txn.open_table(PACK_IDS)?;
                 for p in &doomed {
                     pack_table.remove(*p)?;
+                    id_table.remove(*p)?;
                 }
-                for (id, row) in &new_rows {
+                for (id, row, ids) in &new_rows {
                     pack_table.insert(*id, row.encode().as_slice())?;
+                    id_table.insert(*id, ids.as_slice())?;
                 }
             }
             txn.commit()?;
@@ -176,8 +208,13 @@ impl ChunkStore {
             let _ = inner.backend.delete(&pack_key(*p));
         }
         report.chunks_dropped = dropped.len() as u64;
-        let after = before - packs.iter().filter(|(id, _)| doomed.contains(id)).map(|(_, r)| r.size).sum::<u64>()
-            + new_rows.iter().map(|(_, r)| r.size).sum::<u64>();
+        let after = before
+            - packs
+                .iter()
+                .filter(|(id, _)| doomed.contains(id))
+                .map(|(_, r)| r.size)
+                .sum::<u64>()
+            + new_rows.iter().map(|(_, r, _)| r.size).sum::<u64>();
         report.bytes_freed = before.saturating_sub(after);
         Ok(report)
     }

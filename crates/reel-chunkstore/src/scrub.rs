@@ -5,11 +5,11 @@ use std::collections::{HashMap, HashSet};
 
 use redb::{ReadableDatabase, ReadableTable};
 
-use crate::catalog::{pack_key, PackRow, CHUNKS, EXTENTS, PACKS};
-use crate::format::{decode_blob, decode_extent_row, decode_pack, ChunkId, ChunkLoc};
+use crate::Result;
+use crate::catalog::{CHUNKS, EXTENTS, PACKS, PackRow, pack_key};
+use crate::format::{ChunkId, ChunkLoc, decode_blob, decode_extent_row, decode_pack};
 use crate::store::ChunkStore;
 use crate::stream::StreamId;
-use crate::Result;
 
 /// A damaged stretch of a stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,7 +70,14 @@ impl ChunkStore {
             };
             report.bytes_checked += bytes.len() as u64;
             if bytes.len() as u64 != row.size {
-                bad_packs.insert(*pack, format!("pack {pack} is {} bytes, catalog says {}", bytes.len(), row.size));
+                bad_packs.insert(
+                    *pack,
+                    format!(
+                        "pack {pack} is {} bytes, catalog says {}",
+                        bytes.len(),
+                        row.size
+                    ),
+                );
                 continue;
             }
             let (id, trailer) = match decode_pack(&bytes) {
@@ -84,20 +91,44 @@ impl ChunkStore {
                 bad_packs.insert(*pack, format!("pack {pack} claims to be pack {id}"));
                 continue;
             }
+            let ids = match inner.pack_ids(*pack) {
+                Ok(ids) if ids.len() == trailer.chunk_lens.len() => ids,
+                Ok(ids) => {
+                    bad_packs.insert(
+                        *pack,
+                        format!(
+                            "pack {pack} holds {} chunks, catalog names {}",
+                            trailer.chunk_lens.len(),
+                            ids.len()
+                        ),
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    bad_packs.insert(*pack, format!("pack {pack}: {e}"));
+                    continue;
+                }
+            };
+            let slots = trailer.slots();
             for (b, blob) in trailer.blobs.iter().enumerate() {
-                let stored = &bytes[blob.offset as usize..(blob.offset + u64::from(blob.stored)) as usize];
+                let stored =
+                    &bytes[blob.offset as usize..(blob.offset + u64::from(blob.stored)) as usize];
                 let raw = decode_blob(blob.codec, stored, blob.raw);
-                for c in trailer.chunks.iter().filter(|c| c.blob as usize == b) {
+                for (id, slot) in ids.iter().zip(&slots).filter(|(_, s)| s.blob as usize == b) {
                     report.chunks_checked += 1;
                     match &raw {
-                        Ok(raw) if ChunkId::of(&raw[c.offset as usize..(c.offset + c.len) as usize]) == c.id => {
-                            good.insert((c.id, *pack));
+                        Ok(raw)
+                            if ChunkId::of(
+                                &raw[slot.offset as usize..(slot.offset + slot.len) as usize],
+                            ) == *id =>
+                        {
+                            good.insert((*id, *pack));
                         }
                         Ok(_) => {
-                            bad.insert(c.id, format!("chunk {} in pack {pack} fails its hash", c.id));
+                            bad.insert(*id, format!("chunk {id} in pack {pack} fails its hash"));
                         }
                         Err(e) => {
-                            bad.insert(c.id, format!("chunk {} in pack {pack}: {e}", c.id));
+                            bad.insert(*id, format!("chunk {id} in pack {pack}: {e}"));
                         }
                     }
                 }
@@ -106,7 +137,9 @@ impl ChunkStore {
         progress(total, total);
         if let Some(missing) = Some(inner.missing_packs.lock().clone()) {
             for p in missing {
-                bad_packs.entry(p).or_insert_with(|| format!("pack {p} is missing from the back end"));
+                bad_packs
+                    .entry(p)
+                    .or_insert_with(|| format!("pack {p} is missing from the back end"));
             }
         }
 
@@ -127,7 +160,10 @@ impl ChunkStore {
             if let Some(why) = bad_packs.get(&loc.pack) {
                 bad.insert(id, why.clone());
             } else if !good.contains(&(id, loc.pack)) && !bad.contains_key(&id) {
-                bad.insert(id, format!("chunk {id} is indexed in pack {} but not there", loc.pack));
+                bad.insert(
+                    id,
+                    format!("chunk {id} is indexed in pack {} but not there", loc.pack),
+                );
             }
         }
         for row in txn.open_table(EXTENTS)?.iter()? {
@@ -149,11 +185,19 @@ impl ChunkStore {
             for r in refs {
                 let reason = match bad.get(&r.id) {
                     Some(why) => Some(why.clone()),
-                    None if !indexed.contains(&r.id) => Some(format!("chunk {} is not stored", r.id)),
+                    None if !indexed.contains(&r.id) => {
+                        Some(format!("chunk {} is not stored", r.id))
+                    }
                     None => None,
                 };
                 if let Some(reason) = reason {
-                    report.damage.push(Damage { stream: StreamId(stream), offset, len: u64::from(r.len), chunk: r.id, reason });
+                    report.damage.push(Damage {
+                        stream: StreamId(stream),
+                        offset,
+                        len: u64::from(r.len),
+                        chunk: r.id,
+                        reason,
+                    });
                 }
                 offset += u64::from(r.len);
             }

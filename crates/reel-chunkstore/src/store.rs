@@ -10,7 +10,9 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use reel_backend::{Backend, PutMode};
 
-use crate::catalog::{self, pack_key, PackRow, CHUNKS, EXTENTS, META, PACKS, RECORDS, SIDECAR, STREAMS};
+use crate::catalog::{
+    self, CHUNKS, EXTENTS, META, PACK_IDS, PACKS, PackRow, RECORDS, SIDECAR, STREAMS, pack_key,
+};
 use crate::chunker::ChunkerParams;
 use crate::format::{self, ChunkId, ChunkLoc, FORMAT_VERSION};
 use crate::index::{Bloom, LocalityCache};
@@ -40,7 +42,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             chunker: ChunkerParams::DEFAULT,
-            blob_target: 128 * 1024,
+            blob_target: 256 * 1024,
             pack_target: 32 << 20,
             zstd_level: 1,
             cache_chunks: 1 << 20,
@@ -79,11 +81,7 @@ impl StoreStats {
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 {
-        1.0
-    } else {
-        a as f64 / b as f64
-    }
+    if b == 0 { 1.0 } else { a as f64 / b as f64 }
 }
 
 #[derive(Default)]
@@ -128,7 +126,11 @@ impl ChunkStore {
     /// `backend`. Recovery: pack objects that no committed catalog entry names (an interrupted
     /// commit) are deleted; packs the catalog names but the back end lacks are remembered and
     /// reported by [`ChunkStore::scrub`].
-    pub fn open(catalog_dir: &Path, backend: Arc<dyn Backend>, config: StoreConfig) -> Result<ChunkStore> {
+    pub fn open(
+        catalog_dir: &Path,
+        backend: Arc<dyn Backend>,
+        config: StoreConfig,
+    ) -> Result<ChunkStore> {
         config.chunker.validate().map_err(StoreError::Invalid)?;
         std::fs::create_dir_all(catalog_dir)
             .map_err(|e| StoreError::Catalog(format!("creating {}: {e}", catalog_dir.display())))?;
@@ -151,7 +153,9 @@ impl ChunkStore {
         let mut max_id = catalog_packs.iter().copied().max().unwrap_or(0);
         let mut in_backend = HashSet::new();
         for obj in listed {
-            let Some(id) = catalog::parse_pack_key(obj.key.as_str()) else { continue };
+            let Some(id) = catalog::parse_pack_key(obj.key.as_str()) else {
+                continue;
+            };
             max_id = max_id.max(id);
             in_backend.insert(id);
             if !catalog_packs.contains(&id) {
@@ -226,7 +230,8 @@ impl ChunkStore {
             stats.packs += 1;
         }
         stats.chunks = txn.open_table(CHUNKS)?.len()?;
-        stats.index_memory_bytes = inner.filter.read().memory_bytes() + inner.cache.lock().memory_bytes();
+        stats.index_memory_bytes =
+            inner.filter.read().memory_bytes() + inner.cache.lock().memory_bytes();
         Ok(stats)
     }
 
@@ -253,8 +258,10 @@ impl ChunkStore {
         txn.set_durability(Durability::None)?;
         {
             txn.open_table(STREAMS)?.remove(id.0)?;
-            txn.open_table(EXTENTS)?.retain_in((id.0, 0)..=(id.0, u64::MAX), |_, _| false)?;
-            txn.open_table(SIDECAR)?.retain_in((id.0, 0)..=(id.0, u64::MAX), |_, _| false)?;
+            txn.open_table(EXTENTS)?
+                .retain_in((id.0, 0)..=(id.0, u64::MAX), |_, _| false)?;
+            txn.open_table(SIDECAR)?
+                .retain_in((id.0, 0)..=(id.0, u64::MAX), |_, _| false)?;
         }
         txn.commit()?;
         Ok(())
@@ -341,6 +348,7 @@ fn init_catalog(db: &Database) -> Result<()> {
         }
         txn.open_table(CHUNKS)?;
         txn.open_table(PACKS)?;
+        txn.open_table(PACK_IDS)?;
         txn.open_table(STREAMS)?;
         txn.open_table(EXTENTS)?;
         txn.open_table(SIDECAR)?;
@@ -459,10 +467,37 @@ impl Inner {
         if self.cache.lock().contains_pack(pack) {
             return;
         }
-        if let Ok(trailer) = self.read_trailer(pack) {
-            let entries: Vec<_> = trailer.chunks.iter().map(|c| (c.id, trailer.loc(pack, c))).collect();
+        if let Ok(entries) = self.read_pack_toc(pack) {
             self.cache.lock().insert_pack(pack, entries);
         }
+    }
+
+    /// A pack's chunks: names from the catalog, locations from the pack's trailer.
+    pub(crate) fn read_pack_toc(&self, pack: u64) -> Result<Vec<(ChunkId, ChunkLoc)>> {
+        let trailer = self.read_trailer(pack)?;
+        let ids = self.pack_ids(pack)?;
+        let slots = trailer.slots();
+        if ids.len() != slots.len() {
+            return Err(StoreError::Corrupt(format!(
+                "pack {pack} holds {} chunks but the catalog names {}",
+                slots.len(),
+                ids.len()
+            )));
+        }
+        Ok(ids
+            .into_iter()
+            .zip(slots)
+            .map(|(id, slot)| (id, trailer.loc(pack, &slot)))
+            .collect())
+    }
+
+    pub(crate) fn pack_ids(&self, pack: u64) -> Result<Vec<ChunkId>> {
+        let txn = self.db.begin_read()?;
+        let t = txn.open_table(PACK_IDS)?;
+        let row = t
+            .get(pack)?
+            .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} has no chunk names")))?;
+        Ok(format::decode_pack_ids(row.value())?)
     }
 
     pub(crate) fn read_trailer(&self, pack: u64) -> Result<format::PackTrailer> {
@@ -470,18 +505,28 @@ impl Inner {
         let size = {
             let txn = self.db.begin_read()?;
             let t = txn.open_table(PACKS)?;
-            let row = t.get(pack)?.ok_or_else(|| StoreError::Corrupt(format!("pack {pack} not in catalog")))?;
+            let row = t
+                .get(pack)?
+                .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} not in catalog")))?;
             PackRow::decode(row.value())?.size
         };
         let footer_at = size
             .checked_sub(format::PACK_FOOTER_LEN as u64)
             .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} too small")))?;
-        let footer = self.backend.get_range(&key, footer_at..size).map_err(StoreError::from_backend)?;
+        let footer = self
+            .backend
+            .get_range(&key, footer_at..size)
+            .map_err(StoreError::from_backend)?;
         let (trailer_at, crc) = format::decode_pack_footer(&footer)?;
         if trailer_at > footer_at {
-            return Err(StoreError::Corrupt(format!("pack {pack}: trailer offset out of range")));
+            return Err(StoreError::Corrupt(format!(
+                "pack {pack}: trailer offset out of range"
+            )));
         }
-        let bytes = self.backend.get_range(&key, trailer_at..footer_at).map_err(StoreError::from_backend)?;
+        let bytes = self
+            .backend
+            .get_range(&key, trailer_at..footer_at)
+            .map_err(StoreError::from_backend)?;
         Ok(format::decode_pack_trailer(&bytes, crc, trailer_at)?)
     }
 
@@ -517,8 +562,7 @@ impl Inner {
     }
 
     fn index_pack(&self, pack: &SealedPack) -> Result<()> {
-        let entries: Vec<(ChunkId, ChunkLoc)> =
-            pack.trailer.chunks.iter().map(|c| (c.id, pack.trailer.loc(pack.id, c))).collect();
+        let entries = pack.entries();
         let result = (|| -> Result<()> {
             let mut txn = self.db.begin_write()?;
             txn.set_durability(Durability::None)?;
@@ -537,7 +581,10 @@ impl Inner {
                     chunks: entries.len() as u32,
                     raw_bytes: pack.raw_bytes,
                 };
-                txn.open_table(PACKS)?.insert(pack.id, row.encode().as_slice())?;
+                txn.open_table(PACKS)?
+                    .insert(pack.id, row.encode().as_slice())?;
+                txn.open_table(PACK_IDS)?
+                    .insert(pack.id, format::encode_pack_ids(&pack.ids).as_slice())?;
             }
             txn.commit()?;
             Ok(())
@@ -555,7 +602,12 @@ impl Inner {
 
     /// Seals every open pack and waits until all are stored (retrying failed ones once).
     pub(crate) fn seal_and_store_all(&self) -> Result<()> {
-        let builders: Vec<_> = self.builders.lock().iter().filter_map(Weak::upgrade).collect();
+        let builders: Vec<_> = self
+            .builders
+            .lock()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
         for b in builders {
             let sealed = b.lock().seal();
             if let Some(p) = sealed {
@@ -609,28 +661,42 @@ impl Inner {
                 return Ok(loc);
             }
         }
-        Err(StoreError::Corrupt(format!("chunk {id} is referenced but not stored")))
+        Err(StoreError::Corrupt(format!(
+            "chunk {id} is referenced but not stored"
+        )))
     }
 
     /// The verified bytes of a chunk's blob (shared, cached), to be sliced at `loc`.
     pub(crate) fn read_chunk(&self, id: &ChunkId) -> Result<(Arc<Vec<u8>>, ChunkLoc)> {
         let loc = self.locate(id)?;
         let key = (loc.pack, loc.blob_offset);
-        let cached = self.blob_cache.lock().iter().find(|(k, _)| *k == key).map(|(_, b)| b.clone());
+        let cached = self
+            .blob_cache
+            .lock()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, b)| b.clone());
         let blob = match cached {
             Some(b) => b,
             None => {
                 let stored = self
                     .backend
-                    .get_range(&pack_key(loc.pack), loc.blob_offset..loc.blob_offset + u64::from(loc.blob_stored))
+                    .get_range(
+                        &pack_key(loc.pack),
+                        loc.blob_offset..loc.blob_offset + u64::from(loc.blob_stored),
+                    )
                     .map_err(|e| match e {
                         reel_backend::BackendError::NotFound(k) => {
                             StoreError::Corrupt(format!("pack object {k} is missing"))
                         }
                         other => StoreError::from_backend(other),
                     })?;
-                let raw = format::decode_blob(loc.codec, &stored, loc.blob_raw)
-                    .map_err(|e| StoreError::Corrupt(format!("pack {} blob at {}: {e}", loc.pack, loc.blob_offset)))?;
+                let raw = format::decode_blob(loc.codec, &stored, loc.blob_raw).map_err(|e| {
+                    StoreError::Corrupt(format!(
+                        "pack {} blob at {}: {e}",
+                        loc.pack, loc.blob_offset
+                    ))
+                })?;
                 let blob = Arc::new(raw);
                 let mut cache = self.blob_cache.lock();
                 cache.push_back((key, blob.clone()));
@@ -658,10 +724,17 @@ impl Inner {
         self.blob_cache.lock().clear();
     }
 
-    pub(crate) fn register_stream(&self, id: StreamId, state: &Arc<Mutex<StreamState>>) -> Result<()> {
+    pub(crate) fn register_stream(
+        &self,
+        id: StreamId,
+        state: &Arc<Mutex<StreamState>>,
+    ) -> Result<()> {
         let mut streams = self.streams.lock();
         if streams.get(&id).is_some_and(|w| w.strong_count() > 0) {
-            return Err(StoreError::Invalid(format!("stream {} is already open", id.0)));
+            return Err(StoreError::Invalid(format!(
+                "stream {} is already open",
+                id.0
+            )));
         }
         streams.retain(|_, w| w.strong_count() > 0);
         streams.insert(id, Arc::downgrade(state));

@@ -14,7 +14,7 @@ use redb::{Durability, ReadableDatabase, ReadableTable};
 
 use crate::catalog::{EXTENTS, SIDECAR, STREAMS};
 use crate::chunker::Chunker;
-use crate::format::{decode_extent_row, encode_extent_row, ChunkId, ChunkRef};
+use crate::format::{ChunkId, ChunkRef, decode_extent_row, encode_extent_row};
 use crate::packer::PackBuilder;
 use crate::store::{ChunkStore, Inner};
 use crate::{Result, StoreError};
@@ -42,6 +42,8 @@ pub(crate) struct StreamState {
     builder: Arc<Mutex<PackBuilder>>,
     /// The last row read: (start, references, end offset of each reference).
     read_row: Option<(u64, Vec<ChunkRef>, Vec<u64>)>,
+    /// Bytes appended since the last record boundary.
+    record_len: u64,
 }
 
 /// An open stream. One handle per stream at a time; it may be moved between threads.
@@ -68,6 +70,7 @@ impl ChunkStore {
             sidecar: BTreeMap::new(),
             builder: inner.new_builder(),
             read_row: None,
+            record_len: 0,
         }));
         inner.register_stream(id, &state)?;
         Ok(Stream { inner, state })
@@ -77,9 +80,16 @@ impl ChunkStore {
 /// Reads a stream's committed length and its last row.
 fn load_tail(inner: &Inner, id: StreamId) -> Result<(u64, u64, Vec<ChunkRef>)> {
     let txn = inner.db.begin_read()?;
-    let len = txn.open_table(STREAMS)?.get(id.0)?.map(|v| v.value()).unwrap_or(0);
+    let len = txn
+        .open_table(STREAMS)?
+        .get(id.0)?
+        .map(|v| v.value())
+        .unwrap_or(0);
     let extents = txn.open_table(EXTENTS)?;
-    let last = extents.range((id.0, 0)..=(id.0, u64::MAX))?.next_back().transpose()?;
+    let last = extents
+        .range((id.0, 0)..=(id.0, u64::MAX))?
+        .next_back()
+        .transpose()?;
     let (row_start, tail) = match last {
         Some((k, v)) => (k.value().1, decode_extent_row(v.value())?),
         None => (0, Vec::new()),
@@ -104,9 +114,16 @@ impl StreamState {
                 inner.submit(pack);
             }
         }
-        self.tail.push(ChunkRef { id, len: data.len() as u32 });
+        self.tail.push(ChunkRef {
+            id,
+            len: data.len() as u32,
+        });
         self.tail_bytes += data.len() as u64;
-        if self.read_row.as_ref().is_some_and(|r| r.0 == self.row_start) {
+        if self
+            .read_row
+            .as_ref()
+            .is_some_and(|r| r.0 == self.row_start)
+        {
             self.read_row = None;
         }
         if self.tail.len() >= ROW_CHUNKS {
@@ -155,6 +172,7 @@ impl StreamState {
             }
         }
         self.len += data.len() as u64;
+        self.record_len += data.len() as u64;
         Ok(())
     }
 
@@ -174,7 +192,10 @@ impl StreamState {
                 extents.insert((id, *start), encode_extent_row(refs).as_slice())?;
             }
             if !self.tail.is_empty() {
-                extents.insert((id, self.row_start), encode_extent_row(&self.tail).as_slice())?;
+                extents.insert(
+                    (id, self.row_start),
+                    encode_extent_row(&self.tail).as_slice(),
+                )?;
             }
             txn.open_table(STREAMS)?.insert(id, self.len)?;
             apply_sidecar(&txn, id, &self.sidecar)?;
@@ -202,7 +223,10 @@ impl StreamState {
             let containing = if new_len == 0 {
                 None
             } else {
-                let row = extents.range((id, 0)..(id, new_len))?.next_back().transpose()?;
+                let row = extents
+                    .range((id, 0)..(id, new_len))?
+                    .next_back()
+                    .transpose()?;
                 row.map(|(k, v)| decode_extent_row(v.value()).map(|refs| (k.value().1, refs)))
                     .transpose()?
             };
@@ -237,6 +261,7 @@ impl StreamState {
         self.chunker.reset();
         self.buf.clear();
         self.read_row = None;
+        self.record_len = 0;
         Ok(())
     }
 
@@ -260,7 +285,9 @@ impl StreamState {
             if !hit {
                 self.read_row = Some(self.load_row(inner, offset)?);
             }
-            let Some((start, refs, ends)) = &self.read_row else { unreachable!("row just loaded") };
+            let Some((start, refs, ends)) = &self.read_row else {
+                unreachable!("row just loaded")
+            };
             let i = ends.partition_point(|&e| e <= offset);
             let chunk_start = if i == 0 { *start } else { ends[i - 1] };
             let r = refs[i];
@@ -279,9 +306,17 @@ impl StreamState {
         let id = self.id.0;
         let txn = inner.db.begin_read()?;
         let extents = txn.open_table(EXTENTS)?;
-        let (start, refs) = match extents.range((id, 0)..=(id, offset))?.next_back().transpose()? {
+        let (start, refs) = match extents
+            .range((id, 0)..=(id, offset))?
+            .next_back()
+            .transpose()?
+        {
             Some((k, v)) => (k.value().1, decode_extent_row(v.value())?),
-            None => return Err(StoreError::Corrupt(format!("stream {id}: no extent at {offset}"))),
+            None => {
+                return Err(StoreError::Corrupt(format!(
+                    "stream {id}: no extent at {offset}"
+                )));
+            }
         };
         let mut ends = Vec::with_capacity(refs.len());
         let mut at = start;
@@ -290,7 +325,9 @@ impl StreamState {
             ends.push(at);
         }
         if at <= offset {
-            return Err(StoreError::Corrupt(format!("stream {id}: extents do not cover offset {offset}")));
+            return Err(StoreError::Corrupt(format!(
+                "stream {id}: extents do not cover offset {offset}"
+            )));
         }
         Ok((start, refs, ends))
     }
@@ -366,7 +403,8 @@ impl Stream {
     pub fn boundary(&self) -> Result<()> {
         let _ingest = self.inner.ingest_lock.read();
         let mut st = self.state.lock();
-        if st.chunker.boundary() {
+        let record_len = std::mem::take(&mut st.record_len);
+        if st.chunker.boundary(record_len) {
             let r = st.emit_buf(&self.inner);
             return self.inner.stop_on_catalog_error(r);
         }

@@ -31,12 +31,16 @@ fn read_all(s: &reel_chunkstore::Stream) -> Vec<u8> {
 #[test]
 fn bytes_round_trip_across_reopen() {
     let dir = tempfile::tempdir().unwrap();
-    let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(&dir.path().join("objects")).unwrap());
+    let backend: Arc<dyn Backend> =
+        Arc::new(LocalBackend::open(&dir.path().join("objects")).unwrap());
     let mut expect = Vec::new();
     {
         let store = open(dir.path(), backend.clone());
         let s = store.open_stream(StreamId(1)).unwrap();
-        for (i, size) in [1usize, 100, 65536, 262144, 7, 1 << 20, 3].into_iter().enumerate() {
+        for (i, size) in [1usize, 100, 65536, 262144, 7, 1 << 20, 3]
+            .into_iter()
+            .enumerate()
+        {
             let rec = noise(size, i as u64);
             s.append_record(&rec).unwrap();
             expect.extend_from_slice(&rec);
@@ -51,7 +55,10 @@ fn bytes_round_trip_across_reopen() {
     let mut mid = vec![0u8; 1000];
     s.read_at(65000, &mut mid).unwrap();
     assert_eq!(mid, expect[65000..66000]);
-    assert!(s.read_at(expect.len() as u64 - 10, &mut mid).is_err(), "read past end must fail");
+    assert!(
+        s.read_at(expect.len() as u64 - 10, &mut mid).is_err(),
+        "read past end must fail"
+    );
     assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
 }
 
@@ -87,14 +94,18 @@ fn identical_records_dedup_across_streams_and_sidecars_commit_with_the_stream() 
     let rec = noise(1 << 20, 5);
     for id in 0..4 {
         let s = store.open_stream(StreamId(id)).unwrap();
-        s.append_record(&noise(1000 + id as usize * 333, 100 + id)).unwrap();
+        s.append_record(&noise(1000 + id as usize * 333, 100 + id))
+            .unwrap();
         s.append_record(&rec).unwrap();
         s.set_sidecar(7, Some(vec![id as u8; 3]));
         assert_eq!(s.sidecar(7).unwrap(), Some(vec![id as u8; 3]));
         s.sync().unwrap();
     }
     let stats = store.stats().unwrap();
-    assert!(stats.unique_bytes < (1 << 20) + 4 * 5000, "1 MiB record stored more than once: {stats:?}");
+    assert!(
+        stats.unique_bytes < (1 << 20) + 4 * 5000,
+        "1 MiB record stored more than once: {stats:?}"
+    );
     assert_eq!(stats.streams, 4);
     let s = store.open_stream(StreamId(2)).unwrap();
     assert_eq!(s.sidecar_range(0..100).unwrap(), vec![(7, vec![2u8; 3])]);
