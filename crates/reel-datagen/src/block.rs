@@ -12,7 +12,7 @@
 //! the incompressible flag, itself a pure function of `(seed, id, share)`).
 //! Generating a shorter buffer yields a prefix of the longer one.
 
-use crate::rng::{mix, WyRand, TAG_BLOCK, TAG_INCOMPRESSIBLE};
+use crate::rng::{TAG_BLOCK, TAG_INCOMPRESSIBLE, WyRand, mix};
 
 /// Runs are whole 8-byte words (the block is a sequence of little-endian
 /// `u64`s; a buffer whose length is not a multiple of 8 gets the prefix of the

@@ -1,6 +1,6 @@
 //! Which unique block sits in which slot of the stream.
 
-use crate::rng::{mix, WyRand, TAG_PERM};
+use crate::rng::{TAG_PERM, WyRand, mix};
 use crate::{GenConfig, Order};
 
 /// Maps stream slots (block-sized positions in the base stream) to unique block ids.

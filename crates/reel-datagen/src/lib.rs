@@ -63,7 +63,7 @@ use std::ops::RangeInclusive;
 
 use block::BlockParams;
 pub use layout::SlotMap;
-use rng::{mix, WyRand, TAG_INSERT};
+use rng::{TAG_INSERT, WyRand, mix};
 
 /// Smallest supported block size.
 pub const MIN_BLOCK_SIZE: usize = 512;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use reel_datagen::{unique_block, GenConfig, Generator, Order, ShiftConfig};
+use reel_datagen::{GenConfig, Generator, Order, ShiftConfig, unique_block};
 
 /// Write a deterministic dedup/compression test stream to stdout.
 ///
@@ -125,7 +125,7 @@ fn run(args: &Args) -> io::Result<()> {
         total_bytes: args.total,
     };
     let invalid = |e: reel_datagen::ConfigError| io::Error::new(io::ErrorKind::InvalidInput, e);
-    let mut gen = match args.shift_every {
+    let mut generator = match args.shift_every {
         Some(every) => Generator::with_shift(
             cfg.clone(),
             ShiftConfig {
@@ -137,22 +137,22 @@ fn run(args: &Args) -> io::Result<()> {
     }
     .map_err(invalid)?;
     if args.stats {
-        eprintln!("{:?}", gen.expected());
+        eprintln!("{:?}", generator.expected());
     }
     let record = usize::try_from(args.record_size.max(1)).unwrap_or(usize::MAX);
     if args.speed {
-        speed(&cfg, &mut gen, record);
+        speed(&cfg, &mut generator, record);
         return Ok(());
     }
     let mut out = io::stdout().lock();
     let mut buf = Vec::with_capacity(record);
-    while gen.next_record(&mut buf, record) > 0 {
+    while generator.next_record(&mut buf, record) > 0 {
         out.write_all(&buf)?;
     }
     out.flush()
 }
 
-fn speed(cfg: &GenConfig, gen: &mut Generator, record: usize) {
+fn speed(cfg: &GenConfig, generator: &mut Generator, record: usize) {
     let gbs = |bytes: u64, t: Instant| bytes as f64 / t.elapsed().as_secs_f64() / 1e9;
     // Raw unique-block synthesis into one buffer.
     let mut block = vec![0u8; cfg.block_size];
@@ -172,7 +172,7 @@ fn speed(cfg: &GenConfig, gen: &mut Generator, record: usize) {
     let t = Instant::now();
     let mut n = 0u64;
     loop {
-        let k = gen.fill(&mut buf);
+        let k = generator.fill(&mut buf);
         if k == 0 {
             break;
         }

@@ -1,0 +1,157 @@
+//! The cartridge catalog: identities and cartridge memory, kept as chunk-store records.
+//!
+//! Record `cartridge/<barcode>` = cartridge number u64 LE | `CartridgeInfo::to_bytes()`.
+//! Partition `p` of cartridge number `n` is stream `n * 4 + p` (at most 4 partitions, SSC-5).
+
+use reel_chunkstore::{ChunkStore, StoreError, StreamId};
+use reel_media::{Cartridge, CartridgeInfo, DecodeError, MediaError};
+
+use crate::ChunkPartition;
+
+const CARTRIDGE_PREFIX: &[u8] = b"cartridge/";
+const NEXT_NUMBER: &[u8] = b"counter/next-cartridge";
+const MAX_PARTITIONS: u64 = 4;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CartridgeError {
+    #[error("a cartridge with barcode {0} already exists")]
+    Exists(String),
+    #[error("no cartridge with barcode {0}")]
+    NotFound(String),
+    #[error("cartridge {0} is WORM: its data can never be erased or deleted")]
+    Worm(String),
+    #[error("cartridge record {barcode} is damaged: {source}")]
+    Decode {
+        barcode: String,
+        source: DecodeError,
+    },
+    #[error(transparent)]
+    Media(#[from] MediaError<StoreError>),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// All cartridges in one store.
+#[derive(Clone)]
+pub struct Cartridges {
+    store: ChunkStore,
+}
+
+fn key(barcode: &str) -> Vec<u8> {
+    [CARTRIDGE_PREFIX, barcode.as_bytes()].concat()
+}
+
+pub fn stream_of(number: u64, partition: u8) -> StreamId {
+    StreamId(number * MAX_PARTITIONS + u64::from(partition))
+}
+
+impl Cartridges {
+    pub fn new(store: ChunkStore) -> Cartridges {
+        Cartridges { store }
+    }
+
+    pub fn store(&self) -> &ChunkStore {
+        &self.store
+    }
+
+    /// Creates a blank cartridge; durable when this returns. Returns its number.
+    pub fn create(&self, info: &CartridgeInfo) -> Result<u64, CartridgeError> {
+        let barcode = info.barcode().as_str().to_string();
+        if self.store.record(&key(&barcode))?.is_some() {
+            return Err(CartridgeError::Exists(barcode));
+        }
+        let number = match self.store.record(NEXT_NUMBER)? {
+            Some(b) if b.len() == 8 => u64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
+            _ => 1,
+        };
+        self.store
+            .put_record(NEXT_NUMBER, Some(&(number + 1).to_le_bytes()))?;
+        self.write(number, info)?;
+        self.store.sync()?;
+        Ok(number)
+    }
+
+    fn write(&self, number: u64, info: &CartridgeInfo) -> Result<(), CartridgeError> {
+        let mut value = number.to_le_bytes().to_vec();
+        value.extend_from_slice(&info.to_bytes());
+        self.store
+            .put_record(&key(info.barcode().as_str()), Some(&value))?;
+        Ok(())
+    }
+
+    fn decode(barcode: &str, value: &[u8]) -> Result<(u64, CartridgeInfo), CartridgeError> {
+        let damaged = |source| CartridgeError::Decode {
+            barcode: barcode.to_string(),
+            source,
+        };
+        if value.len() < 8 {
+            return Err(damaged(DecodeError::TooShort(value.len())));
+        }
+        let number = u64::from_le_bytes(value[..8].try_into().unwrap_or([0; 8]));
+        let info = CartridgeInfo::from_bytes(&value[8..]).map_err(damaged)?;
+        Ok((number, info))
+    }
+
+    /// The cartridge's number and identity.
+    pub fn info(&self, barcode: &str) -> Result<(u64, CartridgeInfo), CartridgeError> {
+        let value = self
+            .store
+            .record(&key(barcode))?
+            .ok_or_else(|| CartridgeError::NotFound(barcode.to_string()))?;
+        Self::decode(barcode, &value)
+    }
+
+    /// Every cartridge, in barcode order.
+    pub fn list(&self) -> Result<Vec<(u64, CartridgeInfo)>, CartridgeError> {
+        self.store
+            .records(CARTRIDGE_PREFIX)?
+            .into_iter()
+            .map(|(k, v)| Self::decode(&String::from_utf8_lossy(&k[CARTRIDGE_PREFIX.len()..]), &v))
+            .collect()
+    }
+
+    /// Opens a cartridge's partitions (a cartridge is mounted in at most one drive).
+    pub fn mount(&self, barcode: &str) -> Result<Cartridge<ChunkPartition>, CartridgeError> {
+        let (number, info) = self.info(barcode)?;
+        let partitions = (0..info.partition_capacities().len() as u8)
+            .map(|p| self.open_partition(number, p))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Cartridge::new(info, partitions)?)
+    }
+
+    /// Opens partition `p` of cartridge `number` (for FORMAT MEDIUM adding partitions).
+    pub fn open_partition(&self, number: u64, partition: u8) -> Result<ChunkPartition, StoreError> {
+        ChunkPartition::open(self.store.open_stream(stream_of(number, partition))?)
+    }
+
+    /// Saves a mounted cartridge's identity, counters and cartridge memory (committed with the
+    /// next sync).
+    pub fn save(&self, cartridge: &Cartridge<ChunkPartition>) -> Result<(), CartridgeError> {
+        let (number, _) = self.info(cartridge.barcode().as_str())?;
+        self.write(number, cartridge.info())
+    }
+
+    /// Replaces a cartridge's identity (write-protect switch, capacity), durably.
+    pub fn update(&self, info: &CartridgeInfo) -> Result<(), CartridgeError> {
+        let (number, _) = self.info(info.barcode().as_str())?;
+        self.write(number, info)?;
+        self.store.sync()?;
+        Ok(())
+    }
+
+    /// Deletes a cartridge and its data (space comes back with the next reclaim). WORM
+    /// cartridges are refused.
+    pub fn delete(&self, barcode: &str) -> Result<(), CartridgeError> {
+        let (number, info) = self.info(barcode)?;
+        if info.media_type().is_worm() {
+            return Err(CartridgeError::Worm(barcode.to_string()));
+        }
+        for p in 0..MAX_PARTITIONS as u8 {
+            self.store.delete_stream(stream_of(number, p))?;
+        }
+        self.store.put_record(&key(barcode), None)?;
+        self.store.sync()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,217 @@
+//! A tape partition on a chunk-store stream.
+
+use reel_chunkstore::{StoreError, Stream};
+use reel_media::{ObjectKind, PartitionStore};
+
+use crate::record_map::{RUNS_PER_PAGE, Run, RunKind, decode_page, encode_page};
+
+/// Flush the stream and record map after this many unflushed bytes, bounding memory and the
+/// work a crash can lose beyond what the tape contract allows anyway.
+const FLUSH_EVERY: u64 = 256 << 20;
+
+/// One partition of a mounted cartridge.
+pub struct ChunkPartition {
+    stream: Stream,
+    runs: Vec<Run>,
+    /// Object numbers of the filemarks, ascending.
+    filemarks: Vec<u64>,
+    /// Pages whose runs changed since the last flush start here.
+    dirty_page: Option<usize>,
+    /// Pages present in the sidecar after the last flush.
+    stored_pages: usize,
+    unflushed: u64,
+}
+
+impl ChunkPartition {
+    /// Opens a partition on `stream`, loading its record map.
+    pub fn open(stream: Stream) -> Result<ChunkPartition, StoreError> {
+        let pages = stream.sidecar_range(0..u64::MAX)?;
+        let mut runs = Vec::new();
+        for (i, (key, bytes)) in pages.iter().enumerate() {
+            if *key != i as u64 {
+                return Err(StoreError::Corrupt(format!(
+                    "record map page {i} is missing"
+                )));
+            }
+            decode_page(bytes, &mut runs)?;
+        }
+        let end = runs.last().map_or(0, |r| r.offset + r.bytes());
+        if end != stream.len() {
+            return Err(StoreError::Corrupt(format!(
+                "record map covers {end} bytes but the partition holds {}",
+                stream.len()
+            )));
+        }
+        let filemarks = runs
+            .iter()
+            .filter(|r| r.kind == RunKind::Filemarks)
+            .flat_map(|r| r.first..r.end())
+            .collect();
+        Ok(ChunkPartition {
+            stream,
+            runs,
+            filemarks,
+            dirty_page: None,
+            stored_pages: pages.len(),
+            unflushed: 0,
+        })
+    }
+
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    fn run_of(&self, n: u64) -> Result<&Run, StoreError> {
+        let i = self.runs.partition_point(|r| r.end() <= n);
+        self.runs.get(i).ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "object {n} is past end-of-data ({})",
+                self.object_count()
+            ))
+        })
+    }
+
+    fn push(&mut self, kind: RunKind, count: u64) {
+        match self.runs.last_mut() {
+            Some(last) if last.kind == kind => last.count += count,
+            _ => {
+                let (first, offset) = self
+                    .runs
+                    .last()
+                    .map_or((0, 0), |r| (r.end(), r.offset + r.bytes()));
+                self.runs.push(Run {
+                    first,
+                    offset,
+                    count,
+                    kind,
+                });
+            }
+        }
+        self.mark_dirty(self.runs.len() - 1);
+    }
+
+    fn mark_dirty(&mut self, run_index: usize) {
+        let page = run_index / RUNS_PER_PAGE;
+        self.dirty_page = Some(self.dirty_page.map_or(page, |p| p.min(page)));
+    }
+
+    /// Stages the changed pages (and removal of pages no longer needed) in the sidecar.
+    fn stage_map(&mut self) {
+        let Some(from) = self.dirty_page.take() else {
+            return;
+        };
+        let pages = self.runs.len().div_ceil(RUNS_PER_PAGE);
+        for p in from..pages {
+            let runs =
+                &self.runs[p * RUNS_PER_PAGE..((p + 1) * RUNS_PER_PAGE).min(self.runs.len())];
+            self.stream.set_sidecar(p as u64, Some(encode_page(runs)));
+        }
+        for p in pages..self.stored_pages {
+            self.stream.set_sidecar(p as u64, None);
+        }
+        self.stored_pages = pages;
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        self.stage_map();
+        self.stream.flush()?;
+        self.unflushed = 0;
+        Ok(())
+    }
+}
+
+impl PartitionStore for ChunkPartition {
+    type Error = StoreError;
+
+    fn object_count(&self) -> u64 {
+        self.runs.last().map_or(0, Run::end)
+    }
+
+    fn object(&self, n: u64) -> Result<ObjectKind, StoreError> {
+        Ok(match self.run_of(n)?.kind {
+            RunKind::Records(len) => ObjectKind::Record { len },
+            RunKind::Filemarks => ObjectKind::Filemark,
+        })
+    }
+
+    fn read_record(&mut self, n: u64, buf: &mut Vec<u8>) -> Result<(), StoreError> {
+        let run = *self.run_of(n)?;
+        let RunKind::Records(len) = run.kind else {
+            return Err(StoreError::Invalid(format!(
+                "object {n} is a filemark, not a record"
+            )));
+        };
+        buf.clear();
+        buf.resize(len as usize, 0);
+        self.stream
+            .read_at(run.offset + (n - run.first) * u64::from(len), buf)
+    }
+
+    fn append_record(&mut self, data: &[u8]) -> Result<(), StoreError> {
+        let len = u32::try_from(data.len())
+            .ok()
+            .filter(|&l| l > 0)
+            .ok_or_else(|| StoreError::Invalid(format!("record of {} bytes", data.len())))?;
+        self.stream.append_record(data)?;
+        self.push(RunKind::Records(len), 1);
+        self.unflushed += u64::from(len);
+        if self.unflushed >= FLUSH_EVERY {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn append_filemarks(&mut self, count: u32) -> Result<(), StoreError> {
+        if count == 0 {
+            return Ok(());
+        }
+        let first = self.object_count();
+        self.push(RunKind::Filemarks, u64::from(count));
+        self.filemarks.extend(first..first + u64::from(count));
+        Ok(())
+    }
+
+    fn truncate(&mut self, n: u64) -> Result<(), StoreError> {
+        if n >= self.object_count() {
+            return Ok(());
+        }
+        let i = self.runs.partition_point(|r| r.end() <= n);
+        let run = self.runs[i];
+        let keep = n - run.first;
+        let bytes = run.offset + Run { count: keep, ..run }.bytes();
+        if keep == 0 {
+            self.runs.truncate(i);
+        } else {
+            self.runs[i].count = keep;
+            self.runs.truncate(i + 1);
+        }
+        self.filemarks
+            .truncate(self.filemarks.partition_point(|&f| f < n));
+        self.mark_dirty(self.runs.len().saturating_sub(1).min(i));
+        self.stage_map();
+        // The stream commits the staged map with the truncation, atomically.
+        self.stream.truncate(bytes)?;
+        self.unflushed = 0;
+        Ok(())
+    }
+
+    fn filemarks_before(&self, n: u64) -> Result<u64, StoreError> {
+        Ok(self.filemarks.partition_point(|&f| f < n) as u64)
+    }
+
+    fn filemark_position(&self, k: u64) -> Result<Option<u64>, StoreError> {
+        Ok(usize::try_from(k)
+            .ok()
+            .and_then(|k| self.filemarks.get(k))
+            .copied())
+    }
+
+    fn data_bytes(&self) -> u64 {
+        self.runs.last().map_or(0, |r| r.offset + r.bytes())
+    }
+
+    fn sync(&mut self) -> Result<(), StoreError> {
+        self.flush()?;
+        self.stream.sync()
+    }
+}
