@@ -22,6 +22,7 @@
 //! | `ChunkStore::scrub`   | everything                                  | read-only |
 
 mod catalog;
+mod catalog_file;
 pub mod chunker;
 pub mod format;
 mod index;

@@ -50,7 +50,15 @@ impl ChunkStore {
         for s in open {
             s.lock().flush_for_reclaim(inner)?;
         }
-        inner.seal_and_store_all()?;
+        // Reclaim ends with a durable commit, which would make durable every flushed reference,
+        // so everything referenced must be stored first. With a full disk that is impossible:
+        // space must be freed outside reel (or the quota raised) before reclaim can run.
+        inner.seal_and_store_all().map_err(|e| match e {
+            StoreError::NoSpace(why) => StoreError::NoSpace(format!(
+                "{why}; reclaim needs the data accepted so far stored first: free space outside reel or raise the quota"
+            )),
+            other => other,
+        })?;
 
         let mut live: HashSet<ChunkId> = HashSet::new();
         let mut packs: Vec<(u64, PackRow)> = Vec::new();

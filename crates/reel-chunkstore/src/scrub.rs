@@ -42,6 +42,12 @@ impl ChunkStore {
     /// Verifies everything committed. `progress(done, total)` is called per pack.
     pub fn scrub(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<ScrubReport> {
         let inner = &self.inner;
+        // Store what is waiting in open packs, so flushed data is checked, not misreported.
+        // Chunks that still cannot be stored (a full disk) are in memory, not damaged.
+        {
+            let _commit = inner.commit_lock.write();
+            let _ = inner.seal_and_store_all();
+        }
         let mut report = ScrubReport::default();
         let packs: Vec<(u64, PackRow)> = {
             let txn = inner.db.begin_read()?;
@@ -185,7 +191,7 @@ impl ChunkStore {
             for r in refs {
                 let reason = match bad.get(&r.id) {
                     Some(why) => Some(why.clone()),
-                    None if !indexed.contains(&r.id) => {
+                    None if !indexed.contains(&r.id) && !inner.is_pending(&r.id) => {
                         Some(format!("chunk {} is not stored", r.id))
                     }
                     None => None,

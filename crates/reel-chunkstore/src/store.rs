@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
@@ -113,12 +113,36 @@ pub(crate) struct Inner {
     pub(crate) ingest_lock: RwLock<()>,
     stopped: Mutex<Option<String>>,
     pub(crate) missing_packs: Mutex<HashSet<u64>>,
+    /// Set to make the catalog file refuse all writes (see `catalog_file`).
+    fenced: Arc<AtomicBool>,
+    /// Non-durable catalog commits made, and how many of them the last durable commit covered.
+    nondurable_commits: AtomicU64,
+    durable_covers: AtomicU64,
 }
 
 /// A handle to an open store. Cheap to clone; all clones share one store.
+///
+/// Dropping the last handle (and every [`crate::Stream`]) closes the store with a final `sync`;
+/// if that fails, the catalog is left at its last durable commit, as after a power cut.
 #[derive(Clone)]
 pub struct ChunkStore {
     pub(crate) inner: Arc<Inner>,
+    _shutdown: Arc<ShutdownGuard>,
+}
+
+/// Stops the upload thread when the last handle goes, so the thread never outlives the store
+/// (or holds its catalog open) after its owner dropped it.
+struct ShutdownGuard {
+    inner: Arc<Inner>,
+}
+
+impl Drop for ShutdownGuard {
+    fn drop(&mut self) {
+        self.inner.upload_tx.lock().take();
+        if let Some(h) = self.inner.uploader.lock().take() {
+            let _ = h.join();
+        }
+    }
 }
 
 impl ChunkStore {
@@ -134,9 +158,22 @@ impl ChunkStore {
         config.chunker.validate().map_err(StoreError::Invalid)?;
         std::fs::create_dir_all(catalog_dir)
             .map_err(|e| StoreError::Catalog(format!("creating {}: {e}", catalog_dir.display())))?;
+        let path = catalog_dir.join("catalog.redb");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| StoreError::Catalog(format!("opening {}: {e}", path.display())))?;
+        let fenced = Arc::new(AtomicBool::new(false));
+        let backend_file = redb::backends::FileBackend::new(file)?;
         let db = Database::builder()
             .set_cache_size(config.catalog_cache_bytes)
-            .create(catalog_dir.join("catalog.redb"))?;
+            .create_with_backend(crate::catalog_file::FencedFile::new(
+                backend_file,
+                fenced.clone(),
+            ))?;
         init_catalog(&db)?;
 
         let mut catalog_packs = HashSet::new();
@@ -193,6 +230,9 @@ impl ChunkStore {
             ingest_lock: RwLock::new(()),
             stopped: Mutex::new(None),
             missing_packs: Mutex::new(missing),
+            fenced,
+            nondurable_commits: AtomicU64::new(0),
+            durable_covers: AtomicU64::new(0),
         });
         let weak = Arc::downgrade(&inner);
         let handle = std::thread::Builder::new()
@@ -205,7 +245,13 @@ impl ChunkStore {
             })
             .map_err(|e| StoreError::Catalog(format!("starting uploader: {e}")))?;
         *inner.uploader.lock() = Some(handle);
-        Ok(ChunkStore { inner })
+        let guard = Arc::new(ShutdownGuard {
+            inner: inner.clone(),
+        });
+        Ok(ChunkStore {
+            inner,
+            _shutdown: guard,
+        })
     }
 
     /// Makes everything every stream has flushed durable: open packs are sealed and stored,
@@ -286,6 +332,7 @@ impl ChunkStore {
             }
         }
         txn.commit()?;
+        inner.note_nondurable_commit();
         Ok(())
     }
 
@@ -310,6 +357,17 @@ impl ChunkStore {
         Ok(out)
     }
 
+    /// Stops the store as a crash would: nothing more is written, and when the last handle and
+    /// stream are dropped the catalog stays at its last durable commit (everything since the last
+    /// `sync` is discarded). For fault-injection tests and emergency stops; an ordinary drop
+    /// closes cleanly with a final `sync` instead.
+    pub fn abandon(&self) {
+        self.inner
+            .stopped
+            .lock()
+            .get_or_insert_with(|| "the store was abandoned".into());
+    }
+
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.inner.backend
     }
@@ -326,6 +384,16 @@ impl Drop for Inner {
             if h.thread().id() != std::thread::current().id() {
                 let _ = h.join();
             }
+        }
+        let behind = self.nondurable_commits.load(Ordering::Acquire)
+            > self.durable_covers.load(Ordering::Acquire);
+        if behind && self.sync().is_err() {
+            // redb would make the pending commits durable on close; they may name chunks that
+            // were never stored. Fence so the catalog stays at its last durable commit.
+            self.fenced.store(true, Ordering::Release);
+        }
+        if self.stopped.lock().is_some() {
+            self.fenced.store(true, Ordering::Release);
         }
     }
 }
@@ -359,6 +427,14 @@ fn init_catalog(db: &Database) -> Result<()> {
 }
 
 impl Inner {
+    pub(crate) fn note_nondurable_commit(&self) {
+        self.nondurable_commits.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn is_pending(&self, id: &ChunkId) -> bool {
+        self.pending.lock().contains(id)
+    }
+
     pub(crate) fn check_stopped(&self) -> Result<()> {
         match &*self.stopped.lock() {
             Some(why) => Err(StoreError::Stopped(why.clone())),
@@ -587,6 +663,7 @@ impl Inner {
                     .insert(pack.id, format::encode_pack_ids(&pack.ids).as_slice())?;
             }
             txn.commit()?;
+            self.note_nondurable_commit();
             Ok(())
         })();
         self.stop_on_catalog_error(result)?;
@@ -636,6 +713,13 @@ impl Inner {
         self.check_stopped()?;
         let _commit = self.commit_lock.write();
         self.seal_and_store_all()?;
+        self.commit_durably()
+    }
+
+    /// Commits the catalog durably, covering every earlier non-durable commit. The caller holds
+    /// the commit lock exclusively and has stored every pack (the write path's step 5).
+    pub(crate) fn commit_durably(&self) -> Result<()> {
+        let covers = self.nondurable_commits.load(Ordering::Acquire);
         let result = (|| -> Result<()> {
             let mut txn = self.db.begin_write()?;
             txn.set_durability(Durability::Immediate)?;
@@ -643,7 +727,9 @@ impl Inner {
             txn.commit()?;
             Ok(())
         })();
-        self.stop_on_catalog_error(result)
+        self.stop_on_catalog_error(result)?;
+        self.durable_covers.fetch_max(covers, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Where chunk `id` is stored, sealing open packs if it is still being built.
@@ -688,6 +774,11 @@ impl Inner {
                     .map_err(|e| match e {
                         reel_backend::BackendError::NotFound(k) => {
                             StoreError::Corrupt(format!("pack object {k} is missing"))
+                        }
+                        reel_backend::BackendError::InvalidRange { key, size, .. } => {
+                            StoreError::Corrupt(format!(
+                                "pack object {key} is truncated ({size} bytes)"
+                            ))
                         }
                         other => StoreError::from_backend(other),
                     })?;

@@ -201,6 +201,7 @@ impl StreamState {
             apply_sidecar(&txn, id, &self.sidecar)?;
         }
         txn.commit()?;
+        inner.note_nondurable_commit();
         self.full_rows.clear();
         self.sidecar.clear();
         self.dirty = false;
@@ -253,6 +254,7 @@ impl StreamState {
         txn.open_table(STREAMS)?.insert(id, new_len)?;
         apply_sidecar(&txn, id, &self.sidecar)?;
         txn.commit()?;
+        inner.note_nondurable_commit();
         self.sidecar.clear();
         self.len = new_len;
         self.row_start = row_start;
@@ -490,6 +492,14 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        self.inner.streams.lock().remove(&self.state.lock().id);
+        let st = self.state.lock();
+        self.inner.streams.lock().remove(&st.id);
+        // Flushed rows (and other streams, by dedup) may name chunks in this stream's open
+        // pack: it must reach the back end before the next durable commit.
+        let sealed = st.builder.lock().seal();
+        drop(st);
+        if let Some(pack) = sealed {
+            self.inner.submit(pack);
+        }
     }
 }

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it. Installs what it needs on a fresh Debian machine with the
+# Rust toolchain. Usage: scripts/test-all.sh [--quick]   (--quick skips the fuzz smoke run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+step() { printf '\n==> %s\n' "$*"; }
+
+need_pkgs=()
+command -v cc >/dev/null || need_pkgs+=(build-essential)
+command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  step "installing Debian packages: ${need_pkgs[*]}"
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_pkgs[@]}"
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+step "format"
+cargo fmt --all -- --check
+
+step "clippy"
+cargo clippy --workspace --all-targets --all-features --release -- -D warnings
+
+step "tests (release profile; crash test: ${REEL_CRASH_KILLS:-200} kills)"
+cargo test --workspace --release
+
+if [ "$quick" -eq 0 ]; then
+  step "fuzz smoke run (${REEL_FUZZ_SECONDS:-20} s per target)"
+  if rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal >/dev/null 2>&1; then
+    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked -q
+    for target in $(cd fuzz && cargo +nightly fuzz list); do
+      (cd fuzz && cargo +nightly fuzz run "$target" -- -max_total_time="${REEL_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 2>&1 | tail -n 3)
+    done
+  else
+    echo "no nightly toolchain available: fuzz smoke run skipped" >&2
+  fi
+fi
+
+step "all tests passed"
