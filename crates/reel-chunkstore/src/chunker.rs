@@ -113,36 +113,32 @@ impl Chunker {
         let (min, avg, max) = (min as usize, avg as usize, max as usize);
         let start = self.len as usize;
         let end_total = start + data.len();
-        let mut pos = start;
-        // Skip to `min`; the hash only needs the last 64 bytes before the first test.
-        if pos < min {
-            let warm = min.saturating_sub(64).max(pos);
-            if end_total <= min {
-                self.len = end_total as u32;
-                return None;
-            }
-            pos = warm;
+        // No cut before `min`, and the gear hash only remembers 64 bytes, so rolling can start
+        // 64 bytes before `min` (from a zero hash); bytes fed earlier are skipped unhashed.
+        let warm = min.saturating_sub(64);
+        let mut from = start;
+        if from < warm {
+            from = warm;
             self.hash = 0;
         }
+        if end_total <= from {
+            self.len = end_total as u32;
+            return None;
+        }
         let mut hash = self.hash;
-        let stop_small = avg.min(end_total);
-        let stop_large = max.min(end_total);
-        while pos < stop_small {
-            hash = (hash << 1).wrapping_add(GEAR[data[pos - start] as usize]);
-            pos += 1;
-            if pos > min && hash & self.mask_small == 0 {
-                return self.cut(pos - start);
-            }
+        // Phase 1: below `avg`, the harder mask; phase 2: up to `max`, the easier one. Each
+        // loop walks a plain slice so the compiler drops bounds checks (GEAR has 256 entries).
+        let small = &data[from - start..avg.min(end_total).max(from) - start];
+        if let Some(i) = roll(&mut hash, small, self.mask_small, min.saturating_sub(from)) {
+            return self.cut(from - start + i + 1);
         }
-        while pos < stop_large {
-            hash = (hash << 1).wrapping_add(GEAR[data[pos - start] as usize]);
-            pos += 1;
-            if hash & self.mask_large == 0 {
-                return self.cut(pos - start);
-            }
+        let pos = from + small.len();
+        let large = &data[pos - start..max.min(end_total).max(pos) - start];
+        if let Some(i) = roll(&mut hash, large, self.mask_large, 0) {
+            return self.cut(pos - start + i + 1);
         }
-        if pos == max {
-            return self.cut(pos - start);
+        if pos + large.len() == max {
+            return self.cut(max - start);
         }
         self.hash = hash;
         self.len = end_total as u32;
@@ -172,6 +168,46 @@ impl Chunker {
         self.reset();
         Some(n)
     }
+}
+
+/// Rolls the gear hash over `bytes`; returns the index of the first byte after which the hash
+/// matches `mask`, ignoring the first `skip` bytes (still rolled: they are the hash's history).
+#[inline(always)]
+fn roll(hash: &mut u64, bytes: &[u8], mask: u64, skip: usize) -> Option<usize> {
+    let skip = skip.min(bytes.len());
+    let mut h = *hash;
+    for &b in &bytes[..skip] {
+        h = (h << 1).wrapping_add(GEAR[b as usize]);
+    }
+    // Two bytes per step (FastCDC 2020, "rolling two bytes"): the hash after the second byte is
+    // (h << 2) + (g0 << 1) + g1, so the dependent chain is one shift and one add per two bytes;
+    // the hash after the first byte is computed beside it for its own test.
+    let tested = &bytes[skip..];
+    let mut pairs = tested.chunks_exact(2);
+    for (j, pair) in pairs.by_ref().enumerate() {
+        let g0 = GEAR[pair[0] as usize];
+        let g1 = GEAR[pair[1] as usize];
+        let h1 = (h << 1).wrapping_add(g0);
+        let h2 = (h << 2).wrapping_add((g0 << 1).wrapping_add(g1));
+        if h1 & mask == 0 {
+            *hash = h1;
+            return Some(skip + 2 * j);
+        }
+        if h2 & mask == 0 {
+            *hash = h2;
+            return Some(skip + 2 * j + 1);
+        }
+        h = h2;
+    }
+    if let [b] = pairs.remainder() {
+        h = (h << 1).wrapping_add(GEAR[*b as usize]);
+        if h & mask == 0 {
+            *hash = h;
+            return Some(tested.len() - 1 + skip);
+        }
+    }
+    *hash = h;
+    None
 }
 
 /// Splits a whole buffer into chunk lengths (no record boundaries): a convenience for tests and
@@ -234,7 +270,15 @@ mod tests {
         let mut chunker = Chunker::new(p);
         let mut lens = Vec::new();
         let mut cur = 0usize;
-        for piece in data.chunks(777) {
+        let mut sizes = [777usize, 1, 450, 63, 2048, 5, 17000].iter().cycle();
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        while at < data.len() {
+            let n = (*sizes.next().unwrap()).min(data.len() - at);
+            pieces.push(&data[at..at + n]);
+            at += n;
+        }
+        for piece in pieces {
             let mut rest = piece;
             while let Some(n) = chunker.scan(rest) {
                 lens.push(cur + n);

@@ -425,7 +425,7 @@ pub fn encode_pack_ids(ids: &[ChunkId]) -> Vec<u8> {
 }
 
 pub fn decode_pack_ids(bytes: &[u8]) -> Result<Vec<ChunkId>, FormatError> {
-    if bytes.len() % 32 != 0 {
+    if !bytes.len().is_multiple_of(32) {
         return Err(malformed(
             "pack id list",
             format!("{} bytes is not a multiple of 32", bytes.len()),
@@ -519,10 +519,10 @@ pub mod fuzzing {
         let _ = super::decode_extent_row(data);
         let _ = super::ChunkLoc::decode(data);
         let _ = super::decode_pack_ids(data);
-        if let Some((&codec, rest)) = data.split_first() {
-            if let Ok(codec) = super::Codec::from_byte(codec & 1) {
-                let _ = super::decode_blob(codec, rest, (rest.len() as u32).saturating_mul(3));
-            }
+        if let Some((&codec, rest)) = data.split_first()
+            && let Ok(codec) = super::Codec::from_byte(codec & 1)
+        {
+            let _ = super::decode_blob(codec, rest, (rest.len() as u32).saturating_mul(3));
         }
     }
 }

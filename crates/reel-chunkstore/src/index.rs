@@ -1,45 +1,69 @@
 //! Deciding quickly whether a chunk is already stored, within a small RAM budget.
 //!
 //! The full chunk index lives on disk (the catalog's `chunks` table). In front of it:
-//! - a Bloom filter over every stored chunk id (about 7 bits per chunk), which answers "new"
-//!   for almost every new chunk without touching the disk;
 //! - the set of chunks written but not yet in the catalog (`pending`);
-//! - a locality cache of whole packs' tables of contents: when a duplicate is found on disk, the
-//!   rest of the pack it lives in is loaded, because a repeated stretch of a backup repeats the
-//!   chunks that were written next to each other the first time.
+//! - a locality cache of whole packs' tables of contents: every pack just written, and every
+//!   pack in which a duplicate was found on disk, because a repeated stretch of a backup repeats
+//!   the chunks that were written next to each other the first time;
+//! - a Bloom filter over the *hooks* only: one chunk id in [`HOOK_ONE_IN`], chosen by its bits.
+//!   Only a hook that misses the cache is looked up on disk; finding it loads its pack into the
+//!   cache, and the rest of the repeated stretch then dedups from memory. A chunk that is not a
+//!   hook and not cached is taken as new: at worst a few chunks at the start of a stretch whose
+//!   pack is no longer cached are stored twice. This keeps RAM at about 2 bits per chunk
+//!   (under 100 MB per TB of unique data at the default chunk size) instead of a full index.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::format::{ChunkId, ChunkLoc};
 
+/// One chunk in this many is a hook (kept in the filter).
+pub const HOOK_ONE_IN: u8 = 4;
+
+/// Whether a chunk is a hook: decided by a byte of its id the filter's probes do not use.
+pub fn is_hook(id: &ChunkId) -> bool {
+    id.0[31].is_multiple_of(HOOK_ONE_IN)
+}
+
 /// A Bloom filter whose probes come straight from the (already uniform) chunk hash.
 pub struct Bloom {
     bits: Vec<AtomicU64>,
-    mask: u64,
+    nbits: u64,
     inserted: AtomicU64,
     capacity: u64,
 }
 
-const BLOOM_PROBES: usize = 4;
-const BLOOM_BITS_PER_CHUNK: u64 = 7;
+const BLOOM_PROBES: usize = 5;
+/// About 2 % false positives at capacity.
+const BLOOM_BITS_PER_KEY: u64 = 8;
+
+/// Filter RAM per stored chunk at scale, in bits: 8 bits per hook, one hook per
+/// [`HOOK_ONE_IN`] chunks, and up to twice that right after the filter doubles (it is sized at
+/// twice its keys on open and when it fills). The filter's floor of 64 Ki keys dominates small
+/// stores.
+pub const FILTER_BITS_PER_CHUNK_MAX: f64 = 2.0 * BLOOM_BITS_PER_KEY as f64 / HOOK_ONE_IN as f64;
 
 impl Bloom {
-    pub fn with_capacity(chunks: u64) -> Bloom {
-        let bits = (chunks.max(1 << 16) * BLOOM_BITS_PER_CHUNK).next_power_of_two();
+    /// A filter for `keys` keys (at least 64 Ki).
+    pub fn with_capacity(keys: u64) -> Bloom {
+        let capacity = keys.max(1 << 16);
+        let nbits = (capacity * BLOOM_BITS_PER_KEY).div_ceil(64) * 64;
         Bloom {
-            bits: (0..bits / 64).map(|_| AtomicU64::new(0)).collect(),
-            mask: bits - 1,
+            bits: (0..nbits / 64).map(|_| AtomicU64::new(0)).collect(),
+            nbits,
             inserted: AtomicU64::new(0),
-            capacity: bits / BLOOM_BITS_PER_CHUNK,
+            capacity,
         }
     }
 
     fn probes(&self, id: &ChunkId) -> [u64; BLOOM_PROBES] {
         let mut out = [0u64; BLOOM_PROBES];
         for (i, p) in out.iter_mut().enumerate() {
-            let word: [u8; 8] = id.0[i * 8..i * 8 + 8].try_into().unwrap_or_default();
-            *p = u64::from_le_bytes(word) & self.mask;
+            let word: [u8; 6] = id.0[i * 6..i * 6 + 6].try_into().unwrap_or_default();
+            let mut w = [0u8; 8];
+            w[..6].copy_from_slice(&word);
+            // Multiply-shift maps a uniform 48-bit value onto 0..nbits without a power of two.
+            *p = ((u128::from(u64::from_le_bytes(w)) * u128::from(self.nbits)) >> 48) as u64;
         }
         out
     }
@@ -64,6 +88,10 @@ impl Bloom {
 
     pub fn memory_bytes(&self) -> u64 {
         self.bits.len() as u64 * 8
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.capacity
     }
 }
 
@@ -145,8 +173,15 @@ mod tests {
         let fp = (100_000..200_000)
             .filter(|&n| bloom.may_contain(&id(n)))
             .count();
-        assert!(fp < 6_000, "{fp} false positives in 100000");
+        assert!(fp < 3_500, "{fp} false positives in 100000");
         assert!(!bloom.is_overfull());
+        assert_eq!(bloom.memory_bytes(), 100_000, "8 bits per key");
+    }
+
+    #[test]
+    fn about_one_chunk_in_four_is_a_hook() {
+        let hooks = (0..40_000).filter(|&n| is_hook(&id(n))).count();
+        assert!((9_000..11_000).contains(&hooks), "{hooks} hooks in 40000");
     }
 
     #[test]

@@ -25,6 +25,7 @@ mod catalog;
 mod catalog_file;
 pub mod chunker;
 pub mod format;
+mod hasher;
 mod index;
 mod packer;
 mod reclaim;
@@ -34,6 +35,7 @@ mod stream;
 
 pub use chunker::ChunkerParams;
 pub use format::{ChunkId, FormatError};
+pub use index::FILTER_BITS_PER_CHUNK_MAX;
 pub use reclaim::ReclaimReport;
 pub use scrub::{Damage, ScrubReport};
 pub use store::{ChunkStore, StoreConfig, StoreStats};

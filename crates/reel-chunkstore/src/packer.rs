@@ -2,6 +2,9 @@
 
 use crate::format::{BlobEntry, ChunkId, Codec, PackTrailer, encode_pack_header, finish_pack};
 
+/// Bytes of a blob compressed first to decide whether compressing the whole blob pays.
+const SAMPLE: usize = 16 * 1024;
+
 /// A pack ready to be stored.
 pub struct SealedPack {
     pub id: u64,
@@ -93,7 +96,18 @@ impl PackBuilder {
             let compressor = self
                 .compressor
                 .get_or_insert_with(|| zstd::bulk::Compressor::new(level).expect("zstd level"));
-            compressor.compress(&self.blob).ok()
+            // Early exit: if a sample from the middle does not shrink, the blob (one stream's
+            // consecutive new chunks, so of one kind) will not either; skip the full pass.
+            let sample = &self.blob[raw / 2 - raw.min(SAMPLE) / 2..][..raw.min(SAMPLE)];
+            let pays = raw <= SAMPLE
+                || compressor
+                    .compress(sample)
+                    .is_ok_and(|c| c.len() * 100 <= sample.len() * 97);
+            if pays {
+                compressor.compress(&self.blob).ok()
+            } else {
+                None
+            }
         } else {
             None
         };

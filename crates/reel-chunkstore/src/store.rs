@@ -15,7 +15,7 @@ use crate::catalog::{
 };
 use crate::chunker::ChunkerParams;
 use crate::format::{self, ChunkId, ChunkLoc, FORMAT_VERSION};
-use crate::index::{Bloom, LocalityCache};
+use crate::index::{Bloom, LocalityCache, is_hook};
 use crate::packer::{PackBuilder, SealedPack};
 use crate::stream::{StreamId, StreamState};
 use crate::{Result, StoreError};
@@ -64,8 +64,10 @@ pub struct StoreStats {
     pub chunks: u64,
     pub packs: u64,
     pub streams: u64,
-    /// RAM held by the dedup index (filter + locality cache).
-    pub index_memory_bytes: u64,
+    /// RAM held by the dedup index's filter, which grows with unique data.
+    pub filter_memory_bytes: u64,
+    /// RAM held by the locality cache, bounded by `StoreConfig::cache_chunks`.
+    pub cache_memory_bytes: u64,
 }
 
 impl StoreStats {
@@ -84,6 +86,47 @@ fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 1.0 } else { a as f64 / b as f64 }
 }
 
+/// Decoded blobs, by (pack, offset), first in first out within a byte budget. Each remembers
+/// which of its chunks were already hash-checked, so repeats (dedup!) are not re-hashed.
+#[derive(Default)]
+struct BlobCache {
+    map: HashMap<(u64, u64), Arc<Blob>>,
+    order: VecDeque<(u64, u64)>,
+    bytes: usize,
+}
+
+pub(crate) struct Blob {
+    pub(crate) data: Vec<u8>,
+    verified: Mutex<HashSet<u32>>,
+}
+
+const BLOB_CACHE_BYTES: usize = 64 << 20;
+
+impl BlobCache {
+    fn get(&self, key: &(u64, u64)) -> Option<Arc<Blob>> {
+        self.map.get(key).cloned()
+    }
+
+    fn insert(&mut self, key: (u64, u64), blob: Arc<Blob>) {
+        self.bytes += blob.data.len();
+        if self.map.insert(key, blob).is_none() {
+            self.order.push_back(key);
+        }
+        while self.bytes > BLOB_CACHE_BYTES {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(b) = self.map.remove(&old) {
+                self.bytes -= b.data.len();
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = BlobCache::default();
+    }
+}
+
 #[derive(Default)]
 struct Uploads {
     in_flight: usize,
@@ -99,7 +142,7 @@ pub(crate) struct Inner {
     filter: RwLock<Bloom>,
     pending: Mutex<HashSet<ChunkId>>,
     pub(crate) cache: Mutex<LocalityCache>,
-    blob_cache: Mutex<VecDeque<((u64, u64), Arc<Vec<u8>>)>>,
+    blob_cache: Mutex<BlobCache>,
     next_pack: AtomicU64,
     uploads: Mutex<Uploads>,
     uploads_done: Condvar,
@@ -115,6 +158,7 @@ pub(crate) struct Inner {
     pub(crate) missing_packs: Mutex<HashSet<u64>>,
     /// Set to make the catalog file refuse all writes (see `catalog_file`).
     fenced: Arc<AtomicBool>,
+    pub(crate) hash_pool: crate::hasher::HashPool,
     /// Non-durable catalog commits made, and how many of them the last durable commit covered.
     nondurable_commits: AtomicU64,
     durable_covers: AtomicU64,
@@ -202,23 +246,32 @@ impl ChunkStore {
         }
         let missing: HashSet<u64> = catalog_packs.difference(&in_backend).copied().collect();
 
-        let filter = Bloom::with_capacity(chunk_count * 2);
+        let filter = Bloom::with_capacity(chunk_count / u64::from(crate::index::HOOK_ONE_IN) * 2);
         {
             let txn = db.begin_read()?;
             for row in txn.open_table(CHUNKS)?.iter()? {
-                filter.insert(&ChunkId(*row?.0.value()));
+                let id = ChunkId(*row?.0.value());
+                if is_hook(&id) {
+                    filter.insert(&id);
+                }
             }
         }
 
         let (tx, rx) = crossbeam_channel::bounded::<SealedPack>(config.upload_queue.max(1));
+        let hash_pool = crate::hasher::HashPool::new(
+            config.chunker,
+            std::thread::available_parallelism().map_or(2, |n| n.get()),
+        )
+        .map_err(|e| StoreError::Catalog(format!("starting hash threads: {e}")))?;
         let inner = Arc::new(Inner {
             backend,
             db,
+            hash_pool,
             cache: Mutex::new(LocalityCache::new(config.cache_chunks)),
             config,
             filter: RwLock::new(filter),
             pending: Mutex::new(HashSet::new()),
-            blob_cache: Mutex::new(VecDeque::new()),
+            blob_cache: Mutex::new(BlobCache::default()),
             next_pack: AtomicU64::new(max_id + 1),
             uploads: Mutex::new(Uploads::default()),
             uploads_done: Condvar::new(),
@@ -276,8 +329,8 @@ impl ChunkStore {
             stats.packs += 1;
         }
         stats.chunks = txn.open_table(CHUNKS)?.len()?;
-        stats.index_memory_bytes =
-            inner.filter.read().memory_bytes() + inner.cache.lock().memory_bytes();
+        stats.filter_memory_bytes = inner.filter.read().memory_bytes();
+        stats.cache_memory_bytes = inner.cache.lock().memory_bytes();
         Ok(stats)
     }
 
@@ -380,10 +433,10 @@ impl ChunkStore {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.upload_tx.lock().take();
-        if let Some(h) = self.uploader.lock().take() {
-            if h.thread().id() != std::thread::current().id() {
-                let _ = h.join();
-            }
+        if let Some(h) = self.uploader.lock().take()
+            && h.thread().id() != std::thread::current().id()
+        {
+            let _ = h.join();
         }
         let behind = self.nondurable_commits.load(Ordering::Acquire)
             > self.durable_covers.load(Ordering::Acquire);
@@ -484,18 +537,25 @@ impl Inner {
     }
 
     /// Decides whether `id` is new; if so it is reserved (pending) and the caller must store it.
+    /// See `index.rs` for why only hooks are looked up on disk.
     pub(crate) fn reserve(&self, id: &ChunkId) -> Result<bool> {
-        if self.filter.read().may_contain(id) {
-            if self.pending.lock().contains(id) || self.cache.lock().get(id).is_some() {
-                return Ok(false);
-            }
-            if let Some(loc) = self.lookup_catalog(id)? {
-                self.warm_cache(loc.pack);
-                return Ok(false);
-            }
+        if self.cache.lock().get(id).is_some() {
+            return Ok(false);
+        }
+        let hook = is_hook(id);
+        if hook
+            && self.filter.read().may_contain(id)
+            && !self.pending.lock().contains(id)
+            && let Some(loc) = self.lookup_catalog(id)?
+        {
+            self.warm_cache(loc.pack);
+            return Ok(false);
         }
         if !self.pending.lock().insert(*id) {
             return Ok(false);
+        }
+        if !hook {
+            return Ok(true);
         }
         let overfull = {
             let filter = self.filter.read();
@@ -516,11 +576,14 @@ impl Inner {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(CHUNKS)?;
         let pending = self.pending.lock();
-        let bigger = Bloom::with_capacity((table.len()? + pending.len() as u64) * 4);
+        let bigger = Bloom::with_capacity(filter.capacity() * 2);
         for row in table.iter()? {
-            bigger.insert(&ChunkId(*row?.0.value()));
+            let id = ChunkId(*row?.0.value());
+            if is_hook(&id) {
+                bigger.insert(&id);
+            }
         }
-        for id in pending.iter() {
+        for id in pending.iter().filter(|id| is_hook(id)) {
             bigger.insert(id);
         }
         *filter = bigger;
@@ -648,8 +711,11 @@ impl Inner {
                 sorted.sort_unstable_by_key(|(id, _)| *id);
                 for (id, loc) in sorted {
                     // A racing duplicate keeps the first location; its copy here is garbage.
-                    if chunks.get(&id.0)?.is_none() {
-                        chunks.insert(&id.0, loc.encode().as_slice())?;
+                    let earlier = chunks
+                        .insert(&id.0, loc.encode().as_slice())?
+                        .map(|v| v.value().to_vec());
+                    if let Some(earlier) = earlier {
+                        chunks.insert(&id.0, earlier.as_slice())?;
                     }
                 }
                 let row = PackRow {
@@ -738,6 +804,8 @@ impl Inner {
             return Ok(loc);
         }
         if let Some(loc) = self.lookup_catalog(id)? {
+            // A restore reads a pack's chunks in order: one lookup serves the rest of it.
+            self.warm_cache(loc.pack);
             return Ok(loc);
         }
         if self.pending.lock().contains(id) {
@@ -752,16 +820,11 @@ impl Inner {
         )))
     }
 
-    /// The verified bytes of a chunk's blob (shared, cached), to be sliced at `loc`.
-    pub(crate) fn read_chunk(&self, id: &ChunkId) -> Result<(Arc<Vec<u8>>, ChunkLoc)> {
+    /// The blob holding chunk `id`, with the chunk hash-checked, and where the chunk is in it.
+    pub(crate) fn read_chunk(&self, id: &ChunkId) -> Result<(Arc<Blob>, ChunkLoc)> {
         let loc = self.locate(id)?;
         let key = (loc.pack, loc.blob_offset);
-        let cached = self
-            .blob_cache
-            .lock()
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, b)| b.clone());
+        let cached = self.blob_cache.lock().get(&key);
         let blob = match cached {
             Some(b) => b,
             None => {
@@ -788,24 +851,27 @@ impl Inner {
                         loc.pack, loc.blob_offset
                     ))
                 })?;
-                let blob = Arc::new(raw);
-                let mut cache = self.blob_cache.lock();
-                cache.push_back((key, blob.clone()));
-                if cache.len() > 32 {
-                    cache.pop_front();
-                }
+                let blob = Arc::new(Blob {
+                    data: raw,
+                    verified: Mutex::new(HashSet::new()),
+                });
+                self.blob_cache.lock().insert(key, blob.clone());
                 blob
             }
         };
-        let end = loc.offset as usize + loc.len as usize;
-        let bytes = blob
-            .get(loc.offset as usize..end)
-            .ok_or_else(|| StoreError::Corrupt(format!("chunk {id} lies outside its blob")))?;
-        if ChunkId::of(bytes) != *id {
-            return Err(StoreError::Corrupt(format!(
-                "chunk {id} in pack {} does not match its hash",
-                loc.pack
-            )));
+        if !blob.verified.lock().contains(&loc.offset) {
+            let end = loc.offset as usize + loc.len as usize;
+            let bytes = blob
+                .data
+                .get(loc.offset as usize..end)
+                .ok_or_else(|| StoreError::Corrupt(format!("chunk {id} lies outside its blob")))?;
+            if ChunkId::of(bytes) != *id {
+                return Err(StoreError::Corrupt(format!(
+                    "chunk {id} in pack {} does not match its hash",
+                    loc.pack
+                )));
+            }
+            blob.verified.lock().insert(loc.offset);
         }
         Ok((blob, loc))
     }

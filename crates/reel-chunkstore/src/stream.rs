@@ -6,7 +6,7 @@
 //! writes them to the catalog together with the sidecar changes, so the catalog always holds a
 //! state of the stream its owner flushed, never a half-updated one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -19,8 +19,11 @@ use crate::packer::PackBuilder;
 use crate::store::{ChunkStore, Inner};
 use crate::{Result, StoreError};
 
-/// Chunk references per extent row (about 4 MiB of stream at the default chunk size).
+/// Chunk references per extent row (about 3 MiB of stream at the default chunk size).
 pub const ROW_CHUNKS: usize = 1024;
+
+/// Record bytes a stream may have queued for the hash threads before it waits.
+const MAX_IN_FLIGHT: usize = 16 << 20;
 
 /// Names a stream. Callers choose ids (e.g. cartridge number and partition).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -44,6 +47,11 @@ pub(crate) struct StreamState {
     read_row: Option<(u64, Vec<ChunkRef>, Vec<u64>)>,
     /// Bytes appended since the last record boundary.
     record_len: u64,
+    /// Records out for chunking and hashing, oldest first; applied strictly in order.
+    in_flight: VecDeque<crossbeam_channel::Receiver<crate::hasher::Hashed>>,
+    in_flight_bytes: usize,
+    /// Record buffers to reuse (fresh allocations cost page faults on every record).
+    spare: Vec<Vec<u8>>,
 }
 
 /// An open stream. One handle per stream at a time; it may be moved between threads.
@@ -71,6 +79,9 @@ impl ChunkStore {
             builder: inner.new_builder(),
             read_row: None,
             record_len: 0,
+            in_flight: VecDeque::new(),
+            in_flight_bytes: 0,
+            spare: Vec::new(),
         }));
         inner.register_stream(id, &state)?;
         Ok(Stream { inner, state })
@@ -107,7 +118,10 @@ fn load_tail(inner: &Inner, id: StreamId) -> Result<(u64, u64, Vec<ChunkRef>)> {
 
 impl StreamState {
     fn emit(&mut self, inner: &Inner, data: &[u8]) -> Result<()> {
-        let id = ChunkId::of(data);
+        self.emit_hashed(inner, ChunkId::of(data), data)
+    }
+
+    fn emit_hashed(&mut self, inner: &Inner, id: ChunkId, data: &[u8]) -> Result<()> {
         if inner.reserve(&id)? {
             let sealed = self.builder.lock().add(|| inner.alloc_pack_id(), id, data);
             if let Some(pack) = sealed {
@@ -148,7 +162,75 @@ impl StreamState {
         r
     }
 
+    /// Appends a whole record. A record that starts on a chunk boundary and is long enough to
+    /// end on one goes to the hash threads; the rest is chunked here, in order, after them.
+    fn append_record(&mut self, inner: &Inner, data: &[u8]) -> Result<()> {
+        let whole = data.len() >= inner.config.chunker.avg as usize;
+        if whole && self.buf.is_empty() && self.chunker.pending() == 0 && self.record_len == 0 {
+            while self.in_flight_bytes + data.len() > MAX_IN_FLIGHT && !self.in_flight.is_empty() {
+                self.apply_next(inner, true)?;
+            }
+            let mut copy = self.spare.pop().unwrap_or_default();
+            copy.clear();
+            copy.extend_from_slice(data);
+            self.in_flight.push_back(inner.hash_pool.submit(copy));
+            self.in_flight_bytes += data.len();
+            self.len += data.len() as u64;
+            while self.apply_next(inner, false)? {}
+            return Ok(());
+        }
+        self.append(inner, data)?;
+        self.boundary(inner)
+    }
+
+    fn boundary(&mut self, inner: &Inner) -> Result<()> {
+        self.drain(inner)?;
+        let record_len = std::mem::take(&mut self.record_len);
+        if self.chunker.boundary(record_len) {
+            self.emit_buf(inner)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the oldest hashed record if it is ready (or waits for it if `wait`); returns
+    /// whether one was applied.
+    fn apply_next(&mut self, inner: &Inner, wait: bool) -> Result<bool> {
+        let Some(rx) = self.in_flight.front() else {
+            return Ok(false);
+        };
+        let hashed = if wait {
+            rx.recv().ok()
+        } else {
+            rx.try_recv().ok()
+        };
+        let Some(hashed) = hashed else {
+            if wait {
+                return Err(StoreError::Stopped("a hash thread stopped".into()));
+            }
+            return Ok(false);
+        };
+        self.in_flight.pop_front();
+        self.in_flight_bytes -= hashed.data.len();
+        let mut at = 0usize;
+        for (id, len) in &hashed.chunks {
+            let end = at + *len as usize;
+            self.emit_hashed(inner, *id, &hashed.data[at..end])?;
+            at = end;
+        }
+        if self.spare.len() < 8 {
+            self.spare.push(hashed.data);
+        }
+        Ok(true)
+    }
+
+    /// Applies every record still out for hashing.
+    fn drain(&mut self, inner: &Inner) -> Result<()> {
+        while self.apply_next(inner, true)? {}
+        Ok(())
+    }
+
     fn append(&mut self, inner: &Inner, data: &[u8]) -> Result<()> {
+        self.drain(inner)?;
         let mut rest = data;
         while !rest.is_empty() {
             match self.chunker.scan(rest) {
@@ -179,6 +261,7 @@ impl StreamState {
     /// Writes everything appended and the sidecar changes to the catalog in one transaction.
     /// The caller holds the commit lock shared.
     fn flush(&mut self, inner: &Inner) -> Result<()> {
+        self.drain(inner)?;
         self.emit_buf(inner)?;
         if !self.dirty && self.sidecar.is_empty() {
             return Ok(());
@@ -277,7 +360,7 @@ impl StreamState {
                 self.len
             )));
         }
-        if self.dirty || !self.buf.is_empty() {
+        if self.dirty || !self.buf.is_empty() || !self.in_flight.is_empty() {
             self.flush(inner)?;
         }
         while !out.is_empty() {
@@ -297,7 +380,7 @@ impl StreamState {
             let within = (offset - chunk_start) as usize;
             let n = out.len().min(r.len as usize - within);
             let from = loc.offset as usize + within;
-            out[..n].copy_from_slice(&blob[from..from + n]);
+            out[..n].copy_from_slice(&blob.data[from..from + n]);
             out = &mut out[n..];
             offset += n as u64;
         }
@@ -339,6 +422,8 @@ impl StreamState {
     }
 
     pub(crate) fn reset_after_delete(&mut self) {
+        self.in_flight.clear();
+        self.in_flight_bytes = 0;
         self.len = 0;
         self.buf.clear();
         self.full_rows.clear();
@@ -404,19 +489,20 @@ impl Stream {
     /// that repeat elsewhere dedup whole.
     pub fn boundary(&self) -> Result<()> {
         let _ingest = self.inner.ingest_lock.read();
-        let mut st = self.state.lock();
-        let record_len = std::mem::take(&mut st.record_len);
-        if st.chunker.boundary(record_len) {
-            let r = st.emit_buf(&self.inner);
-            return self.inner.stop_on_catalog_error(r);
-        }
-        Ok(())
+        let r = self.state.lock().boundary(&self.inner);
+        self.inner.stop_on_catalog_error(r)
     }
 
-    /// `append` then `boundary`.
+    /// Appends one whole record: `append` then `boundary`, but large records are chunked and
+    /// hashed on the store's hash threads while the caller goes on (results apply in order).
     pub fn append_record(&self, data: &[u8]) -> Result<()> {
-        self.append(data)?;
-        self.boundary()
+        let _ingest = self.inner.ingest_lock.read();
+        self.inner.check_stopped()?;
+        if let Some(e) = self.inner.upload_error() {
+            return Err(e);
+        }
+        let r = self.state.lock().append_record(&self.inner, data);
+        self.inner.stop_on_catalog_error(r)
     }
 
     /// Writes the appended bytes and sidecar changes to the catalog (not yet durably: call
@@ -492,7 +578,10 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        let st = self.state.lock();
+        let mut st = self.state.lock();
+        // Records still out for hashing were accepted: apply them so they are not lost if
+        // the caller flushed before dropping (and so their chunks reach the pack below).
+        let _ = st.drain(&self.inner);
         self.inner.streams.lock().remove(&st.id);
         // Flushed rows (and other streams, by dedup) may name chunks in this stream's open
         // pack: it must reach the back end before the next durable commit.
