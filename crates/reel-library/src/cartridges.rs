@@ -3,7 +3,7 @@
 //! Record `cartridge/<barcode>` = cartridge number u64 LE | `CartridgeInfo::to_bytes()`.
 //! Partition `p` of cartridge number `n` is stream `n * 4 + p` (at most 4 partitions, SSC-5).
 
-use reel_chunkstore::{ChunkStore, StoreError, StreamId};
+use reel_chunkstore::{ChunkStore, Damage, StoreError, StreamId};
 use reel_media::{Cartridge, CartridgeInfo, DecodeError, MediaError};
 
 use crate::ChunkPartition;
@@ -44,6 +44,17 @@ fn key(barcode: &str) -> Vec<u8> {
 
 pub fn stream_of(number: u64, partition: u8) -> StreamId {
     StreamId(number * MAX_PARTITIONS + u64::from(partition))
+}
+
+/// Damage found by a scrub, in tape terms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DamagedRecords {
+    /// `None` if the stream belongs to no cartridge (e.g. one deleted since).
+    pub barcode: Option<String>,
+    pub partition: u8,
+    /// First and last damaged record (logical object numbers), if the record map names them.
+    pub records: Option<(u64, u64)>,
+    pub reason: String,
 }
 
 impl Cartridges {
@@ -138,6 +149,35 @@ impl Cartridges {
         self.write(number, info)?;
         self.store.sync()?;
         Ok(())
+    }
+
+    /// Says which cartridge, partition and records each damaged stream range belongs to.
+    pub fn locate_damage(&self, damage: &[Damage]) -> Result<Vec<DamagedRecords>, CartridgeError> {
+        let by_number: std::collections::HashMap<u64, String> = self
+            .list()?
+            .into_iter()
+            .map(|(n, info)| (n, info.barcode().as_str().to_string()))
+            .collect();
+        let mut out = Vec::new();
+        for d in damage {
+            let number = d.stream.0 / MAX_PARTITIONS;
+            let partition = (d.stream.0 % MAX_PARTITIONS) as u8;
+            let barcode = by_number.get(&number).cloned();
+            // A mounted cartridge's streams are busy; its records are then left unnamed.
+            let records = match self.store.open_stream(d.stream) {
+                Ok(stream) => ChunkPartition::open(stream)
+                    .ok()
+                    .and_then(|p| p.records_at(d.offset, d.len)),
+                Err(_) => None,
+            };
+            out.push(DamagedRecords {
+                barcode,
+                partition,
+                records,
+                reason: d.reason.clone(),
+            });
+        }
+        Ok(out)
     }
 
     /// Deletes a cartridge and its data (space comes back with the next reclaim). WORM

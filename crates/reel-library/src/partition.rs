@@ -61,6 +61,22 @@ impl ChunkPartition {
         &self.stream
     }
 
+    /// The records holding stream bytes `offset..offset + len`: (first, last) object numbers.
+    /// Filemarks hold no bytes, so they are never named.
+    pub fn records_at(&self, offset: u64, len: u64) -> Option<(u64, u64)> {
+        let object_at = |at: u64| {
+            let i = self.runs.partition_point(|r| r.offset + r.bytes() <= at);
+            let run = self.runs.get(i)?;
+            let RunKind::Records(rec) = run.kind else {
+                return None;
+            };
+            Some(run.first + (at - run.offset) / u64::from(rec))
+        };
+        let first = object_at(offset)?;
+        let last = object_at(offset + len.max(1) - 1)?;
+        Some((first, last))
+    }
+
     fn run_of(&self, n: u64) -> Result<&Run, StoreError> {
         let i = self.runs.partition_point(|r| r.end() <= n);
         self.runs.get(i).ok_or_else(|| {

@@ -89,3 +89,47 @@ fn worm_cartridges_cannot_be_deleted() {
         Err(CartridgeError::Worm(_))
     ));
 }
+
+/// A damaged pack is reported as the cartridge, partition and records it holds.
+#[test]
+fn scrub_damage_names_cartridge_and_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(reel_backend::LocalBackend::open(&dir.path().join("objects")).unwrap());
+    let store =
+        ChunkStore::open(&dir.path().join("catalog"), backend, StoreConfig::default()).unwrap();
+    let carts = Cartridges::new(store.clone());
+    carts.create(&info("DMG001L9", MediaType::Lto9)).unwrap();
+    let mut c = carts.mount("DMG001L9").unwrap();
+    c.load(UnixTime(1_700_000_000)).unwrap();
+    for i in 0..10u64 {
+        c.write_record(&reel_media::testing::record_bytes(i, 100_000))
+            .unwrap();
+    }
+    c.write_filemarks(1).unwrap();
+    c.rewind().unwrap();
+    drop(c);
+    // Flip a byte in the middle of the only pack.
+    let packs: Vec<_> = std::fs::read_dir(dir.path().join("objects/packs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(packs.len(), 1);
+    let mut bytes = std::fs::read(&packs[0]).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&packs[0], bytes).unwrap();
+
+    let report = store.scrub(&mut |_, _| {}).unwrap();
+    assert!(!report.is_clean());
+    let located = carts.locate_damage(&report.damage).unwrap();
+    assert!(!located.is_empty());
+    for d in &located {
+        assert_eq!(d.barcode.as_deref(), Some("DMG001L9"));
+        assert_eq!(d.partition, 0);
+        let (first, last) = d.records.expect("records named");
+        assert!(
+            first <= last && last < 10,
+            "records {first}..={last} outside the 10 written"
+        );
+    }
+}

@@ -6,6 +6,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod admin;
+mod data_dir;
+mod serve;
 mod store_bench;
 
 /// reel: a deduplicating virtual tape library.
@@ -18,6 +21,17 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the library on its data directory (a new one gets 20 blank LTO-9 cartridges).
+    Serve(serve::ServeArgs),
+    /// Create, list and delete cartridges.
+    #[command(subcommand)]
+    Cartridges(admin::CartridgeCommand),
+    /// Re-read and re-hash all stored data; report damage by cartridge and record.
+    Verify(data_dir::DataDirArg),
+    /// Free the space of deleted, erased and overwritten data.
+    Reclaim(data_dir::DataDirArg),
+    /// Space used, dedup and compression ratios.
+    Stats(data_dir::DataDirArg),
     /// Measure the chunk store end to end on generated tapewrite-style data.
     StoreBench(store_bench::Args),
 }
@@ -25,6 +39,11 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Cartridges(cmd) => admin::cartridges(cmd),
+        Command::Verify(data) => admin::verify(data),
+        Command::Reclaim(data) => admin::reclaim(data),
+        Command::Stats(data) => admin::stats(data),
         Command::StoreBench(args) => store_bench::run(args),
     };
     match result {

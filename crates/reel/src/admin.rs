@@ -1,0 +1,245 @@
+//! Administration commands that work directly on a data directory (while no server runs).
+//! The REST API will take these over once the server has one; the output stays the same.
+
+use anyhow::{Context, bail};
+use reel_media::{Barcode, CartridgeInfo, MediaType, PartitionStore, UnixTime};
+
+use crate::data_dir::{self, DataDirArg};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum CartridgeCommand {
+    /// List cartridges.
+    List(DataDirArg),
+    /// Create blank cartridges with consecutive LTO-style barcodes (PREFIX + number + suffix).
+    Create(CreateArgs),
+    /// Delete a cartridge and its data (refused for WORM media). Run `reel reclaim` afterwards.
+    Delete {
+        barcode: String,
+        #[command(flatten)]
+        data: DataDirArg,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CreateArgs {
+    /// Barcode prefix: 1 to 3 characters (A–Z, 0–9), e.g. REL gives REL001L9.
+    #[arg(long, default_value = "REL")]
+    pub prefix: String,
+    /// Number of the first cartridge.
+    #[arg(long, default_value_t = 1)]
+    pub first: u32,
+    #[arg(long, default_value_t = 1)]
+    pub count: u32,
+    /// Media: lto5..lto9, or lto5-worm..lto9-worm.
+    #[arg(long, default_value = "lto9")]
+    pub media: String,
+    #[command(flatten)]
+    pub data: DataDirArg,
+}
+
+pub fn parse_media(name: &str) -> anyhow::Result<MediaType> {
+    let wanted = name.to_ascii_lowercase().replace(['-', '_', ' '], "");
+    MediaType::ALL
+        .into_iter()
+        .find(|m| {
+            m.to_string()
+                .to_ascii_lowercase()
+                .replace(['-', '_', ' '], "")
+                == wanted
+        })
+        .with_context(|| format!("unknown media {name:?}: use lto5..lto9 or lto5-worm..lto9-worm"))
+}
+
+/// Barcodes PREFIX + zero-padded number + media suffix, 8 characters like real LTO labels.
+pub fn barcodes(
+    prefix: &str,
+    first: u32,
+    count: u32,
+    media: MediaType,
+) -> anyhow::Result<Vec<Barcode>> {
+    if prefix.is_empty()
+        || prefix.len() > 3
+        || !prefix
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+    {
+        bail!("barcode prefix {prefix:?} must be 1 to 3 characters A–Z or 0–9");
+    }
+    let digits = 6 - prefix.len();
+    let last = u64::from(first) + u64::from(count) - 1;
+    if count == 0 || last >= 10u64.pow(digits as u32) {
+        bail!("cartridges {first}..={last} do not fit in {digits} digits after prefix {prefix:?}");
+    }
+    (u64::from(first)..=last)
+        .map(|n| {
+            let label = format!("{prefix}{n:0digits$}{}", media.barcode_suffix());
+            Barcode::new(&label).with_context(|| format!("barcode {label}"))
+        })
+        .collect()
+}
+
+pub fn now() -> UnixTime {
+    UnixTime(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    )
+}
+
+pub fn cartridges(cmd: CartridgeCommand) -> anyhow::Result<()> {
+    match cmd {
+        CartridgeCommand::List(data) => {
+            let carts = data_dir::open(&data.dir)?;
+            println!(
+                "{:<10} {:<12} {:>14} {:>14} {:>6} {:>5}",
+                "BARCODE", "MEDIA", "CAPACITY", "WRITTEN", "LOADS", "WP"
+            );
+            for (_, info) in carts.list()? {
+                let c = carts.mount(info.barcode().as_str())?;
+                let written: u64 = c.partitions().iter().map(|p| p.data_bytes()).sum();
+                println!(
+                    "{:<10} {:<12} {:>14} {:>14} {:>6} {:>5}",
+                    info.barcode().as_str(),
+                    info.media_type().to_string(),
+                    human(info.partition_capacities().iter().sum()),
+                    human(written),
+                    info.load_count(),
+                    if info.write_protected() { "yes" } else { "no" }
+                );
+            }
+            Ok(())
+        }
+        CartridgeCommand::Create(args) => {
+            let media = parse_media(&args.media)?;
+            let labels = barcodes(&args.prefix, args.first, args.count, media)?;
+            let carts = data_dir::open(&args.data.dir)?;
+            for b in labels {
+                let label = b.as_str().to_string();
+                carts
+                    .create(&CartridgeInfo::new(b, media, now()))
+                    .with_context(|| format!("creating {label}"))?;
+                println!("created {label} ({media})");
+            }
+            Ok(())
+        }
+        CartridgeCommand::Delete { barcode, data } => {
+            let carts = data_dir::open(&data.dir)?;
+            carts.delete(&barcode)?;
+            println!("deleted {barcode}; run `reel reclaim` to free its space");
+            Ok(())
+        }
+    }
+}
+
+/// Re-reads and re-hashes everything; exits non-zero if anything is damaged.
+pub fn verify(data: DataDirArg) -> anyhow::Result<()> {
+    let carts = data_dir::open(&data.dir)?;
+    let report = carts
+        .store()
+        .scrub(&mut |done, total| progress("verifying packs", done, total))?;
+    eprintln!();
+    println!(
+        "checked {} packs, {} chunks, {} bytes",
+        report.packs_checked, report.chunks_checked, report.bytes_checked
+    );
+    if report.is_clean() {
+        println!("no damage found");
+        return Ok(());
+    }
+    for (id, why) in &report.bad_chunks {
+        println!("bad chunk {id}: {why}");
+    }
+    for d in carts.locate_damage(&report.damage)? {
+        let records = d.records.map_or("records unknown".to_string(), |(a, b)| {
+            format!("records {a}..={b}")
+        });
+        println!(
+            "damaged: cartridge {} partition {} {records}: {}",
+            d.barcode.as_deref().unwrap_or("(none)"),
+            d.partition,
+            d.reason
+        );
+    }
+    bail!("{} damaged ranges", report.damage.len())
+}
+
+pub fn reclaim(data: DataDirArg) -> anyhow::Result<()> {
+    let carts = data_dir::open(&data.dir)?;
+    let r = carts
+        .store()
+        .reclaim(0.5, &mut |done, total| progress("reclaiming", done, total))?;
+    eprintln!();
+    println!(
+        "examined {} packs: deleted {}, rewrote {}, dropped {} chunks, freed {}",
+        r.packs_examined,
+        r.packs_deleted,
+        r.packs_rewritten,
+        r.chunks_dropped,
+        human(r.bytes_freed)
+    );
+    Ok(())
+}
+
+pub fn stats(data: DataDirArg) -> anyhow::Result<()> {
+    let carts = data_dir::open(&data.dir)?;
+    let s = carts.store().stats()?;
+    println!("cartridges        {}", carts.list()?.len());
+    println!("written (logical) {}", human(s.logical_bytes));
+    println!("unique            {}", human(s.unique_bytes));
+    println!("stored (packs)    {}", human(s.stored_bytes));
+    println!("dedup             {:.2}:1", s.dedup_ratio());
+    println!("compression       {:.2}:1", s.compression_ratio());
+    println!("reduction         {:.2}:1", s.reduction_ratio());
+    println!("chunks            {}  in {} packs", s.chunks, s.packs);
+    Ok(())
+}
+
+fn progress(what: &str, done: u64, total: u64) {
+    let pct = if total == 0 { 100 } else { done * 100 / total };
+    eprint!("\r{what}: {done}/{total} ({pct} %)");
+}
+
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KB", "MB", "GB", "TB", "PB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1000.0 && unit < UNITS.len() - 1 {
+        v /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn barcodes_are_lto_labels() {
+        let b = barcodes("REL", 1, 3, MediaType::Lto9).unwrap();
+        let labels: Vec<&str> = b.iter().map(|b| b.as_str()).collect();
+        assert_eq!(labels, ["REL001L9", "REL002L9", "REL003L9"]);
+        assert_eq!(
+            barcodes("A", 7, 1, MediaType::Lto8Worm).unwrap()[0].as_str(),
+            "A00007LY"
+        );
+        assert!(
+            barcodes("REL", 999, 2, MediaType::Lto9).is_err(),
+            "1000 does not fit in 3 digits"
+        );
+        assert!(barcodes("rel", 1, 1, MediaType::Lto9).is_err());
+        assert!(barcodes("", 1, 1, MediaType::Lto9).is_err());
+        assert!(barcodes("REL", 1, 0, MediaType::Lto9).is_err());
+    }
+
+    #[test]
+    fn media_names_parse() {
+        assert_eq!(parse_media("lto9").unwrap(), MediaType::Lto9);
+        assert_eq!(parse_media("LTO-7-WORM").unwrap(), MediaType::Lto7Worm);
+        assert!(parse_media("dlt").is_err());
+    }
+}
