@@ -195,7 +195,7 @@ pub fn stats(data: DataDirArg) -> anyhow::Result<()> {
 }
 
 fn progress(what: &str, done: u64, total: u64) {
-    let pct = if total == 0 { 100 } else { done * 100 / total };
+    let pct = (done * 100).checked_div(total).unwrap_or(100);
     eprint!("\r{what}: {done}/{total} ({pct} %)");
 }
 
