@@ -13,6 +13,8 @@ pub const PACK_IDS: TableDefinition<u64, &[u8]> = TableDefinition::new("pack_ids
 pub const STREAMS: TableDefinition<u64, u64> = TableDefinition::new("streams");
 /// (stream id, start offset) → encoded extent row (format::encode_extent_row).
 pub const EXTENTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("extents");
+/// Span id → reference list (format::encode_refs): a whole record's chunks, stored once.
+pub const SPANS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("spans");
 /// (stream id, key) → caller bytes, committed with the stream.
 pub const SIDECAR: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("sidecar");
 /// Free-form caller records (e.g. cartridge identities), key → bytes.

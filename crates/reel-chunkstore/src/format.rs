@@ -458,9 +458,15 @@ pub fn decode_blob(codec: Codec, stored: &[u8], raw: u32) -> Result<Vec<u8>, For
 }
 
 // ---------------------------------------------------------------------------------------------
-// Extent rows: a stream's bytes as a sequence of chunk references, stored in the catalog under
-// (stream, start offset). Row = version u8 | count u32 | count × (id [32] | len u32).
-// `len` may be shorter than the chunk (a stream truncated inside a chunk keeps its prefix).
+// Reference lists and extent rows.
+//
+// A reference list (the body of a span) = version u8 (1) | count u32 | count × (id [32] | len u32).
+// An extent row (a stream's bytes from its key's start offset) is either a version-1 reference
+// list (every entry a chunk; written by the first format) or
+//   version u8 (2) | count u32 | count × (kind u8 | id [32] | len u32)
+// where kind 0 is a chunk and kind 1 a span: a whole record's reference list, stored once in the
+// catalog under the BLAKE3 of its encoding, so a record that repeats costs one entry, not one per
+// chunk. A chunk reference's `len` may be shorter than its chunk (a stream truncated inside it).
 // ---------------------------------------------------------------------------------------------
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -469,12 +475,47 @@ pub struct ChunkRef {
     pub len: u32,
 }
 
-const EXTENT_ROW_VERSION: u8 = 1;
-const EXTENT_ENTRY_LEN: usize = 32 + 4;
+/// Names a span: the BLAKE3 of its encoded reference list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SpanId(pub [u8; 32]);
 
-pub fn encode_extent_row(refs: &[ChunkRef]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(5 + refs.len() * EXTENT_ENTRY_LEN);
-    out.push(EXTENT_ROW_VERSION);
+impl SpanId {
+    pub fn of(encoded_refs: &[u8]) -> SpanId {
+        SpanId(*blake3::hash(encoded_refs).as_bytes())
+    }
+}
+
+impl fmt::Display for SpanId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0[..8].iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+/// One entry of an extent row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    Chunk(ChunkRef),
+    Span { id: SpanId, len: u32 },
+}
+
+impl Entry {
+    /// Stream bytes the entry covers.
+    pub fn bytes(&self) -> u32 {
+        match self {
+            Entry::Chunk(r) => r.len,
+            Entry::Span { len, .. } => *len,
+        }
+    }
+}
+
+const REFS_VERSION: u8 = 1;
+const ROW_VERSION: u8 = 2;
+const REF_LEN: usize = 32 + 4;
+const ENTRY_LEN: usize = 1 + 32 + 4;
+
+pub fn encode_refs(refs: &[ChunkRef]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + refs.len() * REF_LEN);
+    out.push(REFS_VERSION);
     out.extend_from_slice(&(refs.len() as u32).to_le_bytes());
     for r in refs {
         out.extend_from_slice(&r.id.0);
@@ -483,32 +524,92 @@ pub fn encode_extent_row(refs: &[ChunkRef]) -> Vec<u8> {
     out
 }
 
-pub fn decode_extent_row(bytes: &[u8]) -> Result<Vec<ChunkRef>, FormatError> {
-    let mut r = Reader::new(bytes, "extent row");
+pub fn decode_refs(bytes: &[u8]) -> Result<Vec<ChunkRef>, FormatError> {
+    let mut r = Reader::new(bytes, "reference list");
     let version = r.u8()?;
-    if version != EXTENT_ROW_VERSION {
+    if version != REFS_VERSION {
         return Err(malformed(
-            "extent row",
+            "reference list",
             format!("unsupported version {version}"),
         ));
     }
+    decode_ref_body(r)
+}
+
+fn decode_ref_body(mut r: Reader<'_>) -> Result<Vec<ChunkRef>, FormatError> {
     let count = r.u32()? as usize;
-    if count.checked_mul(EXTENT_ENTRY_LEN) != Some(r.data.len()) {
-        return Err(malformed(
-            "extent row",
-            "entry count does not match its length",
-        ));
+    if count.checked_mul(REF_LEN) != Some(r.data.len()) {
+        return Err(malformed(r.what, "entry count does not match its length"));
     }
     let mut refs = Vec::with_capacity(count);
     for _ in 0..count {
         let id = ChunkId(r.array()?);
         let len = r.u32()?;
         if len == 0 {
-            return Err(malformed("extent row", "empty chunk reference"));
+            return Err(malformed(r.what, "empty chunk reference"));
         }
         refs.push(ChunkRef { id, len });
     }
     Ok(refs)
+}
+
+pub fn encode_extent_row(entries: &[Entry]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + entries.len() * ENTRY_LEN);
+    out.push(ROW_VERSION);
+    out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    for e in entries {
+        let (kind, id) = match e {
+            Entry::Chunk(r) => (0u8, &r.id.0),
+            Entry::Span { id, .. } => (1u8, &id.0),
+        };
+        out.push(kind);
+        out.extend_from_slice(id);
+        out.extend_from_slice(&e.bytes().to_le_bytes());
+    }
+    out
+}
+
+pub fn decode_extent_row(bytes: &[u8]) -> Result<Vec<Entry>, FormatError> {
+    let mut r = Reader::new(bytes, "extent row");
+    match r.u8()? {
+        REFS_VERSION => Ok(decode_ref_body(r)?.into_iter().map(Entry::Chunk).collect()),
+        ROW_VERSION => {
+            let count = r.u32()? as usize;
+            if count.checked_mul(ENTRY_LEN) != Some(r.data.len()) {
+                return Err(malformed(
+                    "extent row",
+                    "entry count does not match its length",
+                ));
+            }
+            let mut entries = Vec::with_capacity(count);
+            for _ in 0..count {
+                let kind = r.u8()?;
+                let id: [u8; 32] = r.array()?;
+                let len = r.u32()?;
+                if len == 0 {
+                    return Err(malformed("extent row", "empty reference"));
+                }
+                entries.push(match kind {
+                    0 => Entry::Chunk(ChunkRef {
+                        id: ChunkId(id),
+                        len,
+                    }),
+                    1 => Entry::Span {
+                        id: SpanId(id),
+                        len,
+                    },
+                    _ => {
+                        return Err(malformed(
+                            "extent row",
+                            format!("unknown entry kind {kind}"),
+                        ));
+                    }
+                });
+            }
+            Ok(entries)
+        }
+        v => Err(malformed("extent row", format!("unsupported version {v}"))),
+    }
 }
 
 /// Fuzz entry points: each must return without panicking on any input.
@@ -517,6 +618,7 @@ pub mod fuzzing {
     pub fn decode_anything(data: &[u8]) {
         let _ = super::decode_pack(data);
         let _ = super::decode_extent_row(data);
+        let _ = super::decode_refs(data);
         let _ = super::ChunkLoc::decode(data);
         let _ = super::decode_pack_ids(data);
         if let Some((&codec, rest)) = data.split_first()
@@ -604,9 +706,22 @@ mod tests {
         }
 
         #[test]
-        fn extent_rows_round_trip(entries in proptest::collection::vec((any::<[u8; 32]>(), 1u32..), 0..50)) {
+        fn extent_rows_round_trip(entries in proptest::collection::vec((any::<bool>(), any::<[u8; 32]>(), 1u32..), 0..50)) {
+            let entries: Vec<Entry> = entries.into_iter().map(|(span, id, len)| if span {
+                Entry::Span { id: SpanId(id), len }
+            } else {
+                Entry::Chunk(ChunkRef { id: ChunkId(id), len })
+            }).collect();
+            prop_assert_eq!(decode_extent_row(&encode_extent_row(&entries)).unwrap(), entries);
+        }
+
+        #[test]
+        fn reference_lists_round_trip_and_read_as_version_1_rows(entries in proptest::collection::vec((any::<[u8; 32]>(), 1u32..), 0..50)) {
             let refs: Vec<ChunkRef> = entries.into_iter().map(|(id, len)| ChunkRef { id: ChunkId(id), len }).collect();
-            prop_assert_eq!(decode_extent_row(&encode_extent_row(&refs)).unwrap(), refs);
+            let encoded = encode_refs(&refs);
+            prop_assert_eq!(&decode_refs(&encoded).unwrap(), &refs);
+            let as_row: Vec<Entry> = refs.iter().copied().map(Entry::Chunk).collect();
+            prop_assert_eq!(decode_extent_row(&encoded).unwrap(), as_row);
         }
 
         #[test]

@@ -12,8 +12,8 @@ use std::collections::{HashMap, HashSet};
 use redb::{Durability, ReadableDatabase, ReadableTable};
 use reel_backend::PutMode;
 
-use crate::catalog::{CHUNKS, EXTENTS, PACK_IDS, PACKS, PackRow, pack_key};
-use crate::format::{ChunkId, ChunkLoc, decode_extent_row};
+use crate::catalog::{CHUNKS, EXTENTS, PACK_IDS, PACKS, PackRow, SPANS, pack_key};
+use crate::format::{ChunkId, ChunkLoc, Entry, decode_extent_row, decode_refs};
 use crate::packer::PackBuilder;
 use crate::store::ChunkStore;
 use crate::{Result, StoreError};
@@ -61,12 +61,30 @@ impl ChunkStore {
         })?;
 
         let mut live: HashSet<ChunkId> = HashSet::new();
+        let mut dead_spans = Vec::new();
         let mut packs: Vec<(u64, PackRow)> = Vec::new();
         {
             let txn = inner.db.begin_read()?;
+            let mut live_spans = HashSet::new();
             for row in txn.open_table(EXTENTS)?.iter()? {
-                for r in decode_extent_row(row?.1.value())? {
-                    live.insert(r.id);
+                for e in decode_extent_row(row?.1.value())? {
+                    match e {
+                        Entry::Chunk(r) => {
+                            live.insert(r.id);
+                        }
+                        Entry::Span { id, .. } => {
+                            live_spans.insert(id);
+                        }
+                    }
+                }
+            }
+            for row in txn.open_table(SPANS)?.iter()? {
+                let (k, v) = row?;
+                let id = crate::format::SpanId(*k.value());
+                if live_spans.contains(&id) {
+                    live.extend(decode_refs(v.value())?.into_iter().map(|r| r.id));
+                } else {
+                    dead_spans.push(id);
                 }
             }
             for row in txn.open_table(PACKS)?.iter()? {
@@ -191,6 +209,10 @@ impl ChunkStore {
                 let mut chunks = txn.open_table(CHUNKS)?;
                 for (id, _) in &dropped {
                     chunks.remove(&id.0)?;
+                }
+                let mut spans = txn.open_table(SPANS)?;
+                for id in &dead_spans {
+                    spans.remove(&id.0)?;
                 }
                 for (id, loc) in &moved {
                     chunks.insert(&id.0, loc.encode().as_slice())?;

@@ -175,7 +175,7 @@ impl ChunkStore {
         for row in txn.open_table(EXTENTS)?.iter()? {
             let (k, v) = row?;
             let (stream, mut offset) = k.value();
-            let refs = match decode_extent_row(v.value()) {
+            let entries = match decode_extent_row(v.value()) {
                 Ok(r) => r,
                 Err(e) => {
                     report.damage.push(Damage {
@@ -188,24 +188,43 @@ impl ChunkStore {
                     continue;
                 }
             };
-            for r in refs {
-                let reason = match bad.get(&r.id) {
-                    Some(why) => Some(why.clone()),
-                    None if !indexed.contains(&r.id) && !inner.is_pending(&r.id) => {
-                        Some(format!("chunk {} is not stored", r.id))
+            for e in entries {
+                let at = offset;
+                offset += u64::from(e.bytes());
+                // A span expands to its chunks; an unreadable span damages its whole range.
+                let refs = match inner.expand(&[e]) {
+                    Ok(refs) => refs,
+                    Err(err) => {
+                        report.damage.push(Damage {
+                            stream: StreamId(stream),
+                            offset: at,
+                            len: u64::from(e.bytes()),
+                            chunk: ChunkId([0; 32]),
+                            reason: format!("span unreadable: {err}"),
+                        });
+                        continue;
                     }
-                    None => None,
                 };
-                if let Some(reason) = reason {
-                    report.damage.push(Damage {
-                        stream: StreamId(stream),
-                        offset,
-                        len: u64::from(r.len),
-                        chunk: r.id,
-                        reason,
-                    });
+                let mut chunk_at = at;
+                for r in refs {
+                    let reason = match bad.get(&r.id) {
+                        Some(why) => Some(why.clone()),
+                        None if !indexed.contains(&r.id) && !inner.is_pending(&r.id) => {
+                            Some(format!("chunk {} is not stored", r.id))
+                        }
+                        None => None,
+                    };
+                    if let Some(reason) = reason {
+                        report.damage.push(Damage {
+                            stream: StreamId(stream),
+                            offset: chunk_at,
+                            len: u64::from(r.len),
+                            chunk: r.id,
+                            reason,
+                        });
+                    }
+                    chunk_at += u64::from(r.len);
                 }
-                offset += u64::from(r.len);
             }
         }
         report.bad_chunks = bad.into_iter().collect();

@@ -11,7 +11,8 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableM
 use reel_backend::{Backend, PutMode};
 
 use crate::catalog::{
-    self, CHUNKS, EXTENTS, META, PACK_IDS, PACKS, PackRow, RECORDS, SIDECAR, STREAMS, pack_key,
+    self, CHUNKS, EXTENTS, META, PACK_IDS, PACKS, PackRow, RECORDS, SIDECAR, SPANS, STREAMS,
+    pack_key,
 };
 use crate::chunker::ChunkerParams;
 use crate::format::{self, ChunkId, ChunkLoc, FORMAT_VERSION};
@@ -36,6 +37,8 @@ pub struct StoreConfig {
     pub catalog_cache_bytes: usize,
     /// Sealed packs queued for upload before writers wait.
     pub upload_queue: usize,
+    /// Threads storing packs: a put ends with an fsync, so several overlap the waits.
+    pub upload_threads: usize,
 }
 
 impl Default for StoreConfig {
@@ -48,6 +51,7 @@ impl Default for StoreConfig {
             cache_chunks: 1 << 20,
             catalog_cache_bytes: 64 << 20,
             upload_queue: 4,
+            upload_threads: 3,
         }
     }
 }
@@ -147,7 +151,7 @@ pub(crate) struct Inner {
     uploads: Mutex<Uploads>,
     uploads_done: Condvar,
     upload_tx: Mutex<Option<crossbeam_channel::Sender<SealedPack>>>,
-    uploader: Mutex<Option<JoinHandle<()>>>,
+    uploaders: Mutex<Vec<JoinHandle<()>>>,
     builders: Mutex<Vec<Weak<Mutex<PackBuilder>>>>,
     pub(crate) streams: Mutex<HashMap<StreamId, Weak<Mutex<StreamState>>>>,
     /// Held shared by stream flushes, exclusively by `sync` while it makes packs durable.
@@ -183,7 +187,8 @@ struct ShutdownGuard {
 impl Drop for ShutdownGuard {
     fn drop(&mut self) {
         self.inner.upload_tx.lock().take();
-        if let Some(h) = self.inner.uploader.lock().take() {
+        let uploaders = std::mem::take(&mut *self.inner.uploaders.lock());
+        for h in uploaders {
             let _ = h.join();
         }
     }
@@ -276,7 +281,7 @@ impl ChunkStore {
             uploads: Mutex::new(Uploads::default()),
             uploads_done: Condvar::new(),
             upload_tx: Mutex::new(Some(tx)),
-            uploader: Mutex::new(None),
+            uploaders: Mutex::new(Vec::new()),
             builders: Mutex::new(Vec::new()),
             streams: Mutex::new(HashMap::new()),
             commit_lock: RwLock::new(()),
@@ -287,17 +292,20 @@ impl ChunkStore {
             nondurable_commits: AtomicU64::new(0),
             durable_covers: AtomicU64::new(0),
         });
-        let weak = Arc::downgrade(&inner);
-        let handle = std::thread::Builder::new()
-            .name("reel-pack-upload".into())
-            .spawn(move || {
-                for pack in rx {
-                    let Some(inner) = weak.upgrade() else { return };
-                    inner.upload(pack, PutMode::Create);
-                }
-            })
-            .map_err(|e| StoreError::Catalog(format!("starting uploader: {e}")))?;
-        *inner.uploader.lock() = Some(handle);
+        for i in 0..inner.config.upload_threads.max(1) {
+            let weak = Arc::downgrade(&inner);
+            let rx = rx.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("reel-upload-{i}"))
+                .spawn(move || {
+                    for pack in rx {
+                        let Some(inner) = weak.upgrade() else { return };
+                        inner.upload(pack, PutMode::Create);
+                    }
+                })
+                .map_err(|e| StoreError::Catalog(format!("starting uploader: {e}")))?;
+            inner.uploaders.lock().push(handle);
+        }
         let guard = Arc::new(ShutdownGuard {
             inner: inner.clone(),
         });
@@ -433,10 +441,11 @@ impl ChunkStore {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.upload_tx.lock().take();
-        if let Some(h) = self.uploader.lock().take()
-            && h.thread().id() != std::thread::current().id()
-        {
-            let _ = h.join();
+        let me = std::thread::current().id();
+        for h in std::mem::take(&mut *self.uploaders.lock()) {
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
         }
         let behind = self.nondurable_commits.load(Ordering::Acquire)
             > self.durable_covers.load(Ordering::Acquire);
@@ -473,6 +482,7 @@ fn init_catalog(db: &Database) -> Result<()> {
         txn.open_table(STREAMS)?;
         txn.open_table(EXTENTS)?;
         txn.open_table(SIDECAR)?;
+        txn.open_table(SPANS)?;
         txn.open_table(RECORDS)?;
     }
     txn.commit()?;
@@ -874,6 +884,36 @@ impl Inner {
             blob.verified.lock().insert(loc.offset);
         }
         Ok((blob, loc))
+    }
+
+    /// A row's entries as chunk references, spans expanded (each checked to cover its length).
+    pub(crate) fn expand(&self, entries: &[format::Entry]) -> Result<Vec<format::ChunkRef>> {
+        let mut out = Vec::with_capacity(entries.len());
+        let mut txn = None;
+        for e in entries {
+            match e {
+                format::Entry::Chunk(r) => out.push(*r),
+                format::Entry::Span { id, len } => {
+                    let txn = match &mut txn {
+                        Some(t) => t,
+                        None => txn.insert(self.db.begin_read()?),
+                    };
+                    let spans = txn.open_table(SPANS)?;
+                    let row = spans.get(&id.0)?.ok_or_else(|| {
+                        StoreError::Corrupt(format!("span {id} is referenced but not stored"))
+                    })?;
+                    let refs = format::decode_refs(row.value())?;
+                    let total: u64 = refs.iter().map(|r| u64::from(r.len)).sum();
+                    if total != u64::from(*len) {
+                        return Err(StoreError::Corrupt(format!(
+                            "span {id} holds {total} bytes, not {len}"
+                        )));
+                    }
+                    out.extend(refs);
+                }
+            }
+        }
+        Ok(out)
     }
 
     pub(crate) fn drop_caches(&self) {

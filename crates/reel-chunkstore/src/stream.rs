@@ -12,9 +12,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use redb::{Durability, ReadableDatabase, ReadableTable};
 
-use crate::catalog::{EXTENTS, SIDECAR, STREAMS};
+use crate::catalog::{EXTENTS, SIDECAR, SPANS, STREAMS};
 use crate::chunker::Chunker;
-use crate::format::{ChunkId, ChunkRef, decode_extent_row, encode_extent_row};
+use crate::format::{
+    ChunkId, ChunkRef, Entry, SpanId, decode_extent_row, encode_extent_row, encode_refs,
+};
 use crate::packer::PackBuilder;
 use crate::store::{ChunkStore, Inner};
 use crate::{Result, StoreError};
@@ -36,9 +38,11 @@ pub(crate) struct StreamState {
     /// The unfinished chunk's bytes.
     buf: Vec<u8>,
     /// Full rows not yet written to the catalog.
-    full_rows: Vec<(u64, Vec<ChunkRef>)>,
+    full_rows: Vec<(u64, Vec<Entry>)>,
     row_start: u64,
-    tail: Vec<ChunkRef>,
+    tail: Vec<Entry>,
+    /// Spans this stream referenced since its last flush, written with it unless present.
+    new_spans: std::collections::HashMap<SpanId, Vec<u8>>,
     tail_bytes: u64,
     dirty: bool,
     sidecar: BTreeMap<u64, Option<Vec<u8>>>,
@@ -79,6 +83,7 @@ impl ChunkStore {
             builder: inner.new_builder(),
             read_row: None,
             record_len: 0,
+            new_spans: std::collections::HashMap::new(),
             in_flight: VecDeque::new(),
             in_flight_bytes: 0,
             spare: Vec::new(),
@@ -89,7 +94,7 @@ impl ChunkStore {
 }
 
 /// Reads a stream's committed length and its last row.
-fn load_tail(inner: &Inner, id: StreamId) -> Result<(u64, u64, Vec<ChunkRef>)> {
+fn load_tail(inner: &Inner, id: StreamId) -> Result<(u64, u64, Vec<Entry>)> {
     let txn = inner.db.begin_read()?;
     let len = txn
         .open_table(STREAMS)?
@@ -105,7 +110,7 @@ fn load_tail(inner: &Inner, id: StreamId) -> Result<(u64, u64, Vec<ChunkRef>)> {
         Some((k, v)) => (k.value().1, decode_extent_row(v.value())?),
         None => (0, Vec::new()),
     };
-    let tail_bytes: u64 = tail.iter().map(|r| u64::from(r.len)).sum();
+    let tail_bytes: u64 = tail.iter().map(|e| u64::from(e.bytes())).sum();
     if row_start + tail_bytes != len {
         return Err(StoreError::Corrupt(format!(
             "stream {}: extents end at {} but the stream is {len} bytes long",
@@ -122,17 +127,28 @@ impl StreamState {
     }
 
     fn emit_hashed(&mut self, inner: &Inner, id: ChunkId, data: &[u8]) -> Result<()> {
+        self.store_chunk(inner, id, data)?;
+        self.push_entry(Entry::Chunk(ChunkRef {
+            id,
+            len: data.len() as u32,
+        }));
+        Ok(())
+    }
+
+    /// Makes sure chunk `id` is stored: a new one goes into this stream's open pack.
+    fn store_chunk(&mut self, inner: &Inner, id: ChunkId, data: &[u8]) -> Result<()> {
         if inner.reserve(&id)? {
             let sealed = self.builder.lock().add(|| inner.alloc_pack_id(), id, data);
             if let Some(pack) = sealed {
                 inner.submit(pack);
             }
         }
-        self.tail.push(ChunkRef {
-            id,
-            len: data.len() as u32,
-        });
-        self.tail_bytes += data.len() as u64;
+        Ok(())
+    }
+
+    fn push_entry(&mut self, entry: Entry) {
+        self.tail_bytes += u64::from(entry.bytes());
+        self.tail.push(entry);
         if self
             .read_row
             .as_ref()
@@ -147,7 +163,6 @@ impl StreamState {
             self.tail_bytes = 0;
         }
         self.dirty = true;
-        Ok(())
     }
 
     fn emit_buf(&mut self, inner: &Inner) -> Result<()> {
@@ -214,10 +229,29 @@ impl StreamState {
         let mut at = 0usize;
         for (id, len) in &hashed.chunks {
             let end = at + *len as usize;
-            self.emit_hashed(inner, *id, &hashed.data[at..end])?;
+            self.store_chunk(inner, *id, &hashed.data[at..end])?;
             at = end;
         }
-        if self.spare.len() < 8 {
+        let refs: Vec<ChunkRef> = hashed
+            .chunks
+            .iter()
+            .map(|&(id, len)| ChunkRef { id, len })
+            .collect();
+        match refs.as_slice() {
+            [single] => self.push_entry(Entry::Chunk(*single)),
+            _ => {
+                // A whole record: one span entry, whose reference list is stored once for every
+                // stream and every repeat of the record.
+                let encoded = encode_refs(&refs);
+                let id = SpanId::of(&encoded);
+                self.new_spans.entry(id).or_insert(encoded);
+                self.push_entry(Entry::Span {
+                    id,
+                    len: hashed.data.len() as u32,
+                });
+            }
+        }
+        if self.spare.bytes() < 8 {
             self.spare.push(hashed.data);
         }
         Ok(true)
@@ -282,9 +316,16 @@ impl StreamState {
             }
             txn.open_table(STREAMS)?.insert(id, self.len)?;
             apply_sidecar(&txn, id, &self.sidecar)?;
+            let mut spans = txn.open_table(SPANS)?;
+            for (span, refs) in &self.new_spans {
+                if spans.get(&span.0)?.is_none() {
+                    spans.insert(&span.0, refs.as_slice())?;
+                }
+            }
         }
         txn.commit()?;
         inner.note_nondurable_commit();
+        self.new_spans.clear();
         self.full_rows.clear();
         self.sidecar.clear();
         self.dirty = false;
@@ -311,22 +352,34 @@ impl StreamState {
                     .range((id, 0)..(id, new_len))?
                     .next_back()
                     .transpose()?;
-                row.map(|(k, v)| decode_extent_row(v.value()).map(|refs| (k.value().1, refs)))
+                row.map(|(k, v)| decode_extent_row(v.value()).map(|entries| (k.value().1, entries)))
                     .transpose()?
             };
             extents.retain_in((id, new_len)..=(id, u64::MAX), |_, _| false)?;
             match containing {
-                Some((start, refs)) => {
+                Some((start, entries)) => {
                     let mut kept = Vec::new();
                     let mut at = start;
-                    for r in refs {
+                    for e in entries {
                         if at >= new_len {
                             break;
                         }
-                        // A chunk cut by the new end is kept as a prefix reference.
-                        let len = (new_len - at).min(u64::from(r.len)) as u32;
-                        kept.push(ChunkRef { id: r.id, len });
-                        at += u64::from(len);
+                        let end = at + u64::from(e.bytes());
+                        if end <= new_len {
+                            kept.push(e);
+                            at = end;
+                            continue;
+                        }
+                        // Cut inside this entry: keep a prefix of its chunks (a span is expanded),
+                        // the chunk at the cut as a prefix reference.
+                        for r in inner.expand(&[e])? {
+                            if at >= new_len {
+                                break;
+                            }
+                            let len = (new_len - at).min(u64::from(r.len)) as u32;
+                            kept.push(Entry::Chunk(ChunkRef { id: r.id, len }));
+                            at += u64::from(len);
+                        }
                     }
                     extents.insert((id, start), encode_extent_row(&kept).as_slice())?;
                     (start, kept)
@@ -396,7 +449,7 @@ impl StreamState {
             .next_back()
             .transpose()?
         {
-            Some((k, v)) => (k.value().1, decode_extent_row(v.value())?),
+            Some((k, v)) => (k.value().1, inner.expand(&decode_extent_row(v.value())?)?),
             None => {
                 return Err(StoreError::Corrupt(format!(
                     "stream {id}: no extent at {offset}"
@@ -422,6 +475,7 @@ impl StreamState {
     }
 
     pub(crate) fn reset_after_delete(&mut self) {
+        self.new_spans.clear();
         self.in_flight.clear();
         self.in_flight_bytes = 0;
         self.len = 0;
