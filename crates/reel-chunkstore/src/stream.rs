@@ -251,7 +251,7 @@ impl StreamState {
                 });
             }
         }
-        if self.spare.bytes() < 8 {
+        if self.spare.len() < 8 {
             self.spare.push(hashed.data);
         }
         Ok(true)
