@@ -10,7 +10,7 @@ quick=0
 step() { printf '\n==> %s\n' "$*"; }
 
 need_pkgs=()
-command -v cc >/dev/null || need_pkgs+=(build-essential)
+{ command -v cc && command -v c++; } >/dev/null || need_pkgs+=(build-essential)
 command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   step "installing Debian packages: ${need_pkgs[*]}"
