@@ -94,24 +94,24 @@ pub fn decode_page(bytes: &[u8], into: &mut Vec<Run>) -> Result<(), FormatError>
         if n == 0 {
             return Err(bad("empty run"));
         }
+        // Runs before this one were checked the same way, so their end and bytes cannot overflow.
         let (first, offset) = into
             .last()
             .map_or((0, 0), |r| (r.end(), r.offset + r.bytes()));
-        let run = Run {
+        let fits = first.checked_add(n).is_some()
+            && u64::from(len)
+                .checked_mul(n)
+                .and_then(|b| offset.checked_add(b))
+                .is_some();
+        if !fits {
+            return Err(bad("run overflows the partition"));
+        }
+        into.push(Run {
             first,
             offset,
             count: n,
             kind,
-        };
-        if first.checked_add(n).is_none()
-            || run
-                .offset
-                .checked_add(u64::from(len).saturating_mul(n))
-                .is_none()
-        {
-            return Err(bad("run overflows the partition"));
-        }
-        into.push(run);
+        });
     }
     Ok(())
 }
@@ -120,6 +120,18 @@ pub fn decode_page(bytes: &[u8], into: &mut Vec<Run>) -> Result<(), FormatError>
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Found by the `record_map` fuzz target: a run whose record length × count overflows u64
+    /// made the next run's offset computation panic (and wrap in release builds).
+    #[test]
+    fn fuzz_overflowing_run_is_rejected() {
+        let input: &[u8] = &[
+            0x1, 0x2, 0x0, 0x0, 0x0, 0x0, 0x0, 0x8, 0xf9, 0xff, 0x0, 0x20, 0x0, 0x21, 0x12, 0x16,
+            0x0, 0x0, 0x0, 0x7e, 0x12, 0x4, 0x40, 0x0, 0x7e, 0x12, 0x0, 0x0, 0x0, 0x10, 0x11,
+        ];
+        assert!(decode_page(input, &mut Vec::new()).is_err());
+        crate::fuzzing::decode_record_map_page(input);
+    }
 
     proptest! {
         #[test]
