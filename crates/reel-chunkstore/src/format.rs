@@ -419,6 +419,12 @@ pub fn decode_pack(bytes: &[u8]) -> Result<(u64, PackTrailer), FormatError> {
     Ok((id, trailer))
 }
 
+/// Names a chunk copy that is garbage: a duplicate of a chunk the index locates in another pack.
+/// (The all-zero id is not a BLAKE3 output anyone will meet.) Tables of contents built from
+/// `pack_ids` skip it, so dedup never trusts a copy the index does not point at: that copy
+/// could outlive the chunk's index entry and be deleted by reclaim while still referenced.
+pub const TOMBSTONE: ChunkId = ChunkId([0; 32]);
+
 /// The catalog's names for a pack's chunks: 32-byte ids end to end, in pack order.
 pub fn encode_pack_ids(ids: &[ChunkId]) -> Vec<u8> {
     ids.iter().flat_map(|id| id.0).collect()

@@ -120,7 +120,11 @@ impl ChunkStore {
                 let stored =
                     &bytes[blob.offset as usize..(blob.offset + u64::from(blob.stored)) as usize];
                 let raw = decode_blob(blob.codec, stored, blob.raw);
-                for (id, slot) in ids.iter().zip(&slots).filter(|(_, s)| s.blob as usize == b) {
+                let named = ids
+                    .iter()
+                    .zip(&slots)
+                    .filter(|(id, _)| **id != crate::format::TOMBSTONE);
+                for (id, slot) in named.filter(|(_, s)| s.blob as usize == b) {
                     report.chunks_checked += 1;
                     match &raw {
                         Ok(raw)

@@ -617,7 +617,10 @@ impl Inner {
             return;
         }
         if let Ok(entries) = self.read_pack_toc(pack) {
-            self.cache.lock().insert_pack(pack, entries);
+            let named = entries
+                .into_iter()
+                .filter(|(id, _)| *id != format::TOMBSTONE);
+            self.cache.lock().insert_pack(pack, named);
         }
     }
 
@@ -712,6 +715,10 @@ impl Inner {
 
     fn index_pack(&self, pack: &SealedPack) -> Result<()> {
         let entries = pack.entries();
+        // Chunks already indexed elsewhere (a racing or cold-cache duplicate) keep their first
+        // location; their copy here is garbage and is named by a tombstone, so this pack's table
+        // of contents only ever offers chunks the index points at (see `format::TOMBSTONE`).
+        let mut duplicates: std::collections::HashSet<ChunkId> = std::collections::HashSet::new();
         let result = (|| -> Result<()> {
             let mut txn = self.db.begin_write()?;
             txn.set_durability(Durability::None)?;
@@ -720,12 +727,12 @@ impl Inner {
                 let mut sorted: Vec<_> = entries.iter().collect();
                 sorted.sort_unstable_by_key(|(id, _)| *id);
                 for (id, loc) in sorted {
-                    // A racing duplicate keeps the first location; its copy here is garbage.
                     let earlier = chunks
                         .insert(&id.0, loc.encode().as_slice())?
                         .map(|v| v.value().to_vec());
                     if let Some(earlier) = earlier {
                         chunks.insert(&id.0, earlier.as_slice())?;
+                        duplicates.insert(*id);
                     }
                 }
                 let row = PackRow {
@@ -735,8 +742,19 @@ impl Inner {
                 };
                 txn.open_table(PACKS)?
                     .insert(pack.id, row.encode().as_slice())?;
+                let names: Vec<ChunkId> = pack
+                    .ids
+                    .iter()
+                    .map(|id| {
+                        if duplicates.contains(id) {
+                            format::TOMBSTONE
+                        } else {
+                            *id
+                        }
+                    })
+                    .collect();
                 txn.open_table(PACK_IDS)?
-                    .insert(pack.id, format::encode_pack_ids(&pack.ids).as_slice())?;
+                    .insert(pack.id, format::encode_pack_ids(&names).as_slice())?;
             }
             txn.commit()?;
             self.note_nondurable_commit();
@@ -749,7 +767,10 @@ impl Inner {
                 pending.remove(id);
             }
         }
-        self.cache.lock().insert_pack(pack.id, entries);
+        let owned = entries
+            .into_iter()
+            .filter(|(id, _)| !duplicates.contains(id));
+        self.cache.lock().insert_pack(pack.id, owned);
         Ok(())
     }
 

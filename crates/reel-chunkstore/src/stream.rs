@@ -180,7 +180,9 @@ impl StreamState {
     /// Appends a whole record. A record that starts on a chunk boundary and is long enough to
     /// end on one goes to the hash threads; the rest is chunked here, in order, after them.
     fn append_record(&mut self, inner: &Inner, data: &[u8]) -> Result<()> {
-        let whole = data.len() >= inner.config.chunker.avg as usize;
+        // Span lengths are u32; tape records are at most 8 MiB anyway.
+        let whole =
+            data.len() >= inner.config.chunker.avg as usize && u32::try_from(data.len()).is_ok();
         if whole && self.buf.is_empty() && self.chunker.pending() == 0 && self.record_len == 0 {
             while self.in_flight_bytes + data.len() > MAX_IN_FLIGHT && !self.in_flight.is_empty() {
                 self.apply_next(inner, true)?;

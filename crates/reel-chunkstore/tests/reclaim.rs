@@ -165,3 +165,77 @@ fn reclaim_frees_dead_chunks_and_keeps_shared_ones() {
     let store = open(dir.path(), mem);
     verify(&store, &model, "after the final reclaim and reopen");
 }
+
+/// Regression (found by the SIGKILL crash test): a chunk can have an unindexed duplicate copy in
+/// another pack. After reclaim dropped the chunk's index entry (its indexed copy's pack was
+/// compacted away) while the duplicate's pack survived, loading that pack's table of contents
+/// into the locality cache made dedup trust a chunk the index no longer knew: the reference
+/// dangled after a restart. Duplicates are now tombstoned in `pack_ids`.
+#[test]
+fn dedup_never_trusts_an_unindexed_duplicate_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let config = StoreConfig {
+        pack_target: 1 << 20,
+        ..StoreConfig::default()
+    };
+    let open = || ChunkStore::open(dir.path(), backend.clone(), config.clone()).unwrap();
+    let records: Vec<Vec<u8>> = (0..12).map(|i| fill(900 + i, 300_000)).collect();
+    let unique = fill(77, 2_000_000);
+    {
+        // The records' first, indexed copies (their own packs).
+        let store = open();
+        let s = store.open_stream(StreamId(1)).unwrap();
+        for r in &records {
+            s.append_record(r).unwrap();
+        }
+        s.sync().unwrap();
+    }
+    {
+        // A cold store: chunks before each record's first hook are stored again (unindexed
+        // duplicates), in packs shared with live unique data.
+        let store = open();
+        let s = store.open_stream(StreamId(2)).unwrap();
+        for r in &records {
+            s.append_record(r).unwrap();
+        }
+        s.append_record(&unique).unwrap();
+        s.sync().unwrap();
+        // Only the unique data stays referenced; the first copies' packs become all dead.
+        s.truncate(0).unwrap();
+        s.append_record(&unique).unwrap();
+        s.sync().unwrap();
+        drop(s);
+        store.delete_stream(StreamId(1)).unwrap();
+        let r = store.reclaim(0.5, &mut |_, _| {}).unwrap();
+        assert!(
+            r.packs_deleted > 0,
+            "the first copies' packs must go: {r:?}"
+        );
+    }
+    {
+        // Write the records again on a cold store: the unique data's pack is warmed first.
+        let store = open();
+        let s = store.open_stream(StreamId(3)).unwrap();
+        s.append_record(&unique).unwrap();
+        for r in &records {
+            s.append_record(r).unwrap();
+        }
+        s.sync().unwrap();
+    }
+    let store = open();
+    let report = store.scrub(&mut |_, _| {}).unwrap();
+    assert!(
+        report.is_clean(),
+        "dangling references: {:?}",
+        report.damage.first()
+    );
+    let s = store.open_stream(StreamId(3)).unwrap();
+    let mut at = unique.len() as u64;
+    for r in &records {
+        let mut buf = vec![0u8; r.len()];
+        s.read_at(at, &mut buf).unwrap();
+        assert!(buf == *r, "record at {at} reads back wrong");
+        at += r.len() as u64;
+    }
+}
