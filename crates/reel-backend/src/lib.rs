@@ -112,47 +112,31 @@ pub trait Backend: Send + Sync + 'static {
 }
 
 // Shared handles are back ends too, so wrappers can take `Arc<dyn Backend>` or `Box<dyn Backend>`.
-impl<B: Backend + ?Sized> Backend for Arc<B> {
-    fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> Result<()> {
-        (**self).put(key, data, mode)
-    }
-    fn get(&self, key: &Key) -> Result<Vec<u8>> {
-        (**self).get(key)
-    }
-    fn get_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>> {
-        (**self).get_range(key, range)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
-        (**self).list(prefix)
-    }
-    fn delete(&self, key: &Key) -> Result<()> {
-        (**self).delete(key)
-    }
-    fn describe(&self) -> String {
-        (**self).describe()
-    }
+macro_rules! forward_backend {
+    ($($handle:ident),*) => {$(
+        impl<B: Backend + ?Sized> Backend for $handle<B> {
+            fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> Result<()> {
+                (**self).put(key, data, mode)
+            }
+            fn get(&self, key: &Key) -> Result<Vec<u8>> {
+                (**self).get(key)
+            }
+            fn get_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>> {
+                (**self).get_range(key, range)
+            }
+            fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+                (**self).list(prefix)
+            }
+            fn delete(&self, key: &Key) -> Result<()> {
+                (**self).delete(key)
+            }
+            fn describe(&self) -> String {
+                (**self).describe()
+            }
+        }
+    )*};
 }
-
-impl<B: Backend + ?Sized> Backend for Box<B> {
-    fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> Result<()> {
-        (**self).put(key, data, mode)
-    }
-    fn get(&self, key: &Key) -> Result<Vec<u8>> {
-        (**self).get(key)
-    }
-    fn get_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>> {
-        (**self).get_range(key, range)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
-        (**self).list(prefix)
-    }
-    fn delete(&self, key: &Key) -> Result<()> {
-        (**self).delete(key)
-    }
-    fn describe(&self) -> String {
-        (**self).describe()
-    }
-}
+forward_backend!(Arc, Box);
 
 /// Locks a mutex, ignoring poisoning: every critical section here leaves its data consistent
 /// before anything that can panic, so a panic elsewhere must not wedge the back end.

@@ -532,12 +532,18 @@ impl Stream {
     /// Appends bytes. Fails without appending anything if the store is out of space or stopped.
     /// A failure part-way (a catalog error) leaves the stream to be reopened.
     pub fn append(&self, data: &[u8]) -> Result<()> {
+        self.admit(|st, inner| st.append(inner, data))
+    }
+
+    /// Runs a write that takes new data: refused up front (nothing appended) when the store is
+    /// stopped or a pack is waiting for space; a catalog failure part-way stops the store.
+    fn admit(&self, write: impl FnOnce(&mut StreamState, &Inner) -> Result<()>) -> Result<()> {
         let _ingest = self.inner.ingest_lock.read();
         self.inner.check_stopped()?;
         if let Some(e) = self.inner.upload_error() {
             return Err(e);
         }
-        let r = self.state.lock().append(&self.inner, data);
+        let r = write(&mut self.state.lock(), &self.inner);
         self.inner.stop_on_catalog_error(r)
     }
 
@@ -552,13 +558,7 @@ impl Stream {
     /// Appends one whole record: `append` then `boundary`, but large records are chunked and
     /// hashed on the store's hash threads while the caller goes on (results apply in order).
     pub fn append_record(&self, data: &[u8]) -> Result<()> {
-        let _ingest = self.inner.ingest_lock.read();
-        self.inner.check_stopped()?;
-        if let Some(e) = self.inner.upload_error() {
-            return Err(e);
-        }
-        let r = self.state.lock().append_record(&self.inner, data);
-        self.inner.stop_on_catalog_error(r)
+        self.admit(|st, inner| st.append_record(inner, data))
     }
 
     /// Writes the appended bytes and sidecar changes to the catalog (not yet durably: call
