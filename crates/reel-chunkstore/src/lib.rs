@@ -18,8 +18,8 @@
 //! |--------------------|------------------------------------------------|---------|
 //! | `Stream::append`   | other streams' appends, reads, `sync`          | per-stream state; shared index is locked briefly |
 //! | `Stream::flush`    | anything but `sync`'s critical section         | `sync` holds the commit lock so nothing new is referenced while packs are made durable |
-//! | `ChunkStore::reclaim` | reads only                                 | it holds the ingest lock exclusively: no chunk is referenced while it decides what is dead |
-//! | `ChunkStore::scrub`   | everything                                  | read-only |
+//! | `ChunkStore::reclaim` | nothing: appends, flushes and reads wait  | it holds the ingest lock exclusively: no chunk is referenced (or moved under a reader) while it decides what is dead |
+//! | `ChunkStore::scrub`   | everything                                  | read-only, after briefly holding the commit lock to store open packs |
 
 mod catalog;
 mod catalog_file;

@@ -142,9 +142,9 @@ fn dropping_a_stream_handle_before_sync_keeps_its_flushed_data() {
     assert_clean(&store, "after sync");
 }
 
-/// Dropping the last handle of a store must close it: reopening right away must work. (The
-/// pack uploader thread holds a strong reference while it uploads, so the store — and its
-/// catalog database — can outlive the drop; the reopen then fails with "Database already
+/// Dropping the last handle of a store must close it: reopening right away must work. (Pins a
+/// bug: the pack uploader thread held a strong reference while it uploaded, so the store — and
+/// its catalog database — outlived the drop, and the reopen failed with "Database already
 /// open".)
 #[test]
 fn reopen_right_after_drop_succeeds() {
