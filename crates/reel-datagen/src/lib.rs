@@ -466,5 +466,36 @@ impl std::io::Read for Generator {
     }
 }
 
+/// Parses a byte count for command lines: a number with an optional binary suffix B, K, M, G
+/// or T (KiB, MiB, …; case-insensitive), e.g. `256K`, `2G`. Zero is refused.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'B' => 1u64,
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("unknown size suffix in {s:?} (use K, M, G or T)")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 256K, 2G)"))?;
+    let v = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("size {s:?} is too large"))?;
+    if v == 0 {
+        return Err("size must not be zero".into());
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests;

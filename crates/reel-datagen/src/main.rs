@@ -56,26 +56,7 @@ struct Args {
     speed: bool,
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mult) = match s.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m = match c.to_ascii_uppercase() {
-                'K' => 1u64 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                'B' => 1,
-                _ => return Err(format!("unknown size suffix in {s:?}")),
-            };
-            (&s[..i], m)
-        }
-        _ => (s, 1),
-    };
-    let n: u64 = num.parse().map_err(|e| format!("bad size {s:?}: {e}"))?;
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("size {s:?} overflows"))
-}
+use reel_datagen::parse_size;
 
 fn parse_range(s: &str) -> Result<RangeInclusive<usize>, String> {
     let parse = |x: &str| {
