@@ -330,10 +330,16 @@ mod tests {
         assert!(c.boundary(1 << 20), "a large record's end always cuts");
         assert_eq!(c.pending(), 0);
         assert!(!c.boundary(1 << 20), "nothing to cut");
-        c.scan(&noise(p.boundary_min as usize - 64, 7));
-        if c.pending() >= p.boundary_min {
-            assert!(c.boundary(10));
-        }
+        // A run of equal bytes never matches the masks, so the chunk grows without a cut; once
+        // it reaches `boundary_min`, even a small record's end cuts it.
+        let run = vec![0u8; p.boundary_min as usize + 100];
+        assert_eq!(c.scan(&run), None);
+        assert_eq!(c.pending() as usize, run.len());
+        assert!(
+            c.boundary(10),
+            "a chunk of boundary_min bytes ends at any record end"
+        );
+        assert_eq!(c.pending(), 0);
     }
 
     proptest! {

@@ -48,7 +48,7 @@ impl ChunkStore {
             .filter_map(|w| w.upgrade())
             .collect();
         for s in open {
-            s.lock().flush_for_reclaim(inner)?;
+            s.lock().flush(inner)?;
         }
         // Reclaim ends with a durable commit, which would make durable every flushed reference,
         // so everything referenced must be stored first. With a full disk that is impossible:

@@ -296,7 +296,7 @@ impl StreamState {
 
     /// Writes everything appended and the sidecar changes to the catalog in one transaction.
     /// The caller holds the commit lock shared.
-    fn flush(&mut self, inner: &Inner) -> Result<()> {
+    pub(crate) fn flush(&mut self, inner: &Inner) -> Result<()> {
         self.drain(inner)?;
         self.emit_buf(inner)?;
         if !self.dirty && self.sidecar.is_empty() {
@@ -470,10 +470,6 @@ impl StreamState {
             )));
         }
         Ok((start, refs, ends))
-    }
-
-    pub(crate) fn flush_for_reclaim(&mut self, inner: &Inner) -> Result<()> {
-        self.flush(inner)
     }
 
     pub(crate) fn reset_after_delete(&mut self) {

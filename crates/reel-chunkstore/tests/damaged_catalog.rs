@@ -5,20 +5,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::sync::Arc;
 
+#[path = "../src/bin/reel-crash-worker.rs"]
+mod worker;
+
+use worker::fill;
+
 use reel_backend::{Backend, LocalBackend};
 use reel_chunkstore::{ChunkStore, StoreConfig, StreamId};
-
-fn record(i: u64, len: usize) -> Vec<u8> {
-    let mut s = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as u8
-        })
-        .collect()
-}
 
 fn open(dir: &Path) -> reel_chunkstore::Result<ChunkStore> {
     let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(&dir.join("objects")).unwrap());
@@ -63,7 +56,7 @@ fn damaged_catalog_is_refused_or_reported_never_served_wrong() {
     let streams: Vec<Vec<u8>> = (0..3)
         .map(|s| {
             (0..40)
-                .flat_map(|r| record(s * 100 + r, 30_000 + r as usize * 977))
+                .flat_map(|r| fill(s * 100 + r, 30_000 + r as usize * 977))
                 .collect()
         })
         .collect();

@@ -2,21 +2,13 @@
 
 use std::sync::Arc;
 
+#[path = "../src/bin/reel-crash-worker.rs"]
+mod worker;
+
+use worker::fill;
+
 use reel_backend::{Backend, LocalBackend, MemoryBackend};
 use reel_chunkstore::{ChunkStore, StoreConfig, StreamId};
-
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        out.extend_from_slice(&s.to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
 
 fn open(dir: &std::path::Path, backend: Arc<dyn Backend>) -> ChunkStore {
     ChunkStore::open(&dir.join("catalog"), backend, StoreConfig::default()).unwrap()
@@ -41,7 +33,7 @@ fn bytes_round_trip_across_reopen() {
             .into_iter()
             .enumerate()
         {
-            let rec = noise(size, i as u64);
+            let rec = fill(i as u64, size);
             s.append_record(&rec).unwrap();
             expect.extend_from_slice(&rec);
         }
@@ -67,7 +59,7 @@ fn truncate_keeps_the_prefix_and_appends_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path(), Arc::new(MemoryBackend::new()));
     let s = store.open_stream(StreamId(9)).unwrap();
-    let a = noise(3 << 20, 1);
+    let a = fill(1, 3 << 20);
     s.append_record(&a).unwrap();
     s.flush().unwrap();
     for cut in [3 << 20, 2_500_001, 1_000_000, 12345, 0] {
@@ -75,7 +67,7 @@ fn truncate_keeps_the_prefix_and_appends_after_it() {
         assert_eq!(s.len(), cut);
         assert_eq!(read_all(&s), a[..cut as usize]);
     }
-    let b = noise(100_000, 2);
+    let b = fill(2, 100_000);
     s.truncate(0).unwrap();
     s.append_record(&a[..777_777]).unwrap();
     s.truncate(500_000).unwrap();
@@ -91,10 +83,10 @@ fn truncate_keeps_the_prefix_and_appends_after_it() {
 fn identical_records_dedup_across_streams_and_sidecars_commit_with_the_stream() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path(), Arc::new(MemoryBackend::new()));
-    let rec = noise(1 << 20, 5);
+    let rec = fill(5, 1 << 20);
     for id in 0..4 {
         let s = store.open_stream(StreamId(id)).unwrap();
-        s.append_record(&noise(1000 + id as usize * 333, 100 + id))
+        s.append_record(&fill(100 + id, 1000 + id as usize * 333))
             .unwrap();
         s.append_record(&rec).unwrap();
         s.set_sidecar(7, Some(vec![id as u8; 3]));
