@@ -20,8 +20,13 @@ pub struct DataDirArg {
     pub dir: PathBuf,
 }
 
-/// Opens (or creates) the store in `dir`.
+/// Opens (or creates) the library's cartridges in `dir`.
 pub fn open(dir: &Path) -> anyhow::Result<Cartridges> {
+    Ok(Cartridges::new(open_store(dir)?))
+}
+
+/// Opens (or creates) the chunk store in `dir`.
+pub fn open_store(dir: &Path) -> anyhow::Result<ChunkStore> {
     let objects = dir.join("objects");
     let backend = LocalBackend::open(&objects)
         .with_context(|| format!("opening the object directory {}", objects.display()))?;
@@ -34,5 +39,5 @@ pub fn open(dir: &Path) -> anyhow::Result<Cartridges> {
             other => anyhow::Error::new(other),
         })
         .with_context(|| format!("opening the store in {}", dir.display()))?;
-    Ok(Cartridges::new(store))
+    Ok(store)
 }

@@ -18,13 +18,12 @@ use std::fs;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use reel_backend::LocalBackend;
 use reel_chunkstore::chunker::chunk_lengths;
-use reel_chunkstore::{ChunkStore, StoreConfig, StoreStats, Stream, StreamId};
+use reel_chunkstore::{StoreConfig, StoreStats, Stream, StreamId};
 use reel_datagen::{GenConfig, Generator, Order};
 use serde::Serialize;
 
@@ -538,16 +537,6 @@ fn split(data: &[u8], record_size: usize, streams: usize) -> Vec<&[u8]> {
         .collect()
 }
 
-fn open_store(root: &Path) -> Result<ChunkStore> {
-    let backend = LocalBackend::open(&root.join("packs")).context("opening the pack directory")?;
-    ChunkStore::open(
-        &root.join("catalog"),
-        Arc::new(backend),
-        StoreConfig::default(),
-    )
-    .context("opening the store")
-}
-
 /// A thread builder with a name, so `perf report --comm ingest-0` separates the phases.
 fn named(name: &str) -> std::thread::Builder {
     std::thread::Builder::new().name(name.to_string())
@@ -577,7 +566,7 @@ fn run_one(data: &[u8], rs: usize, n: usize, base: &Path, ideal: f64) -> Result<
         human_bytes(rs as u64),
         human_bytes(data.len() as u64)
     ));
-    let store = open_store(root)?;
+    let store = crate::data_dir::open_store(root)?;
     let streams: Vec<Stream> = (0..n)
         .map(|i| store.open_stream(StreamId(i as u64)))
         .collect::<Result<_, _>>()
@@ -611,7 +600,7 @@ fn run_one(data: &[u8], rs: usize, n: usize, base: &Path, ideal: f64) -> Result<
         data.len()
     );
     let (catalog_apparent_bytes, catalog_bytes) = dir_bytes(&root.join("catalog"))?;
-    let packs_dir_bytes = dir_bytes(&root.join("packs"))?.0;
+    let packs_dir_bytes = dir_bytes(&root.join("objects"))?.0;
     if packs_dir_bytes != stats.stored_bytes {
         progress(format!(
             "warning: pack directory holds {packs_dir_bytes} bytes but stats say {} stored",
@@ -623,7 +612,7 @@ fn run_one(data: &[u8], rs: usize, n: usize, base: &Path, ideal: f64) -> Result<
 
     progress("read-back: reopen and verify");
     let t = Instant::now();
-    let store = open_store(root)?;
+    let store = crate::data_dir::open_store(root)?;
     let streams: Vec<Stream> = (0..n)
         .map(|i| store.open_stream(StreamId(i as u64)))
         .collect::<Result<_, _>>()
