@@ -145,13 +145,6 @@ impl ChunkStore {
             }
         }
         progress(total, total);
-        if let Some(missing) = Some(inner.missing_packs.lock().clone()) {
-            for p in missing {
-                bad_packs
-                    .entry(p)
-                    .or_insert_with(|| format!("pack {p} is missing from the back end"));
-            }
-        }
 
         // The index entry of each chunk must point at a verified copy.
         let txn = inner.db.begin_read()?;

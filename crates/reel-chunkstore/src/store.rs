@@ -159,7 +159,6 @@ pub(crate) struct Inner {
     /// Held shared by anything that references chunks, exclusively by reclaim.
     pub(crate) ingest_lock: RwLock<()>,
     stopped: Mutex<Option<String>>,
-    pub(crate) missing_packs: Mutex<HashSet<u64>>,
     /// Set to make the catalog file refuse all writes (see `catalog_file`).
     fenced: Arc<AtomicBool>,
     pub(crate) hash_pool: crate::hasher::HashPool,
@@ -197,8 +196,8 @@ impl Drop for ShutdownGuard {
 impl ChunkStore {
     /// Opens (or creates) a store whose catalog lives in `catalog_dir` and whose packs live in
     /// `backend`. Recovery: pack objects that no committed catalog entry names (an interrupted
-    /// commit) are deleted; packs the catalog names but the back end lacks are remembered and
-    /// reported by [`ChunkStore::scrub`].
+    /// commit) are deleted. Packs the catalog names but the back end lacks are reported by
+    /// [`ChunkStore::scrub`], and reading their chunks fails with `StoreError::Corrupt`.
     pub fn open(
         catalog_dir: &Path,
         backend: Arc<dyn Backend>,
@@ -237,19 +236,16 @@ impl ChunkStore {
         }
         let listed = backend.list("packs/").map_err(StoreError::from_backend)?;
         let mut max_id = catalog_packs.iter().copied().max().unwrap_or(0);
-        let mut in_backend = HashSet::new();
         for obj in listed {
             let Some(id) = catalog::parse_pack_key(obj.key.as_str()) else {
                 continue;
             };
             max_id = max_id.max(id);
-            in_backend.insert(id);
             if !catalog_packs.contains(&id) {
                 // Written, but the catalog commit that would name it never happened.
                 backend.delete(&obj.key).map_err(StoreError::from_backend)?;
             }
         }
-        let missing: HashSet<u64> = catalog_packs.difference(&in_backend).copied().collect();
 
         let filter = Bloom::with_capacity(chunk_count / u64::from(crate::index::HOOK_ONE_IN) * 2);
         {
@@ -287,7 +283,6 @@ impl ChunkStore {
             commit_lock: RwLock::new(()),
             ingest_lock: RwLock::new(()),
             stopped: Mutex::new(None),
-            missing_packs: Mutex::new(missing),
             fenced,
             nondurable_commits: AtomicU64::new(0),
             durable_covers: AtomicU64::new(0),
