@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod admin;
+mod config;
 mod data_dir;
 mod serve;
 mod store_bench;
@@ -38,6 +39,12 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("REEL_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .init();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Cartridges(cmd) => admin::cartridges(cmd),

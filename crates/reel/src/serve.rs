@@ -1,13 +1,25 @@
-//! `reel serve`: the library on its embedded default.
+//! `reel serve`: the library on its embedded default, and the iSCSI target.
 //!
 //! A new data directory gets 20 blank LTO-9 cartridges (REL001L9…REL020L9). The store and the
-//! cartridges are ready and persist across restarts; Ctrl-C or SIGTERM syncs and stops. The
-//! iSCSI target, changer and drives that expose them come next (see the README's status).
+//! cartridges are ready and persist across restarts. The iSCSI target listens on
+//! 127.0.0.1:3260 (or the configured portals) and serves the targets of the configuration
+//! file; the tape drives and changer that expose the cartridges come with issue 4.
+//! Ctrl-C or SIGTERM lets running commands finish, logs sessions out and syncs.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
+use reel_iscsi::chap::ChapCredentials;
+use reel_iscsi::login::{PortalConfig, TargetConfig};
+use reel_iscsi::params::Limits;
+use reel_iscsi_net::{TargetServer, TargetServerConfig};
 use reel_media::{CartridgeInfo, MediaType};
+use reel_scsi::{LunTable, NullDisk, ScsiDevice};
 
 use crate::admin::{barcodes, human, now};
+use crate::config::{self, Chap, Config, TargetKind};
 use crate::data_dir::{self, DataDirArg};
 
 #[derive(clap::Args, Debug)]
@@ -17,9 +29,73 @@ pub struct ServeArgs {
     /// Blank LTO-9 cartridges to create when the data directory is new.
     #[arg(long, default_value_t = 20)]
     pub cartridges: u32,
+    /// Configuration file (TOML): portals, targets, CHAP, initiator ACLs.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+fn credentials(chap: &Option<Chap>) -> Option<ChapCredentials> {
+    chap.as_ref().map(|c| ChapCredentials::new(c.user.clone(), c.secret.as_str()))
+}
+
+/// Builds the iSCSI server settings and logical units from the configuration.
+fn target_server_config(config: &Config) -> anyhow::Result<TargetServerConfig> {
+    let iscsi = &config.iscsi;
+    let mut targets = Vec::new();
+    let mut luns = Vec::new();
+    for (index, entry) in iscsi.targets.iter().enumerate() {
+        targets.push(TargetConfig {
+            name: entry.name.clone(),
+            alias: entry.alias.clone(),
+            allow_initiators: entry.allow_initiators.clone(),
+            chap: credentials(&entry.chap),
+            mutual_chap: credentials(&entry.mutual_chap),
+            portal_group_tag: 1,
+        });
+        let mut table = LunTable::new();
+        match entry.kind {
+            TargetKind::NullDisk => {
+                for lun in 0..entry.luns {
+                    let serial = format!("REELNULL{index:02}{lun:03}");
+                    let _ = &serial;
+                    table.insert(lun as u64, Arc::new(ScsiDevice::new(NullDisk::new(512, 1 << 32))));
+                }
+            }
+        }
+        luns.push(Arc::new(table));
+    }
+    let limits = Limits {
+        max_recv_data_segment_length: iscsi.max_recv_data_segment_length,
+        max_burst_length: iscsi.max_burst_length,
+        first_burst_length: iscsi.first_burst_length.min(iscsi.max_burst_length),
+        ..Limits::target_default()
+    };
+    let listen = iscsi
+        .listen
+        .iter()
+        .map(|l| l.parse().with_context(|| format!("listen address {l}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(TargetServerConfig {
+        listen,
+        portal: PortalConfig {
+            targets,
+            addresses: iscsi.listen.iter().map(|l| format!("{l},1")).collect(),
+            limits,
+            discovery_chap: credentials(&iscsi.discovery_chap),
+        },
+        luns,
+        queue_depth: iscsi.queue_depth,
+        nop_interval: Duration::from_secs(iscsi.nop_interval_secs),
+        login_timeout: Duration::from_secs(30),
+    })
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = match &args.config {
+        Some(path) => config::load(path)?,
+        None => Config::default(),
+    };
+    let server_config = target_server_config(&config)?;
     let dir = &args.data.dir;
     let carts = data_dir::open(dir)?;
     if carts.list()?.is_empty() && args.cartridges > 0 {
@@ -29,11 +105,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let list = carts.list()?;
     let stats = carts.store().stats()?;
-    println!(
-        "reel {} — data directory {}",
-        env!("CARGO_PKG_VERSION"),
-        dir.display()
-    );
+    println!("reel {} — data directory {}", env!("CARGO_PKG_VERSION"), dir.display());
     println!(
         "library store ready: {} cartridges ({} … {}), {} written, {} stored ({:.2}:1)",
         list.len(),
@@ -43,7 +115,26 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         human(stats.stored_bytes),
         stats.reduction_ratio()
     );
-    println!("iSCSI target, tape drives and changer: not in this build yet (see README, Status)");
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("reel-io")
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let target_names: Vec<String> = config.iscsi.targets.iter().map(|t| t.name.clone()).collect();
+    let server = runtime.block_on(TargetServer::start(server_config)).with_context(|| {
+        format!("listening on {} (is another target using the port?)", config.iscsi.listen.join(", "))
+    })?;
+    for addr in server.local_addrs() {
+        println!("iSCSI portal: {addr}");
+    }
+    for name in &target_names {
+        println!("iSCSI target: {name}");
+    }
+    if target_names.is_empty() {
+        println!("iSCSI target: none configured yet (tape drives and changer come next; see README, Status)");
+    }
     println!("Ctrl-C or SIGTERM stops reel cleanly");
 
     let (tx, rx) = std::sync::mpsc::channel();
@@ -52,10 +143,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     })
     .context("installing the signal handler")?;
     let _ = rx.recv();
-    carts
-        .store()
-        .sync()
-        .context("syncing the store on shutdown")?;
+    runtime.block_on(server.shutdown(Duration::from_secs(10)));
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    carts.store().sync().context("syncing the store on shutdown")?;
     drop(carts);
     println!("reel stopped; everything is synced");
     Ok(())

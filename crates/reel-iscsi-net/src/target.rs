@@ -1,0 +1,481 @@
+//! The iSCSI target server: portals, logins, sessions, and the bridge from
+//! [`TargetConnection`] to the SCSI logical units.
+//!
+//! One tokio task per connection owns its protocol state; a writer task owns
+//! the socket's write half so a large Data-In never blocks reading Data-Out.
+//! SCSI work goes to one OS thread per logical unit ([`crate::executor`]),
+//! which keeps each LU's commands in arrival order and lets them block on
+//! storage without stalling the runtime.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use parking_lot::Mutex;
+use reel_iscsi::login::{LoginOutcome, LoginStep, PortalConfig, SessionKind, TargetLogin};
+use reel_iscsi::pdu::{Frame, FrameError, FrameLimits, Framer, Pdu};
+use reel_iscsi::session::{CloseReason, ConnectionConfig, Event, ScsiOutcome, TargetConnection, TmfFunction, tmf_response};
+use reel_iscsi::text::TextResponder;
+use reel_scsi::{ItNexus, LunTable, TaskManagement};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{debug, info, warn};
+
+use crate::executor::{Executor, Job};
+
+/// Everything the server needs; built by the composition root from configuration.
+pub struct TargetServerConfig {
+    pub listen: Vec<SocketAddr>,
+    pub portal: PortalConfig,
+    /// Logical units of each target, in the order of `portal.targets`.
+    pub luns: Vec<Arc<LunTable>>,
+    /// Tasks in flight per session (the CmdSN window).
+    pub queue_depth: u32,
+    /// Idle time after which the target pings the initiator (NOP-In); a ping
+    /// unanswered for another interval drops the connection.
+    pub nop_interval: Duration,
+    /// How long a login may take before the connection is dropped.
+    pub login_timeout: Duration,
+}
+
+/// Key of a session for reinstatement (§6.3.5: same initiator name and ISID, same target).
+type SessionKey = (String, [u8; 6], Option<usize>);
+
+struct SessionEntry {
+    tsih: u16,
+    /// Tells the old connection to end; it answers on the oneshot once its tasks drained.
+    stop: mpsc::UnboundedSender<oneshot::Sender<()>>,
+}
+
+/// A logged-in session as seen by the management surface.
+#[derive(Clone, Debug)]
+pub struct SessionInfo {
+    pub initiator: String,
+    pub isid: [u8; 6],
+    pub tsih: u16,
+    pub target: Option<String>,
+    pub peer: SocketAddr,
+}
+
+struct Shared {
+    portal: Arc<PortalConfig>,
+    luns: Vec<Arc<LunTable>>,
+    queue_depth: u32,
+    nop_interval: Duration,
+    login_timeout: Duration,
+    sessions: Mutex<HashMap<SessionKey, SessionEntry>>,
+    info: Mutex<HashMap<u16, SessionInfo>>,
+    next_tsih: AtomicU16,
+    executor: Executor,
+}
+
+/// A running target server.
+pub struct TargetServer {
+    shared: Arc<Shared>,
+    local_addrs: Vec<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl TargetServer {
+    /// Binds every portal and starts accepting.
+    pub async fn start(config: TargetServerConfig) -> std::io::Result<TargetServer> {
+        let shared = Arc::new(Shared {
+            portal: Arc::new(config.portal),
+            luns: config.luns,
+            queue_depth: config.queue_depth.max(1),
+            nop_interval: config.nop_interval,
+            login_timeout: config.login_timeout,
+            sessions: Mutex::new(HashMap::new()),
+            info: Mutex::new(HashMap::new()),
+            next_tsih: AtomicU16::new(1),
+            executor: Executor::new(),
+        });
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let mut local_addrs = Vec::new();
+        let mut tasks = Vec::new();
+        for addr in &config.listen {
+            let listener = TcpListener::bind(addr).await?;
+            local_addrs.push(listener.local_addr()?);
+            let shared = shared.clone();
+            let shutdown_rx = shutdown_rx.clone();
+            tasks.push(tokio::spawn(accept_loop(listener, shared, shutdown_rx)));
+        }
+        Ok(TargetServer { shared, local_addrs, shutdown, tasks })
+    }
+
+    /// The addresses actually bound (port 0 in the config picks a free port).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    pub fn sessions(&self) -> Vec<SessionInfo> {
+        self.shared.info.lock().values().cloned().collect()
+    }
+
+    /// Stops accepting, lets every connection finish the commands it is running,
+    /// and waits (at most `grace`) for them to close.
+    pub async fn shutdown(self, grace: Duration) {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks {
+            task.abort();
+        }
+        let deadline = tokio::time::Instant::now() + grace;
+        while !self.shared.info.lock().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let shared = shared.clone();
+                    let shutdown = shutdown.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = serve_connection(stream, peer, shared, shutdown).await {
+                            debug!(%peer, error = %e, "connection ended");
+                        }
+                    });
+                }
+                Err(e) => {
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ConnError {
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("login timed out")]
+    LoginTimeout,
+    #[error("{0}")]
+    Protocol(String),
+    #[error("peer closed the connection")]
+    Closed,
+}
+
+/// Reads bytes until the framer yields a frame (or an error it can name).
+async fn read_frame(
+    stream: &mut (impl AsyncReadExt + Unpin),
+    buf: &mut BytesMut,
+    framer: &Framer,
+) -> Result<Result<Frame, FrameError>, ConnError> {
+    loop {
+        match framer.decode(buf) {
+            Ok(Some(frame)) => return Ok(Ok(frame)),
+            Ok(None) => {}
+            Err(e) => return Ok(Err(e)),
+        }
+        if buf.capacity() - buf.len() < 64 * 1024 {
+            buf.reserve(256 * 1024);
+        }
+        if stream.read_buf(buf).await? == 0 {
+            return Err(ConnError::Closed);
+        }
+    }
+}
+
+fn random_seed() -> [u8; 32] {
+    let mut seed = [0u8; 32];
+    // A failing OS RNG leaves zeros; CHAP challenges would then repeat, so log it loudly.
+    if getrandom::fill(&mut seed).is_err() {
+        warn!("OS random source failed; CHAP challenges are predictable");
+    }
+    seed
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), ConnError> {
+    let (mut reader, mut writer) = stream.into_split();
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+
+    // Login phase (§6): default limits, one request/response at a time.
+    let initial_stat_sn = u32::from_be_bytes(random_seed()[..4].try_into().expect("4 bytes"));
+    let mut login = TargetLogin::new(shared.portal.clone(), random_seed(), initial_stat_sn);
+    let login_framer = Framer::new(FrameLimits::default());
+    let login_limits = FrameLimits::default();
+    let deadline = tokio::time::Instant::now() + shared.login_timeout;
+    let (response, outcome) = loop {
+        let frame = tokio::time::timeout_at(deadline, read_frame(&mut reader, &mut buf, &login_framer))
+            .await
+            .map_err(|_| ConnError::LoginTimeout)??;
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(e) => return Err(ConnError::Protocol(format!("during login: {e}"))),
+        };
+        let request = match Pdu::parse(frame) {
+            Ok(Pdu::LoginRequest(request)) => request,
+            Ok(other) => {
+                return Err(ConnError::Protocol(format!("opcode {:#04x} before login completed", other.opcode())));
+            }
+            Err(e) => return Err(ConnError::Protocol(format!("during login: {e}"))),
+        };
+        match login.on_request(request) {
+            LoginStep::Continue(response) => {
+                writer.write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits)).await?;
+            }
+            LoginStep::Fail(response) => {
+                info!(%peer, class = response.status_class, detail = response.status_detail, "login refused");
+                writer.write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits)).await?;
+                let _ = writer.shutdown().await;
+                return Ok(());
+            }
+            LoginStep::Complete(response, outcome) => break (response, outcome),
+        }
+    };
+
+    let target_index = match outcome.kind {
+        SessionKind::Discovery => None,
+        SessionKind::Normal { target } => Some(target),
+    };
+    let key: SessionKey = (outcome.initiator_name.clone(), outcome.isid, target_index);
+    let mut response = response;
+    if outcome.tsih != 0 {
+        // We negotiate MaxConnections=1, so a non-zero TSIH can only name a session that
+        // is gone (e.g. we restarted): "session does not exist" (§11.13.5, 0x020A).
+        response.status_class = 0x02;
+        response.status_detail = 0x0a;
+        response.transit = false;
+        response.nsg = response.csg;
+        writer.write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits)).await?;
+        return Ok(());
+    }
+    // Session reinstatement (§6.3.5): the old session with this key ends first, with its
+    // tasks drained, so the two never act on the same LU at once.
+    let old = shared.sessions.lock().remove(&key);
+    if let Some(old) = old {
+        info!(initiator = %outcome.initiator_name, tsih = old.tsih, "reinstating session");
+        let (done_tx, done_rx) = oneshot::channel();
+        if old.stop.send(done_tx).is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(30), done_rx).await;
+        }
+    }
+    let tsih = loop {
+        let t = shared.next_tsih.fetch_add(1, Ordering::Relaxed);
+        if t != 0 && !shared.info.lock().contains_key(&t) {
+            break t;
+        }
+    };
+    response.tsih = tsih;
+    let (stop_tx, stop_rx) = mpsc::unbounded_channel();
+    shared.sessions.lock().insert(key.clone(), SessionEntry { tsih, stop: stop_tx });
+    let target_name = target_index.map(|i| shared.portal.targets[i].name.clone());
+    shared.info.lock().insert(
+        tsih,
+        SessionInfo { initiator: outcome.initiator_name.clone(), isid: outcome.isid, tsih, target: target_name.clone(), peer },
+    );
+    info!(%peer, initiator = %outcome.initiator_name, target = ?target_name, tsih, "session started");
+    writer.write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits)).await?;
+
+    let nexus = ItNexus {
+        initiator_port: format!("{},i,0x{}", outcome.initiator_name, hex(&outcome.isid)).into(),
+        target_port: target_index.map(|i| shared.portal.targets[i].portal_group_tag).unwrap_or(1),
+    };
+    let result = full_feature(reader, writer, buf, &shared, outcome, target_index, &nexus, stop_rx, shutdown).await;
+
+    // The I_T nexus is gone (SAM-5 §6.3.4? I_T nexus loss): SPC-2 reservations held by it end.
+    if let Some(index) = target_index {
+        shared.luns[index].nexus_lost(&nexus);
+    }
+    {
+        let mut sessions = shared.sessions.lock();
+        if sessions.get(&key).is_some_and(|e| e.tsih == tsih) {
+            sessions.remove(&key);
+        }
+    }
+    shared.info.lock().remove(&tsih);
+    info!(%peer, tsih, "session ended");
+    result
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn tmf_to_scsi(function: TmfFunction) -> Option<TaskManagement> {
+    Some(match function {
+        TmfFunction::AbortTaskSet => TaskManagement::AbortTaskSet,
+        TmfFunction::ClearTaskSet => TaskManagement::ClearTaskSet,
+        TmfFunction::LogicalUnitReset => TaskManagement::LogicalUnitReset,
+        TmfFunction::TargetWarmReset => TaskManagement::TargetWarmReset,
+        TmfFunction::TargetColdReset => TaskManagement::TargetColdReset,
+        TmfFunction::ClearAca => TaskManagement::ClearAca,
+        TmfFunction::AbortTask | TmfFunction::TaskReassign => return None,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn full_feature(
+    mut reader: tokio::net::tcp::OwnedReadHalf,
+    writer: tokio::net::tcp::OwnedWriteHalf,
+    mut buf: BytesMut,
+    shared: &Arc<Shared>,
+    outcome: LoginOutcome,
+    target_index: Option<usize>,
+    nexus: &ItNexus,
+    mut stop_rx: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), ConnError> {
+    let discovery = target_index.is_none();
+    let text = TextResponder::new(shared.portal.clone(), target_index, discovery)
+        .with_initiator_name(outcome.initiator_name.clone());
+    let mut conn = TargetConnection::new(
+        outcome.negotiated.clone(),
+        ConnectionConfig { queue_depth: shared.queue_depth, discovery },
+        Some(text),
+        outcome.exp_cmd_sn,
+        outcome.stat_sn,
+    );
+    let framer = Framer::new(conn.receive_limits());
+    let send_limits = conn.send_limits();
+
+    // Writer task: encodes and writes PDUs in order; big data segments go out without a copy.
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Pdu>();
+    let writer_task = tokio::spawn(async move {
+        let mut writer = tokio::io::BufWriter::with_capacity(64 * 1024, writer);
+        while let Some(pdu) = out_rx.recv().await {
+            let encoded = pdu.encode(&send_limits);
+            writer.write_all(&encoded.head).await?;
+            writer.write_all(&encoded.data).await?;
+            writer.write_all(encoded.tail()).await?;
+            if out_rx.is_empty() {
+                writer.flush().await?;
+            }
+        }
+        writer.flush().await?;
+        writer.into_inner().shutdown().await
+    });
+
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(u32, ScsiOutcome)>();
+    let luns = target_index.map(|i| shared.luns[i].clone());
+    let mut idle = tokio::time::interval(shared.nop_interval);
+    idle.tick().await;
+    let mut heard_from_peer = true;
+    let mut stop_waiter: Option<oneshot::Sender<()>> = None;
+    let mut shutting_down = false;
+    let mut result = Ok(());
+
+    loop {
+        // Run what the connection decided, then send what it produced.
+        while let Some(event) = conn.poll_event() {
+            match event {
+                Event::Execute(command) => {
+                    let Some(luns) = luns.as_ref() else {
+                        conn.complete(command.itt, ScsiOutcome { status: 0x02, ..Default::default() });
+                        continue;
+                    };
+                    shared.executor.submit(Job {
+                        luns: luns.clone(),
+                        nexus: nexus.clone(),
+                        command,
+                        done: done_tx.clone(),
+                    });
+                }
+                Event::TaskManagement { itt, function, lun, .. } => {
+                    let response = match (luns.as_ref(), tmf_to_scsi(function)) {
+                        (Some(luns), Some(tmf)) => {
+                            let lun = reel_scsi::decode_lun(lun);
+                            let whole_target =
+                                matches!(function, TmfFunction::TargetWarmReset | TmfFunction::TargetColdReset);
+                            if !whole_target && luns.get(lun).is_none() {
+                                tmf_response::LUN_DOES_NOT_EXIST
+                            } else {
+                                luns.task_management(if whole_target { None } else { Some(lun) }, tmf, nexus);
+                                tmf_response::FUNCTION_COMPLETE
+                            }
+                        }
+                        _ => tmf_response::NOT_SUPPORTED,
+                    };
+                    conn.tmf_complete(itt, response);
+                }
+                Event::Close(reason) => {
+                    match &reason {
+                        CloseReason::Logout => debug!("logout"),
+                        other => warn!(reason = ?other, initiator = %nexus.initiator_port, "closing connection"),
+                    }
+                    if let CloseReason::ProtocolError(why) = reason {
+                        result = Err(ConnError::Protocol(why));
+                    }
+                }
+            }
+        }
+        while let Some(pdu) = conn.poll_transmit() {
+            if out_tx.send(pdu).is_err() {
+                conn.connection_lost();
+            }
+        }
+        if conn.is_closed() || (shutting_down && conn.task_count() == 0) {
+            break;
+        }
+
+        tokio::select! {
+            frame = read_frame(&mut reader, &mut buf, &framer), if !shutting_down => {
+                match frame {
+                    Ok(frame) => {
+                        heard_from_peer = true;
+                        conn.on_frame(frame);
+                    }
+                    Err(e) => {
+                        result = match e { ConnError::Closed => Ok(()), other => Err(other) };
+                        break;
+                    }
+                }
+            }
+            Some((itt, outcome)) = done_rx.recv() => conn.complete(itt, outcome),
+            _ = idle.tick() => {
+                if heard_from_peer {
+                    heard_from_peer = false;
+                } else if !conn.ping() {
+                    // The previous ping went unanswered for a whole interval.
+                    continue;
+                }
+            }
+            Some(waiter) = stop_rx.recv() => {
+                // Reinstated by a new login: stop reading, let running tasks end.
+                stop_waiter = Some(waiter);
+                shutting_down = true;
+            }
+            _ = shutdown.changed() => {
+                conn.request_logout(0);
+                shutting_down = true;
+            }
+        }
+    }
+
+    // Tasks still running on an LU finish there; their results are discarded.
+    let mut running = conn.connection_lost().len();
+    while running > 0 {
+        match tokio::time::timeout(Duration::from_secs(60), done_rx.recv()).await {
+            Ok(Some(_)) => running -= 1,
+            _ => break,
+        }
+    }
+    drop(out_tx);
+    let _ = writer_task.await;
+    if let Some(waiter) = stop_waiter {
+        let _ = waiter.send(());
+    }
+    result
+}
+
+/// Data of a finished SCSI command, for completions sent from executor threads.
+pub(crate) fn outcome_from(response: reel_scsi::Response) -> ScsiOutcome {
+    ScsiOutcome { status: response.status as u8, sense: response.sense, data_in: response.data_in }
+}

@@ -1,0 +1,480 @@
+//! Initiator side of the login phase (RFC 7143 §6, §11.12, §11.13, §12.1.3, §13).
+//!
+//! The flow: security stage with `AuthMethod=CHAP` (when credentials are configured) or `None`,
+//! the CHAP exchange (optionally mutual), then the operational stage where we offer our keys and
+//! ask to enter the full-feature phase. Randomness (our mutual-CHAP identifier and challenge) comes
+//! from the 32-byte seed (see [`crate::chap::SeedRng`]).
+
+use bytes::{Bytes, BytesMut};
+
+use crate::chap::{
+    ChapAlgorithm, ChapCredentials, MAX_CHALLENGE, SeedRng, chap_response, constant_time_eq,
+    decode_binary, encode_binary, parse_identifier,
+};
+use crate::login::status;
+use crate::params::{Answer, Limits, Negotiated, Negotiator, Role};
+use crate::pdu::{LoginRequest, LoginResponse};
+use crate::text::{MAX_TEXT_LEN, encode_pairs, parse_pairs};
+
+/// Most responses one login may take before we give up.
+const MAX_EXCHANGES: u32 = 64;
+
+#[derive(Clone, Debug)]
+pub struct InitiatorLoginConfig {
+    pub initiator_name: String,
+    pub initiator_alias: Option<String>,
+    /// `None` = discovery session.
+    pub target_name: Option<String>,
+    pub isid: [u8; 6],
+    /// 0 for a new session.
+    pub tsih: u16,
+    pub cid: u16,
+    /// Our CHAP name and secret (one-way CHAP).
+    pub chap: Option<ChapCredentials>,
+    /// The target's expected CHAP name and secret: setting this asks for mutual CHAP.
+    pub mutual_chap: Option<ChapCredentials>,
+    pub limits: Limits,
+    /// CmdSN of the session's first command (login requests carry it without advancing it).
+    pub cmd_sn: u32,
+}
+
+#[derive(Clone, Debug)]
+pub enum InitiatorStep {
+    Send(LoginRequest),
+    Done(InitiatorLoginOutcome),
+}
+
+#[derive(Clone, Debug)]
+pub struct InitiatorLoginOutcome {
+    pub tsih: u16,
+    pub negotiated: Negotiated,
+    pub target_alias: Option<String>,
+    pub exp_stat_sn: u32,
+    pub cmd_sn: u32,
+    pub max_cmd_sn: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoginError {
+    /// The target refused the login (§11.13.5).
+    #[error("login refused: {message} (status class {class:#04x}, detail {detail:#04x})")]
+    Status {
+        class: u8,
+        detail: u8,
+        message: &'static str,
+    },
+    #[error("login protocol error: {0}")]
+    Protocol(String),
+    #[error("authentication: {0}")]
+    Authentication(String),
+    #[error("negotiation failed: {0}")]
+    Negotiation(String),
+    /// The target did not prove knowledge of the mutual CHAP secret.
+    #[error("the target failed mutual CHAP authentication")]
+    MutualAuthFailed,
+}
+
+impl LoginError {
+    /// The status code (`class << 8 | detail`) when the target refused the login.
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            LoginError::Status { class, detail, .. } => Some((*class as u16) << 8 | *detail as u16),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Auth {
+    /// AuthMethod offered, awaiting the target's choice.
+    MethodOffered,
+    /// CHAP_A sent, awaiting CHAP_A/CHAP_I/CHAP_C.
+    AlgorithmsOffered,
+    /// CHAP_N/CHAP_R sent; for mutual CHAP also our identifier and challenge.
+    ResponseSent {
+        mutual: Option<(ChapAlgorithm, u8, Vec<u8>)>,
+    },
+    Done,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    New,
+    Waiting,
+    Finished,
+}
+
+/// The initiator-side login state machine for one connection.
+pub struct InitiatorLogin {
+    config: InitiatorLoginConfig,
+    rng: SeedRng,
+    algorithms: Vec<ChapAlgorithm>,
+    phase: Phase,
+    stage: u8,
+    itt: u32,
+    exp_stat_sn: u32,
+    auth: Auth,
+    neg: Negotiator,
+    operational_offered: bool,
+    text: BytesMut,
+    target_alias: Option<String>,
+    exchanges: u32,
+    /// The stage transition of the last request (re-sent when acknowledging a partial response).
+    last_transit: (bool, u8),
+}
+
+impl std::fmt::Debug for InitiatorLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InitiatorLogin")
+            .field("config", &self.config)
+            .field("stage", &self.stage)
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InitiatorLogin {
+    pub fn new(config: InitiatorLoginConfig, seed: [u8; 32]) -> Self {
+        let discovery = config.target_name.is_none();
+        let neg = Negotiator::new(Role::Initiator, config.limits.clone(), discovery);
+        InitiatorLogin {
+            config,
+            rng: SeedRng::new(seed),
+            algorithms: vec![ChapAlgorithm::Md5],
+            phase: Phase::New,
+            stage: 0,
+            itt: 0,
+            exp_stat_sn: 0,
+            auth: Auth::MethodOffered,
+            neg,
+            operational_offered: false,
+            text: BytesMut::new(),
+            target_alias: None,
+            exchanges: 0,
+            last_transit: (false, 0),
+        }
+    }
+
+    /// CHAP algorithms to offer, in order of preference (default: MD5 only, which every target
+    /// supports; note Linux tgt reads CHAP_A=7 as SHA-1, so offer SHA-256 only to targets that use
+    /// 7 for SHA-256, like open-iscsi-compatible ones and reel).
+    pub fn with_chap_algorithms(mut self, algorithms: Vec<ChapAlgorithm>) -> Self {
+        if !algorithms.is_empty() {
+            self.algorithms = algorithms;
+        }
+        self
+    }
+
+    /// The Initiator Task Tag used by all login requests (default 0).
+    pub fn with_itt(mut self, itt: u32) -> Self {
+        self.itt = itt;
+        self
+    }
+
+    /// The first Login Request (§6.3: security stage, declaring who we are and what we want).
+    pub fn start(&mut self) -> LoginRequest {
+        self.phase = Phase::Waiting;
+        self.stage = 0;
+        let c = &self.config;
+        let mut out: Vec<(String, String)> =
+            vec![("InitiatorName".into(), c.initiator_name.clone())];
+        if let Some(alias) = &c.initiator_alias {
+            out.push(("InitiatorAlias".into(), alias.clone()));
+        }
+        match &c.target_name {
+            Some(t) => {
+                out.push(("SessionType".into(), "Normal".into()));
+                out.push(("TargetName".into(), t.clone()));
+            }
+            None => out.push(("SessionType".into(), "Discovery".into())),
+        }
+        let chap = c.chap.is_some() || c.mutual_chap.is_some();
+        out.push((
+            "AuthMethod".into(),
+            if chap { "CHAP" } else { "None" }.into(),
+        ));
+        self.auth = Auth::MethodOffered;
+        // Without CHAP we ask to move on right away; with CHAP the target could not grant it.
+        self.request(!chap, 1, out)
+    }
+
+    fn request(&mut self, transit: bool, nsg: u8, out: Vec<(String, String)>) -> LoginRequest {
+        self.request_data(transit, nsg, encode_pairs(&out))
+    }
+
+    fn request_data(&mut self, transit: bool, nsg: u8, data: Bytes) -> LoginRequest {
+        self.last_transit = (transit, nsg);
+        LoginRequest {
+            transit,
+            continue_: false,
+            csg: self.stage,
+            nsg: if transit { nsg } else { 0 },
+            version_max: 0,
+            version_min: 0,
+            isid: self.config.isid,
+            tsih: self.config.tsih,
+            itt: self.itt,
+            cid: self.config.cid,
+            cmd_sn: self.config.cmd_sn,
+            exp_stat_sn: self.exp_stat_sn,
+            data,
+        }
+    }
+
+    /// Handles one Login Response.
+    pub fn on_response(&mut self, response: LoginResponse) -> Result<InitiatorStep, LoginError> {
+        if self.phase != Phase::Waiting {
+            return Err(LoginError::Protocol(
+                "login response when none was expected".into(),
+            ));
+        }
+        match self.process(response) {
+            Ok(step) => {
+                if matches!(step, InitiatorStep::Done(_)) {
+                    self.phase = Phase::Finished;
+                }
+                Ok(step)
+            }
+            Err(e) => {
+                self.phase = Phase::Finished;
+                Err(e)
+            }
+        }
+    }
+
+    fn process(&mut self, resp: LoginResponse) -> Result<InitiatorStep, LoginError> {
+        let proto = |m: &str| Err(LoginError::Protocol(m.to_string()));
+        if resp.status_class != 0 {
+            let code = (resp.status_class as u16) << 8 | resp.status_detail as u16;
+            return Err(LoginError::Status {
+                class: resp.status_class,
+                detail: resp.status_detail,
+                message: status::name(code),
+            });
+        }
+        self.exchanges += 1;
+        if self.exchanges > MAX_EXCHANGES {
+            return proto("login takes too many exchanges");
+        }
+        if resp.itt != self.itt || resp.isid != self.config.isid {
+            return proto("login response for another task or session");
+        }
+        if resp.version_active != 0 {
+            return proto("unsupported version");
+        }
+        if resp.csg != self.stage {
+            return proto("login response in the wrong stage");
+        }
+        if resp.transit && resp.continue_ {
+            return proto("login response with both T and C set");
+        }
+        self.exp_stat_sn = resp.stat_sn.wrapping_add(1);
+        if self.text.len() + resp.data.len() > MAX_TEXT_LEN {
+            return proto("login response text too long");
+        }
+        self.text.extend_from_slice(&resp.data);
+        if resp.continue_ {
+            // §6.? long text: acknowledge with an empty request and wait for the rest.
+            let (transit, nsg) = self.last_transit;
+            return Ok(InitiatorStep::Send(self.request_data(
+                transit,
+                nsg,
+                Bytes::new(),
+            )));
+        }
+        let text = std::mem::take(&mut self.text);
+        let pairs = parse_pairs(&text).map_err(|e| LoginError::Protocol(e.to_string()))?;
+
+        let mut out: Vec<(String, String)> = Vec::new();
+        let mut chap: Vec<(&str, &str)> = Vec::new();
+        let mut method: Option<&str> = None;
+        for (key, value) in &pairs {
+            match key.as_str() {
+                "AuthMethod" => method = Some(value),
+                "CHAP_A" | "CHAP_I" | "CHAP_C" | "CHAP_N" | "CHAP_R" => chap.push((key, value)),
+                "TargetAlias" => self.target_alias = Some(value.clone()),
+                "TargetPortalGroupTag" | "TargetAddress" => {}
+                _ => match self.neg.accept_answer(key, value) {
+                    Ok(true) => {}
+                    Err(e) => return Err(LoginError::Negotiation(e.to_string())),
+                    Ok(false) => {
+                        if matches!(value.as_str(), "NotUnderstood" | "Irrelevant" | "Reject") {
+                            continue;
+                        }
+                        match self.neg.respond(key, value) {
+                            Ok(Some(Answer::Value(v))) => out.push((key.clone(), v)),
+                            Ok(Some(Answer::None)) => {}
+                            Ok(None) => out.push((key.clone(), "NotUnderstood".into())),
+                            Err(e) => return Err(LoginError::Negotiation(e.to_string())),
+                        }
+                    }
+                },
+            }
+        }
+        if self.stage == 0 {
+            self.authenticate(method, &chap, &mut out)?;
+        } else if method.is_some() || !chap.is_empty() {
+            return proto("security keys in the operational stage");
+        }
+
+        if resp.transit {
+            if self.stage == 0 && !matches!(self.auth, Auth::Done) {
+                // Never let a target skip authentication we asked for (mutual CHAP included).
+                return Err(if self.config.mutual_chap.is_some() {
+                    LoginError::MutualAuthFailed
+                } else {
+                    LoginError::Authentication(
+                        "target left the security stage before CHAP completed".into(),
+                    )
+                });
+            }
+            // §11.13.3? the target may only transit when we asked, and no further than we asked.
+            let (asked_transit, asked) = self.last_transit;
+            if !asked_transit || resp.nsg == 2 || resp.nsg <= self.stage || resp.nsg > asked {
+                return proto("invalid stage transition in login response");
+            }
+            if resp.nsg == 3 {
+                if !out.is_empty() {
+                    return proto("target ended the login while offering keys");
+                }
+                return Ok(InitiatorStep::Done(InitiatorLoginOutcome {
+                    tsih: resp.tsih,
+                    negotiated: self.neg.result(),
+                    target_alias: self.target_alias.clone(),
+                    exp_stat_sn: self.exp_stat_sn,
+                    cmd_sn: self.config.cmd_sn,
+                    max_cmd_sn: resp.max_cmd_sn,
+                }));
+            }
+            self.stage = resp.nsg;
+        }
+
+        if self.stage == 0 {
+            let done = matches!(self.auth, Auth::Done);
+            let sending_response =
+                matches!(self.auth, Auth::ResponseSent { .. }) && !out.is_empty();
+            // Ask to move on once authenticated, or together with our CHAP response.
+            return Ok(InitiatorStep::Send(self.request(
+                done || sending_response,
+                1,
+                out,
+            )));
+        }
+        if !self.operational_offered {
+            self.operational_offered = true;
+            out.extend(self.neg.declarations());
+            out.extend(self.neg.offers());
+        }
+        Ok(InitiatorStep::Send(self.request(true, 3, out)))
+    }
+
+    fn authenticate(
+        &mut self,
+        method: Option<&str>,
+        chap: &[(&str, &str)],
+        out: &mut Vec<(String, String)>,
+    ) -> Result<(), LoginError> {
+        let auth_err = |m: &str| Err(LoginError::Authentication(m.to_string()));
+        let want_chap = self.config.chap.is_some() || self.config.mutual_chap.is_some();
+        let get = |k: &str| chap.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
+        match self.auth.clone() {
+            Auth::MethodOffered => {
+                match method {
+                    Some("CHAP") if want_chap => {
+                        if !chap.is_empty() {
+                            return auth_err("unexpected CHAP keys");
+                        }
+                        let list: Vec<String> = self
+                            .algorithms
+                            .iter()
+                            .map(|a| a.code().to_string())
+                            .collect();
+                        out.push(("CHAP_A".into(), list.join(",")));
+                        self.auth = Auth::AlgorithmsOffered;
+                    }
+                    Some("None") if !want_chap => self.auth = Auth::Done,
+                    // Targets may omit the answer when we offered only None.
+                    None if !want_chap => self.auth = Auth::Done,
+                    None => {}
+                    Some(other) => {
+                        return auth_err(&format!("target chose AuthMethod={other}"));
+                    }
+                }
+            }
+            Auth::AlgorithmsOffered => {
+                if method.is_some() {
+                    return auth_err("AuthMethod renegotiated");
+                }
+                let (Some(a), Some(i), Some(c)) = (get("CHAP_A"), get("CHAP_I"), get("CHAP_C"))
+                else {
+                    return auth_err("target did not send CHAP_A, CHAP_I and CHAP_C");
+                };
+                let alg = ChapAlgorithm::from_code(a)
+                    .filter(|alg| self.algorithms.contains(alg))
+                    .ok_or_else(|| {
+                        LoginError::Authentication(format!("target chose CHAP_A={a}"))
+                    })?;
+                let id =
+                    parse_identifier(i).map_err(|e| LoginError::Authentication(e.to_string()))?;
+                let challenge = decode_binary(c, MAX_CHALLENGE)
+                    .map_err(|e| LoginError::Authentication(e.to_string()))?;
+                let Some(creds) = self.config.chap.clone() else {
+                    return auth_err("target requires CHAP but no credentials are configured");
+                };
+                out.push(("CHAP_N".into(), creds.user.clone()));
+                out.push((
+                    "CHAP_R".into(),
+                    encode_binary(&chap_response(alg, id, &creds.secret, &challenge)),
+                ));
+                let mutual = if self.config.mutual_chap.is_some() {
+                    let my_id = self.rng.byte();
+                    let mut my_challenge = self.rng.bytes(alg.challenge_len());
+                    // §12.1.3: never reuse the responder's challenge for the other direction.
+                    while my_challenge == challenge {
+                        my_challenge = self.rng.bytes(alg.challenge_len());
+                    }
+                    out.push(("CHAP_I".into(), my_id.to_string()));
+                    out.push(("CHAP_C".into(), encode_binary(&my_challenge)));
+                    Some((alg, my_id, my_challenge))
+                } else {
+                    None
+                };
+                self.auth = Auth::ResponseSent { mutual };
+            }
+            Auth::ResponseSent { mutual } => {
+                if method.is_some()
+                    || get("CHAP_A").is_some()
+                    || get("CHAP_C").is_some()
+                    || get("CHAP_I").is_some()
+                {
+                    return auth_err("unexpected CHAP keys after our response");
+                }
+                match (mutual, get("CHAP_N"), get("CHAP_R")) {
+                    (None, None, None) => self.auth = Auth::Done,
+                    (None, _, _) => return auth_err("unexpected CHAP response from the target"),
+                    (Some((alg, id, challenge)), Some(name), Some(response)) => {
+                        let Some(expected) = self.config.mutual_chap.clone() else {
+                            return Err(LoginError::MutualAuthFailed);
+                        };
+                        let want = chap_response(alg, id, &expected.secret, &challenge);
+                        let got = decode_binary(response, MAX_CHALLENGE)
+                            .map_err(|_| LoginError::MutualAuthFailed)?;
+                        let ok = constant_time_eq(name.as_bytes(), expected.user.as_bytes())
+                            & constant_time_eq(&got, &want);
+                        if !ok {
+                            return Err(LoginError::MutualAuthFailed);
+                        }
+                        self.auth = Auth::Done;
+                    }
+                    (Some(_), _, _) => return Err(LoginError::MutualAuthFailed),
+                }
+            }
+            Auth::Done => {
+                if method.is_some() || !chap.is_empty() {
+                    return auth_err("security keys after authentication completed");
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,661 @@
+//! Target side of the login phase (RFC 7143 §6, §11.12, §11.13, §12.1.3, §13).
+//!
+//! [`TargetLogin`] consumes Login Requests and produces Login Responses. It knows the portal's
+//! targets, their ACLs and CHAP credentials; it does not know about existing sessions, so TSIH
+//! allocation and session reinstatement (§6.3.5) stay with the caller, which receives everything it
+//! needs in [`LoginOutcome`] and can refuse with [`TargetLogin::reject`].
+//!
+//! Randomness (CHAP identifiers and challenges) comes from the 32-byte seed given to
+//! [`TargetLogin::new`], expanded with SHA-256 in counter mode ([`crate::chap::SeedRng`]): the caller
+//! must supply fresh random bytes for every connection.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::chap::{
+    ChapAlgorithm, MAX_CHALLENGE, SeedRng, chap_response, constant_time_eq, decode_binary,
+    encode_binary, parse_identifier,
+};
+pub use crate::chap::{ChapCredentials, Secret};
+use crate::params::{Answer, Limits, Negotiated, Negotiator, Role};
+use crate::pdu::{LoginRequest, LoginResponse};
+use crate::text::{MAX_TEXT_LEN, encode_pairs, initiator_allowed, names_equal, parse_pairs};
+
+/// Login status codes, `class << 8 | detail` (§11.13.5).
+pub mod status {
+    pub const SUCCESS: u16 = 0x0000;
+    pub const TARGET_MOVED_TEMPORARILY: u16 = 0x0101;
+    pub const TARGET_MOVED_PERMANENTLY: u16 = 0x0102;
+    pub const INITIATOR_ERROR: u16 = 0x0200;
+    pub const AUTHENTICATION_FAILURE: u16 = 0x0201;
+    pub const AUTHORIZATION_FAILURE: u16 = 0x0202;
+    pub const NOT_FOUND: u16 = 0x0203;
+    pub const TARGET_REMOVED: u16 = 0x0204;
+    pub const UNSUPPORTED_VERSION: u16 = 0x0205;
+    pub const TOO_MANY_CONNECTIONS: u16 = 0x0206;
+    pub const MISSING_PARAMETER: u16 = 0x0207;
+    pub const CANT_INCLUDE_IN_SESSION: u16 = 0x0208;
+    pub const SESSION_TYPE_NOT_SUPPORTED: u16 = 0x0209;
+    pub const SESSION_DOES_NOT_EXIST: u16 = 0x020a;
+    pub const INVALID_DURING_LOGIN: u16 = 0x020b;
+    pub const TARGET_ERROR: u16 = 0x0300;
+    pub const SERVICE_UNAVAILABLE: u16 = 0x0301;
+    pub const OUT_OF_RESOURCES: u16 = 0x0302;
+
+    /// The RFC's name for a status code.
+    pub fn name(code: u16) -> &'static str {
+        match code {
+            SUCCESS => "success",
+            TARGET_MOVED_TEMPORARILY => "target moved temporarily",
+            TARGET_MOVED_PERMANENTLY => "target moved permanently",
+            INITIATOR_ERROR => "initiator error",
+            AUTHENTICATION_FAILURE => "authentication failure",
+            AUTHORIZATION_FAILURE => "authorization failure",
+            NOT_FOUND => "not found",
+            TARGET_REMOVED => "target removed",
+            UNSUPPORTED_VERSION => "unsupported version",
+            TOO_MANY_CONNECTIONS => "too many connections",
+            MISSING_PARAMETER => "missing parameter",
+            CANT_INCLUDE_IN_SESSION => "can't include in session",
+            SESSION_TYPE_NOT_SUPPORTED => "session type not supported",
+            SESSION_DOES_NOT_EXIST => "session does not exist",
+            INVALID_DURING_LOGIN => "invalid during login",
+            TARGET_ERROR => "target error",
+            SERVICE_UNAVAILABLE => "service unavailable",
+            OUT_OF_RESOURCES => "out of resources",
+            c if c >> 8 == 1 => "redirection",
+            c if c >> 8 == 2 => "initiator error",
+            c if c >> 8 == 3 => "target error",
+            _ => "unknown status",
+        }
+    }
+}
+
+/// Command window advertised during login: MaxCmdSN = ExpCmdSN + LOGIN_CMD_WINDOW - 1.
+pub const LOGIN_CMD_WINDOW: u32 = 64;
+/// Most request/response exchanges one login may take before we give up.
+const MAX_EXCHANGES: u32 = 64;
+/// Longest iSCSI name (§4.2.7.1? "iSCSI names ... 223 bytes").
+const MAX_NAME_LEN: usize = 223;
+/// Data segment limit during login (§13.12: the default 8192 is in force until the FFP).
+const LOGIN_MAX_SEGMENT: usize = 8192;
+
+#[derive(Clone, Debug)]
+pub struct TargetConfig {
+    pub name: String,
+    pub alias: Option<String>,
+    /// Initiator names allowed to log in (case-insensitive); `None` allows everyone.
+    pub allow_initiators: Option<Vec<String>>,
+    /// Credentials the initiator must prove (one-way CHAP); `None` = no authentication.
+    pub chap: Option<ChapCredentials>,
+    /// Credentials the target answers with when the initiator asks for mutual CHAP.
+    pub mutual_chap: Option<ChapCredentials>,
+    pub portal_group_tag: u16,
+}
+
+#[derive(Clone, Debug)]
+pub struct PortalConfig {
+    pub targets: Vec<TargetConfig>,
+    /// Addresses advertised in TargetAddress, e.g. "127.0.0.1:3260" or "[::1]:3260".
+    pub addresses: Vec<String>,
+    pub limits: Limits,
+    /// Credentials required for discovery sessions (mutual CHAP is not offered on discovery).
+    pub discovery_chap: Option<ChapCredentials>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionKind {
+    Discovery,
+    Normal { target: usize },
+}
+
+#[derive(Clone, Debug)]
+pub struct LoginOutcome {
+    pub kind: SessionKind,
+    pub initiator_name: String,
+    pub initiator_alias: Option<String>,
+    pub isid: [u8; 6],
+    /// TSIH of the leading request (0 = new session).
+    pub tsih: u16,
+    pub cid: u16,
+    pub negotiated: Negotiated,
+    pub exp_cmd_sn: u32,
+    /// Next StatSN to use after the final login response.
+    pub stat_sn: u32,
+}
+
+#[derive(Clone, Debug)]
+pub enum LoginStep {
+    /// Send this response and wait for the next Login Request.
+    Continue(LoginResponse),
+    /// Send this response (a failure status, §11.13.5) then close the connection.
+    Fail(LoginResponse),
+    /// Send this final response (T=1, NSG=FullFeature) after setting `response.tsih`, then enter the
+    /// full-feature phase.
+    Complete(LoginResponse, LoginOutcome),
+}
+
+#[derive(Clone, Debug)]
+enum Auth {
+    /// No AuthMethod chosen yet.
+    Start,
+    /// AuthMethod=CHAP chosen; expecting CHAP_A (§12.1.3 step 1).
+    ChapAwaitAlgorithm,
+    /// Challenge sent; expecting CHAP_N and CHAP_R.
+    ChapAwaitResponse {
+        alg: ChapAlgorithm,
+        id: u8,
+        challenge: Vec<u8>,
+    },
+    Done,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ident {
+    isid: [u8; 6],
+    tsih: u16,
+    cid: u16,
+}
+
+/// The target-side login state machine for one connection.
+pub struct TargetLogin {
+    portal: Arc<PortalConfig>,
+    rng: SeedRng,
+    stat_sn: u32,
+    finished: bool,
+    ident: Option<Ident>,
+    /// Current stage: 0 security, 1 operational.
+    stage: u8,
+    kind: Option<SessionKind>,
+    initiator_name: String,
+    initiator_alias: Option<String>,
+    auth: Auth,
+    neg: Negotiator,
+    text: BytesMut,
+    session_declared: bool,
+    operational_declared: bool,
+    exchanges: u32,
+}
+
+impl std::fmt::Debug for TargetLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TargetLogin")
+            .field("stage", &self.stage)
+            .field("kind", &self.kind)
+            .field("initiator_name", &self.initiator_name)
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}
+
+type Status = u16;
+
+impl TargetLogin {
+    /// `seed`: 32 fresh random bytes from the caller (CHAP identifiers and challenges are derived
+    /// from it). `initial_stat_sn`: StatSN of the first Login Response.
+    pub fn new(portal: Arc<PortalConfig>, seed: [u8; 32], initial_stat_sn: u32) -> Self {
+        let limits = portal.limits.clone();
+        TargetLogin {
+            portal,
+            rng: SeedRng::new(seed),
+            stat_sn: initial_stat_sn,
+            finished: false,
+            ident: None,
+            stage: 0,
+            kind: None,
+            initiator_name: String::new(),
+            initiator_alias: None,
+            auth: Auth::Start,
+            neg: Negotiator::new(Role::Target, limits, false),
+            text: BytesMut::new(),
+            session_declared: false,
+            operational_declared: false,
+            exchanges: 0,
+        }
+    }
+
+    /// The initiator's name once the leading request has been accepted.
+    pub fn initiator_name(&self) -> Option<&str> {
+        if self.kind.is_some() {
+            Some(&self.initiator_name)
+        } else {
+            None
+        }
+    }
+
+    /// Handles one Login Request.
+    pub fn on_request(&mut self, request: LoginRequest) -> LoginStep {
+        if self.finished {
+            return LoginStep::Fail(self.reject(&request, status::INITIATOR_ERROR));
+        }
+        match self.process(&request) {
+            Ok(step) => step,
+            Err(code) => {
+                self.finished = true;
+                LoginStep::Fail(self.reject(&request, code))
+            }
+        }
+    }
+
+    /// A failure Login Response to `request` with `code` (§11.13.5), for the caller's own refusals
+    /// (e.g. 0x020a session does not exist, 0x0206 too many connections).
+    pub fn reject(&mut self, request: &LoginRequest, code: u16) -> LoginResponse {
+        let stat_sn = self.next_stat_sn();
+        LoginResponse {
+            transit: false,
+            continue_: false,
+            csg: request.csg & 3,
+            nsg: 0,
+            version_max: 0,
+            version_active: 0,
+            isid: request.isid,
+            tsih: request.tsih,
+            itt: request.itt,
+            stat_sn,
+            exp_cmd_sn: request.cmd_sn,
+            max_cmd_sn: request.cmd_sn.wrapping_add(LOGIN_CMD_WINDOW - 1),
+            status_class: (code >> 8) as u8,
+            status_detail: code as u8,
+            data: Bytes::new(),
+        }
+    }
+
+    fn next_stat_sn(&mut self) -> u32 {
+        let sn = self.stat_sn;
+        self.stat_sn = self.stat_sn.wrapping_add(1);
+        sn
+    }
+
+    fn credentials(&self) -> (Option<&ChapCredentials>, Option<&ChapCredentials>) {
+        match self.kind {
+            Some(SessionKind::Normal { target }) => match self.portal.targets.get(target) {
+                Some(t) => (t.chap.as_ref(), t.mutual_chap.as_ref()),
+                None => (None, None),
+            },
+            Some(SessionKind::Discovery) => (self.portal.discovery_chap.as_ref(), None),
+            None => (None, None),
+        }
+    }
+
+    fn process(&mut self, req: &LoginRequest) -> Result<LoginStep, Status> {
+        self.exchanges += 1;
+        if self.exchanges > MAX_EXCHANGES {
+            return Err(status::INITIATOR_ERROR);
+        }
+        // §11.12.4: only version 0x00 exists.
+        if req.version_min > 0 {
+            return Err(status::UNSUPPORTED_VERSION);
+        }
+        // §11.12.2: "If the C bit is set to 1, the T bit MUST be set to 0"; stage 2 is reserved and
+        // the FullFeature stage can't be current (§11.12.3).
+        if (req.transit && req.continue_) || req.csg > 1 {
+            return Err(status::INITIATOR_ERROR);
+        }
+        if req.transit && (req.nsg == 2 || req.nsg <= req.csg) {
+            return Err(status::INITIATOR_ERROR);
+        }
+        let ident = Ident {
+            isid: req.isid,
+            tsih: req.tsih,
+            cid: req.cid,
+        };
+        match self.ident {
+            None => {
+                self.ident = Some(ident);
+                self.stage = req.csg;
+            }
+            // §6.? : ISID, TSIH and CID must not change during the login; the stage only advances
+            // through a transition the target granted.
+            Some(prev) if prev != ident || req.csg != self.stage => {
+                return Err(status::INITIATOR_ERROR);
+            }
+            Some(_) => {}
+        }
+
+        // §6.? "C bit": accumulate until the text is complete, acknowledging each piece.
+        if self.text.len() + req.data.len() > MAX_TEXT_LEN {
+            return Err(status::INITIATOR_ERROR);
+        }
+        self.text.extend_from_slice(&req.data);
+        if req.continue_ {
+            let resp = self.response(req, false, 0, Vec::new());
+            return Ok(LoginStep::Continue(resp));
+        }
+        let text = std::mem::take(&mut self.text);
+        let pairs = parse_pairs(&text).map_err(|_| status::INITIATOR_ERROR)?;
+        for (i, (k, _)) in pairs.iter().enumerate() {
+            if pairs[..i].iter().any(|(other, _)| other == k) {
+                return Err(status::INITIATOR_ERROR);
+            }
+        }
+
+        if self.kind.is_none() {
+            self.identify(&pairs)?;
+        }
+        let (creds, _) = self.credentials();
+        let auth_required = creds.is_some();
+        if self.stage == 1 && matches!(self.auth, Auth::Start) {
+            // The initiator skipped the security stage (§6.3: allowed only if the target agrees).
+            if auth_required {
+                return Err(status::AUTHENTICATION_FAILURE);
+            }
+            self.auth = Auth::Done;
+        }
+
+        let mut out: Vec<(String, String)> = Vec::new();
+        let mut auth_method: Option<&str> = None;
+        let mut chap: BTreeMap<&str, &str> = BTreeMap::new();
+        for (key, value) in &pairs {
+            match key.as_str() {
+                "InitiatorName" => {
+                    if !names_equal(value, &self.initiator_name) {
+                        return Err(status::INITIATOR_ERROR);
+                    }
+                }
+                "SessionType" => {
+                    let discovery = value == "Discovery";
+                    if discovery != (self.kind == Some(SessionKind::Discovery)) {
+                        return Err(status::INITIATOR_ERROR);
+                    }
+                }
+                "TargetName" => {
+                    if let Some(SessionKind::Normal { target }) = self.kind
+                        && self
+                            .portal
+                            .targets
+                            .get(target)
+                            .is_none_or(|t| !names_equal(value, &t.name))
+                    {
+                        return Err(status::INITIATOR_ERROR);
+                    }
+                }
+                "InitiatorAlias" => self.initiator_alias = Some(value.clone()),
+                "AuthMethod" => {
+                    if self.stage != 0 {
+                        return Err(status::INITIATOR_ERROR);
+                    }
+                    auth_method = Some(value);
+                }
+                "CHAP_A" | "CHAP_I" | "CHAP_C" | "CHAP_N" | "CHAP_R" => {
+                    if self.stage != 0 {
+                        return Err(status::INITIATOR_ERROR);
+                    }
+                    chap.insert(key, value);
+                }
+                // Keys only a target sends (§13.7, §13.8, §13.9), and SendTargets, which belongs to
+                // the full-feature phase (Appendix C).
+                "TargetAlias" | "TargetAddress" | "TargetPortalGroupTag" | "SendTargets" => {
+                    return Err(status::INITIATOR_ERROR);
+                }
+                _ => match self.neg.accept_answer(key, value) {
+                    Ok(true) => {}
+                    Err(_) => return Err(status::INITIATOR_ERROR),
+                    Ok(false) => match self.neg.respond(key, value) {
+                        Ok(Some(Answer::Value(v))) => out.push((key.clone(), v)),
+                        Ok(Some(Answer::None)) => {}
+                        // §6.2: "NotUnderstood" for keys we don't know (including X- keys).
+                        Ok(None) => out.push((key.clone(), "NotUnderstood".into())),
+                        Err(_) => return Err(status::INITIATOR_ERROR),
+                    },
+                },
+            }
+        }
+
+        if self.stage == 0 {
+            self.authenticate(auth_method, &chap, &mut out)?;
+        }
+
+        // Session-wide declarations in the first successful response (§13.9: TargetPortalGroupTag
+        // "MUST be returned in the first Login Response" of a normal session).
+        if !self.session_declared {
+            self.session_declared = true;
+            if let Some(SessionKind::Normal { target }) = self.kind {
+                let t = &self.portal.targets[target];
+                out.push((
+                    "TargetPortalGroupTag".into(),
+                    t.portal_group_tag.to_string(),
+                ));
+                if let Some(alias) = &t.alias {
+                    out.push(("TargetAlias".into(), alias.clone()));
+                }
+            }
+        }
+
+        let mut transit = false;
+        let mut nsg = 0;
+        if req.transit {
+            if self.stage == 0 {
+                if matches!(self.auth, Auth::Start) {
+                    // The initiator never sent AuthMethod: acceptable only without authentication.
+                    if auth_required {
+                        return Err(status::AUTHENTICATION_FAILURE);
+                    }
+                    self.auth = Auth::Done;
+                }
+                if matches!(self.auth, Auth::Done) {
+                    transit = true;
+                    nsg = req.nsg;
+                }
+            } else {
+                transit = true;
+                nsg = 3;
+            }
+        }
+        // Our declarations (MaxRecvDataSegmentLength) and the keys we must offer go out with the
+        // first operational-stage response or the one leaving the security stage, whichever is first.
+        if transit || self.stage == 1 {
+            if !self.operational_declared {
+                self.operational_declared = true;
+                out.extend(self.neg.declarations());
+                let offers = self.neg.offers();
+                if !offers.is_empty() && nsg == 3 {
+                    // Our offers need answers before the full-feature phase (§6.2).
+                    transit = false;
+                }
+                out.extend(offers);
+            } else if transit && nsg == 3 && self.neg.awaiting_answers() {
+                // The initiator asked to proceed without answering our offers.
+                return Err(status::INITIATOR_ERROR);
+            }
+        }
+
+        let resp = self.response(req, transit, nsg, out);
+        if resp.data.len() > LOGIN_MAX_SEGMENT {
+            return Err(status::TARGET_ERROR);
+        }
+        if transit {
+            if nsg == 3 {
+                self.finished = true;
+                let kind = self.kind.unwrap_or(SessionKind::Discovery);
+                let outcome = LoginOutcome {
+                    kind,
+                    initiator_name: self.initiator_name.clone(),
+                    initiator_alias: self.initiator_alias.clone(),
+                    isid: req.isid,
+                    tsih: req.tsih,
+                    cid: req.cid,
+                    negotiated: self.neg.result(),
+                    exp_cmd_sn: req.cmd_sn,
+                    stat_sn: self.stat_sn,
+                };
+                return Ok(LoginStep::Complete(resp, outcome));
+            }
+            self.stage = nsg;
+        }
+        Ok(LoginStep::Continue(resp))
+    }
+
+    /// Reads the leading request's declarations: who is logging in to what (§13.4–§13.6, §13.21).
+    fn identify(&mut self, pairs: &[(String, String)]) -> Result<(), Status> {
+        let get = |k: &str| {
+            pairs
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        let name = get("InitiatorName")
+            .filter(|n| !n.is_empty())
+            .ok_or(status::MISSING_PARAMETER)?;
+        if name.len() > MAX_NAME_LEN {
+            return Err(status::INITIATOR_ERROR);
+        }
+        let kind = match get("SessionType") {
+            None | Some("Normal") => {
+                let target_name = get("TargetName")
+                    .filter(|n| !n.is_empty())
+                    .ok_or(status::MISSING_PARAMETER)?;
+                let index = self
+                    .portal
+                    .targets
+                    .iter()
+                    .position(|t| names_equal(&t.name, target_name))
+                    .ok_or(status::NOT_FOUND)?;
+                if !initiator_allowed(&self.portal.targets[index], Some(name)) {
+                    return Err(status::AUTHORIZATION_FAILURE);
+                }
+                SessionKind::Normal { target: index }
+            }
+            Some("Discovery") => SessionKind::Discovery,
+            Some(_) => return Err(status::SESSION_TYPE_NOT_SUPPORTED),
+        };
+        self.initiator_name = name.to_string();
+        self.kind = Some(kind);
+        self.neg.set_discovery(kind == SessionKind::Discovery);
+        Ok(())
+    }
+
+    /// The security stage: AuthMethod selection and the CHAP exchange (§12.1.3).
+    fn authenticate(
+        &mut self,
+        auth_method: Option<&str>,
+        chap: &BTreeMap<&str, &str>,
+        out: &mut Vec<(String, String)>,
+    ) -> Result<(), Status> {
+        let (creds, mutual) = self.credentials();
+        let creds = creds.cloned();
+        let mutual = mutual.cloned();
+        if let Some(methods) = auth_method {
+            if !matches!(self.auth, Auth::Start) {
+                // AuthMethod may not be renegotiated.
+                return Err(status::INITIATOR_ERROR);
+            }
+            let offered = |m: &str| methods.split(',').any(|x| x == m);
+            if creds.is_some() {
+                if !offered("CHAP") {
+                    return Err(status::AUTHENTICATION_FAILURE);
+                }
+                out.push(("AuthMethod".into(), "CHAP".into()));
+                self.auth = Auth::ChapAwaitAlgorithm;
+            } else if offered("None") {
+                out.push(("AuthMethod".into(), "None".into()));
+                self.auth = Auth::Done;
+            } else {
+                // We have nothing to authenticate with.
+                return Err(status::AUTHENTICATION_FAILURE);
+            }
+        }
+        match self.auth.clone() {
+            Auth::Start | Auth::Done => {
+                if !chap.is_empty() {
+                    return Err(status::INITIATOR_ERROR);
+                }
+            }
+            Auth::ChapAwaitAlgorithm => {
+                let Some(list) = chap.get("CHAP_A") else {
+                    return if chap.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(status::INITIATOR_ERROR)
+                    };
+                };
+                if chap.len() > 1 {
+                    return Err(status::INITIATOR_ERROR);
+                }
+                // Pick the first algorithm we support in the initiator's order (§6.2.2 list rule).
+                let alg = list
+                    .split(',')
+                    .find_map(ChapAlgorithm::from_code)
+                    .ok_or(status::AUTHENTICATION_FAILURE)?;
+                let id = self.rng.byte();
+                let challenge = self.rng.bytes(alg.challenge_len());
+                out.push(("CHAP_A".into(), alg.code().to_string()));
+                out.push(("CHAP_I".into(), id.to_string()));
+                out.push(("CHAP_C".into(), encode_binary(&challenge)));
+                self.auth = Auth::ChapAwaitResponse { alg, id, challenge };
+            }
+            Auth::ChapAwaitResponse { alg, id, challenge } => {
+                if chap.contains_key("CHAP_A") {
+                    return Err(status::INITIATOR_ERROR);
+                }
+                let (Some(name), Some(response)) = (chap.get("CHAP_N"), chap.get("CHAP_R")) else {
+                    return if chap.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(status::AUTHENTICATION_FAILURE)
+                    };
+                };
+                let creds = creds.ok_or(status::TARGET_ERROR)?;
+                let expected = chap_response(alg, id, &creds.secret, &challenge);
+                let got = decode_binary(response, MAX_CHALLENGE)
+                    .map_err(|_| status::AUTHENTICATION_FAILURE)?;
+                let name_ok = constant_time_eq(name.as_bytes(), creds.user.as_bytes());
+                let response_ok = constant_time_eq(&got, &expected);
+                if !(name_ok & response_ok) {
+                    return Err(status::AUTHENTICATION_FAILURE);
+                }
+                match (chap.get("CHAP_I"), chap.get("CHAP_C")) {
+                    (None, None) => {}
+                    (Some(their_id), Some(their_challenge)) => {
+                        // Mutual CHAP: the initiator authenticates us (§12.1.3 step 5).
+                        let mutual = mutual.ok_or(status::AUTHENTICATION_FAILURE)?;
+                        let their_id =
+                            parse_identifier(their_id).map_err(|_| status::INITIATOR_ERROR)?;
+                        let their_challenge = decode_binary(their_challenge, MAX_CHALLENGE)
+                            .map_err(|_| status::INITIATOR_ERROR)?;
+                        // §12.1.3: "Originators MUST NOT reuse the CHAP challenge sent by the
+                        // Responder for the other direction ... Responders MUST check for this
+                        // condition and close the iSCSI TCP connection if it occurs."
+                        if their_challenge == challenge {
+                            return Err(status::AUTHENTICATION_FAILURE);
+                        }
+                        let r = chap_response(alg, their_id, &mutual.secret, &their_challenge);
+                        out.push(("CHAP_N".into(), mutual.user.clone()));
+                        out.push(("CHAP_R".into(), encode_binary(&r)));
+                    }
+                    _ => return Err(status::INITIATOR_ERROR),
+                }
+                self.auth = Auth::Done;
+            }
+        }
+        Ok(())
+    }
+
+    fn response(
+        &mut self,
+        req: &LoginRequest,
+        transit: bool,
+        nsg: u8,
+        out: Vec<(String, String)>,
+    ) -> LoginResponse {
+        let stat_sn = self.next_stat_sn();
+        LoginResponse {
+            transit,
+            continue_: false,
+            csg: self.stage,
+            nsg: if transit { nsg } else { 0 },
+            version_max: 0,
+            version_active: 0,
+            isid: req.isid,
+            tsih: req.tsih,
+            itt: req.itt,
+            stat_sn,
+            exp_cmd_sn: req.cmd_sn,
+            max_cmd_sn: req.cmd_sn.wrapping_add(LOGIN_CMD_WINDOW - 1),
+            status_class: 0,
+            status_detail: 0,
+            data: encode_pairs(&out),
+        }
+    }
+}

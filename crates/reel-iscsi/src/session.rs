@@ -1,0 +1,1059 @@
+//! Target side of one connection in the full-feature phase (RFC 7143 §4–§11), sans-I/O.
+//!
+//! The transport feeds framed PDUs in ([`TargetConnection::on_frame`]), runs the SCSI
+//! work the connection hands out ([`Event::Execute`]), reports completions back
+//! ([`TargetConnection::complete`]) and writes whatever [`TargetConnection::poll_transmit`]
+//! yields. Nothing here sleeps, reads a clock or touches a socket.
+//!
+//! Invariants:
+//! - Commands are handed out in CmdSN order: a command still waiting for its
+//!   Data-Out holds back the commands behind it (tape needs ordered execution).
+//! - Every task ends exactly once: with a response, or silently when aborted
+//!   by task management or connection close. `tasks` never outlives its tags.
+//! - The command window (MaxCmdSN) only opens as tasks finish, so a peer can
+//!   never make us hold more than `queue_depth` tasks.
+//! - At ErrorRecoveryLevel 0 (all we negotiate), a protocol violation we cannot
+//!   answer in place ends the connection (§7.1.4.1 / §7.11).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::params::Negotiated;
+use crate::pdu::*;
+use crate::text::TextResponder;
+
+/// Task management functions (§11.5.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TmfFunction {
+    AbortTask,
+    AbortTaskSet,
+    ClearAca,
+    ClearTaskSet,
+    LogicalUnitReset,
+    TargetWarmReset,
+    TargetColdReset,
+    TaskReassign,
+}
+
+impl TmfFunction {
+    pub fn from_code(code: u8) -> Option<Self> {
+        use TmfFunction::*;
+        Some(match code {
+            1 => AbortTask,
+            2 => AbortTaskSet,
+            3 => ClearAca,
+            4 => ClearTaskSet,
+            5 => LogicalUnitReset,
+            6 => TargetWarmReset,
+            7 => TargetColdReset,
+            8 => TaskReassign,
+            _ => return None,
+        })
+    }
+}
+
+/// Task management response codes (§11.6.1).
+pub mod tmf_response {
+    pub const FUNCTION_COMPLETE: u8 = 0;
+    pub const TASK_DOES_NOT_EXIST: u8 = 1;
+    pub const LUN_DOES_NOT_EXIST: u8 = 2;
+    pub const TASK_STILL_ALLEGIANT: u8 = 3;
+    pub const REASSIGNMENT_NOT_SUPPORTED: u8 = 4;
+    pub const NOT_SUPPORTED: u8 = 5;
+    pub const AUTHORIZATION_FAILED: u8 = 6;
+    pub const REJECTED: u8 = 255;
+}
+
+/// What a finished SCSI command returns to the connection.
+#[derive(Clone, Debug, Default)]
+pub struct ScsiOutcome {
+    /// SCSI status byte (SAM-5 §5.3).
+    pub status: u8,
+    /// Sense data, sent in the SCSI Response data segment with its 2-byte length (§11.4.7).
+    pub sense: Option<Bytes>,
+    /// Data for the initiator; truncated to the expected length and reported as residual.
+    pub data_in: Bytes,
+}
+
+/// Work the connection hands to the transport.
+#[derive(Debug)]
+pub enum Event {
+    /// Execute this command; answer with [`TargetConnection::complete`] using `itt`.
+    Execute(Command),
+    /// Apply the device-side effects of a task management function (unit attentions,
+    /// resets), then answer with [`TargetConnection::tmf_complete`]. Tasks on this
+    /// connection affected by it have already been aborted here.
+    TaskManagement {
+        itt: u32,
+        function: TmfFunction,
+        lun: [u8; 8],
+        referenced_itt: u32,
+    },
+    /// The connection is over: close the socket after sending what is queued.
+    Close(CloseReason),
+}
+
+/// A SCSI command ready to execute: all of its Data-Out has arrived.
+#[derive(Debug)]
+pub struct Command {
+    pub itt: u32,
+    pub lun: [u8; 8],
+    pub cdb: Bytes,
+    pub attr: TaskAttr,
+    pub data_out: Bytes,
+    pub data_in_len: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Logout completed (§11.14).
+    Logout,
+    /// The peer broke the protocol; the string says how (for the log).
+    ProtocolError(String),
+    /// The peer did not answer our NOP-In ping.
+    PeerUnresponsive,
+}
+
+/// How the transport treats a frame it could not cut (returned by [`Framer::decode`]).
+pub type FrameResult = Result<Frame, FrameError>;
+
+#[derive(Debug)]
+enum TaskState {
+    /// Receiving Data-Out; `received` bytes are in place.
+    Collecting,
+    /// Waiting in the CmdSN-ordered queue for the commands ahead of it.
+    Ready,
+    /// Handed to the transport.
+    Executing,
+    /// Handed out, then aborted: its completion is swallowed.
+    Aborted,
+}
+
+#[derive(Debug)]
+struct Task {
+    cmd_sn: u32,
+    lun: [u8; 8],
+    cdb: Bytes,
+    attr: TaskAttr,
+    expected_length: u32,
+    read: bool,
+    write: bool,
+    state: TaskState,
+    /// Write buffer (allocated at EDTL when data is expected).
+    data: BytesMut,
+    received: u32,
+    /// Bytes the initiator may still send without an R2T.
+    unsolicited_left: u32,
+    /// Next offset we have not yet asked for with an R2T.
+    next_r2t_offset: u32,
+    /// Outstanding R2Ts: ttt -> (offset, length, received within it).
+    r2ts: Vec<R2tWindow>,
+    r2t_sn: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct R2tWindow {
+    ttt: u32,
+    offset: u32,
+    length: u32,
+    received: u32,
+}
+
+/// A pending TMF response: sent once the aborted tasks it waits for have drained.
+#[derive(Debug)]
+struct PendingTmf {
+    itt: u32,
+    response: Option<u8>,
+    waiting_for: Vec<u32>,
+}
+
+/// Settings that are not negotiated keys.
+#[derive(Clone, Debug)]
+pub struct ConnectionConfig {
+    /// Most tasks in flight; the CmdSN window never exceeds it (§4.2.2.1).
+    pub queue_depth: u32,
+    /// True for a discovery session: only Text, NOP and Logout are allowed (§4.3? §6.3).
+    pub discovery: bool,
+}
+
+/// Target side of one full-feature connection.
+pub struct TargetConnection {
+    params: Negotiated,
+    config: ConnectionConfig,
+    text: Option<TextResponder>,
+    stat_sn: u32,
+    exp_cmd_sn: u32,
+    tasks: HashMap<u32, Task>,
+    /// Non-immediate PDUs that arrived ahead of ExpCmdSN, by CmdSN.
+    early: BTreeMap<u32, Pdu>,
+    /// Tasks in CmdSN order, not yet handed out.
+    dispatch_order: VecDeque<u32>,
+    next_ttt: u32,
+    outbox: VecDeque<Pdu>,
+    events: VecDeque<Event>,
+    pending_tmfs: Vec<PendingTmf>,
+    /// TTT of our unanswered NOP-In ping.
+    ping_ttt: Option<u32>,
+    logout: Option<(u32, u8)>,
+    closed: bool,
+}
+
+/// Sense data for iSCSI-detected errors (§11.4.7.2): ABORTED COMMAND with these ASC/ASCQ.
+fn iscsi_sense(asc: u8, ascq: u8) -> Bytes {
+    let mut s = vec![0u8; 18];
+    s[0] = 0x70;
+    s[2] = 0x0b; // ABORTED COMMAND
+    s[7] = 10;
+    s[12] = asc;
+    s[13] = ascq;
+    Bytes::from(s)
+}
+
+fn sn_lt(a: u32, b: u32) -> bool {
+    // Serial number arithmetic (RFC 1982, §4.2.2.1).
+    a != b && b.wrapping_sub(a) < 0x8000_0000
+}
+
+impl TargetConnection {
+    pub fn new(
+        params: Negotiated,
+        config: ConnectionConfig,
+        text: Option<TextResponder>,
+        exp_cmd_sn: u32,
+        stat_sn: u32,
+    ) -> Self {
+        TargetConnection {
+            params,
+            config,
+            text,
+            stat_sn,
+            exp_cmd_sn,
+            tasks: HashMap::new(),
+            early: BTreeMap::new(),
+            dispatch_order: VecDeque::new(),
+            next_ttt: 1,
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+            pending_tmfs: Vec::new(),
+            ping_ttt: None,
+            logout: None,
+            closed: false,
+        }
+    }
+
+    /// Limits for frames we receive: our declared MaxRecvDataSegmentLength and digests.
+    pub fn receive_limits(&self) -> FrameLimits {
+        FrameLimits {
+            header_digest: self.params.header_digest,
+            data_digest: self.params.data_digest,
+            max_data_segment: self.params.max_recv_data_segment_length,
+        }
+    }
+
+    /// Limits for frames we send.
+    pub fn send_limits(&self) -> FrameLimits {
+        FrameLimits {
+            header_digest: self.params.header_digest,
+            data_digest: self.params.data_digest,
+            max_data_segment: self.params.max_xmit_data_segment_length,
+        }
+    }
+
+    pub fn params(&self) -> &Negotiated {
+        &self.params
+    }
+
+    /// Tasks this connection holds (any state). Zero once the connection is idle.
+    pub fn task_count(&self) -> usize {
+        self.tasks.len()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Pdu> {
+        self.outbox.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn max_cmd_sn(&self) -> u32 {
+        let free = self
+            .config
+            .queue_depth
+            .saturating_sub(self.tasks.len() as u32);
+        // MaxCmdSN = ExpCmdSN - 1 closes the window (§4.2.2.1).
+        self.exp_cmd_sn.wrapping_add(free).wrapping_sub(1)
+    }
+
+    fn next_stat_sn(&mut self) -> u32 {
+        let sn = self.stat_sn;
+        self.stat_sn = self.stat_sn.wrapping_add(1);
+        sn
+    }
+
+    fn reject(&mut self, reason: RejectReason, bhs: &[u8; BHS_LEN]) {
+        let pdu = Pdu::Reject(Reject {
+            reason: reason as u8,
+            stat_sn: self.next_stat_sn(),
+            exp_cmd_sn: self.exp_cmd_sn,
+            max_cmd_sn: self.max_cmd_sn(),
+            data_sn: 0,
+            data: Bytes::copy_from_slice(bhs),
+        });
+        self.outbox.push_back(pdu);
+    }
+
+    fn close(&mut self, reason: CloseReason) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        self.events.push_back(Event::Close(reason));
+    }
+
+    fn protocol_error(&mut self, bhs: &[u8; BHS_LEN], why: impl Into<String>) {
+        self.reject(RejectReason::ProtocolError, bhs);
+        self.close(CloseReason::ProtocolError(why.into()));
+    }
+
+    /// Sends a NOP-In ping (§11.19) unless one is outstanding; returns false when the
+    /// previous ping was never answered (the transport should then drop the connection).
+    pub fn ping(&mut self) -> bool {
+        if self.ping_ttt.is_some() {
+            self.close(CloseReason::PeerUnresponsive);
+            return false;
+        }
+        let ttt = self.alloc_ttt();
+        self.ping_ttt = Some(ttt);
+        let pdu = Pdu::NopIn(NopIn {
+            lun: [0; 8],
+            itt: RESERVED_TAG,
+            ttt,
+            // Not advanced for an unsolicited NOP-In (§11.19.2? StatSN carries the next value).
+            stat_sn: self.stat_sn,
+            exp_cmd_sn: self.exp_cmd_sn,
+            max_cmd_sn: self.max_cmd_sn(),
+            data: Bytes::new(),
+        });
+        self.outbox.push_back(pdu);
+        true
+    }
+
+    /// Asks the initiator to log out within `seconds` (Async Message event 1, §11.9.1),
+    /// e.g. when the server shuts down.
+    pub fn request_logout(&mut self, seconds: u16) {
+        let pdu = Pdu::AsyncMessage(AsyncMessage {
+            lun: [0; 8],
+            stat_sn: self.next_stat_sn(),
+            exp_cmd_sn: self.exp_cmd_sn,
+            max_cmd_sn: self.max_cmd_sn(),
+            event: 1,
+            vcode: 0,
+            parameters: [0, 0, seconds],
+            data: Bytes::new(),
+        });
+        self.outbox.push_back(pdu);
+    }
+
+    fn alloc_ttt(&mut self) -> u32 {
+        let ttt = self.next_ttt;
+        self.next_ttt = self.next_ttt.wrapping_add(1);
+        if self.next_ttt == RESERVED_TAG {
+            self.next_ttt = 1;
+        }
+        ttt
+    }
+
+    /// Handles what the framer produced.
+    pub fn on_frame(&mut self, frame: FrameResult) {
+        if self.closed {
+            return;
+        }
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(FrameError::HeaderDigest) => {
+                // The header can't be trusted, not even its length: nothing to quote (§7.8).
+                self.close(CloseReason::ProtocolError("header digest error".into()));
+                return;
+            }
+            Err(FrameError::DataDigest { bhs }) => {
+                // §7.8: discard the PDU and Reject it; at ERL 0 the affected task can't be
+                // recovered, so the connection ends after the Reject.
+                self.reject(RejectReason::DataDigestError, &bhs);
+                self.close(CloseReason::ProtocolError("data digest error".into()));
+                return;
+            }
+            Err(FrameError::DataSegmentTooLong { bhs, length, max }) => {
+                self.protocol_error(
+                    &bhs,
+                    format!(
+                        "data segment of {length} bytes exceeds MaxRecvDataSegmentLength {max}"
+                    ),
+                );
+                return;
+            }
+        };
+        let bhs = frame.bhs;
+        let pdu = match Pdu::parse(frame) {
+            Ok(pdu) => pdu,
+            Err(ParseError::UnknownOpcode(_)) => {
+                self.reject(RejectReason::CommandNotSupported, &bhs);
+                return;
+            }
+            Err(e) => {
+                self.reject(RejectReason::InvalidPduField, &bhs);
+                let _ = e;
+                return;
+            }
+        };
+        self.on_pdu(pdu, &bhs);
+        self.drain_dispatch();
+    }
+
+    fn on_pdu(&mut self, pdu: Pdu, bhs: &[u8; BHS_LEN]) {
+        if self.logout.is_some() && !matches!(pdu, Pdu::DataOut(_) | Pdu::NopOut(_)) {
+            // §11.14: after a Logout Request only data for tasks in progress may follow.
+            self.reject(RejectReason::WaitingForLogout, bhs);
+            return;
+        }
+        match pdu {
+            Pdu::DataOut(data) => self.on_data_out(data, bhs),
+            Pdu::SnackRequest(_) => self.reject(RejectReason::SnackReject, bhs),
+            Pdu::NopOut(ref nop) if nop.itt == RESERVED_TAG => {
+                // An answer to our ping, or an immediate "no response wanted" NOP-Out (§11.18).
+                if nop.ttt != RESERVED_TAG {
+                    if self.ping_ttt == Some(nop.ttt) {
+                        self.ping_ttt = None;
+                    }
+                } else if !nop.immediate {
+                    self.reject(RejectReason::ProtocolError, bhs);
+                }
+            }
+            Pdu::LoginRequest(_) => self.reject(RejectReason::ProtocolError, bhs),
+            Pdu::NopOut(_)
+            | Pdu::ScsiCommand(_)
+            | Pdu::TaskMgmtRequest(_)
+            | Pdu::TextRequest(_)
+            | Pdu::LogoutRequest(_) => self.sequence(pdu, bhs),
+            // Target-to-initiator opcodes are not valid from an initiator.
+            _ => self.reject(RejectReason::ProtocolError, bhs),
+        }
+    }
+
+    /// CmdSN ordering (§4.2.2.1): immediate PDUs go at once; others only at ExpCmdSN,
+    /// ahead-of-window arrivals wait, and anything outside the window is ignored.
+    fn sequence(&mut self, pdu: Pdu, bhs: &[u8; BHS_LEN]) {
+        let (immediate, cmd_sn) = match &pdu {
+            Pdu::NopOut(p) => (p.immediate, p.cmd_sn),
+            Pdu::ScsiCommand(p) => (p.immediate, p.cmd_sn),
+            Pdu::TaskMgmtRequest(p) => (p.immediate, p.cmd_sn),
+            Pdu::TextRequest(p) => (p.immediate, p.cmd_sn),
+            Pdu::LogoutRequest(p) => (p.immediate, p.cmd_sn),
+            _ => unreachable!("only command PDUs are sequenced"),
+        };
+        if immediate {
+            self.perform(pdu, bhs);
+            return;
+        }
+        let max = self
+            .exp_cmd_sn
+            .wrapping_add(self.config.queue_depth.max(1))
+            .wrapping_sub(1);
+        if sn_lt(cmd_sn, self.exp_cmd_sn) || sn_lt(max, cmd_sn) {
+            // Outside the window: silently ignored (§4.2.2.1).
+            return;
+        }
+        if cmd_sn != self.exp_cmd_sn {
+            if self.early.len() < self.config.queue_depth as usize {
+                self.early.entry(cmd_sn).or_insert(pdu);
+            }
+            return;
+        }
+        self.exp_cmd_sn = self.exp_cmd_sn.wrapping_add(1);
+        self.perform(pdu, bhs);
+        while let Some(next) = self.early.remove(&self.exp_cmd_sn) {
+            self.exp_cmd_sn = self.exp_cmd_sn.wrapping_add(1);
+            let header = next.header();
+            let mut quoted = [0u8; BHS_LEN];
+            quoted.copy_from_slice(&header[..BHS_LEN]);
+            self.perform(next, &quoted);
+        }
+    }
+
+    fn perform(&mut self, pdu: Pdu, bhs: &[u8; BHS_LEN]) {
+        if self.config.discovery && matches!(pdu, Pdu::ScsiCommand(_) | Pdu::TaskMgmtRequest(_)) {
+            // Only Text, NOP and Logout are allowed in a discovery session (§4.3? §11.10/§4.2).
+            self.reject(RejectReason::ProtocolError, bhs);
+            return;
+        }
+        match pdu {
+            Pdu::NopOut(nop) => {
+                let pdu = Pdu::NopIn(NopIn {
+                    lun: nop.lun,
+                    itt: nop.itt,
+                    ttt: RESERVED_TAG,
+                    stat_sn: self.next_stat_sn(),
+                    exp_cmd_sn: self.exp_cmd_sn,
+                    max_cmd_sn: self.max_cmd_sn(),
+                    data: nop.data,
+                });
+                self.outbox.push_back(pdu);
+            }
+            Pdu::ScsiCommand(cmd) => self.on_command(cmd, bhs),
+            Pdu::TaskMgmtRequest(tmf) => self.on_tmf(tmf),
+            Pdu::TextRequest(req) => {
+                let max_xmit = self.params.max_xmit_data_segment_length;
+                let answer = match self.text.as_mut() {
+                    Some(text) => text.on_request(&req, max_xmit).ok(),
+                    None => None,
+                };
+                match answer {
+                    Some(mut response) => {
+                        response.stat_sn = self.next_stat_sn();
+                        response.exp_cmd_sn = self.exp_cmd_sn;
+                        response.max_cmd_sn = self.max_cmd_sn();
+                        self.outbox.push_back(Pdu::TextResponse(response));
+                    }
+                    None => self.reject(RejectReason::ProtocolError, bhs),
+                }
+            }
+            Pdu::LogoutRequest(req) => {
+                // Reason 2 (remove connection for recovery) needs ERL 2 (§11.14.1).
+                let response = if req.reason == 2 { 2 } else { 0 };
+                self.logout = Some((req.itt, response));
+                // Tasks still waiting for data would never finish: abort them.
+                let collecting: Vec<u32> = self
+                    .tasks
+                    .iter()
+                    .filter(|(_, t)| matches!(t.state, TaskState::Collecting | TaskState::Ready))
+                    .map(|(itt, _)| *itt)
+                    .collect();
+                for itt in collecting {
+                    self.tasks.remove(&itt);
+                    self.dispatch_order.retain(|t| *t != itt);
+                }
+                self.maybe_finish_logout();
+            }
+            _ => unreachable!("sequence() passes only command PDUs"),
+        }
+    }
+
+    fn maybe_finish_logout(&mut self) {
+        let Some((itt, response)) = self.logout else {
+            return;
+        };
+        if !self.tasks.is_empty() || self.closed {
+            return;
+        }
+        let pdu = Pdu::LogoutResponse(LogoutResponse {
+            response,
+            itt,
+            stat_sn: self.next_stat_sn(),
+            exp_cmd_sn: self.exp_cmd_sn,
+            max_cmd_sn: self.max_cmd_sn(),
+            time2wait: 0,
+            time2retain: 0,
+        });
+        self.outbox.push_back(pdu);
+        self.close(CloseReason::Logout);
+    }
+
+    fn on_command(&mut self, cmd: ScsiCommand, bhs: &[u8; BHS_LEN]) {
+        if self.tasks.contains_key(&cmd.itt) || cmd.itt == RESERVED_TAG {
+            self.reject(RejectReason::TaskInProgress, bhs);
+            return;
+        }
+        if self.tasks.len() >= self.config.queue_depth as usize && !cmd.immediate {
+            // Can only happen with a window violation by the peer; answer TASK SET FULL.
+            self.respond_status(cmd.itt, 0x28, None, 0, false);
+            return;
+        }
+        let edtl = cmd.expected_data_length;
+        let immediate_len = cmd.data.len() as u32;
+        if !cmd.write && immediate_len > 0 {
+            self.protocol_error(bhs, "immediate data on a command without the W bit");
+            return;
+        }
+        if cmd.write && immediate_len > 0 && !self.params.immediate_data {
+            self.protocol_error(bhs, "immediate data when ImmediateData=No");
+            return;
+        }
+        let first_burst = self.params.first_burst_length;
+        if immediate_len > edtl || immediate_len > first_burst {
+            self.protocol_error(
+                bhs,
+                "immediate data beyond the expected length or FirstBurstLength",
+            );
+            return;
+        }
+        let mut task = Task {
+            cmd_sn: cmd.cmd_sn,
+            lun: cmd.lun,
+            cdb: cmd.cdb,
+            attr: cmd.attr,
+            expected_length: edtl,
+            read: cmd.read,
+            write: cmd.write,
+            state: TaskState::Ready,
+            data: BytesMut::new(),
+            received: 0,
+            unsolicited_left: 0,
+            next_r2t_offset: 0,
+            r2ts: Vec::new(),
+            r2t_sn: 0,
+        };
+        let data_out = if cmd.write { edtl } else { 0 };
+        if data_out > 0 {
+            task.data = BytesMut::zeroed(data_out as usize);
+            task.data[..immediate_len as usize].copy_from_slice(&cmd.data);
+            task.received = immediate_len;
+            // Unsolicited Data-Out PDUs may follow when InitialR2T=No and F was not set (§13.10).
+            let unsolicited_total = if self.params.initial_r2t || cmd.final_ {
+                immediate_len
+            } else {
+                first_burst.min(edtl)
+            };
+            task.unsolicited_left = unsolicited_total - immediate_len;
+            task.next_r2t_offset = unsolicited_total;
+            if task.received < data_out {
+                task.state = TaskState::Collecting;
+            }
+        } else if cmd.write && !cmd.final_ {
+            self.protocol_error(bhs, "F bit clear on a command that expects no data");
+            return;
+        }
+        let itt = cmd.itt;
+        self.tasks.insert(itt, task);
+        self.dispatch_order.push_back(itt);
+        self.issue_r2ts(itt);
+    }
+
+    /// Sends R2Ts for the data not yet solicited, keeping at most MaxOutstandingR2T (§13.17)
+    /// in flight, each at most MaxBurstLength long (§13.13).
+    fn issue_r2ts(&mut self, itt: u32) {
+        let max_outstanding = self.params.max_outstanding_r2t.max(1) as usize;
+        let max_burst = self.params.max_burst_length.max(512);
+        loop {
+            let (exp_cmd_sn, max_cmd_sn, stat_sn) =
+                (self.exp_cmd_sn, self.max_cmd_sn(), self.stat_sn);
+            let ttt_candidate = self.next_ttt;
+            let Some(task) = self.tasks.get_mut(&itt) else {
+                return;
+            };
+            if !matches!(task.state, TaskState::Collecting) {
+                return;
+            }
+            // Unsolicited data must arrive first; R2Ts wait until it has (§13.10 allows either, this is simpler).
+            if task.unsolicited_left > 0 || task.r2ts.len() >= max_outstanding {
+                return;
+            }
+            if task.next_r2t_offset >= task.expected_length {
+                return;
+            }
+            let length = (task.expected_length - task.next_r2t_offset).min(max_burst);
+            let window = R2tWindow {
+                ttt: ttt_candidate,
+                offset: task.next_r2t_offset,
+                length,
+                received: 0,
+            };
+            task.next_r2t_offset += length;
+            task.r2ts.push(window);
+            let r2t_sn = task.r2t_sn;
+            task.r2t_sn += 1;
+            let lun = task.lun;
+            self.alloc_ttt();
+            self.outbox.push_back(Pdu::R2t(R2t {
+                lun,
+                itt,
+                ttt: window.ttt,
+                stat_sn,
+                exp_cmd_sn,
+                max_cmd_sn,
+                r2t_sn,
+                buffer_offset: window.offset,
+                desired_length: length,
+            }));
+        }
+    }
+
+    fn on_data_out(&mut self, data: DataOut, bhs: &[u8; BHS_LEN]) {
+        let Some(task) = self.tasks.get_mut(&data.itt) else {
+            // Data for a task we don't have (aborted or never seen): discard (§11.7? after ABORT
+            // TASK the initiator may still send data it had in flight).
+            return;
+        };
+        if !matches!(task.state, TaskState::Collecting) {
+            self.protocol_error(bhs, "Data-Out for a task that expects no more data");
+            return;
+        }
+        let len = data.data.len() as u32;
+        let end = data.buffer_offset as u64 + len as u64;
+        if end > task.expected_length as u64 {
+            self.protocol_error(bhs, "Data-Out beyond the expected data transfer length");
+            return;
+        }
+        if data.ttt == RESERVED_TAG {
+            if len > task.unsolicited_left {
+                self.protocol_error(bhs, "unsolicited data beyond FirstBurstLength");
+                return;
+            }
+            task.unsolicited_left -= len;
+        } else {
+            let Some(window) = task.r2ts.iter_mut().find(|w| w.ttt == data.ttt) else {
+                self.protocol_error(bhs, "Data-Out with an unknown Target Transfer Tag");
+                return;
+            };
+            if data.buffer_offset < window.offset || end > (window.offset + window.length) as u64 {
+                self.protocol_error(bhs, "Data-Out outside the range its R2T asked for");
+                return;
+            }
+            window.received += len;
+        }
+        let start = data.buffer_offset as usize;
+        task.data[start..start + len as usize].copy_from_slice(&data.data);
+        task.received = task.received.saturating_add(len);
+        // A window ends with its F bit; we count bytes because that is what must be whole.
+        task.r2ts.retain(|w| w.received < w.length);
+        if task.received >= task.expected_length
+            && task.r2ts.is_empty()
+            && task.unsolicited_left == 0
+        {
+            task.state = TaskState::Ready;
+        } else if data.final_ && data.ttt == RESERVED_TAG && task.unsolicited_left > 0 {
+            // The initiator ended its unsolicited burst early (F bit): solicit the rest.
+            task.next_r2t_offset = task.next_r2t_offset.min(data.buffer_offset + len);
+            task.unsolicited_left = 0;
+        }
+        let itt = data.itt;
+        self.issue_r2ts(itt);
+    }
+
+    /// Hands out, in CmdSN order, every command whose data is complete.
+    fn drain_dispatch(&mut self) {
+        while let Some(&itt) = self.dispatch_order.front() {
+            let Some(task) = self.tasks.get_mut(&itt) else {
+                self.dispatch_order.pop_front();
+                continue;
+            };
+            if !matches!(task.state, TaskState::Ready) {
+                break;
+            }
+            self.dispatch_order.pop_front();
+            task.state = TaskState::Executing;
+            let data_out = std::mem::take(&mut task.data).freeze();
+            let data_in_len = if task.read { task.expected_length } else { 0 };
+            self.events.push_back(Event::Execute(Command {
+                itt,
+                lun: task.lun,
+                cdb: task.cdb.clone(),
+                attr: task.attr,
+                data_out,
+                data_in_len,
+            }));
+        }
+    }
+
+    /// Reports the end of a command handed out with [`Event::Execute`].
+    pub fn complete(&mut self, itt: u32, outcome: ScsiOutcome) {
+        let Some(task) = self.tasks.remove(&itt) else {
+            return;
+        };
+        let aborted = matches!(task.state, TaskState::Aborted);
+        if !aborted && !self.closed {
+            let expected = if task.read { task.expected_length } else { 0 };
+            self.send_result(itt, task.lun, expected, task.write, outcome);
+        }
+        self.settle_tmfs(itt);
+        self.maybe_finish_logout();
+    }
+
+    fn send_result(
+        &mut self,
+        itt: u32,
+        lun: [u8; 8],
+        expected: u32,
+        write: bool,
+        outcome: ScsiOutcome,
+    ) {
+        let available = outcome.data_in.len() as u64;
+        let sent = available.min(expected as u64) as u32;
+        let mut data = outcome.data_in.slice(..sent as usize);
+        let max_seg = self.params.max_xmit_data_segment_length.max(512);
+        let max_burst = self.params.max_burst_length.max(max_seg);
+        // Residual (§11.4.5): for reads against the read length; for writes the data
+        // was all taken, so only reads produce one here.
+        let (overflow, underflow, residual) = if !write || expected > 0 {
+            if available > expected as u64 {
+                (
+                    true,
+                    false,
+                    (available - expected as u64).min(u32::MAX as u64) as u32,
+                )
+            } else {
+                (
+                    false,
+                    available < expected as u64,
+                    expected - available as u32,
+                )
+            }
+        } else {
+            (false, false, 0)
+        };
+        let collapse = outcome.sense.is_none() && outcome.status == 0 && sent > 0;
+        let mut offset = 0u32;
+        let mut data_sn = 0u32;
+        let mut burst_left = max_burst;
+        while !data.is_empty() {
+            let len = (data.len() as u32).min(max_seg).min(burst_left);
+            let chunk = data.split_to(len as usize);
+            burst_left -= len;
+            let last = data.is_empty();
+            let end_of_burst = last || burst_left == 0;
+            if burst_left == 0 {
+                burst_left = max_burst;
+            }
+            let has_status = last && collapse;
+            let pdu = Pdu::DataIn(DataIn {
+                final_: end_of_burst,
+                acknowledge: false,
+                overflow: has_status && overflow,
+                underflow: has_status && underflow,
+                has_status,
+                status: if has_status { outcome.status } else { 0 },
+                lun,
+                itt,
+                ttt: RESERVED_TAG,
+                stat_sn: if has_status { self.next_stat_sn() } else { 0 },
+                exp_cmd_sn: self.exp_cmd_sn,
+                max_cmd_sn: self.max_cmd_sn(),
+                data_sn,
+                buffer_offset: offset,
+                residual: if has_status { residual } else { 0 },
+                data: chunk,
+            });
+            self.outbox.push_back(pdu);
+            data_sn += 1;
+            offset += len;
+        }
+        if !collapse {
+            let sense = outcome.sense.map(|sense| {
+                let mut segment = BytesMut::with_capacity(sense.len() + 2);
+                segment.extend_from_slice(&(sense.len().min(0xffff) as u16).to_be_bytes());
+                segment.extend_from_slice(&sense[..sense.len().min(0xffff)]);
+                segment.freeze()
+            });
+            self.respond_status_full(
+                itt,
+                outcome.status,
+                sense,
+                residual,
+                overflow,
+                underflow,
+                data_sn,
+            );
+        }
+    }
+
+    fn respond_status(
+        &mut self,
+        itt: u32,
+        status: u8,
+        sense: Option<Bytes>,
+        residual: u32,
+        underflow: bool,
+    ) {
+        self.respond_status_full(itt, status, sense, residual, false, underflow, 0);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn respond_status_full(
+        &mut self,
+        itt: u32,
+        status: u8,
+        data: Option<Bytes>,
+        residual: u32,
+        overflow: bool,
+        underflow: bool,
+        exp_data_sn: u32,
+    ) {
+        let pdu = Pdu::ScsiResponse(ScsiResponse {
+            bidi_overflow: false,
+            bidi_underflow: false,
+            overflow,
+            underflow,
+            response: 0,
+            status,
+            itt,
+            snack_tag: 0,
+            stat_sn: self.next_stat_sn(),
+            exp_cmd_sn: self.exp_cmd_sn,
+            max_cmd_sn: self.max_cmd_sn(),
+            exp_data_sn,
+            bidi_residual: 0,
+            residual: if overflow || underflow { residual } else { 0 },
+            data: data.unwrap_or_default(),
+        });
+        self.outbox.push_back(pdu);
+    }
+
+    fn on_tmf(&mut self, tmf: TaskMgmtRequest) {
+        let Some(function) = TmfFunction::from_code(tmf.function) else {
+            self.send_tmf_response(tmf.itt, tmf_response::NOT_SUPPORTED);
+            return;
+        };
+        let affected: Vec<u32> = match function {
+            TmfFunction::AbortTask => {
+                let Some(task) = self.tasks.get(&tmf.referenced_task_tag) else {
+                    // §11.5.1: a task already completed (RefCmdSN behind ExpCmdSN) counts as aborted;
+                    // one never received does not exist.
+                    let code = if sn_lt(tmf.ref_cmd_sn, self.exp_cmd_sn) {
+                        tmf_response::FUNCTION_COMPLETE
+                    } else {
+                        tmf_response::TASK_DOES_NOT_EXIST
+                    };
+                    self.send_tmf_response(tmf.itt, code);
+                    return;
+                };
+                if task.lun != tmf.lun {
+                    self.send_tmf_response(tmf.itt, tmf_response::TASK_DOES_NOT_EXIST);
+                    return;
+                }
+                vec![tmf.referenced_task_tag]
+            }
+            TmfFunction::AbortTaskSet
+            | TmfFunction::ClearTaskSet
+            | TmfFunction::LogicalUnitReset => self
+                .tasks
+                .iter()
+                .filter(|(_, t)| t.lun == tmf.lun)
+                .map(|(itt, _)| *itt)
+                .collect(),
+            TmfFunction::TargetWarmReset | TmfFunction::TargetColdReset => {
+                self.tasks.keys().copied().collect()
+            }
+            TmfFunction::ClearAca => Vec::new(),
+            TmfFunction::TaskReassign => {
+                self.send_tmf_response(tmf.itt, tmf_response::REASSIGNMENT_NOT_SUPPORTED);
+                return;
+            }
+        };
+        let mut waiting_for = Vec::new();
+        for itt in affected {
+            let Some(task) = self.tasks.get_mut(&itt) else {
+                continue;
+            };
+            match task.state {
+                TaskState::Executing | TaskState::Aborted => {
+                    task.state = TaskState::Aborted;
+                    waiting_for.push(itt);
+                }
+                _ => {
+                    self.tasks.remove(&itt);
+                    self.dispatch_order.retain(|t| *t != itt);
+                }
+            }
+        }
+        self.pending_tmfs.push(PendingTmf {
+            itt: tmf.itt,
+            response: None,
+            waiting_for,
+        });
+        if function == TmfFunction::AbortTask {
+            // Nothing device-side to do for one task: answer as soon as it has drained.
+            self.tmf_complete(tmf.itt, tmf_response::FUNCTION_COMPLETE);
+        } else {
+            self.events.push_back(Event::TaskManagement {
+                itt: tmf.itt,
+                function,
+                lun: tmf.lun,
+                referenced_itt: tmf.referenced_task_tag,
+            });
+        }
+        // Freed window slots may let queued commands go.
+        self.drain_dispatch();
+    }
+
+    /// Reports the device-side result of a task management function.
+    pub fn tmf_complete(&mut self, itt: u32, response: u8) {
+        if let Some(pending) = self.pending_tmfs.iter_mut().find(|p| p.itt == itt) {
+            pending.response = Some(response);
+        }
+        self.settle_tmfs(u32::MAX);
+    }
+
+    /// Sends TMF responses whose aborted tasks have all drained (§11.5.1: the response
+    /// follows the end of every task it affected).
+    fn settle_tmfs(&mut self, finished_itt: u32) {
+        for pending in &mut self.pending_tmfs {
+            pending.waiting_for.retain(|itt| *itt != finished_itt);
+        }
+        let mut ready = Vec::new();
+        self.pending_tmfs.retain(|p| {
+            let done = p.response.is_some() && p.waiting_for.is_empty();
+            if done {
+                ready.push((p.itt, p.response.unwrap_or(0)));
+            }
+            !done
+        });
+        for (itt, response) in ready {
+            self.send_tmf_response(itt, response);
+        }
+    }
+
+    fn send_tmf_response(&mut self, itt: u32, response: u8) {
+        if self.closed {
+            return;
+        }
+        let pdu = Pdu::TaskMgmtResponse(TaskMgmtResponse {
+            response,
+            itt,
+            stat_sn: self.next_stat_sn(),
+            exp_cmd_sn: self.exp_cmd_sn,
+            max_cmd_sn: self.max_cmd_sn(),
+        });
+        self.outbox.push_back(pdu);
+    }
+
+    /// The socket is gone: every task is over. Returns the tags of tasks still executing
+    /// (the transport lets them finish and discards their results via [`Self::complete`]).
+    pub fn connection_lost(&mut self) -> Vec<u32> {
+        self.closed = true;
+        let mut executing = Vec::new();
+        self.tasks.retain(|itt, task| match task.state {
+            TaskState::Executing | TaskState::Aborted => {
+                task.state = TaskState::Aborted;
+                executing.push(*itt);
+                true
+            }
+            _ => false,
+        });
+        self.dispatch_order.clear();
+        self.early.clear();
+        self.outbox.clear();
+        executing
+    }
+
+    /// Answers a command the transport could not run because its data was corrupt in
+    /// transit or its LUN field was unusable: CHECK CONDITION with iSCSI sense (§11.4.7.2).
+    pub fn fail_transport(&mut self, itt: u32, asc: u8, ascq: u8) {
+        self.complete(
+            itt,
+            ScsiOutcome {
+                status: 0x02,
+                sense: Some(iscsi_sense(asc, ascq)),
+                data_in: Bytes::new(),
+            },
+        );
+    }
+
+    /// CmdSN of an executing task (for logging).
+    pub fn task_cmd_sn(&self, itt: u32) -> Option<u32> {
+        self.tasks.get(&itt).map(|t| t.cmd_sn)
+    }
+}

@@ -1,0 +1,1191 @@
+//! Login, negotiation and SendTargets: initiator and target machines pumped against each other
+//! through encoded bytes (Pdu::to_bytes → Framer::decode → Pdu::parse).
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use proptest::prelude::*;
+use reel_iscsi::chap::{
+    ChapAlgorithm, ChapCredentials, chap_response, decode_binary, encode_binary,
+};
+use reel_iscsi::fuzzing::{fuzz_login, fuzz_pdu};
+use reel_iscsi::initiator_login::{
+    InitiatorLogin, InitiatorLoginConfig, InitiatorLoginOutcome, InitiatorStep, LoginError,
+};
+use reel_iscsi::login::{
+    LoginOutcome, LoginStep, PortalConfig, SessionKind, TargetConfig, TargetLogin, status,
+};
+use reel_iscsi::params::{DigestPreference, Limits};
+use reel_iscsi::pdu::{
+    FrameLimits, Framer, LoginRequest, LoginResponse, Pdu, RESERVED_TAG, TextRequest,
+};
+use reel_iscsi::text::{TextResponder, encode_pairs, parse_pairs};
+
+const INITIATOR: &str = "iqn.2024-01.org.example:initiator";
+
+fn wire(pdu: Pdu) -> Pdu {
+    let limits = FrameLimits::default();
+    let bytes = pdu.to_bytes(&limits);
+    let mut buf = BytesMut::from(&bytes[..]);
+    let frame = Framer::new(limits).decode(&mut buf).unwrap().unwrap();
+    assert!(buf.is_empty());
+    Pdu::parse(frame).unwrap()
+}
+
+fn wire_req(r: LoginRequest) -> LoginRequest {
+    match wire(Pdu::LoginRequest(r)) {
+        Pdu::LoginRequest(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn wire_resp(r: LoginResponse) -> LoginResponse {
+    match wire(Pdu::LoginResponse(r)) {
+        Pdu::LoginResponse(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn target(name: &str) -> TargetConfig {
+    TargetConfig {
+        name: name.into(),
+        alias: None,
+        allow_initiators: None,
+        chap: None,
+        mutual_chap: None,
+        portal_group_tag: 1,
+    }
+}
+
+fn portal(targets: Vec<TargetConfig>) -> Arc<PortalConfig> {
+    Arc::new(PortalConfig {
+        targets,
+        addresses: vec!["127.0.0.1:3260".into()],
+        limits: Limits::target_default(),
+        discovery_chap: None,
+    })
+}
+
+fn config(target_name: Option<&str>) -> InitiatorLoginConfig {
+    InitiatorLoginConfig {
+        initiator_name: INITIATOR.into(),
+        initiator_alias: Some("tester".into()),
+        target_name: target_name.map(str::to_string),
+        isid: [0x80, 0x12, 0x34, 0x56, 0x78, 0x9a],
+        tsih: 0,
+        cid: 0,
+        chap: None,
+        mutual_chap: None,
+        limits: Limits::initiator_default(),
+        cmd_sn: 1000,
+    }
+}
+
+struct Run {
+    initiator: Result<InitiatorLoginOutcome, LoginError>,
+    target: Option<LoginOutcome>,
+    responses: Vec<LoginResponse>,
+}
+
+fn run_with(portal: Arc<PortalConfig>, mut initiator: InitiatorLogin) -> Run {
+    let mut target = TargetLogin::new(portal, [1; 32], 100);
+    let mut req = initiator.start();
+    let mut responses = Vec::new();
+    for _ in 0..50 {
+        match target.on_request(wire_req(req)) {
+            LoginStep::Continue(resp) => {
+                let resp = wire_resp(resp);
+                responses.push(resp.clone());
+                match initiator.on_response(resp) {
+                    Ok(InitiatorStep::Send(r)) => req = r,
+                    Ok(InitiatorStep::Done(_)) => panic!("initiator done before the target"),
+                    Err(e) => {
+                        return Run {
+                            initiator: Err(e),
+                            target: None,
+                            responses,
+                        };
+                    }
+                }
+            }
+            LoginStep::Fail(resp) => {
+                assert_ne!(resp.status_class, 0);
+                let resp = wire_resp(resp);
+                responses.push(resp.clone());
+                let e = initiator.on_response(resp).unwrap_err();
+                return Run {
+                    initiator: Err(e),
+                    target: None,
+                    responses,
+                };
+            }
+            LoginStep::Complete(mut resp, outcome) => {
+                resp.tsih = 0x1234;
+                let resp = wire_resp(resp);
+                responses.push(resp.clone());
+                let result = match initiator.on_response(resp) {
+                    Ok(InitiatorStep::Done(o)) => Ok(o),
+                    Ok(InitiatorStep::Send(r)) => {
+                        panic!("initiator wants more after completion: {r:?}")
+                    }
+                    Err(e) => Err(e),
+                };
+                return Run {
+                    initiator: result,
+                    target: Some(outcome),
+                    responses,
+                };
+            }
+        }
+    }
+    panic!("login did not finish");
+}
+
+fn run(portal: Arc<PortalConfig>, config: InitiatorLoginConfig) -> Run {
+    run_with(portal, InitiatorLogin::new(config, [2; 32]))
+}
+
+fn status_of(run: &Run) -> u16 {
+    match &run.initiator {
+        Err(e) => e
+            .status_code()
+            .unwrap_or_else(|| panic!("not a status error: {e}")),
+        Ok(_) => panic!("login succeeded"),
+    }
+}
+
+#[test]
+fn no_auth_normal_session() {
+    let mut t = target("iqn.2024-01.org.example:tape");
+    t.alias = Some("tape0".into());
+    t.portal_group_tag = 7;
+    let r = run(
+        portal(vec![t]),
+        config(Some("iqn.2024-01.org.example:tape")),
+    );
+    let i = r.initiator.unwrap();
+    let t = r.target.unwrap();
+    assert_eq!(t.kind, SessionKind::Normal { target: 0 });
+    assert_eq!(t.initiator_name, INITIATOR);
+    assert_eq!(t.initiator_alias.as_deref(), Some("tester"));
+    assert_eq!(t.isid, [0x80, 0x12, 0x34, 0x56, 0x78, 0x9a]);
+    assert_eq!(t.tsih, 0);
+    assert_eq!(t.exp_cmd_sn, 1000);
+    assert_eq!(i.tsih, 0x1234);
+    assert_eq!(i.target_alias.as_deref(), Some("tape0"));
+    assert_eq!(i.cmd_sn, 1000);
+    assert_eq!(i.max_cmd_sn, 1000 + 63);
+    // StatSN: one per login response, starting at the initial value.
+    let sns: Vec<u32> = r.responses.iter().map(|r| r.stat_sn).collect();
+    assert_eq!(sns, (100..100 + sns.len() as u32).collect::<Vec<_>>());
+    assert_eq!(t.stat_sn, 100 + sns.len() as u32);
+    assert_eq!(i.exp_stat_sn, t.stat_sn);
+    // Both sides agree; each side's receive limit is the other's transmit limit.
+    let (tn, inn) = (&t.negotiated, &i.negotiated);
+    assert_eq!(tn.max_recv_data_segment_length, 262_144);
+    assert_eq!(inn.max_xmit_data_segment_length, 262_144);
+    assert_eq!(
+        inn.max_recv_data_segment_length,
+        tn.max_xmit_data_segment_length
+    );
+    for n in [tn, inn] {
+        assert!(!n.header_digest && !n.data_digest);
+        assert_eq!(n.max_burst_length, 1 << 20);
+        assert_eq!(n.first_burst_length, 65_536);
+        assert!(n.immediate_data);
+        assert!(n.initial_r2t);
+        assert_eq!(n.max_connections, 1);
+        assert_eq!(n.error_recovery_level, 0);
+    }
+    assert_eq!(tn.max_burst_length, inn.max_burst_length);
+    // TargetPortalGroupTag is in the first response (§13.9).
+    let first = parse_pairs(&r.responses[0].data).unwrap();
+    assert!(first.contains(&("TargetPortalGroupTag".into(), "7".into())));
+    for resp in &r.responses {
+        assert_eq!(resp.version_max, 0);
+        assert_eq!(resp.version_active, 0);
+        assert_eq!(resp.exp_cmd_sn, 1000);
+    }
+}
+
+fn chap_target(mutual: bool) -> TargetConfig {
+    let mut t = target("iqn.2024-01.org.example:secure");
+    t.chap = Some(ChapCredentials::new("alice", "alice-secret-123"));
+    if mutual {
+        t.mutual_chap = Some(ChapCredentials::new("target-bob", "bob-secret-4567"));
+    }
+    t
+}
+
+#[test]
+fn one_way_chap() {
+    let mut c = config(Some("iqn.2024-01.org.example:secure"));
+    c.chap = Some(ChapCredentials::new("alice", "alice-secret-123"));
+    let r = run(portal(vec![chap_target(false)]), c);
+    r.initiator.unwrap();
+    assert!(r.target.is_some());
+    // The challenge went out as hex of 16 bytes for MD5.
+    let challenge = r
+        .responses
+        .iter()
+        .flat_map(|resp| parse_pairs(&resp.data).unwrap())
+        .find(|(k, _)| k == "CHAP_C")
+        .unwrap()
+        .1;
+    assert_eq!(decode_binary(&challenge, 1024).unwrap().len(), 16);
+}
+
+#[test]
+fn one_way_chap_sha256() {
+    let mut c = config(Some("iqn.2024-01.org.example:secure"));
+    c.chap = Some(ChapCredentials::new("alice", "alice-secret-123"));
+    let initiator = InitiatorLogin::new(c, [3; 32])
+        .with_chap_algorithms(vec![ChapAlgorithm::Sha256, ChapAlgorithm::Md5]);
+    let r = run_with(portal(vec![chap_target(false)]), initiator);
+    r.initiator.unwrap();
+    let alg = r
+        .responses
+        .iter()
+        .flat_map(|resp| parse_pairs(&resp.data).unwrap())
+        .find(|(k, _)| k == "CHAP_A")
+        .unwrap()
+        .1;
+    assert_eq!(alg, "7");
+}
+
+#[test]
+fn mutual_chap() {
+    let mut c = config(Some("iqn.2024-01.org.example:secure"));
+    c.chap = Some(ChapCredentials::new("alice", "alice-secret-123"));
+    c.mutual_chap = Some(ChapCredentials::new("target-bob", "bob-secret-4567"));
+    let r = run(portal(vec![chap_target(true)]), c);
+    r.initiator.unwrap();
+    assert!(r.target.is_some());
+}
+
+#[test]
+fn mutual_chap_wrong_target_secret() {
+    let mut c = config(Some("iqn.2024-01.org.example:secure"));
+    c.chap = Some(ChapCredentials::new("alice", "alice-secret-123"));
+    c.mutual_chap = Some(ChapCredentials::new("target-bob", "not-bobs-secret"));
+    let r = run(portal(vec![chap_target(true)]), c);
+    assert_eq!(r.initiator.unwrap_err(), LoginError::MutualAuthFailed);
+}
+
+#[test]
+fn mutual_chap_without_target_credentials() {
+    let mut c = config(Some("iqn.2024-01.org.example:secure"));
+    c.chap = Some(ChapCredentials::new("alice", "alice-secret-123"));
+    c.mutual_chap = Some(ChapCredentials::new("target-bob", "bob-secret-4567"));
+    let r = run(portal(vec![chap_target(false)]), c);
+    assert_eq!(status_of(&r), status::AUTHENTICATION_FAILURE);
+}
+
+#[test]
+fn wrong_secret_and_wrong_user() {
+    let mut c = config(Some("iqn.2024-01.org.example:secure"));
+    c.chap = Some(ChapCredentials::new("alice", "wrong-secret-000"));
+    let r = run(portal(vec![chap_target(false)]), c);
+    assert_eq!(status_of(&r), status::AUTHENTICATION_FAILURE);
+    let err = r.initiator.unwrap_err();
+    assert!(err.to_string().contains("authentication failure"), "{err}");
+    let mut c = config(Some("iqn.2024-01.org.example:secure"));
+    c.chap = Some(ChapCredentials::new("mallory", "alice-secret-123"));
+    let r = run(portal(vec![chap_target(false)]), c);
+    assert_eq!(status_of(&r), status::AUTHENTICATION_FAILURE);
+}
+
+#[test]
+fn chap_required_but_not_offered() {
+    let r = run(
+        portal(vec![chap_target(false)]),
+        config(Some("iqn.2024-01.org.example:secure")),
+    );
+    assert_eq!(status_of(&r), status::AUTHENTICATION_FAILURE);
+}
+
+#[test]
+fn wrong_target_and_acl() {
+    let r = run(
+        portal(vec![target("iqn.2024-01.org.example:a")]),
+        config(Some("iqn.2024-01.org.example:b")),
+    );
+    assert_eq!(status_of(&r), status::NOT_FOUND);
+
+    let mut t = target("iqn.2024-01.org.example:a");
+    t.allow_initiators = Some(vec!["iqn.2024-01.org.example:someone-else".into()]);
+    let r = run(
+        portal(vec![t.clone()]),
+        config(Some("iqn.2024-01.org.example:a")),
+    );
+    assert_eq!(status_of(&r), status::AUTHORIZATION_FAILURE);
+
+    // Names compare case-insensitively.
+    t.allow_initiators = Some(vec![INITIATOR.to_uppercase()]);
+    let r = run(portal(vec![t]), config(Some("IQN.2024-01.org.example:A")));
+    r.initiator.unwrap();
+}
+
+fn request(csg: u8, transit: bool, nsg: u8, pairs: &[(&str, &str)]) -> LoginRequest {
+    LoginRequest {
+        transit,
+        continue_: false,
+        csg,
+        nsg: if transit { nsg } else { 0 },
+        version_max: 0,
+        version_min: 0,
+        isid: [0x80, 0, 0, 0, 0, 1],
+        tsih: 0,
+        itt: 5,
+        cid: 1,
+        cmd_sn: 7,
+        exp_stat_sn: 0,
+        data: encode_pairs(pairs),
+    }
+}
+
+fn expect_fail(step: LoginStep, code: u16) -> LoginResponse {
+    match step {
+        LoginStep::Fail(resp) => {
+            assert_eq!(
+                (resp.status_class as u16) << 8 | resp.status_detail as u16,
+                code,
+                "{resp:?}"
+            );
+            resp
+        }
+        other => panic!("expected failure {code:#06x}, got {other:?}"),
+    }
+}
+
+fn expect_continue(step: LoginStep) -> (LoginResponse, Vec<(String, String)>) {
+    match step {
+        LoginStep::Continue(resp) => {
+            let pairs = parse_pairs(&resp.data).unwrap();
+            (resp, pairs)
+        }
+        other => panic!("expected continue, got {other:?}"),
+    }
+}
+
+fn value<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+const T: &str = "iqn.2024-01.org.example:t";
+
+fn leading(extra: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+    let mut v = vec![("InitiatorName", INITIATOR), ("TargetName", T)];
+    v.extend_from_slice(extra);
+    v
+}
+
+#[test]
+fn missing_parameters_and_versions() {
+    let p = portal(vec![target(T)]);
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    let resp = expect_fail(
+        t.on_request(request(0, true, 1, &[("TargetName", T)])),
+        status::MISSING_PARAMETER,
+    );
+    assert_eq!(resp.itt, 5);
+    assert_eq!(resp.isid, [0x80, 0, 0, 0, 0, 1]);
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    expect_fail(
+        t.on_request(request(0, true, 1, &[("InitiatorName", INITIATOR)])),
+        status::MISSING_PARAMETER,
+    );
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    let mut req = request(0, true, 1, &leading(&[]));
+    req.version_min = 1;
+    req.version_max = 2;
+    expect_fail(t.on_request(req), status::UNSUPPORTED_VERSION);
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    expect_fail(
+        t.on_request(request(0, true, 1, &leading(&[("SessionType", "Bogus")]))),
+        status::SESSION_TYPE_NOT_SUPPORTED,
+    );
+    // T and C together, a reserved stage, a backwards transition: initiator errors.
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    let mut req = request(0, true, 1, &leading(&[]));
+    req.continue_ = true;
+    expect_fail(t.on_request(req), status::INITIATOR_ERROR);
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    expect_fail(
+        t.on_request(request(2, false, 0, &leading(&[]))),
+        status::INITIATOR_ERROR,
+    );
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    expect_fail(
+        t.on_request(request(1, true, 1, &leading(&[]))),
+        status::INITIATOR_ERROR,
+    );
+    // Discovery may carry a TargetName (ignored) and needs no TargetName.
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    expect_continue(t.on_request(request(
+        0,
+        true,
+        1,
+        &[
+            ("InitiatorName", INITIATOR),
+            ("SessionType", "Discovery"),
+            ("TargetName", "iqn.x:nope"),
+        ],
+    )));
+}
+
+#[test]
+fn isid_and_cid_must_not_change() {
+    let p = portal(vec![target(T)]);
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    expect_continue(t.on_request(request(0, false, 0, &leading(&[]))));
+    let mut req = request(0, false, 0, &[]);
+    req.cid = 9;
+    expect_fail(t.on_request(req), status::INITIATOR_ERROR);
+    let mut t = TargetLogin::new(p, [0; 32], 1);
+    expect_continue(t.on_request(request(0, false, 0, &leading(&[]))));
+    let mut req = request(0, false, 0, &[]);
+    req.isid[5] = 2;
+    expect_fail(t.on_request(req), status::INITIATOR_ERROR);
+}
+
+#[test]
+fn skipping_security() {
+    // No authentication configured: starting in the operational stage is fine.
+    let p = portal(vec![target(T)]);
+    let mut t = TargetLogin::new(p, [0; 32], 1);
+    match t.on_request(request(
+        1,
+        true,
+        3,
+        &leading(&[("MaxRecvDataSegmentLength", "65536")]),
+    )) {
+        LoginStep::Complete(resp, o) => {
+            assert!(resp.transit);
+            assert_eq!(resp.csg, 1);
+            assert_eq!(resp.nsg, 3);
+            assert_eq!(o.negotiated.max_xmit_data_segment_length, 65536);
+            let pairs = parse_pairs(&resp.data).unwrap();
+            assert_eq!(value(&pairs, "MaxRecvDataSegmentLength"), Some("262144"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // CHAP configured: skipping the security stage is an authentication failure.
+    let mut ct = chap_target(false);
+    ct.name = T.into();
+    let mut t = TargetLogin::new(portal(vec![ct.clone()]), [0; 32], 1);
+    expect_fail(
+        t.on_request(request(1, true, 3, &leading(&[]))),
+        status::AUTHENTICATION_FAILURE,
+    );
+    // ... and so is asking to leave the security stage without AuthMethod.
+    let mut t = TargetLogin::new(portal(vec![ct]), [0; 32], 1);
+    expect_fail(
+        t.on_request(request(0, true, 1, &leading(&[]))),
+        status::AUTHENTICATION_FAILURE,
+    );
+}
+
+#[test]
+fn chap_reflection_is_refused() {
+    let mut ct = chap_target(true);
+    ct.name = T.into();
+    let mut t = TargetLogin::new(portal(vec![ct]), [9; 32], 1);
+    expect_continue(t.on_request(request(
+        0,
+        false,
+        0,
+        &leading(&[("AuthMethod", "CHAP,None")]),
+    )));
+    let (_, pairs) = expect_continue(t.on_request(request(0, false, 0, &[("CHAP_A", "6,5")])));
+    assert_eq!(value(&pairs, "CHAP_A"), Some("5"));
+    let id: u8 = value(&pairs, "CHAP_I").unwrap().parse().unwrap();
+    let c = value(&pairs, "CHAP_C").unwrap().to_string();
+    let challenge = decode_binary(&c, 1024).unwrap();
+    let r = chap_response(
+        ChapAlgorithm::Md5,
+        id,
+        &"alice-secret-123".into(),
+        &challenge,
+    );
+    let r = encode_binary(&r);
+    let step = t.on_request(request(
+        0,
+        true,
+        1,
+        &[
+            ("CHAP_N", "alice"),
+            ("CHAP_R", &r),
+            ("CHAP_I", "1"),
+            ("CHAP_C", &c),
+        ],
+    ));
+    expect_fail(step, status::AUTHENTICATION_FAILURE);
+}
+
+#[test]
+fn chap_base64_response_and_unsupported_algorithm() {
+    let mut ct = chap_target(false);
+    ct.name = T.into();
+    let p = portal(vec![ct]);
+    let mut t = TargetLogin::new(p.clone(), [9; 32], 1);
+    expect_continue(t.on_request(request(0, false, 0, &leading(&[("AuthMethod", "CHAP")]))));
+    let (_, pairs) = expect_continue(t.on_request(request(0, false, 0, &[("CHAP_A", "5")])));
+    let id: u8 = value(&pairs, "CHAP_I").unwrap().parse().unwrap();
+    let challenge = decode_binary(value(&pairs, "CHAP_C").unwrap(), 1024).unwrap();
+    let r = chap_response(
+        ChapAlgorithm::Md5,
+        id,
+        &"alice-secret-123".into(),
+        &challenge,
+    );
+    let r = format!("0b{}", reel_iscsi::chap::encode_base64(&r));
+    let (resp, _) =
+        expect_continue(t.on_request(request(0, true, 1, &[("CHAP_N", "alice"), ("CHAP_R", &r)])));
+    assert!(resp.transit);
+    assert_eq!(resp.nsg, 1);
+
+    let mut t = TargetLogin::new(p, [9; 32], 1);
+    expect_continue(t.on_request(request(0, false, 0, &leading(&[("AuthMethod", "CHAP")]))));
+    expect_fail(
+        t.on_request(request(0, false, 0, &[("CHAP_A", "6,8")])),
+        status::AUTHENTICATION_FAILURE,
+    );
+}
+
+fn digest_limits(header: DigestPreference, data: DigestPreference) -> Limits {
+    Limits {
+        header_digest: header,
+        data_digest: data,
+        ..Limits::target_default()
+    }
+}
+
+#[test]
+fn digests_negotiated_both_ways() {
+    use DigestPreference::*;
+    let cases = [
+        (PreferCrc32c, PreferCrc32c, Some(true)),
+        (PreferNone, PreferCrc32c, Some(true)),
+        (PreferCrc32c, PreferNone, Some(false)),
+        (None, PreferCrc32c, Some(false)),
+        (Crc32c, PreferNone, Some(true)),
+        (Crc32c, None, Option::None),
+        (None, Crc32c, Option::None),
+        (PreferNone, Crc32c, Some(true)),
+    ];
+    for (target_pref, initiator_pref, expect) in cases {
+        let mut p = PortalConfig::clone(&portal(vec![target(T)]));
+        p.limits = digest_limits(target_pref, target_pref);
+        let mut c = config(Some(T));
+        c.limits.header_digest = initiator_pref;
+        c.limits.data_digest = initiator_pref;
+        let r = run(Arc::new(p), c);
+        match expect {
+            Some(on) => {
+                let i = r
+                    .initiator
+                    .unwrap_or_else(|e| panic!("{target_pref:?}/{initiator_pref:?}: {e}"));
+                let t = r.target.unwrap();
+                assert_eq!(
+                    i.negotiated.header_digest, on,
+                    "{target_pref:?}/{initiator_pref:?}"
+                );
+                assert_eq!(i.negotiated.data_digest, on);
+                assert_eq!(t.negotiated.header_digest, on);
+                assert_eq!(t.negotiated.data_digest, on);
+            }
+            Option::None => assert!(r.initiator.is_err(), "{target_pref:?}/{initiator_pref:?}"),
+        }
+    }
+}
+
+/// Logs in with the given operational keys (security skipped) and returns the answers.
+fn negotiate(
+    limits: Limits,
+    discovery: bool,
+    keys: &[(&str, &str)],
+) -> Result<(Vec<(String, String)>, LoginOutcome), u16> {
+    let mut p = PortalConfig::clone(&portal(vec![target(T)]));
+    p.limits = limits;
+    let mut t = TargetLogin::new(Arc::new(p), [0; 32], 1);
+    let mut pairs: Vec<(&str, &str)> = vec![("InitiatorName", INITIATOR)];
+    if discovery {
+        pairs.push(("SessionType", "Discovery"));
+    } else {
+        pairs.push(("TargetName", T));
+    }
+    pairs.extend_from_slice(keys);
+    match t.on_request(request(1, true, 3, &pairs)) {
+        LoginStep::Complete(resp, o) => Ok((parse_pairs(&resp.data).unwrap(), o)),
+        LoginStep::Continue(resp) => panic!("unexpected continue {resp:?}"),
+        LoginStep::Fail(resp) => Err((resp.status_class as u16) << 8 | resp.status_detail as u16),
+    }
+}
+
+#[test]
+fn numeric_rules() {
+    let (pairs, o) = negotiate(
+        Limits::target_default(),
+        false,
+        &[
+            ("MaxBurstLength", "100"),
+            ("FirstBurstLength", "2000000"),
+            ("DefaultTime2Wait", "3601"),
+            ("DefaultTime2Retain", "3600"),
+            ("MaxOutstandingR2T", "16"),
+            ("MaxConnections", "4"),
+            ("ErrorRecoveryLevel", "2"),
+        ],
+    )
+    .unwrap();
+    // Below the minimum of 512 → Reject; the default stays.
+    assert_eq!(value(&pairs, "MaxBurstLength"), Some("Reject"));
+    assert_eq!(o.negotiated.max_burst_length, 262_144);
+    // FirstBurstLength ≤ MaxBurstLength and our own limit.
+    assert_eq!(value(&pairs, "FirstBurstLength"), Some("65536"));
+    // DefaultTime2Wait above 3600 → Reject.
+    assert_eq!(value(&pairs, "DefaultTime2Wait"), Some("Reject"));
+    assert_eq!(value(&pairs, "DefaultTime2Retain"), Some("20"));
+    assert_eq!(value(&pairs, "MaxOutstandingR2T"), Some("1"));
+    assert_eq!(value(&pairs, "MaxConnections"), Some("1"));
+    assert_eq!(value(&pairs, "ErrorRecoveryLevel"), Some("0"));
+
+    let (pairs, o) = negotiate(
+        Limits::target_default(),
+        false,
+        &[
+            ("MaxBurstLength", "8192"),
+            ("FirstBurstLength", "16384"),
+            ("DefaultTime2Wait", "10"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(value(&pairs, "MaxBurstLength"), Some("8192"));
+    assert_eq!(value(&pairs, "FirstBurstLength"), Some("8192"));
+    // DefaultTime2Wait uses the maximum.
+    assert_eq!(value(&pairs, "DefaultTime2Wait"), Some("10"));
+    assert_eq!(o.negotiated.max_burst_length, 8192);
+    assert_eq!(o.negotiated.first_burst_length, 8192);
+    assert_eq!(o.negotiated.default_time2wait, 10);
+}
+
+#[test]
+fn boolean_rules() {
+    let limits = Limits {
+        immediate_data: true,
+        initial_r2t: false,
+        ..Limits::target_default()
+    };
+    let (pairs, o) = negotiate(
+        limits.clone(),
+        false,
+        &[
+            ("ImmediateData", "No"),
+            ("InitialR2T", "No"),
+            ("DataPDUInOrder", "No"),
+            ("DataSequenceInOrder", "Yes"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(value(&pairs, "ImmediateData"), Some("No")); // AND
+    assert_eq!(value(&pairs, "InitialR2T"), Some("No")); // OR of No, No
+    assert_eq!(value(&pairs, "DataPDUInOrder"), Some("Yes")); // OR with our Yes
+    assert_eq!(value(&pairs, "DataSequenceInOrder"), Some("Yes"));
+    assert!(!o.negotiated.immediate_data);
+    assert!(!o.negotiated.initial_r2t);
+    let (pairs, o) = negotiate(
+        Limits::target_default(),
+        false,
+        &[("ImmediateData", "Yes"), ("InitialR2T", "No")],
+    )
+    .unwrap();
+    assert_eq!(value(&pairs, "ImmediateData"), Some("Yes"));
+    assert_eq!(value(&pairs, "InitialR2T"), Some("Yes"));
+    assert!(o.negotiated.initial_r2t);
+}
+
+#[test]
+fn not_understood_reject_irrelevant() {
+    let (pairs, _) = negotiate(
+        Limits::target_default(),
+        false,
+        &[
+            ("X-com.example.Feature", "1"),
+            ("SomethingNew", "Yes"),
+            ("MaxConnections", "lots"),
+            ("HeaderDigest", "MD5"),
+            ("ImmediateData", "Maybe"),
+            ("IFMarker", "No"),
+            ("OFMarkInt", "2048~4096"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        value(&pairs, "X-com.example.Feature"),
+        Some("NotUnderstood")
+    );
+    assert_eq!(value(&pairs, "SomethingNew"), Some("NotUnderstood"));
+    assert_eq!(value(&pairs, "MaxConnections"), Some("Reject"));
+    assert_eq!(value(&pairs, "HeaderDigest"), Some("Reject"));
+    assert_eq!(value(&pairs, "ImmediateData"), Some("Reject"));
+    assert_eq!(value(&pairs, "IFMarker"), Some("No"));
+    assert_eq!(value(&pairs, "OFMarkInt"), Some("Reject"));
+    let (pairs, _) = negotiate(
+        Limits::target_default(),
+        true,
+        &[
+            ("MaxBurstLength", "8192"),
+            ("ImmediateData", "Yes"),
+            ("DefaultTime2Wait", "0"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(value(&pairs, "MaxBurstLength"), Some("Irrelevant"));
+    assert_eq!(value(&pairs, "ImmediateData"), Some("Irrelevant"));
+    assert_eq!(value(&pairs, "DefaultTime2Wait"), Some("2"));
+    // No TargetPortalGroupTag for discovery sessions.
+    assert_eq!(value(&pairs, "TargetPortalGroupTag"), None);
+}
+
+#[test]
+fn duplicate_and_forbidden_keys() {
+    assert_eq!(
+        negotiate(
+            Limits::target_default(),
+            false,
+            &[("MaxBurstLength", "8192"), ("MaxBurstLength", "8192")]
+        )
+        .unwrap_err(),
+        status::INITIATOR_ERROR
+    );
+    assert_eq!(
+        negotiate(Limits::target_default(), false, &[("TargetAlias", "me")]).unwrap_err(),
+        status::INITIATOR_ERROR
+    );
+    assert_eq!(
+        negotiate(Limits::target_default(), false, &[("SendTargets", "All")]).unwrap_err(),
+        status::INITIATOR_ERROR
+    );
+    assert_eq!(
+        negotiate(Limits::target_default(), false, &[("AuthMethod", "None")]).unwrap_err(),
+        status::INITIATOR_ERROR
+    );
+    // Offered again in a later PDU.
+    let p = portal(vec![target(T)]);
+    let mut t = TargetLogin::new(p, [0; 32], 1);
+    expect_continue(t.on_request(request(
+        1,
+        false,
+        0,
+        &leading(&[("MaxBurstLength", "8192")]),
+    )));
+    expect_fail(
+        t.on_request(request(1, true, 3, &[("MaxBurstLength", "4096")])),
+        status::INITIATOR_ERROR,
+    );
+}
+
+#[test]
+fn target_offers_keys_the_initiator_left_out() {
+    let limits = Limits {
+        immediate_data: false,
+        max_burst_length: 65536,
+        first_burst_length: 16384,
+        ..Limits::target_default()
+    };
+    let mut p = PortalConfig::clone(&portal(vec![target(T)]));
+    p.limits = limits;
+    let p = Arc::new(p);
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    // The initiator jumps straight to the full-feature phase without operational keys.
+    let (resp, pairs) =
+        expect_continue(t.on_request(request(0, true, 3, &leading(&[("AuthMethod", "None")]))));
+    assert!(!resp.transit, "target must wait for answers to its offers");
+    assert_eq!(value(&pairs, "ImmediateData"), Some("No"));
+    assert_eq!(value(&pairs, "MaxBurstLength"), Some("65536"));
+    assert_eq!(value(&pairs, "FirstBurstLength"), Some("16384"));
+    assert_eq!(value(&pairs, "MaxRecvDataSegmentLength"), Some("262144"));
+    match t.on_request(request(
+        0,
+        true,
+        3,
+        &[
+            ("ImmediateData", "No"),
+            ("MaxBurstLength", "65536"),
+            ("FirstBurstLength", "8192"),
+        ],
+    )) {
+        LoginStep::Complete(_, o) => {
+            assert!(!o.negotiated.immediate_data);
+            assert_eq!(o.negotiated.max_burst_length, 65536);
+            assert_eq!(o.negotiated.first_burst_length, 8192);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Not answering the offers is an initiator error.
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    expect_continue(t.on_request(request(0, true, 3, &leading(&[("AuthMethod", "None")]))));
+    expect_fail(
+        t.on_request(request(0, true, 3, &[])),
+        status::INITIATOR_ERROR,
+    );
+    // Our own initiator answers offers it did not expect.
+    let mut c = config(Some(T));
+    c.limits.immediate_data = true;
+    let r = run(p, c);
+    let i = r.initiator.unwrap();
+    assert!(!i.negotiated.immediate_data);
+    assert_eq!(i.negotiated.max_burst_length, 65536);
+    assert_eq!(r.target.unwrap().negotiated, {
+        let mut n = i.negotiated.clone();
+        std::mem::swap(
+            &mut n.max_recv_data_segment_length,
+            &mut n.max_xmit_data_segment_length,
+        );
+        n
+    });
+}
+
+#[test]
+fn multi_pdu_login_text() {
+    let p = portal(vec![target(T)]);
+    let mut t = TargetLogin::new(p, [0; 32], 1);
+    let long = "x".repeat(200);
+    let mut keys: Vec<(&str, &str)> = leading(&[("AuthMethod", "None")]);
+    keys.push(("X-long", &long));
+    let full = encode_pairs(&keys);
+    let (a, b) = full.split_at(37);
+    let mut first = request(0, false, 0, &[]);
+    first.continue_ = true;
+    first.data = Bytes::copy_from_slice(a);
+    let (resp, pairs) = expect_continue(t.on_request(wire_req(first)));
+    assert!(pairs.is_empty());
+    assert!(!resp.transit);
+    let mut second = request(0, true, 1, &[]);
+    second.data = Bytes::copy_from_slice(b);
+    let (resp, pairs) = expect_continue(t.on_request(wire_req(second)));
+    assert!(resp.transit);
+    assert_eq!(value(&pairs, "AuthMethod"), Some("None"));
+    assert_eq!(value(&pairs, "X-long"), Some("NotUnderstood"));
+    // Too much text in total is refused.
+    let mut t = TargetLogin::new(portal(vec![target(T)]), [0; 32], 1);
+    let mut step = None;
+    for _ in 0..20 {
+        let mut r = request(0, false, 0, &[]);
+        r.continue_ = true;
+        r.data = Bytes::from(vec![b'a'; 8192]);
+        match t.on_request(r) {
+            LoginStep::Continue(_) => {}
+            other => {
+                step = Some(other);
+                break;
+            }
+        }
+    }
+    expect_fail(step.unwrap(), status::INITIATOR_ERROR);
+}
+
+fn text_request(itt: u32, ttt: u32, data: &[u8]) -> TextRequest {
+    TextRequest {
+        immediate: false,
+        final_: true,
+        continue_: false,
+        lun: [0; 8],
+        itt,
+        ttt,
+        cmd_sn: 1,
+        exp_stat_sn: 1,
+        data: Bytes::copy_from_slice(data),
+    }
+}
+
+/// Runs one SendTargets exchange, following continuations, and returns the reassembled answer.
+fn send_targets(
+    responder: &mut TextResponder,
+    value: &str,
+    max_xmit: u32,
+) -> (Vec<(String, String)>, usize) {
+    let mut req = text_request(
+        42,
+        RESERVED_TAG,
+        format!("SendTargets={value}\0").as_bytes(),
+    );
+    let mut text = Vec::new();
+    let mut pdus = 0;
+    loop {
+        let resp = responder.on_request(&req, max_xmit).unwrap();
+        let resp = match wire(Pdu::TextResponse(resp)) {
+            Pdu::TextResponse(r) => r,
+            other => panic!("{other:?}"),
+        };
+        pdus += 1;
+        assert!(resp.data.len() <= max_xmit as usize);
+        assert_eq!(resp.itt, 42);
+        text.extend_from_slice(&resp.data);
+        if resp.final_ {
+            assert!(!resp.continue_);
+            assert_eq!(resp.ttt, RESERVED_TAG);
+            break;
+        }
+        assert!(resp.continue_);
+        assert_ne!(resp.ttt, RESERVED_TAG);
+        req = text_request(42, resp.ttt, b"");
+        req.final_ = true;
+    }
+    (parse_pairs(&text).unwrap(), pdus)
+}
+
+#[test]
+fn discovery_and_send_targets() {
+    let mut targets: Vec<TargetConfig> = (0..30)
+        .map(|i| target(&format!("iqn.2024-01.org.example:tape{i:02}")))
+        .collect();
+    targets[3].allow_initiators = Some(vec![INITIATOR.into()]);
+    targets[4].allow_initiators = Some(vec!["iqn.2024-01.org.example:other".into()]);
+    targets[5].portal_group_tag = 9;
+    let mut p = PortalConfig::clone(&portal(targets));
+    p.addresses = vec!["127.0.0.1:3260".into(), "[::1]:3260".into()];
+    let p = Arc::new(p);
+
+    // Discovery login through both machines.
+    let r = run(p.clone(), config(None));
+    r.initiator.unwrap();
+    assert_eq!(r.target.as_ref().unwrap().kind, SessionKind::Discovery);
+
+    let mut responder = TextResponder::new(p.clone(), None, true).with_initiator_name(INITIATOR);
+    let (pairs, pdus) = send_targets(&mut responder, "All", 512);
+    assert!(pdus > 1, "answer should need continuation");
+    let names: Vec<&str> = pairs
+        .iter()
+        .filter(|(k, _)| k == "TargetName")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(names.len(), 29);
+    assert!(names.contains(&"iqn.2024-01.org.example:tape03"));
+    assert!(!names.contains(&"iqn.2024-01.org.example:tape04"));
+    // Records: TargetName then its addresses with the portal group tag.
+    let at = pairs
+        .iter()
+        .position(|(_, v)| v == "iqn.2024-01.org.example:tape05")
+        .unwrap();
+    assert_eq!(
+        pairs[at + 1],
+        ("TargetAddress".into(), "127.0.0.1:3260,9".into())
+    );
+    assert_eq!(
+        pairs[at + 2],
+        ("TargetAddress".into(), "[::1]:3260,9".into())
+    );
+    assert!(
+        pairs
+            .iter()
+            .all(|(k, _)| k == "TargetName" || k == "TargetAddress")
+    );
+
+    // One round trip when it fits.
+    let (pairs, pdus) = send_targets(&mut responder, "iqn.2024-01.org.example:tape07", 8192);
+    assert_eq!(pdus, 1);
+    assert_eq!(pairs.len(), 3);
+    let (pairs, _) = send_targets(&mut responder, "iqn.2024-01.org.example:tape04", 8192);
+    assert!(pairs.is_empty());
+
+    // Without knowing the initiator, ACL'd targets stay hidden.
+    let mut anonymous = TextResponder::new(p.clone(), None, true);
+    let (pairs, _) = send_targets(&mut anonymous, "All", 65536);
+    assert_eq!(pairs.iter().filter(|(k, _)| k == "TargetName").count(), 28);
+
+    // Normal session: only the current target; All is not supported there.
+    let mut normal = TextResponder::new(p.clone(), Some(7), false).with_initiator_name(INITIATOR);
+    let (pairs, _) = send_targets(&mut normal, "", 8192);
+    assert_eq!(
+        pairs[0],
+        ("TargetName".into(), "iqn.2024-01.org.example:tape07".into())
+    );
+    assert_eq!(pairs.len(), 3);
+    let (pairs, _) = send_targets(&mut normal, "All", 8192);
+    assert_eq!(pairs, vec![("SendTargets".into(), "Reject".into())]);
+    let (pairs, _) = send_targets(&mut normal, "iqn.2024-01.org.example:tape08", 8192);
+    assert!(pairs.is_empty());
+}
+
+#[test]
+fn text_responder_edge_cases() {
+    let p = portal(vec![target(T)]);
+    let mut r = TextResponder::new(p, None, true).with_initiator_name(INITIATOR);
+    // Unknown keys, login-only keys, FFP MaxRecvDataSegmentLength.
+    let resp = r
+        .on_request(
+            &text_request(
+                1,
+                RESERVED_TAG,
+                b"X-foo=1\0MaxBurstLength=512\0MaxRecvDataSegmentLength=4096\0",
+            ),
+            8192,
+        )
+        .unwrap();
+    let pairs = parse_pairs(&resp.data).unwrap();
+    assert_eq!(value(&pairs, "X-foo"), Some("NotUnderstood"));
+    assert_eq!(value(&pairs, "MaxBurstLength"), Some("Reject"));
+    assert_eq!(value(&pairs, "MaxRecvDataSegmentLength"), None);
+    assert_eq!(r.take_max_xmit_update(), Some(4096));
+    assert_eq!(r.take_max_xmit_update(), None);
+    // Malformed text and unknown transfer tags are protocol errors.
+    assert!(
+        r.on_request(&text_request(1, RESERVED_TAG, b"garbage"), 8192)
+            .is_err()
+    );
+    assert!(r.on_request(&text_request(1, 77, b""), 8192).is_err());
+    let mut both = text_request(1, RESERVED_TAG, b"");
+    both.continue_ = true;
+    assert!(r.on_request(&both, 8192).is_err());
+    // A multi-PDU request (C=1) is accumulated.
+    let mut part = text_request(3, RESERVED_TAG, b"SendTar");
+    part.final_ = false;
+    part.continue_ = true;
+    let ack = r.on_request(&part, 8192).unwrap();
+    assert!(!ack.final_ && ack.data.is_empty());
+    assert_ne!(ack.ttt, RESERVED_TAG);
+    let rest = text_request(3, ack.ttt, b"gets=All\0");
+    let resp = r.on_request(&rest, 8192).unwrap();
+    assert!(resp.final_);
+    assert_eq!(
+        value(&parse_pairs(&resp.data).unwrap(), "TargetName"),
+        Some(T)
+    );
+    // A duplicate key is a protocol error.
+    assert!(
+        r.on_request(
+            &text_request(4, RESERVED_TAG, b"SendTargets=All\0SendTargets=All\0"),
+            8192
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn secrets_absent_from_debug_output() {
+    let mut c = config(Some("iqn.2024-01.org.example:secure"));
+    c.chap = Some(ChapCredentials::new("alice", "alice-secret-123"));
+    c.mutual_chap = Some(ChapCredentials::new("target-bob", "bob-secret-4567"));
+    let p = portal(vec![chap_target(true)]);
+    let mut dump = format!("{p:?}{c:?}");
+    let mut initiator = InitiatorLogin::new(c.clone(), [2; 32]);
+    let mut target = TargetLogin::new(p.clone(), [1; 32], 1);
+    dump += &format!("{initiator:?}{target:?}");
+    let mut req = initiator.start();
+    loop {
+        dump += &format!("{req:?}");
+        let step = target.on_request(req);
+        dump += &format!("{step:?}");
+        let resp = match step {
+            LoginStep::Continue(r) => r,
+            LoginStep::Complete(r, o) => {
+                dump += &format!("{o:?}");
+                let done = initiator.on_response(r).unwrap();
+                dump += &format!("{done:?}");
+                break;
+            }
+            LoginStep::Fail(r) => panic!("{r:?}"),
+        };
+        match initiator.on_response(resp).unwrap() {
+            InitiatorStep::Send(r) => req = r,
+            InitiatorStep::Done(_) => unreachable!(),
+        }
+    }
+    // Failures too.
+    let mut bad = c;
+    bad.chap = Some(ChapCredentials::new("alice", "wrong-secret-000"));
+    dump += &format!("{:?}", run(p.clone(), bad.clone()).initiator);
+    bad.chap = Some(ChapCredentials::new("alice", "alice-secret-123"));
+    bad.mutual_chap = Some(ChapCredentials::new("target-bob", "wrong-bob-secret"));
+    let e = run(p, bad).initiator.unwrap_err();
+    dump += &format!("{e:?}{e}");
+    for secret in [
+        "alice-secret-123",
+        "bob-secret-4567",
+        "wrong-secret-000",
+        "wrong-bob-secret",
+    ] {
+        assert!(!dump.contains(secret), "{secret} leaked");
+        assert!(!dump.contains(&hex_of(secret)), "{secret} leaked as hex");
+    }
+    assert!(dump.contains("<secret>"));
+}
+
+fn hex_of(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn after_failure_everything_fails() {
+    let mut t = TargetLogin::new(portal(vec![target(T)]), [0; 32], 1);
+    expect_fail(
+        t.on_request(request(0, true, 1, &[])),
+        status::MISSING_PARAMETER,
+    );
+    expect_fail(
+        t.on_request(request(0, true, 1, &leading(&[]))),
+        status::INITIATOR_ERROR,
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn pairs_round_trip(pairs in proptest::collection::vec(("[A-Za-z0-9._@+-]{1,63}", "[^\\x00]{0,60}"), 0..20)) {
+        let pairs: Vec<(String, String)> = pairs
+            .into_iter()
+            .filter(|(_, v)| v.len() <= 255)
+            .map(|(k, v)| (k, v.replace('\0', "")))
+            .collect();
+        let encoded = encode_pairs(&pairs);
+        prop_assert_eq!(parse_pairs(&encoded).unwrap(), pairs);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_target(data in proptest::collection::vec(any::<u8>(), 0..600)) {
+        fuzz_login(&data);
+        let mut t = TargetLogin::new(portal(vec![target(T)]), [0; 32], 1);
+        let mut req = request(0, false, 0, &[]);
+        req.data = Bytes::from(data.clone());
+        let _ = t.on_request(req);
+        fuzz_pdu(&data);
+    }
+
+    #[test]
+    fn arbitrary_keys_never_panic_the_target(
+        keys in proptest::collection::vec((
+            prop_oneof![
+                Just("HeaderDigest".to_string()), Just("MaxBurstLength".to_string()),
+                Just("FirstBurstLength".to_string()), Just("AuthMethod".to_string()),
+                Just("CHAP_A".to_string()), Just("CHAP_R".to_string()), Just("CHAP_N".to_string()),
+                Just("CHAP_I".to_string()), Just("CHAP_C".to_string()), Just("ImmediateData".to_string()),
+                Just("MaxRecvDataSegmentLength".to_string()), Just("SessionType".to_string()),
+                "[A-Za-z]{1,10}",
+            ],
+            prop_oneof![Just("0x00".to_string()), Just("5".to_string()), Just("CHAP,None".to_string()),
+                        Just("Yes".to_string()), "[ -~]{0,20}"],
+            any::<u8>(),
+        ), 0..12),
+    ) {
+        let mut ct = chap_target(true);
+        ct.name = T.into();
+        let mut t = TargetLogin::new(portal(vec![ct, target("iqn.x:y")]), [0; 32], 1);
+        let first = t.on_request(request(0, false, 0, &leading(&[])));
+        prop_assert!(matches!(first, LoginStep::Continue(_)));
+        for (k, v, flags) in keys {
+            let mut req = request((flags >> 2) & 1, flags & 0x80 != 0, flags & 3, &[(k.as_str(), v.as_str())]);
+            req.continue_ = flags & 0x40 != 0 && !req.transit;
+            match t.on_request(req) {
+                LoginStep::Continue(_) => {}
+                LoginStep::Fail(resp) => { prop_assert_ne!(resp.status_class, 0); break; }
+                LoginStep::Complete(resp, _) => { prop_assert!(resp.transit); break; }
+            }
+        }
+    }
+}
