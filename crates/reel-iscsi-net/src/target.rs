@@ -83,9 +83,21 @@ pub struct TargetServer {
 
 impl TargetServer {
     /// Binds every portal and starts accepting.
+    /// When `config.portal.addresses` is empty, the bound addresses are advertised in
+    /// SendTargets answers.
     pub async fn start(config: TargetServerConfig) -> std::io::Result<TargetServer> {
+        let mut listeners = Vec::new();
+        for addr in &config.listen {
+            listeners.push(TcpListener::bind(addr).await?);
+        }
+        let mut portal = config.portal;
+        if portal.addresses.is_empty() {
+            for listener in &listeners {
+                portal.addresses.push(listener.local_addr()?.to_string());
+            }
+        }
         let shared = Arc::new(Shared {
-            portal: Arc::new(config.portal),
+            portal: Arc::new(portal),
             luns: config.luns,
             queue_depth: config.queue_depth.max(1),
             nop_interval: config.nop_interval,
@@ -98,8 +110,7 @@ impl TargetServer {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut local_addrs = Vec::new();
         let mut tasks = Vec::new();
-        for addr in &config.listen {
-            let listener = TcpListener::bind(addr).await?;
+        for listener in listeners {
             local_addrs.push(listener.local_addr()?);
             let shared = shared.clone();
             let shutdown_rx = shutdown_rx.clone();

@@ -32,8 +32,14 @@ fn read_pdu(stream: &mut TcpStream, buf: &mut BytesMut, limits: FrameLimits) -> 
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let addr = args.first().cloned().unwrap_or_else(|| "127.0.0.1:3260".into());
-    let target = args.get(1).filter(|t| *t != "-" && !t.starts_with("--")).cloned();
+    let addr = args
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1:3260".into());
+    let target = args
+        .get(1)
+        .filter(|t| *t != "-" && !t.starts_with("--"))
+        .cloned();
     let mut chap = None;
     let mut mutual = None;
     let mut limits = Limits::initiator_default();
@@ -42,11 +48,17 @@ fn main() {
     while i < args.len() {
         match args[i].as_str() {
             "--chap" => {
-                chap = Some(ChapCredentials::new(args[i + 1].clone(), args[i + 2].clone()));
+                chap = Some(ChapCredentials::new(
+                    args[i + 1].clone(),
+                    args[i + 2].clone(),
+                ));
                 i += 2;
             }
             "--mutual" => {
-                mutual = Some(ChapCredentials::new(args[i + 1].clone(), args[i + 2].clone()));
+                mutual = Some(ChapCredentials::new(
+                    args[i + 1].clone(),
+                    args[i + 2].clone(),
+                ));
                 i += 2;
             }
             "--digest" => {
@@ -71,7 +83,10 @@ fn main() {
         cmd_sn: 1,
     };
     let mut seed = [0u8; 32];
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     seed[..16].copy_from_slice(&nanos.to_le_bytes());
     seed[16..20].copy_from_slice(&std::process::id().to_le_bytes());
     let mut login = InitiatorLogin::new(config, seed).with_chap_algorithms(algorithms);
@@ -81,8 +96,16 @@ fn main() {
     let login_limits = FrameLimits::default();
     let mut req = login.start();
     let outcome = loop {
-        println!("-> login csg={} nsg={} T={} {:?}", req.csg, req.nsg, req.transit, show(&req.data));
-        stream.write_all(&Pdu::LoginRequest(req).to_bytes(&login_limits)).expect("write");
+        println!(
+            "-> login csg={} nsg={} T={} {:?}",
+            req.csg,
+            req.nsg,
+            req.transit,
+            show(&req.data)
+        );
+        stream
+            .write_all(&Pdu::LoginRequest(req).to_bytes(&login_limits))
+            .expect("write");
         let Pdu::LoginResponse(resp) = read_pdu(&mut stream, &mut buf, login_limits) else {
             panic!("expected a login response");
         };
@@ -123,15 +146,26 @@ fn main() {
             data: Bytes::from_static(b"SendTargets=All\0"),
         };
         cmd_sn = cmd_sn.wrapping_add(1);
-        stream.write_all(&Pdu::TextRequest(text).to_bytes(&send)).expect("write");
+        stream
+            .write_all(&Pdu::TextRequest(text).to_bytes(&send))
+            .expect("write");
         let Pdu::TextResponse(resp) = read_pdu(&mut stream, &mut buf, recv) else {
             panic!("expected a text response");
         };
         exp_stat_sn = resp.stat_sn.wrapping_add(1);
         println!("SendTargets: {:?}", show(&resp.data));
     }
-    let logout = LogoutRequest { immediate: true, reason: 0, itt: 2, cid: 0, cmd_sn, exp_stat_sn };
-    stream.write_all(&Pdu::LogoutRequest(logout).to_bytes(&send)).expect("write");
+    let logout = LogoutRequest {
+        immediate: true,
+        reason: 0,
+        itt: 2,
+        cid: 0,
+        cmd_sn,
+        exp_stat_sn,
+    };
+    stream
+        .write_all(&Pdu::LogoutRequest(logout).to_bytes(&send))
+        .expect("write");
     match read_pdu(&mut stream, &mut buf, recv) {
         Pdu::LogoutResponse(r) => println!("LOGOUT response={}", r.response),
         other => println!("unexpected: {other:?}"),
@@ -139,5 +173,9 @@ fn main() {
 }
 
 fn show(data: &[u8]) -> Vec<String> {
-    parse_pairs(data).unwrap_or_default().into_iter().map(|(k, v)| format!("{k}={v}")).collect()
+    parse_pairs(data)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect()
 }

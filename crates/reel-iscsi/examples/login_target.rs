@@ -1,6 +1,6 @@
-//! Throwaway blocking target for interop checks of the target login machine and SendTargets
+//! Throwaway blocking (thread per connection) target for interop checks of the target login machine and SendTargets
 //! against real initiators (libiscsi's `iscsi-ls`, open-iscsi). Serves a bounded number of
-//! connections one at a time, answers login, Text (SendTargets), NOP-Out and Logout; SCSI commands
+//! connections, answers login, Text (SendTargets), NOP-Out and Logout; SCSI commands
 //! get CHECK CONDITION / ILLEGAL REQUEST (no SCSI here).
 //!
 //! ```text
@@ -18,7 +18,9 @@ use bytes::{Bytes, BytesMut};
 use reel_iscsi::chap::ChapCredentials;
 use reel_iscsi::login::{LoginStep, PortalConfig, SessionKind, TargetConfig, TargetLogin};
 use reel_iscsi::params::{DigestPreference, Limits};
-use reel_iscsi::pdu::{FrameLimits, Framer, LogoutResponse, NopIn, Pdu, RESERVED_TAG, ScsiResponse};
+use reel_iscsi::pdu::{
+    FrameLimits, Framer, LogoutResponse, NopIn, Pdu, RESERVED_TAG, ScsiResponse,
+};
 use reel_iscsi::text::{TextResponder, parse_pairs};
 
 fn read_pdu(stream: &mut TcpStream, buf: &mut BytesMut, limits: FrameLimits) -> Option<Pdu> {
@@ -48,7 +50,11 @@ fn read_pdu(stream: &mut TcpStream, buf: &mut BytesMut, limits: FrameLimits) -> 
 }
 
 fn show(data: &[u8]) -> Vec<String> {
-    parse_pairs(data).unwrap_or_default().into_iter().map(|(k, v)| format!("{k}={v}")).collect()
+    parse_pairs(data)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect()
 }
 
 fn serve(mut stream: TcpStream, portal: Arc<PortalConfig>, seed: [u8; 32]) {
@@ -61,7 +67,14 @@ fn serve(mut stream: TcpStream, portal: Arc<PortalConfig>, seed: [u8; 32]) {
             println!("connection closed during login");
             return;
         };
-        println!("<- login csg={} nsg={} T={} C={} {:?}", req.csg, req.nsg, req.transit, req.continue_, show(&req.data));
+        println!(
+            "<- login csg={} nsg={} T={} C={} {:?}",
+            req.csg,
+            req.nsg,
+            req.transit,
+            req.continue_,
+            show(&req.data)
+        );
         let (resp, done) = match login.on_request(req) {
             LoginStep::Continue(r) => (r, None),
             LoginStep::Fail(r) => {
@@ -74,8 +87,16 @@ fn serve(mut stream: TcpStream, portal: Arc<PortalConfig>, seed: [u8; 32]) {
                 (r, Some(o))
             }
         };
-        println!("-> login csg={} nsg={} T={} {:?}", resp.csg, resp.nsg, resp.transit, show(&resp.data));
-        stream.write_all(&Pdu::LoginResponse(resp).to_bytes(&login_limits)).unwrap();
+        println!(
+            "-> login csg={} nsg={} T={} {:?}",
+            resp.csg,
+            resp.nsg,
+            resp.transit,
+            show(&resp.data)
+        );
+        stream
+            .write_all(&Pdu::LoginResponse(resp).to_bytes(&login_limits))
+            .unwrap();
         if let Some(o) = done {
             break o;
         }
@@ -88,7 +109,8 @@ fn serve(mut stream: TcpStream, portal: Arc<PortalConfig>, seed: [u8; 32]) {
         SessionKind::Discovery => (None, true),
         SessionKind::Normal { target } => (Some(target), false),
     };
-    let mut text = TextResponder::new(portal, target, discovery).with_initiator_name(outcome.initiator_name.clone());
+    let mut text = TextResponder::new(portal, target, discovery)
+        .with_initiator_name(outcome.initiator_name.clone());
     let mut stat_sn = outcome.stat_sn;
     let mut exp_cmd_sn = outcome.exp_cmd_sn;
     while let Some(pdu) = read_pdu(&mut stream, &mut buf, recv) {
@@ -190,7 +212,10 @@ fn serve(mut stream: TcpStream, portal: Arc<PortalConfig>, seed: [u8; 32]) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let addr = args.first().cloned().unwrap_or_else(|| "127.0.0.1:3271".into());
+    let addr = args
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1:3271".into());
     let connections: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(4);
     let portal = Arc::new(PortalConfig {
         targets: vec![
@@ -224,10 +249,15 @@ fn main() {
     for (i, stream) in listener.incoming().take(connections).enumerate() {
         let Ok(stream) = stream else { continue };
         let mut seed = [0u8; 32];
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
         seed[..16].copy_from_slice(&nanos.to_le_bytes());
         seed[16] = i as u8;
         println!("=== connection {i}");
-        serve(stream, portal.clone(), seed);
+        let portal = portal.clone();
+        std::thread::spawn(move || serve(stream, portal, seed));
     }
+    std::thread::sleep(Duration::from_secs(2));
 }

@@ -2,8 +2,8 @@
 //!
 //! The response to a challenge is `H(identifier || secret || challenge)` (RFC 1994 §4.1) where `H` is
 //! the algorithm chosen with `CHAP_A`: 5 = MD5 (RFC 1994, the only one RFC 7143 requires) and
-//! 7 = SHA-256 (the value open-iscsi and SCST use, registered for iSCSI by RFC 9.. drafts; note that
-//! Linux tgt uses 7 for SHA-1, so an initiator talking to tgt should offer 5 only).
+//! 7 = SHA-256 (the value open-iscsi and SCST use for SHA-256; note that Linux tgt uses 7 for
+//! SHA-1, so an initiator talking to tgt must offer 5 only — verified against tgtd 1.0.85).
 //!
 //! Binary values (`CHAP_C`, `CHAP_R`) are encoded as `0x` + hex or `0b` + base64 (§6.1, "binary-value").
 //! Secrets never appear in `Debug` output or errors: they live in [`Secret`].
@@ -184,9 +184,10 @@ pub fn encode_binary(bytes: &[u8]) -> String {
 /// An odd number of hex digits is read as if a leading zero were present (as tgt and open-iscsi do).
 pub fn decode_binary(value: &str, max_len: usize) -> Result<Vec<u8>, ChapError> {
     let bytes = value.as_bytes();
-    if bytes.len() < 2 || bytes[0] != b'0' {
+    if bytes.len() < 2 || bytes[0] != b'0' || !matches!(bytes[1], b'x' | b'X' | b'b' | b'B') {
         return Err(ChapError::BadPrefix);
     }
+    // Both prefix bytes are ASCII, so byte 2 is a character boundary.
     let body = &value[2..];
     if body.is_empty() {
         return Err(ChapError::Empty);
@@ -367,6 +368,9 @@ mod tests {
         assert!(decode_binary("12", 1024).is_err());
         assert!(decode_binary("0xzz", 1024).is_err());
         assert!(decode_binary("0x0102", 1).is_err());
+        assert!(decode_binary("0\u{e9}", 1024).is_err());
+        assert!(decode_binary("0x\u{e9}", 1024).is_err());
+        assert!(decode_binary("0b\u{e9}\u{e9}", 1024).is_err());
         for len in 0..20 {
             let v: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
             if !v.is_empty() {

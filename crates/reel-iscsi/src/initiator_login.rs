@@ -274,7 +274,7 @@ impl InitiatorLogin {
         }
         self.text.extend_from_slice(&resp.data);
         if resp.continue_ {
-            // §6.? long text: acknowledge with an empty request and wait for the rest.
+            // §11.13.7 C bit: acknowledge with an empty request and wait for the rest.
             let (transit, nsg) = self.last_transit;
             return Ok(InitiatorStep::Send(self.request_data(
                 transit,
@@ -328,7 +328,7 @@ impl InitiatorLogin {
                     )
                 });
             }
-            // §11.13.3? the target may only transit when we asked, and no further than we asked.
+            // §11.13.6 T bit: the target may only transit when we asked, and no further than we asked.
             let (asked_transit, asked) = self.last_transit;
             if !asked_transit || resp.nsg == 2 || resp.nsg <= self.stage || resp.nsg > asked {
                 return proto("invalid stage transition in login response");

@@ -77,7 +77,7 @@ pub mod status {
 pub const LOGIN_CMD_WINDOW: u32 = 64;
 /// Most request/response exchanges one login may take before we give up.
 const MAX_EXCHANGES: u32 = 64;
-/// Longest iSCSI name (§4.2.7.1? "iSCSI names ... 223 bytes").
+/// Longest iSCSI name (§4.2.7.1: "not more than 223 bytes").
 const MAX_NAME_LEN: usize = 223;
 /// Data segment limit during login (§13.12: the default 8192 is in force until the FFP).
 const LOGIN_MAX_SEGMENT: usize = 8192;
@@ -306,7 +306,7 @@ impl TargetLogin {
                 self.ident = Some(ident);
                 self.stage = req.csg;
             }
-            // §6.? : ISID, TSIH and CID must not change during the login; the stage only advances
+            // §11.12.5–§11.12.7: ISID, TSIH and CID must not change during the login; the stage only advances
             // through a transition the target granted.
             Some(prev) if prev != ident || req.csg != self.stage => {
                 return Err(status::INITIATOR_ERROR);
@@ -314,7 +314,7 @@ impl TargetLogin {
             Some(_) => {}
         }
 
-        // §6.? "C bit": accumulate until the text is complete, acknowledging each piece.
+        // §11.12.2 C bit: accumulate until the text is complete, acknowledging each piece.
         if self.text.len() + req.data.len() > MAX_TEXT_LEN {
             return Err(status::INITIATOR_ERROR);
         }

@@ -297,7 +297,8 @@ const KEYS: &[(&str, KeyType)] = &[
     ("DataPDUInOrder", KeyType::BoolOr(true)),
     ("DataSequenceInOrder", KeyType::BoolOr(true)),
     ("ErrorRecoveryLevel", KeyType::NumMin { min: 0, max: 2 }),
-    // RFC 7143 §13.26? obsoleted markers (RFC 3720 §A.3): answer No / Reject.
+    // RFC 7143 §13.25 obsoleted markers (RFC 3720 Appendix A.3): IFMarker/OFMarker answered No
+    // (the permitted alternative to Reject that RFC 3720 initiators expect), *MarkInt Reject.
     ("IFMarker", KeyType::Fixed),
     ("OFMarker", KeyType::Fixed),
     ("IFMarkInt", KeyType::Fixed),
@@ -417,7 +418,7 @@ impl Negotiator {
                         if crc { "CRC32C" } else { "None" }.to_string()
                     }
                     // Nothing acceptable: a side that insists on CRC32C ends the login; otherwise
-                    // answer Reject and let the offerer decide (§6.2.2? list negotiation).
+                    // answer Reject and let the offerer decide (§6.2.1 list negotiation).
                     None if pref == DigestPreference::Crc32c => {
                         return Err(NegotiationError::Refused(name.to_string()));
                     }

@@ -159,7 +159,7 @@ struct PendingRequest {
 /// portal address (no other keys are permitted in a SendTargets response). Targets with an ACL are
 /// listed only to initiators on it; without [`TextResponder::with_initiator_name`] they are hidden.
 ///
-/// Long answers are split over several Text Responses (§11.11.? "C bit", §6.? long text): F=0, C=1 and
+/// Long answers are split over several Text Responses (§11.11.1 F bit, §11.11.2 C bit, §11.11.4 TTT): F=0, C=1 and
 /// a target transfer tag; the initiator continues with an empty Text Request carrying that tag.
 /// Initiator requests with C=1 are accumulated (acknowledged with empty F=0 responses) up to
 /// [`MAX_TEXT_LEN`].
@@ -266,7 +266,7 @@ impl TextResponder {
         }
         text.extend_from_slice(&req.data);
         if req.continue_ {
-            // More text follows: acknowledge with an empty response (§11.10.2, §6.? "C bit").
+            // More text follows: acknowledge with an empty response (§11.10.2 C bit, §11.11.4).
             let ttt = self.alloc_ttt();
             self.pending_request = Some(PendingRequest {
                 itt: req.itt,

@@ -1148,6 +1148,17 @@ proptest! {
     }
 
     #[test]
+    fn value_decoders_never_panic(v in "\\PC{0,40}", raw in proptest::collection::vec(any::<u8>(), 0..40)) {
+        let _ = decode_binary(&v, 1024);
+        let _ = reel_iscsi::chap::parse_identifier(&v);
+        let _ = reel_iscsi::params::parse_number(&v);
+        let _ = parse_pairs(&raw);
+        for prefix in ["0x", "0b", "0X", "0B"] {
+            let _ = decode_binary(&format!("{prefix}{v}"), 16);
+        }
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic_the_target(data in proptest::collection::vec(any::<u8>(), 0..600)) {
         fuzz_login(&data);
         let mut t = TargetLogin::new(portal(vec![target(T)]), [0; 32], 1);
@@ -1169,7 +1180,7 @@ proptest! {
                 "[A-Za-z]{1,10}",
             ],
             prop_oneof![Just("0x00".to_string()), Just("5".to_string()), Just("CHAP,None".to_string()),
-                        Just("Yes".to_string()), "[ -~]{0,20}"],
+                        Just("Yes".to_string()), "\\PC{0,20}"],
             any::<u8>(),
         ), 0..12),
     ) {
@@ -1185,6 +1196,71 @@ proptest! {
                 LoginStep::Continue(_) => {}
                 LoginStep::Fail(resp) => { prop_assert_ne!(resp.status_class, 0); break; }
                 LoginStep::Complete(resp, _) => { prop_assert!(resp.transit); break; }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Arbitrary Login Responses (flags, stages, status, key=value text) never panic the initiator.
+    #[test]
+    fn arbitrary_responses_never_panic_the_initiator(
+        steps in proptest::collection::vec((
+            any::<u8>(),
+            any::<u16>(),
+            proptest::collection::vec((
+                prop_oneof![
+                    Just("AuthMethod".to_string()), Just("CHAP_A".to_string()), Just("CHAP_I".to_string()),
+                    Just("CHAP_C".to_string()), Just("CHAP_N".to_string()), Just("CHAP_R".to_string()),
+                    Just("HeaderDigest".to_string()), Just("MaxBurstLength".to_string()),
+                    Just("MaxRecvDataSegmentLength".to_string()), Just("ImmediateData".to_string()),
+                    "[A-Za-z_]{1,12}",
+                ],
+                prop_oneof![Just("CHAP".to_string()), Just("5".to_string()), Just("0x0102".to_string()),
+                            Just("None".to_string()), Just("Reject".to_string()), "\\PC{0,16}"],
+            ), 0..6),
+        ), 1..8),
+        chap in any::<bool>(),
+        mutual in any::<bool>(),
+    ) {
+        let mut c = config(if mutual { Some(T) } else { None });
+        if chap {
+            c.chap = Some(ChapCredentials::new("alice", "alice-secret-123"));
+        }
+        if mutual {
+            c.mutual_chap = Some(ChapCredentials::new("bob", "bob-secret-4567"));
+        }
+        let mut i = InitiatorLogin::new(c, [5; 32]);
+        let first = i.start();
+        let mut stage = first.csg;
+        for (flags, status, pairs) in steps {
+            let resp = LoginResponse {
+                transit: flags & 0x80 != 0,
+                continue_: flags & 0x40 != 0,
+                csg: if flags & 0x20 != 0 { (flags >> 2) & 3 } else { stage },
+                nsg: flags & 3,
+                version_max: 0,
+                version_active: 0,
+                isid: first.isid,
+                tsih: 1,
+                itt: first.itt,
+                stat_sn: 1,
+                exp_cmd_sn: 1,
+                max_cmd_sn: 1,
+                status_class: if flags & 0x10 != 0 { (status >> 8) as u8 } else { 0 },
+                status_detail: status as u8,
+                data: encode_pairs(&pairs),
+            };
+            match i.on_response(resp) {
+                Ok(InitiatorStep::Send(r)) => stage = r.csg,
+                // A random target can never prove the mutual secret.
+                Ok(InitiatorStep::Done(_)) => {
+                    prop_assert!(!mutual);
+                    break;
+                }
+                Err(_) => break,
             }
         }
     }

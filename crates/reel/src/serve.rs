@@ -79,7 +79,8 @@ fn target_server_config(config: &Config) -> anyhow::Result<TargetServerConfig> {
         listen,
         portal: PortalConfig {
             targets,
-            addresses: iscsi.listen.iter().map(|l| format!("{l},1")).collect(),
+            // Empty: the server advertises the addresses it bound.
+            addresses: Vec::new(),
             limits,
             discovery_chap: credentials(&iscsi.discovery_chap),
         },

@@ -1,0 +1,327 @@
+//! The target server over real TCP on loopback, driven by reel's initiator client:
+//! logins (CHAP, ACL, digests), discovery, data both ways, task management,
+//! session reinstatement, restart, and many sessions at once.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use reel_iscsi::chap::ChapCredentials;
+use reel_iscsi::initiator_login::{InitiatorLoginConfig, LoginError};
+use reel_iscsi::login::{PortalConfig, TargetConfig};
+use reel_iscsi::params::{DigestPreference, Limits};
+use reel_iscsi::session::TmfFunction;
+use reel_iscsi_net::{Client, ClientError, ClientOptions, TargetServer, TargetServerConfig};
+use reel_scsi::{LunTable, NullDisk, ScsiDevice};
+
+const INITIATOR: &str = "iqn.2026-11.org.reel.test:client";
+
+fn target(name: &str) -> TargetConfig {
+    TargetConfig {
+        name: format!("iqn.2026-11.org.reel.test:{name}"),
+        alias: Some(name.to_string()),
+        allow_initiators: None,
+        chap: None,
+        mutual_chap: None,
+        portal_group_tag: 1,
+    }
+}
+
+async fn start_with(targets: Vec<TargetConfig>, listen: SocketAddr) -> TargetServer {
+    let luns = targets
+        .iter()
+        .map(|_| {
+            let mut table = LunTable::new();
+            table.insert(0, Arc::new(ScsiDevice::new(NullDisk::new(512, 1 << 30))));
+            Arc::new(table)
+        })
+        .collect();
+    TargetServer::start(TargetServerConfig {
+        listen: vec![listen],
+        portal: PortalConfig {
+            targets,
+            addresses: Vec::new(),
+            limits: Limits { header_digest: DigestPreference::PreferNone, ..Limits::target_default() },
+            discovery_chap: None,
+        },
+        luns,
+        queue_depth: 32,
+        nop_interval: Duration::from_secs(5),
+        login_timeout: Duration::from_secs(5),
+    })
+    .await
+    .expect("server starts")
+}
+
+async fn start(targets: Vec<TargetConfig>) -> (TargetServer, SocketAddr) {
+    let server = start_with(targets, "127.0.0.1:0".parse().unwrap()).await;
+    let addr = server.local_addrs()[0];
+    (server, addr)
+}
+
+fn login(target: Option<&str>, isid: u8) -> InitiatorLoginConfig {
+    InitiatorLoginConfig {
+        initiator_name: INITIATOR.into(),
+        initiator_alias: None,
+        target_name: target.map(|t| format!("iqn.2026-11.org.reel.test:{t}")),
+        isid: [0x80, 0, 0, 0, 0, isid],
+        tsih: 0,
+        cid: 0,
+        chap: None,
+        mutual_chap: None,
+        limits: Limits::initiator_default(),
+        cmd_sn: 1,
+    }
+}
+
+fn status_of(result: Result<Client, ClientError>) -> u16 {
+    match result {
+        Err(ClientError::Login(LoginError::Status { class, detail, .. })) => (class as u16) << 8 | detail as u16,
+        Err(other) => panic!("expected a login status, got {other}"),
+        Ok(_) => panic!("login unexpectedly succeeded"),
+    }
+}
+
+fn read10(lba: u32, blocks: u16) -> [u8; 10] {
+    let mut cdb = [0u8; 10];
+    cdb[0] = 0x28;
+    cdb[2..6].copy_from_slice(&lba.to_be_bytes());
+    cdb[7..9].copy_from_slice(&blocks.to_be_bytes());
+    cdb
+}
+
+fn write10(lba: u32, blocks: u16) -> [u8; 10] {
+    let mut cdb = read10(lba, blocks);
+    cdb[0] = 0x2a;
+    cdb
+}
+
+/// Clears the power-on unit attention every new I_T nexus gets first (SAM-5 §5.14).
+async fn clear_unit_attention(client: &Client) {
+    let r = client.execute(0, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0).await.unwrap();
+    if r.status == 2 {
+        let sense = r.sense.expect("sense with CHECK CONDITION");
+        assert_eq!(sense[2] & 0x0f, 0x06, "UNIT ATTENTION expected first");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inquiry_read_and_write_through_tcp() {
+    let (server, addr) = start(vec![target("open")]).await;
+    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default()).await.unwrap();
+    let inquiry = client.execute(0, &[0x12, 0, 0, 0, 96, 0], Bytes::new(), 96).await.unwrap();
+    assert_eq!(inquiry.status, 0);
+    assert_eq!(&inquiry.data[8..12], b"REEL");
+    clear_unit_attention(&client).await;
+    let data = Bytes::from(vec![0xa5u8; 1 << 20]);
+    let w = client.execute(0, &write10(0, 2048), data, 0).await.unwrap();
+    assert_eq!(w.status, 0);
+    let r = client.execute(0, &read10(0, 2048), Bytes::new(), 1 << 20).await.unwrap();
+    assert_eq!((r.status, r.data.len(), r.residual), (0, 1 << 20, 0));
+    assert!(r.data.iter().all(|b| *b == 0), "a null disk reads zeros");
+    // A bad LBA: CHECK CONDITION, ILLEGAL REQUEST, LBA OUT OF RANGE (21h).
+    let r = client.execute(0, &read10(u32::MAX, 1), Bytes::new(), 512).await.unwrap();
+    assert_eq!(r.status, 2);
+    let sense = r.sense.unwrap();
+    assert_eq!((sense[2] & 0x0f, sense[12]), (0x05, 0x21));
+    assert_eq!(client.logout().await.unwrap(), 0);
+    server.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_lists_only_targets_the_initiator_may_use() {
+    let mut acl = target("acl");
+    acl.allow_initiators = Some(vec!["iqn.2026-11.org.reel.test:someone-else".into()]);
+    let (server, addr) = start(vec![target("open"), acl, target("other")]).await;
+    let client = Client::connect(addr, login(None, 1), ClientOptions::default()).await.unwrap();
+    let targets = client.send_targets().await.unwrap();
+    let names: Vec<&str> = targets.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, vec!["iqn.2026-11.org.reel.test:open", "iqn.2026-11.org.reel.test:other"]);
+    assert_eq!(targets[0].1, vec![format!("{addr},1")], "the bound portal with its group tag");
+    // SCSI commands are not allowed in a discovery session.
+    assert!(client.execute(0, &[0x12, 0, 0, 0, 36, 0], Bytes::new(), 36).await.is_err());
+    server.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chap_acl_and_unknown_targets_get_the_right_login_status() {
+    let mut chap = target("chap");
+    chap.chap = Some(ChapCredentials::new("reel-user", "reel-secret-12"));
+    let mut mutual = target("mutual");
+    mutual.chap = Some(ChapCredentials::new("reel-user", "reel-secret-12"));
+    mutual.mutual_chap = Some(ChapCredentials::new("reel-target", "target-secret-1"));
+    let mut acl = target("acl");
+    acl.allow_initiators = Some(vec!["iqn.2026-11.org.reel.test:someone-else".into()]);
+    let (server, addr) = start(vec![chap, mutual, acl]).await;
+    let options = ClientOptions::default;
+
+    // No credentials where CHAP is required: authentication failure (0x0201).
+    assert_eq!(status_of(Client::connect(addr, login(Some("chap"), 1), options()).await), 0x0201);
+    let mut wrong = login(Some("chap"), 1);
+    wrong.chap = Some(ChapCredentials::new("reel-user", "not-the-secret"));
+    assert_eq!(status_of(Client::connect(addr, wrong, options()).await), 0x0201);
+    let mut right = login(Some("chap"), 1);
+    right.chap = Some(ChapCredentials::new("reel-user", "reel-secret-12"));
+    let client = Client::connect(addr, right, options()).await.unwrap();
+    client.nop().await.unwrap();
+
+    let mut mutual_ok = login(Some("mutual"), 2);
+    mutual_ok.chap = Some(ChapCredentials::new("reel-user", "reel-secret-12"));
+    mutual_ok.mutual_chap = Some(ChapCredentials::new("reel-target", "target-secret-1"));
+    Client::connect(addr, mutual_ok, options()).await.unwrap().nop().await.unwrap();
+    let mut mutual_bad = login(Some("mutual"), 3);
+    mutual_bad.chap = Some(ChapCredentials::new("reel-user", "reel-secret-12"));
+    mutual_bad.mutual_chap = Some(ChapCredentials::new("reel-target", "wrong-secret-99"));
+    match Client::connect(addr, mutual_bad, options()).await {
+        Err(ClientError::Login(LoginError::MutualAuthFailed)) => {}
+        Err(other) => panic!("expected the initiator to refuse the target, got {other}"),
+        Ok(_) => panic!("a target with the wrong mutual secret was accepted"),
+    }
+
+    assert_eq!(status_of(Client::connect(addr, login(Some("acl"), 4), options()).await), 0x0202);
+    assert_eq!(status_of(Client::connect(addr, login(Some("nonexistent"), 5), options()).await), 0x0203);
+    // A TSIH we never issued (e.g. from before a restart): session does not exist (0x020A).
+    let mut stale = login(Some("acl"), 6);
+    stale.initiator_name = "iqn.2026-11.org.reel.test:someone-else".into();
+    stale.tsih = 0x7777;
+    assert_eq!(status_of(Client::connect(addr, stale, options()).await), 0x020a);
+    server.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn digests_both_ways() {
+    let (server, addr) = start(vec![target("open")]).await;
+    let mut config = login(Some("open"), 1);
+    config.limits.header_digest = DigestPreference::Crc32c;
+    config.limits.data_digest = DigestPreference::Crc32c;
+    let client = Client::connect(addr, config, ClientOptions::default()).await.unwrap();
+    clear_unit_attention(&client).await;
+    let w = client.execute(0, &write10(0, 600), Bytes::from(vec![7u8; 600 * 512]), 0).await.unwrap();
+    assert_eq!(w.status, 0);
+    let r = client.execute(0, &read10(0, 600), Bytes::new(), 600 * 512).await.unwrap();
+    assert_eq!((r.status, r.data.len()), (0, 600 * 512));
+    server.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_login_with_the_same_isid_reinstates_the_session() {
+    let (server, addr) = start(vec![target("open")]).await;
+    let first = Client::connect(addr, login(Some("open"), 9), ClientOptions::default()).await.unwrap();
+    first.nop().await.unwrap();
+    assert_eq!(server.sessions().len(), 1);
+    // Same initiator name and ISID, TSIH 0: what open-iscsi does after a network failure.
+    let second = Client::connect(addr, login(Some("open"), 9), ClientOptions::default()).await.unwrap();
+    second.nop().await.unwrap();
+    assert!(first.nop().await.is_err(), "the old connection is closed");
+    let sessions = server.sessions();
+    assert_eq!(sessions.len(), 1);
+    // A different ISID is a second, independent session.
+    let third = Client::connect(addr, login(Some("open"), 10), ClientOptions::default()).await.unwrap();
+    third.nop().await.unwrap();
+    second.nop().await.unwrap();
+    assert_eq!(server.sessions().len(), 2);
+    server.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_management_over_the_wire() {
+    let (server, addr) = start(vec![target("open")]).await;
+    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default()).await.unwrap();
+    clear_unit_attention(&client).await;
+    assert_eq!(client.task_management(TmfFunction::LogicalUnitReset, 0, u32::MAX).await.unwrap(), 0);
+    // After a LUN reset the nexus sees a unit attention (29h: reset occurred).
+    let r = client.execute(0, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0).await.unwrap();
+    assert_eq!(r.status, 2);
+    let sense = r.sense.unwrap();
+    assert_eq!((sense[2] & 0x0f, sense[12]), (0x06, 0x29));
+    // A LUN that does not exist.
+    assert_eq!(client.task_management(TmfFunction::LogicalUnitReset, 5, u32::MAX).await.unwrap(), 2);
+    // ABORT TASK for a task that is long gone: function complete or task does not exist.
+    let code = client.task_management(TmfFunction::AbortTask, 0, 0x1234).await.unwrap();
+    assert!(code == 0 || code == 1, "{code}");
+    server.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initiator_logs_in_again_after_the_target_restarts() {
+    let (server, addr) = start(vec![target("open")]).await;
+    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default()).await.unwrap();
+    client.nop().await.unwrap();
+    server.shutdown(Duration::from_secs(5)).await;
+    assert!(client.nop().await.is_err(), "the session ended with the server");
+    let server = start_with(vec![target("open")], addr).await;
+    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default()).await.unwrap();
+    client.nop().await.unwrap();
+    server.shutdown(Duration::from_secs(5)).await;
+}
+
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// 64 sessions with queue depth 8 each, mixed reads and writes against null disks,
+/// for REEL_SOAK_SECS seconds (default 10): no errors, and memory does not grow
+/// between the first and the second half of the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_sessions_at_queue_depth_eight() {
+    let seconds: u64 = std::env::var("REEL_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let (server, addr) = start(vec![target("open")]).await;
+    let mut clients = Vec::new();
+    for i in 0..64u8 {
+        let client = Client::connect(addr, login(Some("open"), i), ClientOptions::default()).await.unwrap();
+        clear_unit_attention(&client).await;
+        clients.push(client);
+    }
+    assert_eq!(server.sessions().len(), 64);
+    let start = Instant::now();
+    let half = Duration::from_secs(seconds) / 2;
+    let mid_rss = Arc::new(std::sync::Mutex::new(0u64));
+    let mut workers = Vec::new();
+    for (i, client) in clients.iter().enumerate() {
+        for slot in 0..8u32 {
+            let client = client.clone();
+            let mid_rss = mid_rss.clone();
+            workers.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                let payload = Bytes::from(vec![i as u8; 64 * 1024]);
+                while start.elapsed() < half * 2 {
+                    let lba = (slot * 128) + (n as u32 % 1024) * 1024;
+                    let r = if n % 2 == 0 {
+                        client.execute(0, &write10(lba, 128), payload.clone(), 0).await
+                    } else {
+                        client.execute(0, &read10(lba, 128), Bytes::new(), 64 * 1024).await
+                    }
+                    .expect("command completes");
+                    assert_eq!(r.status, 0, "session {i} slot {slot}: {:?}", r.sense);
+                    n += 1;
+                    if i == 0 && slot == 0 && start.elapsed() >= half {
+                        let mut mid = mid_rss.lock().unwrap();
+                        if *mid == 0 {
+                            *mid = rss_kib();
+                        }
+                    }
+                }
+                n
+            }));
+        }
+    }
+    let mut total = 0;
+    for worker in workers {
+        total += worker.await.unwrap();
+    }
+    let end_rss = rss_kib();
+    let mid = *mid_rss.lock().unwrap();
+    eprintln!("{total} commands in {seconds} s; RSS {mid} KiB at half time, {end_rss} KiB at the end");
+    assert!(total > 64 * 8, "every slot ran commands");
+    assert!(end_rss < mid + 64 * 1024, "memory grew from {mid} KiB to {end_rss} KiB");
+    for client in &clients {
+        assert_eq!(client.logout().await.unwrap(), 0);
+    }
+    server.shutdown(Duration::from_secs(5)).await;
+}
