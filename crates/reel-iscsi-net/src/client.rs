@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use reel_iscsi::initiator::{Completion, InitiatorSession, Outcome, ScsiResult, SessionConfig};
-use reel_iscsi::initiator_login::{InitiatorLogin, InitiatorLoginConfig, InitiatorStep, LoginError};
+use reel_iscsi::initiator_login::{
+    InitiatorLogin, InitiatorLoginConfig, InitiatorStep, LoginError,
+};
 use reel_iscsi::pdu::{FrameLimits, Framer, Pdu, TaskAttr};
 use reel_iscsi::session::TmfFunction;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,7 +22,10 @@ use tokio::sync::{mpsc, oneshot};
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("connecting to {addr}: {source}")]
-    Connect { addr: SocketAddr, source: std::io::Error },
+    Connect {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
     #[error("login: {0}")]
@@ -40,11 +45,29 @@ pub enum ClientError {
 }
 
 enum Request {
-    Scsi { lun: u64, cdb: Vec<u8>, data_out: Bytes, data_in_len: u32, reply: oneshot::Sender<Result<Outcome, ClientError>> },
-    Tmf { function: TmfFunction, lun: u64, referenced_itt: u32, reply: oneshot::Sender<Result<Outcome, ClientError>> },
-    Text { data: Bytes, reply: oneshot::Sender<Result<Outcome, ClientError>> },
-    Nop { reply: oneshot::Sender<Result<Outcome, ClientError>> },
-    Logout { reply: oneshot::Sender<Result<Outcome, ClientError>> },
+    Scsi {
+        lun: u64,
+        cdb: Vec<u8>,
+        data_out: Bytes,
+        data_in_len: u32,
+        reply: oneshot::Sender<Result<Outcome, ClientError>>,
+    },
+    Tmf {
+        function: TmfFunction,
+        lun: u64,
+        referenced_itt: u32,
+        reply: oneshot::Sender<Result<Outcome, ClientError>>,
+    },
+    Text {
+        data: Bytes,
+        reply: oneshot::Sender<Result<Outcome, ClientError>>,
+    },
+    Nop {
+        reply: oneshot::Sender<Result<Outcome, ClientError>>,
+    },
+    Logout {
+        reply: oneshot::Sender<Result<Outcome, ClientError>>,
+    },
     /// Drop the TCP connection without logging out (tests of session reinstatement).
     Abort,
 }
@@ -61,10 +84,16 @@ pub struct ClientOptions {
     pub session: SessionConfig,
 }
 
-async fn read_pdu(stream: &mut (impl AsyncReadExt + Unpin), buf: &mut BytesMut, framer: &Framer) -> Result<Pdu, ClientError> {
+async fn read_pdu(
+    stream: &mut (impl AsyncReadExt + Unpin),
+    buf: &mut BytesMut,
+    framer: &Framer,
+) -> Result<Pdu, ClientError> {
     loop {
         match framer.decode(buf) {
-            Ok(Some(frame)) => return Pdu::parse(frame).map_err(|e| ClientError::Frame(e.to_string())),
+            Ok(Some(frame)) => {
+                return Pdu::parse(frame).map_err(|e| ClientError::Frame(e.to_string()));
+            }
             Ok(None) => {}
             Err(e) => return Err(ClientError::Frame(e.to_string())),
         }
@@ -85,8 +114,14 @@ fn random_seed() -> [u8; 32] {
 
 impl Client {
     /// Connects and logs in (normal session when `config.target_name` is set, else discovery).
-    pub async fn connect(addr: SocketAddr, config: InitiatorLoginConfig, options: ClientOptions) -> Result<Client, ClientError> {
-        let stream = TcpStream::connect(addr).await.map_err(|source| ClientError::Connect { addr, source })?;
+    pub async fn connect(
+        addr: SocketAddr,
+        config: InitiatorLoginConfig,
+        options: ClientOptions,
+    ) -> Result<Client, ClientError> {
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|source| ClientError::Connect { addr, source })?;
         stream.set_nodelay(true)?;
         let (mut reader, mut writer) = stream.into_split();
         let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -95,12 +130,20 @@ impl Client {
         let mut login = InitiatorLogin::new(config, random_seed());
         let mut request = login.start();
         let outcome = loop {
-            writer.write_all(&Pdu::LoginRequest(request).to_bytes(&login_limits)).await?;
-            let pdu = tokio::time::timeout(Duration::from_secs(30), read_pdu(&mut reader, &mut buf, &framer))
-                .await
-                .map_err(|_| ClientError::Timeout)??;
+            writer
+                .write_all(&Pdu::LoginRequest(request).to_bytes(&login_limits))
+                .await?;
+            let pdu = tokio::time::timeout(
+                Duration::from_secs(30),
+                read_pdu(&mut reader, &mut buf, &framer),
+            )
+            .await
+            .map_err(|_| ClientError::Timeout)??;
             let Pdu::LoginResponse(response) = pdu else {
-                return Err(ClientError::Protocol(format!("opcode {:#04x} during login", pdu.opcode())));
+                return Err(ClientError::Protocol(format!(
+                    "opcode {:#04x} during login",
+                    pdu.opcode()
+                )));
             };
             match login.on_response(response)? {
                 InitiatorStep::Send(next) => request = next,
@@ -119,9 +162,14 @@ impl Client {
         Ok(Client { requests: tx })
     }
 
-    async fn call(&self, make: impl FnOnce(oneshot::Sender<Result<Outcome, ClientError>>) -> Request) -> Result<Outcome, ClientError> {
+    async fn call(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<Outcome, ClientError>>) -> Request,
+    ) -> Result<Outcome, ClientError> {
         let (reply, wait) = oneshot::channel();
-        self.requests.send(make(reply)).map_err(|_| ClientError::Closed)?;
+        self.requests
+            .send(make(reply))
+            .map_err(|_| ClientError::Closed)?;
         let outcome = wait.await.map_err(|_| ClientError::Closed)??;
         match outcome {
             Outcome::Rejected(reason) => Err(ClientError::Rejected(reason)),
@@ -131,18 +179,50 @@ impl Client {
     }
 
     /// Runs one SCSI command: writes `data_out` (if any), reads up to `data_in_len` bytes.
-    pub async fn execute(&self, lun: u64, cdb: &[u8], data_out: Bytes, data_in_len: u32) -> Result<ScsiResult, ClientError> {
+    pub async fn execute(
+        &self,
+        lun: u64,
+        cdb: &[u8],
+        data_out: Bytes,
+        data_in_len: u32,
+    ) -> Result<ScsiResult, ClientError> {
         let cdb = cdb.to_vec();
-        match self.call(|reply| Request::Scsi { lun, cdb, data_out, data_in_len, reply }).await? {
+        match self
+            .call(|reply| Request::Scsi {
+                lun,
+                cdb,
+                data_out,
+                data_in_len,
+                reply,
+            })
+            .await?
+        {
             Outcome::Scsi(result) => Ok(result),
-            other => Err(ClientError::Protocol(format!("unexpected outcome {other:?}"))),
+            other => Err(ClientError::Protocol(format!(
+                "unexpected outcome {other:?}"
+            ))),
         }
     }
 
-    pub async fn task_management(&self, function: TmfFunction, lun: u64, referenced_itt: u32) -> Result<u8, ClientError> {
-        match self.call(|reply| Request::Tmf { function, lun, referenced_itt, reply }).await? {
+    pub async fn task_management(
+        &self,
+        function: TmfFunction,
+        lun: u64,
+        referenced_itt: u32,
+    ) -> Result<u8, ClientError> {
+        match self
+            .call(|reply| Request::Tmf {
+                function,
+                lun,
+                referenced_itt,
+                reply,
+            })
+            .await?
+        {
             Outcome::TaskManagement(code) => Ok(code),
-            other => Err(ClientError::Protocol(format!("unexpected outcome {other:?}"))),
+            other => Err(ClientError::Protocol(format!(
+                "unexpected outcome {other:?}"
+            ))),
         }
     }
 
@@ -150,7 +230,9 @@ impl Client {
     pub async fn text(&self, data: Bytes) -> Result<Bytes, ClientError> {
         match self.call(|reply| Request::Text { data, reply }).await? {
             Outcome::Text(data) => Ok(data),
-            other => Err(ClientError::Protocol(format!("unexpected outcome {other:?}"))),
+            other => Err(ClientError::Protocol(format!(
+                "unexpected outcome {other:?}"
+            ))),
         }
     }
 
@@ -162,10 +244,10 @@ impl Client {
             let text = String::from_utf8_lossy(pair);
             if let Some(name) = text.strip_prefix("TargetName=") {
                 out.push((name.to_string(), Vec::new()));
-            } else if let Some(address) = text.strip_prefix("TargetAddress=") {
-                if let Some(last) = out.last_mut() {
-                    last.1.push(address.to_string());
-                }
+            } else if let Some(address) = text.strip_prefix("TargetAddress=")
+                && let Some(last) = out.last_mut()
+            {
+                last.1.push(address.to_string());
             }
         }
         Ok(out)
@@ -179,7 +261,9 @@ impl Client {
     pub async fn logout(&self) -> Result<u8, ClientError> {
         match self.call(|reply| Request::Logout { reply }).await? {
             Outcome::Logout(code) => Ok(code),
-            other => Err(ClientError::Protocol(format!("unexpected outcome {other:?}"))),
+            other => Err(ClientError::Protocol(format!(
+                "unexpected outcome {other:?}"
+            ))),
         }
     }
 
@@ -270,7 +354,9 @@ async fn drive(
     let why = failure.unwrap_or_else(|| "closed".into());
     session.connection_lost();
     for (_, reply) in waiting.drain() {
-        let _ = reply.send(Err(ClientError::Protocol(format!("connection lost: {why}"))));
+        let _ = reply.send(Err(ClientError::Protocol(format!(
+            "connection lost: {why}"
+        ))));
     }
     drop(out_tx);
     writer_task.abort();

@@ -53,7 +53,9 @@ fn run(job: Job) {
 
 impl Executor {
     pub fn new() -> Self {
-        Executor { workers: Mutex::new(HashMap::new()) }
+        Executor {
+            workers: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn submit(&self, job: Job) {

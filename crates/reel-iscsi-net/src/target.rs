@@ -17,7 +17,9 @@ use bytes::BytesMut;
 use parking_lot::Mutex;
 use reel_iscsi::login::{LoginOutcome, LoginStep, PortalConfig, SessionKind, TargetLogin};
 use reel_iscsi::pdu::{Frame, FrameError, FrameLimits, Framer, Pdu};
-use reel_iscsi::session::{CloseReason, ConnectionConfig, Event, ScsiOutcome, TargetConnection, TmfFunction, tmf_response};
+use reel_iscsi::session::{
+    CloseReason, ConnectionConfig, Event, ScsiOutcome, TargetConnection, TmfFunction, tmf_response,
+};
 use reel_iscsi::text::TextResponder;
 use reel_scsi::{ItNexus, LunTable, TaskManagement};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -116,7 +118,12 @@ impl TargetServer {
             let shutdown_rx = shutdown_rx.clone();
             tasks.push(tokio::spawn(accept_loop(listener, shared, shutdown_rx)));
         }
-        Ok(TargetServer { shared, local_addrs, shutdown, tasks })
+        Ok(TargetServer {
+            shared,
+            local_addrs,
+            shutdown,
+            tasks,
+        })
     }
 
     /// The addresses actually bound (port 0 in the config picks a free port).
@@ -142,7 +149,11 @@ impl TargetServer {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -224,9 +235,10 @@ async fn serve_connection(
     let login_limits = FrameLimits::default();
     let deadline = tokio::time::Instant::now() + shared.login_timeout;
     let (response, outcome) = loop {
-        let frame = tokio::time::timeout_at(deadline, read_frame(&mut reader, &mut buf, &login_framer))
-            .await
-            .map_err(|_| ConnError::LoginTimeout)??;
+        let frame =
+            tokio::time::timeout_at(deadline, read_frame(&mut reader, &mut buf, &login_framer))
+                .await
+                .map_err(|_| ConnError::LoginTimeout)??;
         let frame = match frame {
             Ok(frame) => frame,
             Err(e) => return Err(ConnError::Protocol(format!("during login: {e}"))),
@@ -234,17 +246,24 @@ async fn serve_connection(
         let request = match Pdu::parse(frame) {
             Ok(Pdu::LoginRequest(request)) => request,
             Ok(other) => {
-                return Err(ConnError::Protocol(format!("opcode {:#04x} before login completed", other.opcode())));
+                return Err(ConnError::Protocol(format!(
+                    "opcode {:#04x} before login completed",
+                    other.opcode()
+                )));
             }
             Err(e) => return Err(ConnError::Protocol(format!("during login: {e}"))),
         };
         match login.on_request(request) {
             LoginStep::Continue(response) => {
-                writer.write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits)).await?;
+                writer
+                    .write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits))
+                    .await?;
             }
             LoginStep::Fail(response) => {
                 info!(%peer, class = response.status_class, detail = response.status_detail, "login refused");
-                writer.write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits)).await?;
+                writer
+                    .write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits))
+                    .await?;
                 let _ = writer.shutdown().await;
                 return Ok(());
             }
@@ -265,7 +284,9 @@ async fn serve_connection(
         response.status_detail = 0x0a;
         response.transit = false;
         response.nsg = response.csg;
-        writer.write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits)).await?;
+        writer
+            .write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits))
+            .await?;
         return Ok(());
     }
     // Session reinstatement (§6.3.5): the old session with this key ends first, with its
@@ -286,20 +307,47 @@ async fn serve_connection(
     };
     response.tsih = tsih;
     let (stop_tx, stop_rx) = mpsc::unbounded_channel();
-    shared.sessions.lock().insert(key.clone(), SessionEntry { tsih, stop: stop_tx });
+    shared.sessions.lock().insert(
+        key.clone(),
+        SessionEntry {
+            tsih,
+            stop: stop_tx,
+        },
+    );
     let target_name = target_index.map(|i| shared.portal.targets[i].name.clone());
     shared.info.lock().insert(
         tsih,
-        SessionInfo { initiator: outcome.initiator_name.clone(), isid: outcome.isid, tsih, target: target_name.clone(), peer },
+        SessionInfo {
+            initiator: outcome.initiator_name.clone(),
+            isid: outcome.isid,
+            tsih,
+            target: target_name.clone(),
+            peer,
+        },
     );
     info!(%peer, initiator = %outcome.initiator_name, target = ?target_name, tsih, "session started");
-    writer.write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits)).await?;
+    writer
+        .write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits))
+        .await?;
 
     let nexus = ItNexus {
         initiator_port: format!("{},i,0x{}", outcome.initiator_name, hex(&outcome.isid)).into(),
-        target_port: target_index.map(|i| shared.portal.targets[i].portal_group_tag).unwrap_or(1),
+        target_port: target_index
+            .map(|i| shared.portal.targets[i].portal_group_tag)
+            .unwrap_or(1),
     };
-    let result = full_feature(reader, writer, buf, &shared, outcome, target_index, &nexus, stop_rx, shutdown).await;
+    let result = full_feature(
+        reader,
+        writer,
+        buf,
+        &shared,
+        outcome,
+        target_index,
+        &nexus,
+        stop_rx,
+        shutdown,
+    )
+    .await;
 
     // The I_T nexus is gone (SAM-5 §6.3.4? I_T nexus loss): SPC-2 reservations held by it end.
     if let Some(index) = target_index {
@@ -349,7 +397,10 @@ async fn full_feature(
         .with_initiator_name(outcome.initiator_name.clone());
     let mut conn = TargetConnection::new(
         outcome.negotiated.clone(),
-        ConnectionConfig { queue_depth: shared.queue_depth, discovery },
+        ConnectionConfig {
+            queue_depth: shared.queue_depth,
+            discovery,
+        },
         Some(text),
         outcome.exp_cmd_sn,
         outcome.stat_sn,
@@ -389,7 +440,13 @@ async fn full_feature(
             match event {
                 Event::Execute(command) => {
                     let Some(luns) = luns.as_ref() else {
-                        conn.complete(command.itt, ScsiOutcome { status: 0x02, ..Default::default() });
+                        conn.complete(
+                            command.itt,
+                            ScsiOutcome {
+                                status: 0x02,
+                                ..Default::default()
+                            },
+                        );
                         continue;
                     };
                     shared.executor.submit(Job {
@@ -399,16 +456,24 @@ async fn full_feature(
                         done: done_tx.clone(),
                     });
                 }
-                Event::TaskManagement { itt, function, lun, .. } => {
+                Event::TaskManagement {
+                    itt, function, lun, ..
+                } => {
                     let response = match (luns.as_ref(), tmf_to_scsi(function)) {
                         (Some(luns), Some(tmf)) => {
                             let lun = reel_scsi::decode_lun(lun);
-                            let whole_target =
-                                matches!(function, TmfFunction::TargetWarmReset | TmfFunction::TargetColdReset);
+                            let whole_target = matches!(
+                                function,
+                                TmfFunction::TargetWarmReset | TmfFunction::TargetColdReset
+                            );
                             if !whole_target && luns.get(lun).is_none() {
                                 tmf_response::LUN_DOES_NOT_EXIST
                             } else {
-                                luns.task_management(if whole_target { None } else { Some(lun) }, tmf, nexus);
+                                luns.task_management(
+                                    if whole_target { None } else { Some(lun) },
+                                    tmf,
+                                    nexus,
+                                );
                                 tmf_response::FUNCTION_COMPLETE
                             }
                         }
@@ -419,7 +484,9 @@ async fn full_feature(
                 Event::Close(reason) => {
                     match &reason {
                         CloseReason::Logout => debug!("logout"),
-                        other => warn!(reason = ?other, initiator = %nexus.initiator_port, "closing connection"),
+                        other => {
+                            warn!(reason = ?other, initiator = %nexus.initiator_port, "closing connection")
+                        }
                     }
                     if let CloseReason::ProtocolError(why) = reason {
                         result = Err(ConnError::Protocol(why));
@@ -488,5 +555,9 @@ async fn full_feature(
 
 /// Data of a finished SCSI command, for completions sent from executor threads.
 pub(crate) fn outcome_from(response: reel_scsi::Response) -> ScsiOutcome {
-    ScsiOutcome { status: response.status as u8, sense: response.sense, data_in: response.data_in }
+    ScsiOutcome {
+        status: response.status as u8,
+        sense: response.sense,
+        data_in: response.data_in,
+    }
 }

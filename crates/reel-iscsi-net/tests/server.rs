@@ -42,7 +42,10 @@ async fn start_with(targets: Vec<TargetConfig>, listen: SocketAddr) -> TargetSer
         portal: PortalConfig {
             targets,
             addresses: Vec::new(),
-            limits: Limits { header_digest: DigestPreference::PreferNone, ..Limits::target_default() },
+            limits: Limits {
+                header_digest: DigestPreference::PreferNone,
+                ..Limits::target_default()
+            },
             discovery_chap: None,
         },
         luns,
@@ -77,7 +80,9 @@ fn login(target: Option<&str>, isid: u8) -> InitiatorLoginConfig {
 
 fn status_of(result: Result<Client, ClientError>) -> u16 {
     match result {
-        Err(ClientError::Login(LoginError::Status { class, detail, .. })) => (class as u16) << 8 | detail as u16,
+        Err(ClientError::Login(LoginError::Status { class, detail, .. })) => {
+            (class as u16) << 8 | detail as u16
+        }
         Err(other) => panic!("expected a login status, got {other}"),
         Ok(_) => panic!("login unexpectedly succeeded"),
     }
@@ -99,7 +104,10 @@ fn write10(lba: u32, blocks: u16) -> [u8; 10] {
 
 /// Clears the power-on unit attention every new I_T nexus gets first (SAM-5 §5.14).
 async fn clear_unit_attention(client: &Client) {
-    let r = client.execute(0, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0).await.unwrap();
+    let r = client
+        .execute(0, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0)
+        .await
+        .unwrap();
     if r.status == 2 {
         let sense = r.sense.expect("sense with CHECK CONDITION");
         assert_eq!(sense[2] & 0x0f, 0x06, "UNIT ATTENTION expected first");
@@ -109,19 +117,30 @@ async fn clear_unit_attention(client: &Client) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inquiry_read_and_write_through_tcp() {
     let (server, addr) = start(vec![target("open")]).await;
-    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default()).await.unwrap();
-    let inquiry = client.execute(0, &[0x12, 0, 0, 0, 96, 0], Bytes::new(), 96).await.unwrap();
+    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default())
+        .await
+        .unwrap();
+    let inquiry = client
+        .execute(0, &[0x12, 0, 0, 0, 96, 0], Bytes::new(), 96)
+        .await
+        .unwrap();
     assert_eq!(inquiry.status, 0);
     assert_eq!(&inquiry.data[8..12], b"REEL");
     clear_unit_attention(&client).await;
     let data = Bytes::from(vec![0xa5u8; 1 << 20]);
     let w = client.execute(0, &write10(0, 2048), data, 0).await.unwrap();
     assert_eq!(w.status, 0);
-    let r = client.execute(0, &read10(0, 2048), Bytes::new(), 1 << 20).await.unwrap();
+    let r = client
+        .execute(0, &read10(0, 2048), Bytes::new(), 1 << 20)
+        .await
+        .unwrap();
     assert_eq!((r.status, r.data.len(), r.residual), (0, 1 << 20, 0));
     assert!(r.data.iter().all(|b| *b == 0), "a null disk reads zeros");
     // A bad LBA: CHECK CONDITION, ILLEGAL REQUEST, LBA OUT OF RANGE (21h).
-    let r = client.execute(0, &read10(u32::MAX, 1), Bytes::new(), 512).await.unwrap();
+    let r = client
+        .execute(0, &read10(u32::MAX, 1), Bytes::new(), 512)
+        .await
+        .unwrap();
     assert_eq!(r.status, 2);
     let sense = r.sense.unwrap();
     assert_eq!((sense[2] & 0x0f, sense[12]), (0x05, 0x21));
@@ -134,13 +153,30 @@ async fn discovery_lists_only_targets_the_initiator_may_use() {
     let mut acl = target("acl");
     acl.allow_initiators = Some(vec!["iqn.2026-11.org.reel.test:someone-else".into()]);
     let (server, addr) = start(vec![target("open"), acl, target("other")]).await;
-    let client = Client::connect(addr, login(None, 1), ClientOptions::default()).await.unwrap();
+    let client = Client::connect(addr, login(None, 1), ClientOptions::default())
+        .await
+        .unwrap();
     let targets = client.send_targets().await.unwrap();
     let names: Vec<&str> = targets.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, vec!["iqn.2026-11.org.reel.test:open", "iqn.2026-11.org.reel.test:other"]);
-    assert_eq!(targets[0].1, vec![format!("{addr},1")], "the bound portal with its group tag");
+    assert_eq!(
+        names,
+        vec![
+            "iqn.2026-11.org.reel.test:open",
+            "iqn.2026-11.org.reel.test:other"
+        ]
+    );
+    assert_eq!(
+        targets[0].1,
+        vec![format!("{addr},1")],
+        "the bound portal with its group tag"
+    );
     // SCSI commands are not allowed in a discovery session.
-    assert!(client.execute(0, &[0x12, 0, 0, 0, 36, 0], Bytes::new(), 36).await.is_err());
+    assert!(
+        client
+            .execute(0, &[0x12, 0, 0, 0, 36, 0], Bytes::new(), 36)
+            .await
+            .is_err()
+    );
     server.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -157,10 +193,16 @@ async fn chap_acl_and_unknown_targets_get_the_right_login_status() {
     let options = ClientOptions::default;
 
     // No credentials where CHAP is required: authentication failure (0x0201).
-    assert_eq!(status_of(Client::connect(addr, login(Some("chap"), 1), options()).await), 0x0201);
+    assert_eq!(
+        status_of(Client::connect(addr, login(Some("chap"), 1), options()).await),
+        0x0201
+    );
     let mut wrong = login(Some("chap"), 1);
     wrong.chap = Some(ChapCredentials::new("reel-user", "not-the-secret"));
-    assert_eq!(status_of(Client::connect(addr, wrong, options()).await), 0x0201);
+    assert_eq!(
+        status_of(Client::connect(addr, wrong, options()).await),
+        0x0201
+    );
     let mut right = login(Some("chap"), 1);
     right.chap = Some(ChapCredentials::new("reel-user", "reel-secret-12"));
     let client = Client::connect(addr, right, options()).await.unwrap();
@@ -169,7 +211,12 @@ async fn chap_acl_and_unknown_targets_get_the_right_login_status() {
     let mut mutual_ok = login(Some("mutual"), 2);
     mutual_ok.chap = Some(ChapCredentials::new("reel-user", "reel-secret-12"));
     mutual_ok.mutual_chap = Some(ChapCredentials::new("reel-target", "target-secret-1"));
-    Client::connect(addr, mutual_ok, options()).await.unwrap().nop().await.unwrap();
+    Client::connect(addr, mutual_ok, options())
+        .await
+        .unwrap()
+        .nop()
+        .await
+        .unwrap();
     let mut mutual_bad = login(Some("mutual"), 3);
     mutual_bad.chap = Some(ChapCredentials::new("reel-user", "reel-secret-12"));
     mutual_bad.mutual_chap = Some(ChapCredentials::new("reel-target", "wrong-secret-99"));
@@ -179,13 +226,22 @@ async fn chap_acl_and_unknown_targets_get_the_right_login_status() {
         Ok(_) => panic!("a target with the wrong mutual secret was accepted"),
     }
 
-    assert_eq!(status_of(Client::connect(addr, login(Some("acl"), 4), options()).await), 0x0202);
-    assert_eq!(status_of(Client::connect(addr, login(Some("nonexistent"), 5), options()).await), 0x0203);
+    assert_eq!(
+        status_of(Client::connect(addr, login(Some("acl"), 4), options()).await),
+        0x0202
+    );
+    assert_eq!(
+        status_of(Client::connect(addr, login(Some("nonexistent"), 5), options()).await),
+        0x0203
+    );
     // A TSIH we never issued (e.g. from before a restart): session does not exist (0x020A).
     let mut stale = login(Some("acl"), 6);
     stale.initiator_name = "iqn.2026-11.org.reel.test:someone-else".into();
     stale.tsih = 0x7777;
-    assert_eq!(status_of(Client::connect(addr, stale, options()).await), 0x020a);
+    assert_eq!(
+        status_of(Client::connect(addr, stale, options()).await),
+        0x020a
+    );
     server.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -195,11 +251,19 @@ async fn digests_both_ways() {
     let mut config = login(Some("open"), 1);
     config.limits.header_digest = DigestPreference::Crc32c;
     config.limits.data_digest = DigestPreference::Crc32c;
-    let client = Client::connect(addr, config, ClientOptions::default()).await.unwrap();
+    let client = Client::connect(addr, config, ClientOptions::default())
+        .await
+        .unwrap();
     clear_unit_attention(&client).await;
-    let w = client.execute(0, &write10(0, 600), Bytes::from(vec![7u8; 600 * 512]), 0).await.unwrap();
+    let w = client
+        .execute(0, &write10(0, 600), Bytes::from(vec![7u8; 600 * 512]), 0)
+        .await
+        .unwrap();
     assert_eq!(w.status, 0);
-    let r = client.execute(0, &read10(0, 600), Bytes::new(), 600 * 512).await.unwrap();
+    let r = client
+        .execute(0, &read10(0, 600), Bytes::new(), 600 * 512)
+        .await
+        .unwrap();
     assert_eq!((r.status, r.data.len()), (0, 600 * 512));
     server.shutdown(Duration::from_secs(5)).await;
 }
@@ -207,17 +271,23 @@ async fn digests_both_ways() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_login_with_the_same_isid_reinstates_the_session() {
     let (server, addr) = start(vec![target("open")]).await;
-    let first = Client::connect(addr, login(Some("open"), 9), ClientOptions::default()).await.unwrap();
+    let first = Client::connect(addr, login(Some("open"), 9), ClientOptions::default())
+        .await
+        .unwrap();
     first.nop().await.unwrap();
     assert_eq!(server.sessions().len(), 1);
     // Same initiator name and ISID, TSIH 0: what open-iscsi does after a network failure.
-    let second = Client::connect(addr, login(Some("open"), 9), ClientOptions::default()).await.unwrap();
+    let second = Client::connect(addr, login(Some("open"), 9), ClientOptions::default())
+        .await
+        .unwrap();
     second.nop().await.unwrap();
     assert!(first.nop().await.is_err(), "the old connection is closed");
     let sessions = server.sessions();
     assert_eq!(sessions.len(), 1);
     // A different ISID is a second, independent session.
-    let third = Client::connect(addr, login(Some("open"), 10), ClientOptions::default()).await.unwrap();
+    let third = Client::connect(addr, login(Some("open"), 10), ClientOptions::default())
+        .await
+        .unwrap();
     third.nop().await.unwrap();
     second.nop().await.unwrap();
     assert_eq!(server.sessions().len(), 2);
@@ -227,18 +297,38 @@ async fn a_new_login_with_the_same_isid_reinstates_the_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_management_over_the_wire() {
     let (server, addr) = start(vec![target("open")]).await;
-    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default()).await.unwrap();
+    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default())
+        .await
+        .unwrap();
     clear_unit_attention(&client).await;
-    assert_eq!(client.task_management(TmfFunction::LogicalUnitReset, 0, u32::MAX).await.unwrap(), 0);
+    assert_eq!(
+        client
+            .task_management(TmfFunction::LogicalUnitReset, 0, u32::MAX)
+            .await
+            .unwrap(),
+        0
+    );
     // After a LUN reset the nexus sees a unit attention (29h: reset occurred).
-    let r = client.execute(0, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0).await.unwrap();
+    let r = client
+        .execute(0, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0)
+        .await
+        .unwrap();
     assert_eq!(r.status, 2);
     let sense = r.sense.unwrap();
     assert_eq!((sense[2] & 0x0f, sense[12]), (0x06, 0x29));
     // A LUN that does not exist.
-    assert_eq!(client.task_management(TmfFunction::LogicalUnitReset, 5, u32::MAX).await.unwrap(), 2);
+    assert_eq!(
+        client
+            .task_management(TmfFunction::LogicalUnitReset, 5, u32::MAX)
+            .await
+            .unwrap(),
+        2
+    );
     // ABORT TASK for a task that is long gone: function complete or task does not exist.
-    let code = client.task_management(TmfFunction::AbortTask, 0, 0x1234).await.unwrap();
+    let code = client
+        .task_management(TmfFunction::AbortTask, 0, 0x1234)
+        .await
+        .unwrap();
     assert!(code == 0 || code == 1, "{code}");
     server.shutdown(Duration::from_secs(5)).await;
 }
@@ -246,12 +336,19 @@ async fn task_management_over_the_wire() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn initiator_logs_in_again_after_the_target_restarts() {
     let (server, addr) = start(vec![target("open")]).await;
-    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default()).await.unwrap();
+    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default())
+        .await
+        .unwrap();
     client.nop().await.unwrap();
     server.shutdown(Duration::from_secs(5)).await;
-    assert!(client.nop().await.is_err(), "the session ended with the server");
+    assert!(
+        client.nop().await.is_err(),
+        "the session ended with the server"
+    );
     let server = start_with(vec![target("open")], addr).await;
-    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default()).await.unwrap();
+    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default())
+        .await
+        .unwrap();
     client.nop().await.unwrap();
     server.shutdown(Duration::from_secs(5)).await;
 }
@@ -270,11 +367,16 @@ fn rss_kib() -> u64 {
 /// between the first and the second half of the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_sessions_at_queue_depth_eight() {
-    let seconds: u64 = std::env::var("REEL_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let seconds: u64 = std::env::var("REEL_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
     let (server, addr) = start(vec![target("open")]).await;
     let mut clients = Vec::new();
     for i in 0..64u8 {
-        let client = Client::connect(addr, login(Some("open"), i), ClientOptions::default()).await.unwrap();
+        let client = Client::connect(addr, login(Some("open"), i), ClientOptions::default())
+            .await
+            .unwrap();
         clear_unit_attention(&client).await;
         clients.push(client);
     }
@@ -292,10 +394,14 @@ async fn sixty_four_sessions_at_queue_depth_eight() {
                 let payload = Bytes::from(vec![i as u8; 64 * 1024]);
                 while start.elapsed() < half * 2 {
                     let lba = (slot * 128) + (n as u32 % 1024) * 1024;
-                    let r = if n % 2 == 0 {
-                        client.execute(0, &write10(lba, 128), payload.clone(), 0).await
+                    let r = if n.is_multiple_of(2) {
+                        client
+                            .execute(0, &write10(lba, 128), payload.clone(), 0)
+                            .await
                     } else {
-                        client.execute(0, &read10(lba, 128), Bytes::new(), 64 * 1024).await
+                        client
+                            .execute(0, &read10(lba, 128), Bytes::new(), 64 * 1024)
+                            .await
                     }
                     .expect("command completes");
                     assert_eq!(r.status, 0, "session {i} slot {slot}: {:?}", r.sense);
@@ -317,9 +423,14 @@ async fn sixty_four_sessions_at_queue_depth_eight() {
     }
     let end_rss = rss_kib();
     let mid = *mid_rss.lock().unwrap();
-    eprintln!("{total} commands in {seconds} s; RSS {mid} KiB at half time, {end_rss} KiB at the end");
+    eprintln!(
+        "{total} commands in {seconds} s; RSS {mid} KiB at half time, {end_rss} KiB at the end"
+    );
     assert!(total > 64 * 8, "every slot ran commands");
-    assert!(end_rss < mid + 64 * 1024, "memory grew from {mid} KiB to {end_rss} KiB");
+    assert!(
+        end_rss < mid + 64 * 1024,
+        "memory grew from {mid} KiB to {end_rss} KiB"
+    );
     for client in &clients {
         assert_eq!(client.logout().await.unwrap(), 0);
     }

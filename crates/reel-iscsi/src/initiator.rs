@@ -86,23 +86,17 @@ enum Kind {
 #[derive(Debug)]
 struct Task {
     lun: [u8; 8],
+    /// CmdSN the task's command carried (RefCmdSN of an ABORT TASK for it).
+    cmd_sn: u32,
     kind: Kind,
 }
 
 /// Knobs that are not negotiated keys.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct SessionConfig {
     /// Send Data-In payloads nowhere (benchmarks of the target's read path); `data` in the
     /// result is then empty and only lengths are tracked.
     pub discard_data_in: bool,
-}
-
-impl Default for SessionConfig {
-    fn default() -> Self {
-        SessionConfig {
-            discard_data_in: false,
-        }
-    }
 }
 
 pub struct InitiatorSession {
@@ -305,6 +299,7 @@ impl InitiatorSession {
             itt,
             Task {
                 lun,
+                cmd_sn: cmd.cmd_sn,
                 kind: Kind::Scsi {
                     data_out: data_out.clone(),
                     data_in,
@@ -327,6 +322,7 @@ impl InitiatorSession {
         itt
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn queue_data_out(
         &mut self,
         itt: u32,
@@ -373,6 +369,7 @@ impl InitiatorSession {
             itt,
             Task {
                 lun: [0; 8],
+                cmd_sn: self.cmd_sn,
                 kind: Kind::Nop,
             },
         );
@@ -403,10 +400,15 @@ impl InitiatorSession {
             TmfFunction::TaskReassign => 8,
         };
         let lun = lun_field(lun);
+        let ref_cmd_sn = match self.tasks.get(&referenced_itt) {
+            Some(task) => task.cmd_sn,
+            None => self.cmd_sn.wrapping_sub(1),
+        };
         self.tasks.insert(
             itt,
             Task {
                 lun,
+                cmd_sn: self.cmd_sn,
                 kind: Kind::Tmf,
             },
         );
@@ -418,9 +420,9 @@ impl InitiatorSession {
             referenced_task_tag: referenced_itt,
             cmd_sn: self.cmd_sn,
             exp_stat_sn: self.exp_stat_sn,
-            // RefCmdSN is the CmdSN of the task to abort; we don't track it per task, and
-            // the target uses it only for tasks it no longer has.
-            ref_cmd_sn: self.cmd_sn,
+            // RefCmdSN: the CmdSN of the task to abort (§11.5.4); for a tag we don't know, the
+            // last CmdSN used, so the target answers "task does not exist".
+            ref_cmd_sn,
             exp_data_sn: 0,
         });
         self.outbox.push_back(pdu);
@@ -434,6 +436,7 @@ impl InitiatorSession {
             itt,
             Task {
                 lun: [0; 8],
+                cmd_sn: self.cmd_sn,
                 kind: Kind::Text {
                     collected: BytesMut::new(),
                 },
@@ -461,6 +464,7 @@ impl InitiatorSession {
             itt,
             Task {
                 lun: [0; 8],
+                cmd_sn: self.cmd_sn,
                 kind: Kind::Logout,
             },
         );
@@ -477,10 +481,10 @@ impl InitiatorSession {
     }
 
     fn update_window(&mut self, stat_sn: Option<u32>, exp_cmd_sn: u32, max_cmd_sn: u32) {
-        if let Some(sn) = stat_sn {
-            if sn_le(self.exp_stat_sn, sn) {
-                self.exp_stat_sn = sn.wrapping_add(1);
-            }
+        if let Some(sn) = stat_sn
+            && sn_le(self.exp_stat_sn, sn)
+        {
+            self.exp_stat_sn = sn.wrapping_add(1);
         }
         // §4.2.2.1: a MaxCmdSN below ExpCmdSN - 1 is invalid and ignored.
         if sn_le(exp_cmd_sn.wrapping_sub(1), max_cmd_sn) && sn_le(self.max_cmd_sn, max_cmd_sn) {
@@ -579,6 +583,7 @@ impl InitiatorSession {
                 let Some(Task {
                     lun,
                     kind: Kind::Scsi { data_out, .. },
+                    ..
                 }) = self.tasks.get(&r.itt)
                 else {
                     return Err(InitiatorError::Protocol(format!(

@@ -573,7 +573,7 @@ impl TargetLogin {
                 if chap.len() > 1 {
                     return Err(status::INITIATOR_ERROR);
                 }
-                // Pick the first algorithm we support in the initiator's order (§6.2.2 list rule).
+                // Pick the first algorithm we support in the initiator's order (§6.2.1 list rule).
                 let alg = list
                     .split(',')
                     .find_map(ChapAlgorithm::from_code)

@@ -402,7 +402,7 @@ impl Negotiator {
                 } else {
                     l.data_digest
                 };
-                // §6.2.2: the responder picks the first value in the offerer's list that it supports.
+                // §6.2.1: the responder picks the first value in the offerer's list that it supports.
                 let pick = value.split(',').find_map(|item| match item {
                     "CRC32C" if pref.accepts(true) => Some(true),
                     "None" if pref.accepts(false) => Some(false),

@@ -132,7 +132,6 @@ enum TaskState {
 
 #[derive(Debug)]
 struct Task {
-    cmd_sn: u32,
     lun: [u8; 8],
     cdb: Bytes,
     attr: TaskAttr,
@@ -145,6 +144,8 @@ struct Task {
     received: u32,
     /// Bytes the initiator may still send without an R2T.
     unsolicited_left: u32,
+    /// DataSN the next unsolicited Data-Out must carry.
+    unsolicited_data_sn: u32,
     /// Next offset we have not yet asked for with an R2T.
     next_r2t_offset: u32,
     /// Outstanding R2Ts: ttt -> (offset, length, received within it).
@@ -158,6 +159,8 @@ struct R2tWindow {
     offset: u32,
     length: u32,
     received: u32,
+    /// DataSN the next Data-Out of this sequence must carry (§11.7.5: from 0 per R2T).
+    next_data_sn: u32,
 }
 
 /// A pending TMF response: sent once the aborted tasks it waits for have drained.
@@ -197,6 +200,15 @@ pub struct TargetConnection {
     ping_ttt: Option<u32>,
     logout: Option<(u32, u8)>,
     closed: bool,
+}
+
+/// A SCSI Response data segment: SenseLength then the sense bytes (§11.4.7).
+fn sense_segment(sense: Bytes) -> Bytes {
+    let len = sense.len().min(0xffff);
+    let mut segment = BytesMut::with_capacity(len + 2);
+    segment.extend_from_slice(&(len as u16).to_be_bytes());
+    segment.extend_from_slice(&sense[..len]);
+    segment.freeze()
 }
 
 /// Sense data for iSCSI-detected errors (§11.4.7.2): ABORTED COMMAND with these ASC/ASCQ.
@@ -585,14 +597,12 @@ impl TargetConnection {
         }
         let first_burst = self.params.first_burst_length;
         if immediate_len > edtl || immediate_len > first_burst {
-            self.protocol_error(
-                bhs,
-                "immediate data beyond the expected length or FirstBurstLength",
-            );
+            // §11.4.7.2: ABORTED COMMAND, "unexpected unsolicited data"; nothing runs.
+            let sense = sense_segment(iscsi_sense(0x0c, 0x0c));
+            self.respond_status(cmd.itt, 0x02, Some(sense), 0, false);
             return;
         }
         let mut task = Task {
-            cmd_sn: cmd.cmd_sn,
             lun: cmd.lun,
             cdb: cmd.cdb,
             attr: cmd.attr,
@@ -603,6 +613,7 @@ impl TargetConnection {
             data: BytesMut::new(),
             received: 0,
             unsolicited_left: 0,
+            unsolicited_data_sn: 0,
             next_r2t_offset: 0,
             r2ts: Vec::new(),
             r2t_sn: 0,
@@ -661,6 +672,7 @@ impl TargetConnection {
                 offset: task.next_r2t_offset,
                 length,
                 received: 0,
+                next_data_sn: 0,
             };
             task.next_r2t_offset += length;
             task.r2ts.push(window);
@@ -698,11 +710,21 @@ impl TargetConnection {
             self.protocol_error(bhs, "Data-Out beyond the expected data transfer length");
             return;
         }
+        // With DataPDUInOrder=Yes each sequence's DataSN counts up from 0 (§11.7.5); a gap or
+        // repeat means lost or forged data, which ERL 0 cannot recover: the command fails with
+        // CHECK CONDITION and the connection goes on (later Data-Out for it is discarded).
+        let in_order = self.params.data_pdu_in_order;
         if data.ttt == RESERVED_TAG {
             if len > task.unsolicited_left {
-                self.protocol_error(bhs, "unsolicited data beyond FirstBurstLength");
+                // §11.4.7.2: ABORTED COMMAND, "unexpected unsolicited data".
+                self.fail_task(data.itt, 0x0c, 0x0c);
                 return;
             }
+            if in_order && data.data_sn != task.unsolicited_data_sn {
+                self.fail_task(data.itt, 0x4b, 0x00); // DATA PHASE ERROR (SPC-4)
+                return;
+            }
+            task.unsolicited_data_sn += 1;
             task.unsolicited_left -= len;
         } else {
             let Some(window) = task.r2ts.iter_mut().find(|w| w.ttt == data.ttt) else {
@@ -713,6 +735,11 @@ impl TargetConnection {
                 self.protocol_error(bhs, "Data-Out outside the range its R2T asked for");
                 return;
             }
+            if in_order && data.data_sn != window.next_data_sn {
+                self.fail_task(data.itt, 0x4b, 0x00); // DATA PHASE ERROR (SPC-4)
+                return;
+            }
+            window.next_data_sn += 1;
             window.received += len;
         }
         let start = data.buffer_offset as usize;
@@ -757,6 +784,22 @@ impl TargetConnection {
                 data_in_len,
             }));
         }
+    }
+
+    /// Ends a task that is still receiving data with CHECK CONDITION, ABORTED COMMAND and the
+    /// given ASC/ASCQ (§11.4.7.2); Data-Out still in flight for it is discarded on arrival.
+    fn fail_task(&mut self, itt: u32, asc: u8, ascq: u8) {
+        if self.tasks.remove(&itt).is_none() {
+            return;
+        }
+        self.dispatch_order.retain(|t| *t != itt);
+        self.respond_status(
+            itt,
+            0x02,
+            Some(sense_segment(iscsi_sense(asc, ascq))),
+            0,
+            false,
+        );
     }
 
     /// Reports the end of a command handed out with [`Event::Execute`].
@@ -842,12 +885,7 @@ impl TargetConnection {
             offset += len;
         }
         if !collapse {
-            let sense = outcome.sense.map(|sense| {
-                let mut segment = BytesMut::with_capacity(sense.len() + 2);
-                segment.extend_from_slice(&(sense.len().min(0xffff) as u16).to_be_bytes());
-                segment.extend_from_slice(&sense[..sense.len().min(0xffff)]);
-                segment.freeze()
-            });
+            let sense = outcome.sense.map(sense_segment);
             self.respond_status_full(
                 itt,
                 outcome.status,
@@ -910,9 +948,12 @@ impl TargetConnection {
         let affected: Vec<u32> = match function {
             TmfFunction::AbortTask => {
                 let Some(task) = self.tasks.get(&tmf.referenced_task_tag) else {
-                    // §11.5.1: a task already completed (RefCmdSN behind ExpCmdSN) counts as aborted;
-                    // one never received does not exist.
-                    let code = if sn_lt(tmf.ref_cmd_sn, self.exp_cmd_sn) {
+                    // §11.5.1 b/c: a tag we don't hold whose RefCmdSN lies in the command window
+                    // was lost on the way and counts as aborted; otherwise (e.g. the task already
+                    // completed) it does not exist.
+                    let in_window = !sn_lt(tmf.ref_cmd_sn, self.exp_cmd_sn)
+                        && !sn_lt(self.max_cmd_sn(), tmf.ref_cmd_sn);
+                    let code = if in_window {
                         tmf_response::FUNCTION_COMPLETE
                     } else {
                         tmf_response::TASK_DOES_NOT_EXIST
@@ -1037,23 +1078,5 @@ impl TargetConnection {
         self.early.clear();
         self.outbox.clear();
         executing
-    }
-
-    /// Answers a command the transport could not run because its data was corrupt in
-    /// transit or its LUN field was unusable: CHECK CONDITION with iSCSI sense (§11.4.7.2).
-    pub fn fail_transport(&mut self, itt: u32, asc: u8, ascq: u8) {
-        self.complete(
-            itt,
-            ScsiOutcome {
-                status: 0x02,
-                sense: Some(iscsi_sense(asc, ascq)),
-                data_in: Bytes::new(),
-            },
-        );
-    }
-
-    /// CmdSN of an executing task (for logging).
-    pub fn task_cmd_sn(&self, itt: u32) -> Option<u32> {
-        self.tasks.get(&itt).map(|t| t.cmd_sn)
     }
 }

@@ -57,6 +57,9 @@ impl Device {
     }
 }
 
+/// Rewrites an initiator PDU's wire bytes before the target sees them.
+type Tamper = Box<dyn FnMut(&Pdu, &mut BytesMut)>;
+
 struct Pair {
     initiator: InitiatorSession,
     target: TargetConnection,
@@ -66,7 +69,7 @@ struct Pair {
     closed: Option<CloseReason>,
     completions: Vec<(u32, Outcome)>,
     /// Applied to each initiator PDU's bytes before the target sees them.
-    tamper: Option<Box<dyn FnMut(&Pdu, &mut BytesMut)>>,
+    tamper: Option<Tamper>,
     pdus_to_initiator: Vec<Pdu>,
 }
 
@@ -421,10 +424,10 @@ fn bad_header_digest_ends_the_connection_without_executing() {
 fn commands_outside_the_cmdsn_window_are_ignored() {
     let mut pair = Pair::new(params(|_| {}), 4);
     pair.tamper = Some(Box::new(|pdu, bytes| {
-        if let Pdu::ScsiCommand(c) = pdu {
-            if c.cdb[1] == 0xee {
-                bytes[24..28].copy_from_slice(&(c.cmd_sn + 1000).to_be_bytes());
-            }
+        if let Pdu::ScsiCommand(c) = pdu
+            && c.cdb[1] == 0xee
+        {
+            bytes[24..28].copy_from_slice(&(c.cmd_sn + 1000).to_be_bytes());
         }
     }));
     let mut cdb = read_cdb();
@@ -451,7 +454,7 @@ fn data_segment_longer_than_negotiated_is_rejected_and_closes() {
 }
 
 #[test]
-fn unsolicited_data_beyond_first_burst_is_a_protocol_error() {
+fn unsolicited_data_beyond_first_burst_fails_the_command() {
     let mut pair = Pair::new(params(|p| p.first_burst_length = 8192), 8);
     pair.initiator = InitiatorSession::new(
         params(|p| p.first_burst_length = 65536),
@@ -460,12 +463,52 @@ fn unsolicited_data_beyond_first_burst_is_a_protocol_error() {
         100,
         8,
     );
-    pair.initiator
+    let itt = pair
+        .initiator
         .scsi(0, &write_cdb(), pattern(65536), 0, TaskAttr::Simple);
     pair.pump();
-    assert_eq!(rejects(&pair), vec![RejectReason::ProtocolError as u8]);
-    assert!(pair.closed.is_some());
+    // §11.4.7.2: CHECK CONDITION, ABORTED COMMAND, "unexpected unsolicited data" (0Ch/0Ch).
+    let r = pair.result(itt);
+    assert_eq!(r.status, 2);
+    let sense = r.sense.as_ref().unwrap();
+    assert_eq!((sense[2] & 0x0f, sense[12], sense[13]), (0x0b, 0x0c, 0x0c));
+    assert!(pair.closed.is_none());
     assert_eq!(pair.device.executed, 0);
+    assert_eq!(pair.target.task_count(), 0);
+    // The connection still works.
+    let itt = pair
+        .initiator
+        .scsi(0, &read_cdb(), Bytes::new(), 100, TaskAttr::Simple);
+    pair.pump();
+    assert_eq!(pair.result(itt).data.len(), 100);
+}
+
+#[test]
+fn a_wrong_data_sn_fails_the_command_and_its_later_data_is_dropped() {
+    let p = params(|p| {
+        p.immediate_data = false;
+        p.initial_r2t = true;
+        p.max_recv_data_segment_length = 8192;
+        p.max_xmit_data_segment_length = 8192;
+    });
+    let mut pair = Pair::new(p, 8);
+    pair.tamper = Some(Box::new(|pdu, bytes| {
+        if let Pdu::DataOut(d) = pdu
+            && d.data_sn == 1
+        {
+            bytes[36..40].copy_from_slice(&7u32.to_be_bytes());
+        }
+    }));
+    let itt = pair
+        .initiator
+        .scsi(0, &write_cdb(), pattern(40_000), 0, TaskAttr::Simple);
+    pair.pump();
+    let r = pair.result(itt);
+    assert_eq!(r.status, 2);
+    let sense = r.sense.as_ref().unwrap();
+    assert_eq!((sense[2] & 0x0f, sense[12]), (0x0b, 0x4b));
+    assert!(pair.closed.is_none());
+    assert_eq!((pair.device.executed, pair.target.task_count()), (0, 0));
 }
 
 #[test]

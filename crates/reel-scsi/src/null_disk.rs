@@ -88,7 +88,8 @@ impl NullDisk {
     /// SBC-3 §4.5: LBA + length must stay within the capacity; a zero-length transfer may
     /// start at the capacity. The INFORMATION field holds the requested LBA.
     fn check_range(&self, lba: u64, blocks: u64) -> ScsiResult<()> {
-        if lba > self.blocks || self.blocks - lba < blocks {
+        // SBC-3 §4.5: an LBA past the last one is out of range even for a zero-length transfer.
+        if lba >= self.blocks || self.blocks - lba < blocks {
             return Err(
                 Sense::illegal_request(Asc::LOGICAL_BLOCK_ADDRESS_OUT_OF_RANGE)
                     .with_information(lba),
@@ -304,7 +305,7 @@ impl Personality for NullDisk {
             io(&[0x25, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0x01, 0]), // READ CAPACITY(10)
             io(&[0x28, 0x18, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0xFF, 0xFF, 0]), // READ(10)
             io(&[0x2A, 0x18, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0xFF, 0xFF, 0]), // WRITE(10)
-            io(&[0x2F, 0x06, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0xFF, 0xFF, 0]), // VERIFY(10)
+            io(&[0x2F, 0x16, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0xFF, 0xFF, 0]), // VERIFY(10)
             io(&[0x35, 0x02, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0xFF, 0xFF, 0]), // SYNCHRONIZE CACHE(10)
             io(&[
                 0x88, 0x18, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
@@ -315,7 +316,7 @@ impl Personality for NullDisk {
                 0, 0,
             ]), // WRITE(16)
             io(&[
-                0x8F, 0x06, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                0x8F, 0x16, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
                 0, 0,
             ]), // VERIFY(16)
             io(&[
@@ -409,7 +410,10 @@ mod tests {
     fn range_checks() {
         let disk = NullDisk::new(512, 100);
         assert!(disk.check_range(0, 100).is_ok());
-        assert!(disk.check_range(100, 0).is_ok());
+        // SBC-3 §4.5: past the last LBA is out of range even with nothing to transfer
+        // (libiscsi's Verify10.ZeroBlocks checks this).
+        assert!(disk.check_range(99, 0).is_ok());
+        assert!(disk.check_range(100, 0).is_err());
         assert!(disk.check_range(100, 1).is_err());
         assert!(disk.check_range(u64::MAX, 1).is_err());
         assert_eq!(disk.check_range(99, 2).unwrap_err().information, Some(99));

@@ -117,13 +117,17 @@ pub struct Chap {
 
 impl std::fmt::Debug for Chap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Chap").field("user", &self.user).field("secret", &"<secret>").finish()
+        f.debug_struct("Chap")
+            .field("user", &self.user)
+            .field("secret", &"<secret>")
+            .finish()
     }
 }
 
 /// Loads and validates a configuration file.
 pub fn load(path: &Path) -> anyhow::Result<Config> {
-    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
@@ -164,7 +168,9 @@ fn validate_chap(target: &str, which: &str, chap: &Chap) -> anyhow::Result<()> {
     }
     // RFC 7143 §12.1.3 asks for secrets of at least 96 bits; the Linux initiator wants 12–16 characters.
     if chap.secret.len() < 12 || chap.secret.len() > 255 {
-        anyhow::bail!("target {target}: {which}.secret must be 12 to 255 characters (RFC 7143 §12.1.3)");
+        anyhow::bail!(
+            "target {target}: {which}.secret must be 12 to 255 characters (RFC 7143 §12.1.3)"
+        );
     }
     Ok(())
 }
@@ -172,23 +178,33 @@ fn validate_chap(target: &str, which: &str, chap: &Chap) -> anyhow::Result<()> {
 fn validate(config: &Config) -> anyhow::Result<()> {
     let iscsi = &config.iscsi;
     for listen in &iscsi.listen {
-        listen
-            .parse::<SocketAddr>()
-            .map_err(|_| anyhow::anyhow!("iscsi.listen: {listen:?} is not an address:port such as 127.0.0.1:3260"))?;
+        listen.parse::<SocketAddr>().map_err(|_| {
+            anyhow::anyhow!(
+                "iscsi.listen: {listen:?} is not an address:port such as 127.0.0.1:3260"
+            )
+        })?;
     }
     if !(1..=4096).contains(&iscsi.queue_depth) {
-        anyhow::bail!("iscsi.queue_depth must be 1 to 4096, not {}", iscsi.queue_depth);
+        anyhow::bail!(
+            "iscsi.queue_depth must be 1 to 4096, not {}",
+            iscsi.queue_depth
+        );
     }
     if iscsi.nop_interval_secs == 0 {
         anyhow::bail!("iscsi.nop_interval_secs must be at least 1");
     }
     for (key, value) in [
-        ("max_recv_data_segment_length", iscsi.max_recv_data_segment_length),
+        (
+            "max_recv_data_segment_length",
+            iscsi.max_recv_data_segment_length,
+        ),
         ("max_burst_length", iscsi.max_burst_length),
         ("first_burst_length", iscsi.first_burst_length),
     ] {
         if !(512..=16_777_215).contains(&value) {
-            anyhow::bail!("iscsi.{key} must be 512 to 16777215 (RFC 7143 §13.12–§13.14), not {value}");
+            anyhow::bail!(
+                "iscsi.{key} must be 512 to 16777215 (RFC 7143 §13.12–§13.14), not {value}"
+            );
         }
     }
     if let Some(chap) = &iscsi.discovery_chap {
@@ -210,7 +226,10 @@ fn validate(config: &Config) -> anyhow::Result<()> {
         }
         for initiator in target.allow_initiators.iter().flatten() {
             if !valid_iscsi_name(initiator) {
-                anyhow::bail!("target {}: allow_initiators: {initiator:?} is not a valid iSCSI name", target.name);
+                anyhow::bail!(
+                    "target {}: allow_initiators: {initiator:?} is not a valid iSCSI name",
+                    target.name
+                );
             }
         }
         if let Some(chap) = &target.chap {
@@ -219,7 +238,10 @@ fn validate(config: &Config) -> anyhow::Result<()> {
         if let Some(mutual) = &target.mutual_chap {
             validate_chap(&target.name, "mutual_chap", mutual)?;
             if target.chap.is_none() {
-                anyhow::bail!("target {}: mutual_chap needs chap (the initiator authenticates first)", target.name);
+                anyhow::bail!(
+                    "target {}: mutual_chap needs chap (the initiator authenticates first)",
+                    target.name
+                );
             }
         }
     }
@@ -250,18 +272,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.iscsi.targets.len(), 2);
-        assert_eq!(config.iscsi.targets[1].mutual_chap.as_ref().unwrap().user, "reel-target");
+        assert_eq!(
+            config.iscsi.targets[1].mutual_chap.as_ref().unwrap().user,
+            "reel-target"
+        );
     }
 
     #[test]
     fn errors_name_the_line_and_key() {
-        let err = parse("[iscsi]\nlisten = [\"127.0.0.1:3260\"]\nqueue_dept = 4\n").unwrap_err().to_string();
-        assert!(err.contains("line 3") && err.contains("queue_dept"), "{err}");
-        let err = parse("[[iscsi.target]]\nname = \"IQN.bad\"\nkind = \"null-disk\"\n").unwrap_err().to_string();
+        let err = parse("[iscsi]\nlisten = [\"127.0.0.1:3260\"]\nqueue_dept = 4\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 3") && err.contains("queue_dept"),
+            "{err}"
+        );
+        let err = parse("[[iscsi.target]]\nname = \"IQN.bad\"\nkind = \"null-disk\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a valid iSCSI name"), "{err}");
-        let err = parse("[[iscsi.target]]\nname = \"iqn.2026-11.org.x:a\"\nkind = \"tape\"\n").unwrap_err().to_string();
+        let err = parse("[[iscsi.target]]\nname = \"iqn.2026-11.org.x:a\"\nkind = \"tape\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("line 3") && err.contains("null-disk"), "{err}");
-        let err = parse("[iscsi]\nlisten = [\"localhost\"]\n").unwrap_err().to_string();
+        let err = parse("[iscsi]\nlisten = [\"localhost\"]\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not an address:port"), "{err}");
     }
 
@@ -279,7 +315,13 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("needs chap"), "{err}");
-        let debug = format!("{:?}", Chap { user: "u".into(), secret: "hunter2hunter2".into() });
+        let debug = format!(
+            "{:?}",
+            Chap {
+                user: "u".into(),
+                secret: "hunter2hunter2".into()
+            }
+        );
         assert!(!debug.contains("hunter2"));
     }
 

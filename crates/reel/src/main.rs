@@ -42,7 +42,8 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("REEL_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("REEL_LOG")
+                .unwrap_or_else(|_| "info".into()),
         )
         .init();
     let result = match cli.command {

@@ -16,7 +16,7 @@ use reel_iscsi::login::{PortalConfig, TargetConfig};
 use reel_iscsi::params::Limits;
 use reel_iscsi_net::{TargetServer, TargetServerConfig};
 use reel_media::{CartridgeInfo, MediaType};
-use reel_scsi::{LunTable, NullDisk, ScsiDevice};
+use reel_scsi::{Identity, LunTable, NullDisk, ScsiDevice};
 
 use crate::admin::{barcodes, human, now};
 use crate::config::{self, Chap, Config, TargetKind};
@@ -32,10 +32,24 @@ pub struct ServeArgs {
     /// Configuration file (TOML): portals, targets, CHAP, initiator ACLs.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// iSCSI portal(s) to listen on, overriding the configuration (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Vec<String>,
 }
 
 fn credentials(chap: &Option<Chap>) -> Option<ChapCredentials> {
-    chap.as_ref().map(|c| ChapCredentials::new(c.user.clone(), c.secret.as_str()))
+    chap.as_ref()
+        .map(|c| ChapCredentials::new(c.user.clone(), c.secret.as_str()))
+}
+
+/// A 1 TiB null disk (2^31 blocks, so 32-bit LBAs can address past its end) with a serial number and NAA identifier unique in this server.
+fn null_disk(target: usize, lun: u32) -> NullDisk {
+    let serial = format!("REELNULL{target:03}{lun:03}");
+    // NAA 6 (IEEE registered extended) with a zero company id: locally unique only.
+    let naa = 0x6000_0000_0000_0000 | ((target as u64) << 16) | u64::from(lun);
+    let mut identity = Identity::new(0x00, "REEL", "NULLDISK", "0001", &serial, naa);
+    identity.version_descriptors = vec![0x04C0]; // SBC-3
+    NullDisk::new(512, 1 << 31).with_identity(identity)
 }
 
 /// Builds the iSCSI server settings and logical units from the configuration.
@@ -56,9 +70,7 @@ fn target_server_config(config: &Config) -> anyhow::Result<TargetServerConfig> {
         match entry.kind {
             TargetKind::NullDisk => {
                 for lun in 0..entry.luns {
-                    let serial = format!("REELNULL{index:02}{lun:03}");
-                    let _ = &serial;
-                    table.insert(lun as u64, Arc::new(ScsiDevice::new(NullDisk::new(512, 1 << 32))));
+                    table.insert(lun as u64, Arc::new(ScsiDevice::new(null_disk(index, lun))));
                 }
             }
         }
@@ -92,10 +104,13 @@ fn target_server_config(config: &Config) -> anyhow::Result<TargetServerConfig> {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => config::load(path)?,
         None => Config::default(),
     };
+    if !args.listen.is_empty() {
+        config.iscsi.listen = args.listen.clone();
+    }
     let server_config = target_server_config(&config)?;
     let dir = &args.data.dir;
     let carts = data_dir::open(dir)?;
@@ -106,7 +121,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let list = carts.list()?;
     let stats = carts.store().stats()?;
-    println!("reel {} — data directory {}", env!("CARGO_PKG_VERSION"), dir.display());
+    println!(
+        "reel {} — data directory {}",
+        env!("CARGO_PKG_VERSION"),
+        dir.display()
+    );
     println!(
         "library store ready: {} cartridges ({} … {}), {} written, {} stored ({:.2}:1)",
         list.len(),
@@ -123,10 +142,20 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let target_names: Vec<String> = config.iscsi.targets.iter().map(|t| t.name.clone()).collect();
-    let server = runtime.block_on(TargetServer::start(server_config)).with_context(|| {
-        format!("listening on {} (is another target using the port?)", config.iscsi.listen.join(", "))
-    })?;
+    let target_names: Vec<String> = config
+        .iscsi
+        .targets
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    let server = runtime
+        .block_on(TargetServer::start(server_config))
+        .with_context(|| {
+            format!(
+                "listening on {} (is another target using the port?)",
+                config.iscsi.listen.join(", ")
+            )
+        })?;
     for addr in server.local_addrs() {
         println!("iSCSI portal: {addr}");
     }
@@ -134,7 +163,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         println!("iSCSI target: {name}");
     }
     if target_names.is_empty() {
-        println!("iSCSI target: none configured yet (tape drives and changer come next; see README, Status)");
+        println!(
+            "iSCSI target: none configured yet (tape drives and changer come next; see README, Status)"
+        );
     }
     println!("Ctrl-C or SIGTERM stops reel cleanly");
 
@@ -146,7 +177,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let _ = rx.recv();
     runtime.block_on(server.shutdown(Duration::from_secs(10)));
     runtime.shutdown_timeout(Duration::from_secs(2));
-    carts.store().sync().context("syncing the store on shutdown")?;
+    carts
+        .store()
+        .sync()
+        .context("syncing the store on shutdown")?;
     drop(carts);
     println!("reel stopped; everything is synced");
     Ok(())

@@ -21,7 +21,7 @@ fn run_ok(args: &[&str]) -> String {
 /// Starts `reel serve`, waits until it is ready, stops it with SIGTERM; returns its stdout.
 fn serve_once(dir: &str) -> String {
     let child = reel()
-        .args(["serve", "--data", dir])
+        .args(["serve", "--data", dir, "--listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
