@@ -12,6 +12,8 @@ step() { printf '\n==> %s\n' "$*"; }
 need_pkgs=()
 { command -v cc && command -v c++; } >/dev/null || need_pkgs+=(build-essential)
 command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
+# libiscsi's clients and test suite run against `reel serve` (crates/reel/tests/libiscsi.rs).
+command -v iscsi-test-cu >/dev/null || need_pkgs+=(libiscsi-bin)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   step "installing Debian packages: ${need_pkgs[*]}"
   sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
@@ -34,7 +36,10 @@ if [ "$quick" -eq 0 ]; then
   if rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal >/dev/null 2>&1; then
     command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked -q
     for target in $(cd fuzz && cargo +nightly fuzz list); do
-      (cd fuzz && cargo +nightly fuzz run "$target" -- -max_total_time="${REEL_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 2>&1 | tail -n 3)
+      # fuzz/seeds/<target> is the committed corpus; new finds go to the ignored fuzz/corpus.
+      mkdir -p "fuzz/corpus/$target"
+      seeds=""; [ -d "fuzz/seeds/$target" ] && seeds="seeds/$target"
+      (cd fuzz && cargo +nightly fuzz run "$target" "corpus/$target" $seeds -- -max_total_time="${REEL_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 2>&1 | tail -n 3)
     done
   else
     echo "no nightly toolchain available: fuzz smoke run skipped" >&2
