@@ -209,7 +209,7 @@ pub fn parse_size(text: &str) -> anyhow::Result<u32> {
     if value == 0 {
         bail!("size {text:?}: transfers must be at least one {BLOCK}-byte block");
     }
-    if value % u64::from(BLOCK) != 0 {
+    if !value.is_multiple_of(u64::from(BLOCK)) {
         bail!("size {text:?} is not a multiple of the {BLOCK}-byte block size");
     }
     if value > u64::from(MAX_SIZE) {

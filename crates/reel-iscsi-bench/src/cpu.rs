@@ -42,8 +42,12 @@ pub fn parse_stat_ticks(stat: &str) -> anyhow::Result<u64> {
         text.parse::<u64>()
             .map_err(|_| anyhow!("field {n} is {text:?}, not a number"))
     };
-    if fields.first().is_none_or(|s| s.len() != 1) {
-        bail!("field 3 (state) is not one character");
+    // State is one letter (R, S, D, Z, T, t, X, I, …): a cheap check that the fields line up.
+    if fields
+        .first()
+        .is_none_or(|s| s.len() != 1 || !s.bytes().all(|b| b.is_ascii_alphabetic()))
+    {
+        bail!("field 3 (state) is not one letter");
     }
     Ok(field(14)? + field(15)?)
 }

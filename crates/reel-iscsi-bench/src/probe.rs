@@ -90,8 +90,10 @@ pub struct ProbeReport {
     pub iqn: String,
     pub target_alias: Option<String>,
     pub negotiated: NegotiatedReport,
-    /// The command window the target opened after login (MaxCmdSN - CmdSN + 1).
-    pub initial_window: u32,
+    /// The command window (MaxCmdSN - CmdSN + 1) the login response opened, and the one
+    /// after the first commands completed (some targets open it wide only then).
+    pub window_after_login: u32,
+    pub window_after_commands: u32,
     /// Data-In PDUs for one 1 MiB READ(10), and the largest data segment among them.
     pub data_in_pdus_per_1m_read: u32,
     pub largest_data_in: u32,
@@ -205,7 +207,7 @@ async fn probe_inner(
         outcome.exp_stat_sn,
         outcome.max_cmd_sn,
     );
-    let initial_window = session.window();
+    let window_after_login = session.window();
     conn.framer = Framer::new(session.receive_limits());
     conn.send = session.send_limits();
 
@@ -248,6 +250,7 @@ async fn probe_inner(
     })
     .await?;
     good(outcome, "WRITE(10) of 1 MiB")?;
+    let window_after_commands = session.window();
 
     let itt = session.logout();
     let _ = run(&mut conn, &mut session, itt, |_| {}).await;
@@ -255,7 +258,8 @@ async fn probe_inner(
         iqn: iqn.to_string(),
         target_alias,
         negotiated: NegotiatedReport::from(&negotiated),
-        initial_window,
+        window_after_login,
+        window_after_commands,
         data_in_pdus_per_1m_read: data_ins,
         largest_data_in: largest,
         read_status_in_data_in: collapsed,

@@ -121,9 +121,9 @@ pub fn summarize(runs: &[Measurement]) -> Summary {
 
 /// 65536 → "64K", 1048576 → "1M".
 pub fn size_label(bytes: u32) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{}M", bytes >> 20)
-    } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
+    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
         format!("{}K", bytes >> 10)
     } else {
         bytes.to_string()
@@ -433,8 +433,8 @@ pub fn markdown(report: &Report) -> String {
             }),
         ),
         (
-            "command window after login",
-            Box::new(|p| p.initial_window.to_string()),
+            "command window after login / after 3 commands",
+            Box::new(|p| format!("{} / {}", p.window_after_login, p.window_after_commands)),
         ),
         (
             "Data-In PDUs per 1 MiB READ (largest)",

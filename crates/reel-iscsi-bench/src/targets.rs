@@ -348,21 +348,20 @@ fn start_reel(plan: &Plan) -> anyhow::Result<(ReelProcess, SocketAddr, String)> 
 
 fn start_tgt(plan: &Plan) -> anyhow::Result<(TgtProcess, SocketAddr, String)> {
     let tgtd = which(&plan.tgtd).ok_or_else(|| anyhow!("{} not found", plan.tgtd))?;
-    // The control port only names tgtd's management socket; use the iSCSI port's number,
-    // unless a socket of that name is left over.
-    let port = loop {
-        let p = free_port()?;
-        if !Path::new(&format!("{TGTD_SOCKET_DIR}/socket.{p}")).exists() {
-            break p;
-        }
-    };
+    let port = free_port()?;
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    // The control port only names tgtd's management socket (/var/run/tgtd/socket.N, N at
+    // most 32767); derive it from the iSCSI port, skipping names in use.
+    let control_port = (0..22_000u16)
+        .map(|i| 10_000 + (port % 22_000 + i) % 22_000)
+        .find(|c| !Path::new(&format!("{TGTD_SOCKET_DIR}/socket.{c}")).exists())
+        .ok_or_else(|| anyhow!("no free tgtd control port in {TGTD_SOCKET_DIR}"))?;
     let log = std::env::temp_dir().join(format!("reel-iscsi-bench-tgtd-{port}.log"));
     let out = fs::File::create(&log)?;
     let child = Command::new(&tgtd)
         .arg("-f")
         .arg("-C")
-        .arg(port.to_string())
+        .arg(control_port.to_string())
         .arg("--iscsi")
         .arg(format!("portal={addr}"))
         .stdin(Stdio::null())
@@ -373,7 +372,7 @@ fn start_tgt(plan: &Plan) -> anyhow::Result<(TgtProcess, SocketAddr, String)> {
     let mut process = TgtProcess {
         child,
         tgtadm: plan.tgtadm.clone(),
-        control_port: port,
+        control_port,
         log: log.clone(),
     };
     wait_listening(&mut process.child, addr, &log, "tgtd")?;

@@ -5,13 +5,17 @@
 //! helps dedup), and the partition's *record map* — runs of equal-sized records and of
 //! filemarks — lives in the stream's sidecar, so bytes and map always commit together.
 //! [`Cartridges`] keeps each cartridge's identity and cartridge memory as a store record.
+//! [`VirtualLibrary`] composes a changer, drives and slots over them (the SCSI devices a
+//! target serves).
 
 mod cartridges;
 mod partition;
 mod record_map;
+mod vtl;
 
 pub use cartridges::{CartridgeError, Cartridges, stream_of};
 pub use partition::ChunkPartition;
+pub use vtl::{Bay, Drive, LibraryError, LibrarySpec, VirtualLibrary};
 
 /// Fuzz entry points: each must return without panicking on any input.
 #[doc(hidden)]

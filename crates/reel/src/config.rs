@@ -45,6 +45,8 @@ pub struct IscsiConfig {
 }
 
 impl Default for IscsiConfig {
+    /// The zero-configuration library: IBM 3584 changer, 4 IBM LTO-9 drives, 40 slots,
+    /// 4 import/export elements, on 127.0.0.1:3260.
     fn default() -> Self {
         IscsiConfig {
             listen: default_listen(),
@@ -54,8 +56,92 @@ impl Default for IscsiConfig {
             max_burst_length: default_max_burst(),
             first_burst_length: default_first_burst(),
             discovery_chap: None,
-            targets: Vec::new(),
+            targets: vec![TargetEntry {
+                name: DEFAULT_LIBRARY_IQN.into(),
+                alias: Some("reel-library".into()),
+                kind: TargetKind::Library,
+                luns: 1,
+                changer: None,
+                drive: None,
+                drives: None,
+                slots: None,
+                import_export: None,
+                barcode_prefix: String::new(),
+                allow_initiators: None,
+                chap: None,
+                mutual_chap: None,
+            }],
         }
+    }
+}
+
+/// The target name of the zero-configuration library.
+pub const DEFAULT_LIBRARY_IQN: &str = "iqn.2026-11.org.reel:library";
+pub const DEFAULT_CHANGER: &str = "ibm-3584";
+pub const DEFAULT_DRIVE: &str = "ibm-td9";
+
+impl TargetEntry {
+    /// The changer and drive models and element counts of a library target.
+    pub fn library_layout(
+        &self,
+    ) -> anyhow::Result<(
+        &'static reel_smc::ChangerModel,
+        &'static reel_ssc::DriveModel,
+        reel_smc::Layout,
+    )> {
+        let changer_name = self.changer.as_deref().unwrap_or(DEFAULT_CHANGER);
+        let changer = reel_smc::ChangerModel::by_name(changer_name).ok_or_else(|| {
+            let names: Vec<&str> = reel_smc::ChangerModel::all()
+                .iter()
+                .map(|m| m.name())
+                .collect();
+            anyhow::anyhow!(
+                "target {}: unknown changer {changer_name:?} (one of: {})",
+                self.name,
+                names.join(", ")
+            )
+        })?;
+        let drive_name = self.drive.as_deref().unwrap_or(DEFAULT_DRIVE);
+        let drive = reel_ssc::DriveModel::by_name(drive_name).ok_or_else(|| {
+            let names: Vec<&str> = reel_ssc::DriveModel::all()
+                .iter()
+                .map(|m| m.name())
+                .collect();
+            anyhow::anyhow!(
+                "target {}: unknown drive {drive_name:?} (one of: {})",
+                self.name,
+                names.join(", ")
+            )
+        })?;
+        let mut layout = changer.default_layout;
+        if changer.default_layout.magazines.is_none() {
+            layout = reel_smc::Layout {
+                drives: 4,
+                slots: 40,
+                import_export: 4,
+                magazines: None,
+            };
+        }
+        if let Some(d) = self.drives {
+            layout.drives = d;
+        }
+        if let Some(s) = self.slots {
+            layout.slots = s;
+            layout.magazines = None;
+        }
+        if let Some(ie) = self.import_export {
+            layout.import_export = ie;
+        }
+        if !(1..=256).contains(&layout.drives) {
+            anyhow::bail!("target {}: drives must be 1 to 256", self.name);
+        }
+        if !(1..=10_000).contains(&layout.slots) {
+            anyhow::bail!("target {}: slots must be 1 to 10000", self.name);
+        }
+        if layout.import_export > 255 {
+            anyhow::bail!("target {}: import_export must be at most 255", self.name);
+        }
+        Ok((changer, drive, layout))
     }
 }
 
@@ -81,6 +167,8 @@ fn default_first_burst() -> u32 {
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum TargetKind {
+    /// A tape library: an SMC changer at LUN 0 and SSC drives at LUNs 1…n.
+    Library,
     /// A direct-access LUN that discards writes and reads zeros: protocol tests and the
     /// iSCSI throughput benchmark.
     NullDisk,
@@ -96,6 +184,18 @@ pub struct TargetEntry {
     /// Number of LUNs (null-disk targets).
     #[serde(default = "one")]
     pub luns: u32,
+    /// Library targets: the changer model (`reel models` lists them; default ibm-3584).
+    pub changer: Option<String>,
+    /// Library targets: the drive model (default ibm-td9).
+    pub drive: Option<String>,
+    /// Library targets: element counts (defaults: 4 drives, 40 slots, 4 import/export; an
+    /// autoloader model brings its own).
+    pub drives: Option<u16>,
+    pub slots: Option<u16>,
+    pub import_export: Option<u16>,
+    /// Library targets: only cartridges whose barcode starts with this are placed here.
+    #[serde(default)]
+    pub barcode_prefix: String,
     /// Only these initiators may log in (all when absent).
     pub allow_initiators: Option<Vec<String>>,
     /// Initiators must authenticate with these credentials (one-way CHAP).
@@ -220,6 +320,9 @@ fn validate(config: &Config) -> anyhow::Result<()> {
         }
         if !names.insert(target.name.as_str()) {
             anyhow::bail!("iscsi.target: {} is defined twice", target.name);
+        }
+        if target.kind == TargetKind::Library {
+            target.library_layout()?;
         }
         if !(1..=256).contains(&target.luns) {
             anyhow::bail!("target {}: luns must be 1 to 256", target.name);

@@ -1,10 +1,11 @@
 //! `reel serve`: the library on its embedded default, and the iSCSI target.
 //!
-//! A new data directory gets 20 blank LTO-9 cartridges (REL001L9…REL020L9). The store and the
-//! cartridges are ready and persist across restarts. The iSCSI target listens on
-//! 127.0.0.1:3260 (or the configured portals) and serves the targets of the configuration
-//! file; the tape drives and changer that expose the cartridges come with issue 4.
-//! Ctrl-C or SIGTERM lets running commands finish, logs sessions out and syncs.
+//! A new data directory gets 20 blank LTO-9 cartridges (REL001L9…REL020L9). Without a
+//! configuration file, reel serves one tape library on 127.0.0.1:3260: an IBM 3584 changer
+//! at LUN 0, four IBM LTO-9 drives at LUNs 1–4, 40 slots and 4 import/export elements, with
+//! the cartridges in the first slots. Everything persists across restarts, including which
+//! cartridge is where. Ctrl-C or SIGTERM lets running commands finish, logs sessions out,
+//! synchronises loaded cartridges and the store.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use reel_iscsi::chap::ChapCredentials;
 use reel_iscsi::login::{PortalConfig, TargetConfig};
 use reel_iscsi::params::Limits;
 use reel_iscsi_net::{TargetServer, TargetServerConfig};
+use reel_library::{Cartridges, LibrarySpec, VirtualLibrary};
 use reel_media::{CartridgeInfo, MediaType};
 use reel_scsi::{Identity, LunTable, NullDisk, ScsiDevice};
 
@@ -52,11 +54,40 @@ fn null_disk(target: usize, lun: u32) -> NullDisk {
     NullDisk::new(512, 1 << 31).with_identity(identity)
 }
 
+/// Opens the configured libraries over the store's cartridges (in target order).
+fn open_libraries(
+    config: &Config,
+    cartridges: &Arc<Cartridges>,
+) -> anyhow::Result<Vec<VirtualLibrary>> {
+    let mut specs = Vec::new();
+    for entry in config
+        .iscsi
+        .targets
+        .iter()
+        .filter(|t| t.kind == TargetKind::Library)
+    {
+        let (changer, drive, layout) = entry.library_layout()?;
+        specs.push(LibrarySpec {
+            name: entry.name.clone(),
+            changer,
+            drive,
+            layout,
+            barcode_prefix: entry.barcode_prefix.clone(),
+            index: specs.len() as u16,
+        });
+    }
+    Ok(VirtualLibrary::open_all(cartridges.clone(), &specs)?)
+}
+
 /// Builds the iSCSI server settings and logical units from the configuration.
-fn target_server_config(config: &Config) -> anyhow::Result<TargetServerConfig> {
+fn target_server_config(
+    config: &Config,
+    libraries: &[VirtualLibrary],
+) -> anyhow::Result<TargetServerConfig> {
     let iscsi = &config.iscsi;
     let mut targets = Vec::new();
     let mut luns = Vec::new();
+    let mut libraries = libraries.iter();
     for (index, entry) in iscsi.targets.iter().enumerate() {
         targets.push(TargetConfig {
             name: entry.name.clone(),
@@ -66,14 +97,19 @@ fn target_server_config(config: &Config) -> anyhow::Result<TargetServerConfig> {
             mutual_chap: credentials(&entry.mutual_chap),
             portal_group_tag: 1,
         });
-        let mut table = LunTable::new();
-        match entry.kind {
+        let table = match entry.kind {
             TargetKind::NullDisk => {
+                let mut table = LunTable::new();
                 for lun in 0..entry.luns {
                     table.insert(lun as u64, Arc::new(ScsiDevice::new(null_disk(index, lun))));
                 }
+                table
             }
-        }
+            TargetKind::Library => libraries
+                .next()
+                .context("a library for every library target")?
+                .lun_table(),
+        };
         luns.push(Arc::new(table));
     }
     let limits = Limits {
@@ -111,9 +147,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if !args.listen.is_empty() {
         config.iscsi.listen = args.listen.clone();
     }
-    let server_config = target_server_config(&config)?;
     let dir = &args.data.dir;
-    let carts = data_dir::open(dir)?;
+    let carts = Arc::new(data_dir::open(dir)?);
     if carts.list()?.is_empty() && args.cartridges > 0 {
         for b in barcodes("REL", 1, args.cartridges, MediaType::Lto9)? {
             carts.create(&CartridgeInfo::new(b, MediaType::Lto9, now()))?;
@@ -135,6 +170,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         human(stats.stored_bytes),
         stats.reduction_ratio()
     );
+    let libraries = open_libraries(&config, &carts)?;
+    let server_config = target_server_config(&config, &libraries)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -159,13 +196,36 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     for addr in server.local_addrs() {
         println!("iSCSI portal: {addr}");
     }
-    for name in &target_names {
-        println!("iSCSI target: {name}");
+    let mut libraries_shown = libraries.iter();
+    for (name, entry) in target_names.iter().zip(&config.iscsi.targets) {
+        match entry.kind {
+            TargetKind::Library => {
+                let library = libraries_shown
+                    .next()
+                    .context("a library per library target")?;
+                let spec = library.spec();
+                let cartridges = library
+                    .changer()
+                    .with_personality(|c| c.inventory().barcodes().len());
+                println!(
+                    "iSCSI target: {name} — tape library: {} changer at LUN 0, {} {} drives at LUN 1-{}, \
+                     {} slots, {} import/export, {} cartridges",
+                    spec.changer.name(),
+                    spec.layout.drives,
+                    spec.drive.name(),
+                    spec.layout.drives,
+                    spec.layout.slots,
+                    spec.layout.import_export,
+                    cartridges
+                );
+            }
+            TargetKind::NullDisk => {
+                println!("iSCSI target: {name} — {} null disk LUN(s)", entry.luns)
+            }
+        }
     }
     if target_names.is_empty() {
-        println!(
-            "iSCSI target: none configured yet (tape drives and changer come next; see README, Status)"
-        );
+        println!("iSCSI target: none configured");
     }
     println!("Ctrl-C or SIGTERM stops reel cleanly");
 
@@ -177,6 +237,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let _ = rx.recv();
     runtime.block_on(server.shutdown(Duration::from_secs(10)));
     runtime.shutdown_timeout(Duration::from_secs(2));
+    for library in &libraries {
+        for (drive, why) in library.flush() {
+            eprintln!(
+                "reel: drive {drive} of {}: could not synchronise its cartridge: {why}",
+                library.spec().name
+            );
+        }
+    }
+    drop(libraries);
     carts
         .store()
         .sync()

@@ -1,0 +1,220 @@
+//! A drive behind a LUN table, driven like an initiator would: CDB bytes in, status, sense
+//! and data out.
+
+#![allow(dead_code)]
+// The drive hands a refused cartridge back by value.
+#![allow(clippy::result_large_err)]
+
+use std::sync::{Arc, Mutex};
+
+use reel_media::{Barcode, Cartridge, CartridgeInfo, MediaType, MemoryPartition, UnixTime};
+use reel_scsi::{
+    Bytes, ItNexus, LunTable, Request, Response, ScsiDevice, Sense, Status, TaskAttribute,
+    parse_sense,
+};
+use reel_ssc::{DriveModel, InsertError, RemoveError, TapeDrive};
+
+pub type Drive = TapeDrive<MemoryPartition>;
+
+pub struct Rig {
+    pub table: LunTable,
+    pub device: Arc<ScsiDevice<Drive>>,
+    pub nexus: ItNexus,
+    pub other: ItNexus,
+    /// Barcodes passed to the saver, in order.
+    pub saved: Arc<Mutex<Vec<String>>>,
+}
+
+pub fn cartridge(barcode: &str, media: MediaType, capacity: u64) -> Cartridge<MemoryPartition> {
+    let info = CartridgeInfo::new(Barcode::new(barcode).unwrap(), media, UnixTime(0))
+        .with_capacity(capacity)
+        .unwrap();
+    Cartridge::new(info, vec![MemoryPartition::new()]).unwrap()
+}
+
+impl Rig {
+    /// An empty drive of `model`; both nexuses have consumed their power-on unit attention.
+    pub fn empty(model: &str) -> Self {
+        let saved = Arc::new(Mutex::new(Vec::new()));
+        let log = saved.clone();
+        let drive = TapeDrive::new(DriveModel::by_name(model).unwrap(), "1068000123")
+            .with_saver(Box::new(move |c| {
+                log.lock().unwrap().push(c.barcode().to_string());
+                Ok(())
+            }))
+            .with_partition_factory(Box::new(|_, _| Ok(MemoryPartition::new())));
+        let device = Arc::new(ScsiDevice::new(drive).with_clock(Arc::new(|| 1_700_000_000_000)));
+        let mut table = LunTable::new();
+        table.insert(0, device.clone());
+        let rig = Rig {
+            table,
+            device,
+            nexus: ItNexus::new("iqn.test:host-a,i,0x000000000001", 1),
+            other: ItNexus::new("iqn.test:host-b,i,0x000000000002", 1),
+            saved,
+        };
+        for n in [rig.nexus.clone(), rig.other.clone()] {
+            rig.run_as(&n, &[0x03, 0, 0, 0, 18, 0], &[]);
+        }
+        rig
+    }
+
+    /// A drive of `model` with a cartridge of `media` and `capacity` bytes inserted, the
+    /// insert unit attention consumed by both nexuses.
+    pub fn loaded(model: &str, media: MediaType, capacity: u64) -> Self {
+        let rig = Self::empty(model);
+        rig.insert(cartridge("REEL01L9", media, capacity)).unwrap();
+        for n in [rig.nexus.clone(), rig.other.clone()] {
+            rig.run_as(&n, &[0x03, 0, 0, 0, 18, 0], &[]);
+        }
+        rig
+    }
+
+    pub fn insert(
+        &self,
+        c: Cartridge<MemoryPartition>,
+    ) -> Result<(), (Cartridge<MemoryPartition>, InsertError)> {
+        self.device
+            .with_context(&self.nexus, |drive, ctx| drive.insert(c, ctx))
+    }
+
+    pub fn remove(&self) -> Result<Cartridge<MemoryPartition>, RemoveError> {
+        self.device
+            .with_context(&self.nexus, |drive, ctx| drive.remove(ctx))
+    }
+
+    pub fn run_as(&self, nexus: &ItNexus, cdb: &[u8], data_out: &[u8]) -> Response {
+        let r = self.table.execute(
+            0,
+            Request {
+                nexus,
+                cdb,
+                data_out: Bytes::copy_from_slice(data_out),
+                data_in_len: u32::MAX,
+                attribute: TaskAttribute::Simple,
+            },
+        );
+        if r.status == Status::CheckCondition {
+            parse_sense(r.sense.as_ref().expect("sense")).expect("sense parses");
+        }
+        r
+    }
+
+    pub fn run(&self, cdb: &[u8], data_out: &[u8]) -> Response {
+        self.run_as(&self.nexus, cdb, data_out)
+    }
+
+    /// Runs and expects GOOD; returns the data.
+    pub fn good(&self, cdb: &[u8], data_out: &[u8]) -> Bytes {
+        let r = self.run(cdb, data_out);
+        assert_eq!(r.status, Status::Good, "{cdb:02x?}: {:?}", sense_of(&r));
+        r.data_in
+    }
+
+    /// Runs and expects CHECK CONDITION; returns the sense and the data.
+    pub fn check(&self, cdb: &[u8], data_out: &[u8]) -> (Sense, Bytes) {
+        let r = self.run(cdb, data_out);
+        assert_eq!(r.status, Status::CheckCondition, "{cdb:02x?} gave GOOD");
+        (sense_of(&r).unwrap(), r.data_in)
+    }
+
+    pub fn with_drive<R>(&self, f: impl FnOnce(&mut Drive) -> R) -> R {
+        self.device.with_personality(f)
+    }
+}
+
+pub fn sense_of(r: &Response) -> Option<Sense> {
+    r.sense.as_ref().map(|s| parse_sense(s).unwrap())
+}
+
+/// The INFORMATION field as a signed residue.
+pub fn residue(s: &Sense) -> i64 {
+    s.information.map_or(0, |v| v as u32 as i32 as i64)
+}
+
+// CDB builders.
+pub fn write6(len: u32, fixed: bool) -> [u8; 6] {
+    let l = len.to_be_bytes();
+    [0x0A, u8::from(fixed), l[1], l[2], l[3], 0]
+}
+pub fn read6(len: u32, fixed: bool, sili: bool) -> [u8; 6] {
+    let l = len.to_be_bytes();
+    [
+        0x08,
+        u8::from(fixed) | u8::from(sili) << 1,
+        l[1],
+        l[2],
+        l[3],
+        0,
+    ]
+}
+pub fn wfm(count: u32, immed: bool) -> [u8; 6] {
+    let l = count.to_be_bytes();
+    [0x10, u8::from(immed), l[1], l[2], l[3], 0]
+}
+pub fn space6(code: u8, count: i32) -> [u8; 6] {
+    let l = count.to_be_bytes();
+    [0x11, code, l[1], l[2], l[3], 0]
+}
+pub fn space16(code: u8, count: i64) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = 0x91;
+    c[1] = code;
+    c[4..12].copy_from_slice(&count.to_be_bytes());
+    c
+}
+pub fn locate10(object: u32, partition: Option<u8>) -> [u8; 10] {
+    let o = object.to_be_bytes();
+    let cp = partition.map_or(0, |_| 0x02);
+    [
+        0x2B,
+        cp,
+        0,
+        o[0],
+        o[1],
+        o[2],
+        o[3],
+        0,
+        partition.unwrap_or(0),
+        0,
+    ]
+}
+pub fn locate16(dest_type: u8, partition: Option<u8>, id: u64) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = 0x92;
+    c[1] = dest_type << 3 | partition.map_or(0, |_| 0x02);
+    c[3] = partition.unwrap_or(0);
+    c[4..12].copy_from_slice(&id.to_be_bytes());
+    c
+}
+pub const REWIND: [u8; 6] = [0x01, 0, 0, 0, 0, 0];
+pub const TUR: [u8; 6] = [0; 6];
+pub const READ_POSITION: [u8; 10] = [0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+pub const READ_POSITION_LONG: [u8; 10] = [0x34, 0x06, 0, 0, 0, 0, 0, 0, 0, 0];
+
+/// (partition, object, BOP, EOP) from the short READ POSITION form.
+pub fn position(rig: &Rig) -> (u8, u32, bool, bool) {
+    let d = rig.good(&READ_POSITION, &[]);
+    assert_eq!(d.len(), 20);
+    (
+        d[1],
+        u32::from_be_bytes([d[4], d[5], d[6], d[7]]),
+        d[0] & 0x80 != 0,
+        d[0] & 0x40 != 0,
+    )
+}
+
+/// (partition, object, file) from the long READ POSITION form.
+pub fn long_position(rig: &Rig) -> (u32, u64, u64) {
+    let d = rig.good(&READ_POSITION_LONG, &[]);
+    assert_eq!(d.len(), 32);
+    (
+        u32::from_be_bytes(d[4..8].try_into().unwrap()),
+        u64::from_be_bytes(d[8..16].try_into().unwrap()),
+        u64::from_be_bytes(d[16..24].try_into().unwrap()),
+    )
+}
+
+pub fn record(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| seed.wrapping_add((i * 7) as u8)).collect()
+}

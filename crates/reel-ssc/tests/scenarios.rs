@@ -1,0 +1,781 @@
+//! What real consumers do, step by step: the Linux st driver and mt, tar, Bacula's btape,
+//! LTFS, PBS, plus write protection, WORM, early warning and the changer's insert/remove.
+
+mod common;
+
+use common::*;
+use reel_media::MediaType;
+use reel_scsi::{Asc, SenseKey, Status};
+use reel_ssc::{DriveModel, DriveState, InsertError, RemoveError};
+
+const GB: u64 = 1_000_000_000;
+
+#[test]
+fn inquiry_and_vpd_identify_the_drive() {
+    let rig = Rig::empty("ibm-td9-hh");
+    let d = rig.good(&[0x12, 0, 0, 0, 96, 0], &[]);
+    assert_eq!(d[0], 0x01, "sequential-access device");
+    assert_eq!(d[1], 0x80, "RMB");
+    assert_eq!(&d[8..16], b"IBM     ");
+    assert_eq!(&d[16..32], b"ULT3580-HH9     ");
+    assert_eq!(&d[32..36], b"R9H1");
+    assert!(
+        d[58..74].chunks(2).any(|v| v == [0x05, 0x20]),
+        "SSC-4 descriptor"
+    );
+    let serial = rig.good(&[0x12, 1, 0x80, 0, 255, 0], &[]);
+    assert_eq!(&serial[4..], b"1068000123");
+    let pages = rig.good(&[0x12, 1, 0x00, 0, 255, 0], &[]);
+    assert_eq!(
+        &pages[4..],
+        &[0x00, 0x80, 0x83, 0x86, 0xB0, 0xB1, 0xC0, 0xC1]
+    );
+    let c1 = rig.good(&[0x12, 1, 0xC1, 0, 255, 0], &[]);
+    assert_eq!(&c1[4..16], b"1068000123  ");
+    let hpe = Rig::empty("hpe-ultrium8");
+    let d = hpe.good(&[0x12, 0, 0, 0, 96, 0], &[]);
+    assert_eq!(&d[8..32], b"HPE     Ultrium 8-SCSI  ");
+    for model in DriveModel::all() {
+        let rig = Rig::empty(model.name());
+        let d = rig.good(&[0x12, 0, 0, 0, 96, 0], &[]);
+        assert_eq!(
+            std::str::from_utf8(&d[16..32]).unwrap().trim_end(),
+            model.product()
+        );
+    }
+}
+
+#[test]
+fn empty_drive_is_not_ready_and_media_commands_say_why() {
+    let rig = Rig::empty("ibm-td9");
+    let (s, _) = rig.check(&TUR, &[]);
+    assert_eq!(
+        (s.key, s.asc),
+        (SenseKey::NOT_READY, Asc::MEDIUM_NOT_PRESENT)
+    );
+    for cdb in [
+        &read6(10, false, false)[..],
+        &READ_POSITION,
+        &REWIND,
+        &space6(1, 1),
+    ] {
+        let (s, _) = rig.check(cdb, &[]);
+        assert_eq!(s.asc, Asc::MEDIUM_NOT_PRESENT, "{cdb:02x?}");
+    }
+    // Drive information works without a cartridge.
+    let limits = rig.good(&[0x05, 0, 0, 0, 0, 0], &[]);
+    assert_eq!(&limits[..], &[0, 0x80, 0x00, 0x00, 0, 1]);
+    assert_eq!(rig.with_drive(|d| d.state()), DriveState::Empty);
+}
+
+#[test]
+fn linux_st_open_sequence() {
+    let rig = Rig::empty("ibm-td8");
+    rig.insert(cartridge("ST0001L8", MediaType::Lto8, 4 * GB))
+        .unwrap();
+    // First command after the load: the unit attention, then ready.
+    let (s, _) = rig.check(&TUR, &[]);
+    assert_eq!(
+        (s.key, s.asc),
+        (
+            SenseKey::UNIT_ATTENTION,
+            Asc::NOT_READY_TO_READY_CHANGE_MEDIUM_MAY_HAVE_CHANGED
+        )
+    );
+    rig.good(&TUR, &[]);
+    let limits = rig.good(&[0x05, 0, 0, 0, 0, 0], &[]);
+    assert_eq!(
+        u32::from_be_bytes([0, limits[1], limits[2], limits[3]]),
+        0x80_0000
+    );
+    // MODE SENSE(6) `1a 00 00 00 0c 00`: header + block descriptor.
+    let m = rig.good(&[0x1A, 0, 0, 0, 12, 0], &[]);
+    assert_eq!(m.len(), 12);
+    assert_eq!(m[2], 0x10, "buffered mode 1, not write protected");
+    assert_eq!(m[3], 8);
+    assert_eq!(m[4], 0x5E, "LTO-8 density");
+    assert_eq!(&m[9..12], &[0, 0, 0], "variable block mode");
+    assert_eq!(m[1], 0x88, "medium type");
+}
+
+#[test]
+fn mt_setblk_fixed_mode_and_back() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
+    // mt setblk 65536
+    let list = [0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0x01, 0x00, 0x00];
+    rig.good(&[0x15, 0x10, 0, 0, 12, 0], &list);
+    let m = rig.good(&[0x1A, 0, 0, 0, 12, 0], &[]);
+    assert_eq!(&m[9..12], &[0x01, 0, 0]);
+    // Fixed mode: two 64 KiB blocks in one WRITE.
+    let data = record(3, 2 * 65536);
+    rig.good(&write6(2, true), &data);
+    rig.good(&REWIND, &[]);
+    let back = rig.good(&read6(2, true, false), &[]);
+    assert_eq!(&back[..], &data[..]);
+    // FIXED = 1 with SILI = 1 is invalid.
+    let (s, _) = rig.check(&read6(1, true, true), &[]);
+    assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
+    // mt setblk 0: variable again; FIXED reads are refused.
+    let list = [0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0, 0, 0];
+    rig.good(&[0x15, 0x10, 0, 0, 12, 0], &list);
+    let (s, _) = rig.check(&read6(1, true, false), &[]);
+    assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
+    // A block length over 8 MiB is refused.
+    let list = [0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0x80, 0, 1];
+    let (s, _) = rig.check(&[0x15, 0x10, 0, 0, 12, 0], &list);
+    assert_eq!(s.asc, Asc::INVALID_FIELD_IN_PARAMETER_LIST);
+}
+
+#[test]
+fn fixed_mode_read_stops_at_filemark_with_block_residue() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
+    let list = [0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0, 0x02, 0x00];
+    rig.good(&[0x15, 0x10, 0, 0, 12, 0], &list);
+    rig.good(&write6(3, true), &record(1, 3 * 512));
+    rig.good(&wfm(1, false), &[]);
+    rig.good(&REWIND, &[]);
+    let (s, data) = rig.check(&read6(5, true, false), &[]);
+    assert!(s.filemark);
+    assert_eq!((s.key, s.asc), (SenseKey::NO_SENSE, Asc::FILEMARK_DETECTED));
+    assert_eq!(residue(&s), 2);
+    assert_eq!(data.len(), 3 * 512);
+    assert_eq!(long_position(&rig).1, 4, "after the filemark");
+    // A 512-byte fixed read of a 100-byte record: ILI, residue in blocks.
+    rig.good(
+        &[0x15, 0x10, 0, 0, 12, 0],
+        &[0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0, 0, 0],
+    );
+    rig.good(&write6(100, false), &record(2, 100));
+    rig.good(&[0x15, 0x10, 0, 0, 12, 0], &list);
+    rig.good(&locate10(4, None), &[]);
+    let (s, _) = rig.check(&read6(3, true, false), &[]);
+    assert!(s.ili);
+    assert_eq!(residue(&s), 3);
+}
+
+#[test]
+fn tar_writes_then_closes_with_a_filemark_and_mt_eod_finds_the_end() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
+    for file in 0..3u8 {
+        for block in 0..4u8 {
+            rig.good(&write6(10240, false), &record(file * 16 + block, 10240));
+        }
+        // st writes a filemark when a file opened for writing is closed.
+        rig.good(&wfm(1, false), &[]);
+    }
+    rig.good(&REWIND, &[]);
+    // mt eod (st without fast_mteom): SPACE 0x7fffff filemarks, then SPACE to EOD.
+    let (s, _) = rig.check(&space6(1, 0x7F_FFFF), &[]);
+    assert_eq!(
+        (s.key, s.asc),
+        (SenseKey::BLANK_CHECK, Asc::END_OF_DATA_DETECTED)
+    );
+    assert_eq!(
+        residue(&s),
+        0x7F_FFFF - 3,
+        "st computes the file number from it"
+    );
+    rig.good(&space6(3, 0), &[]);
+    assert_eq!(long_position(&rig), (0, 15, 3));
+    // Append a fourth file after EOD.
+    rig.good(&write6(100, false), &record(99, 100));
+    rig.good(&wfm(1, false), &[]);
+    assert_eq!(long_position(&rig), (0, 17, 4));
+    // Synchronising points call the saver.
+    assert!(rig.saved.lock().unwrap().len() >= 5);
+}
+
+#[test]
+fn mt_fsf_bsf_fsr_bsr() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
+    // file 0: 2 records, FM, file 1: 3 records, FM, file 2: 1 record
+    for len in [10, 20] {
+        rig.good(&write6(len, false), &record(len as u8, len as usize));
+    }
+    rig.good(&wfm(1, false), &[]);
+    for len in [30, 40, 50] {
+        rig.good(&write6(len, false), &record(len as u8, len as usize));
+    }
+    rig.good(&wfm(1, false), &[]);
+    rig.good(&write6(60, false), &record(60, 60));
+    rig.good(&REWIND, &[]);
+    rig.good(&space6(1, 1), &[]); // fsf 1
+    assert_eq!(long_position(&rig), (0, 3, 1));
+    let d = rig.good(&read6(100, false, true), &[]);
+    assert_eq!(d.len(), 30);
+    rig.good(&space6(0, 1), &[]); // fsr 1
+    let d = rig.good(&read6(100, false, true), &[]);
+    assert_eq!(d.len(), 50);
+    // fsr over the filemark: stops after it, FILEMARK, residue.
+    let (s, _) = rig.check(&space6(0, 3), &[]);
+    assert!(s.filemark);
+    assert_eq!(residue(&s), 3);
+    assert_eq!(long_position(&rig), (0, 7, 2));
+    // bsf 1: lands on the BOP side of the filemark just crossed.
+    rig.good(&space6(1, -1), &[]);
+    assert_eq!(long_position(&rig), (0, 6, 1));
+    // bsr 5 from there: 3 records back, then the filemark stops it (residue -2).
+    let (s, _) = rig.check(&space6(0, -5), &[]);
+    assert!(s.filemark);
+    assert_eq!(residue(&s), -2);
+    assert_eq!(long_position(&rig), (0, 2, 0));
+    // bsf 5: BOP, EOM, residue -5 + 0 filemarks crossed... only the one at object 2 exists.
+    let (s, _) = rig.check(&space6(1, -5), &[]);
+    assert!(s.eom);
+    assert_eq!(s.asc, Asc::BEGINNING_OF_PARTITION_MEDIUM_DETECTED);
+    assert_eq!(residue(&s), -5);
+    assert_eq!(position(&rig), (0, 0, true, false));
+    // Read at BOP after a backspace: the data is there.
+    let d = rig.good(&read6(10, false, false), &[]);
+    assert_eq!(&d[..], &record(10, 10)[..]);
+}
+
+#[test]
+fn ili_reads_both_ways() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
+    rig.good(&write6(10000, false), &record(1, 10000));
+    rig.good(&write6(65536, false), &record(2, 65536));
+    rig.good(&REWIND, &[]);
+    // 64 KiB buffer on a 10000-byte block: ILI, positive residue, the data.
+    let (s, d) = rig.check(&read6(65536, false, false), &[]);
+    assert!(s.ili && !s.filemark && !s.eom);
+    assert_eq!(s.key, SenseKey::NO_SENSE);
+    assert_eq!(residue(&s), 65536 - 10000);
+    assert_eq!(&d[..], &record(1, 10000)[..]);
+    // 32 KiB buffer on a 64 KiB block: ILI, negative residue, 32 KiB, position after it.
+    let (s, d) = rig.check(&read6(32768, false, false), &[]);
+    assert!(s.ili);
+    assert_eq!(residue(&s), 32768 - 65536);
+    assert_eq!(&d[..], &record(2, 65536)[..32768]);
+    assert_eq!(long_position(&rig).1, 2);
+    // SILI suppresses only the underlength report.
+    rig.good(&REWIND, &[]);
+    let d = rig.good(&read6(65536, false, true), &[]);
+    assert_eq!(d.len(), 10000);
+    let (s, _) = rig.check(&read6(100, false, true), &[]);
+    assert!(s.ili);
+    assert_eq!(residue(&s), 100 - 65536);
+    // At EOD: BLANK CHECK with the whole request as residue.
+    let (s, d) = rig.check(&read6(512, false, false), &[]);
+    assert_eq!(
+        (s.key, s.asc),
+        (SenseKey::BLANK_CHECK, Asc::END_OF_DATA_DETECTED)
+    );
+    assert_eq!(residue(&s), 512);
+    assert!(d.is_empty());
+}
+
+#[test]
+fn btape_append_and_backspace_across_filemarks() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
+    // btape: label (64512 bytes), data blocks, EOF, then append after reopening at EOD.
+    rig.good(&write6(64512, false), &record(7, 64512));
+    rig.good(&wfm(1, false), &[]);
+    rig.good(&REWIND, &[]);
+    rig.good(&space6(3, 0), &[]);
+    assert_eq!(
+        long_position(&rig),
+        (0, 2, 1),
+        "EOD after append keeps the file count"
+    );
+    rig.good(&write6(1 << 20, false), &record(8, 1 << 20));
+    rig.good(&wfm(2, false), &[]);
+    assert_eq!(long_position(&rig), (0, 5, 3));
+    // bsf 2 then fsf 1: after the first of the two filemarks.
+    rig.good(&space6(1, -2), &[]);
+    assert_eq!(long_position(&rig), (0, 3, 1));
+    rig.good(&space6(1, 1), &[]);
+    assert_eq!(long_position(&rig), (0, 4, 2));
+    // bsr across a filemark stops on it.
+    let (s, _) = rig.check(&space6(0, -1), &[]);
+    assert!(s.filemark);
+    assert_eq!(residue(&s), -1);
+    assert_eq!(long_position(&rig), (0, 3, 1));
+    // Reading the filemark: FILEMARK, position after it.
+    let (s, _) = rig.check(&read6(1 << 20, false, true), &[]);
+    assert!(s.filemark);
+    assert_eq!(residue(&s), 1 << 20);
+    assert_eq!(long_position(&rig), (0, 4, 2));
+}
+
+#[test]
+fn write_filemarks_immed_and_zero_count() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
+    let before = rig.saved.lock().unwrap().len();
+    rig.good(&write6(10, false), &record(1, 10));
+    rig.good(&wfm(1, true), &[]);
+    assert_eq!(
+        rig.saved.lock().unwrap().len(),
+        before,
+        "IMMED: no synchronising point"
+    );
+    let synced = rig.with_drive(|d| d.medium().unwrap().partitions()[0].synced_objects());
+    assert_eq!(synced, 0);
+    rig.good(&wfm(0, false), &[]);
+    assert_eq!(rig.saved.lock().unwrap().len(), before + 1);
+    let synced = rig.with_drive(|d| d.medium().unwrap().partitions()[0].synced_objects());
+    assert_eq!(synced, 2);
+    let (s, _) = rig.check(&[0x10, 0x02, 0, 0, 1, 0], &[]);
+    assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB, "setmarks");
+}
+
+#[test]
+fn early_warning_then_volume_overflow() {
+    // 100 KiB cartridge: early warning at 98 %.
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, 100 * 1024);
+    for i in 0..9 {
+        rig.good(&write6(10 * 1024, false), &record(i, 10 * 1024));
+    }
+    // 90 KiB used; the next 10 KiB reaches 100 KiB: past early warning, written.
+    let (s, _) = rig.check(&write6(10 * 1024, false), &record(9, 10 * 1024));
+    assert_eq!(
+        (s.key, s.asc, s.eom),
+        (
+            SenseKey::NO_SENSE,
+            Asc::END_OF_PARTITION_MEDIUM_DETECTED,
+            true
+        )
+    );
+    assert_eq!(s.information, Some(0));
+    assert_eq!(long_position(&rig).1, 10);
+    let (_, _, bop, eop) = position(&rig);
+    assert!(!bop && eop, "EOP/BPEW at EOD beyond early warning");
+    // Full: VOLUME OVERFLOW, nothing written, residue = the record.
+    let (s, _) = rig.check(&write6(1, false), &[1]);
+    assert_eq!(
+        (s.key, s.asc, s.eom),
+        (
+            SenseKey::VOLUME_OVERFLOW,
+            Asc::END_OF_PARTITION_MEDIUM_DETECTED,
+            true
+        )
+    );
+    assert_eq!(residue(&s), 1);
+    assert_eq!(long_position(&rig).1, 10);
+    // Filemarks still fit (they take no space), reported with EOM.
+    let (s, _) = rig.check(&wfm(1, false), &[]);
+    assert!(s.eom && s.key == SenseKey::NO_SENSE);
+}
+
+#[test]
+fn write_protect_and_read_only_generations() {
+    let rig = Rig::empty("ibm-td9");
+    let mut c = cartridge("WP0001L9", MediaType::Lto9, GB);
+    c.set_write_protected(true);
+    rig.insert(c).unwrap();
+    rig.run(&TUR, &[]);
+    let m = rig.good(&[0x1A, 0, 0, 0, 12, 0], &[]);
+    assert_eq!(m[2] & 0x80, 0x80, "WP bit");
+    let (s, _) = rig.check(&write6(4, false), &[1, 2, 3, 4]);
+    assert_eq!(
+        (s.key, s.asc),
+        (SenseKey::DATA_PROTECT, Asc::WRITE_PROTECTED)
+    );
+    let (s, _) = rig.check(&wfm(1, false), &[]);
+    assert_eq!(s.asc, Asc::WRITE_PROTECTED);
+    let (s, _) = rig.check(&[0x19, 0, 0, 0, 0, 0], &[]);
+    assert_eq!(s.asc, Asc::WRITE_PROTECTED);
+    // TapeAlert flag 09h (write protect), cleared by reading page 2Eh.
+    let page = rig.good(&[0x4D, 0, 0x40 | 0x12, 0, 0, 0, 0, 0, 255, 0], &[]);
+    assert_eq!(page[8] & 0x80, 0, "flag 1 clear");
+    assert_eq!(page[9], 0x80, "flag 9 set (msb-first)");
+    let page = rig.good(&[0x4D, 0, 0x40 | 0x2E, 0, 0, 0, 0, 0, 255, 0], &[]);
+    assert_eq!(page[4 + 8 * 5 + 4], 1, "flag 9 in page 2Eh");
+    let page = rig.good(&[0x4D, 0, 0x40 | 0x2E, 0, 0, 0, 0, 0, 255, 0], &[]);
+    assert_eq!(page[4 + 8 * 5 + 4], 0, "reading cleared it");
+    // An LTO-7 drive reads LTO-5 but does not write it.
+    let rig = Rig::loaded("ibm-td7", MediaType::Lto5, GB);
+    let m = rig.good(&[0x1A, 0, 0, 0, 12, 0], &[]);
+    assert_eq!(m[2] & 0x80, 0x80);
+    let (s, _) = rig.check(&write6(1, false), &[1]);
+    assert_eq!(
+        (s.key, s.asc),
+        (SenseKey::DATA_PROTECT, Asc::new(0x30, 0x05))
+    );
+    let (s, _) = rig.check(&read6(10, false, false), &[]);
+    assert_eq!(s.key, SenseKey::BLANK_CHECK);
+}
+
+#[test]
+fn worm_appends_only() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9Worm, GB);
+    rig.good(&write6(10, false), &record(1, 10));
+    rig.good(&wfm(1, false), &[]);
+    rig.good(&write6(10, false), &record(2, 10));
+    rig.good(&REWIND, &[]);
+    let (s, _) = rig.check(&write6(10, false), &record(3, 10));
+    assert_eq!(
+        (s.key, s.asc),
+        (SenseKey::DATA_PROTECT, Asc::new(0x30, 0x0C))
+    );
+    let (s, _) = rig.check(&[0x04, 0, 0, 0, 0, 0], &[]);
+    assert_eq!(s.asc, Asc::new(0x30, 0x0C), "no format on WORM");
+    rig.good(&space6(3, 0), &[]);
+    rig.good(&write6(10, false), &record(4, 10));
+    let m = rig.good(&[0x1A, 0, 0x1D, 0, 255, 0], &[]);
+    assert_eq!(&m[12..14], &[0x1D, 30]);
+    assert_eq!(m[14] & 1, 1, "WORMM");
+}
+
+#[test]
+fn insert_remove_and_prevent() {
+    let rig = Rig::empty("ibm-td9");
+    let (c, e) = rig
+        .insert(cartridge("OLD001L7", MediaType::Lto7, GB))
+        .unwrap_err();
+    assert_eq!(
+        e,
+        InsertError::Incompatible {
+            media: MediaType::Lto7
+        }
+    );
+    assert_eq!(c.barcode().as_str(), "OLD001L7");
+    rig.insert(cartridge("NEW001L8", MediaType::Lto8, GB))
+        .unwrap();
+    let (_, e) = rig
+        .insert(cartridge("NEW002L9", MediaType::Lto9, GB))
+        .unwrap_err();
+    assert_eq!(e, InsertError::Occupied);
+    // Both nexuses learn of the new medium.
+    for n in [rig.nexus.clone(), rig.other.clone()] {
+        let r = rig.run_as(&n, &TUR, &[]);
+        assert_eq!(
+            sense_of(&r).unwrap().asc,
+            Asc::NOT_READY_TO_READY_CHANGE_MEDIUM_MAY_HAVE_CHANGED
+        );
+    }
+    rig.good(&write6(5, false), &[1, 2, 3, 4, 5]);
+    // PREVENT from the other nexus blocks removal; its nexus loss releases it.
+    assert_eq!(
+        rig.run_as(&rig.other, &[0x1E, 0, 0, 0, 1, 0], &[]).status,
+        Status::Good
+    );
+    assert_eq!(rig.remove().unwrap_err(), RemoveError::Prevented);
+    let (s, _) = rig.check(&[0x1E, 0, 0, 0, 2, 0], &[]);
+    assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
+    rig.good(&[0x1E, 0, 0, 0, 0, 0], &[]); // ALLOW from this nexus changes nothing
+    assert_eq!(rig.remove().unwrap_err(), RemoveError::Prevented);
+    use reel_scsi::LogicalUnit;
+    rig.device.nexus_lost(&rig.other);
+    // UNLOAD: not ready, INITIALIZING COMMAND REQUIRED; LOAD threads again.
+    rig.good(&[0x1B, 0, 0, 0, 0, 0], &[]);
+    assert_eq!(rig.with_drive(|d| d.state()), DriveState::Unloaded);
+    let (s, _) = rig.check(&TUR, &[]);
+    assert_eq!(
+        (s.key, s.asc),
+        (
+            SenseKey::NOT_READY,
+            Asc::LOGICAL_UNIT_NOT_READY_INITIALIZING_COMMAND_REQUIRED
+        )
+    );
+    rig.good(&[0x1B, 0, 0, 0, 1, 0], &[]);
+    rig.good(&TUR, &[]);
+    let d = rig.good(&read6(5, false, false), &[]);
+    assert_eq!(&d[..], &[1, 2, 3, 4, 5]);
+    let saves = rig.saved.lock().unwrap().len();
+    let c = rig.remove().unwrap();
+    assert_eq!(rig.saved.lock().unwrap().len(), saves + 1);
+    assert!(!c.is_loaded());
+    assert_eq!(
+        c.partitions()[0].synced_objects(),
+        1,
+        "synchronised on removal"
+    );
+    let (s, _) = rig.check(&TUR, &[]);
+    assert_eq!(s.asc, Asc::MEDIUM_NOT_PRESENT);
+    assert_eq!(rig.remove().unwrap_err(), RemoveError::Empty);
+    // A LU reset clears every prevention.
+    rig.insert(c).unwrap();
+    rig.run(&TUR, &[]);
+    rig.good(&[0x1E, 0, 0, 0, 1, 0], &[]);
+    rig.device
+        .task_management(reel_scsi::TaskManagement::LogicalUnitReset, &rig.nexus);
+    assert!(rig.remove().is_ok());
+}
+
+#[test]
+fn ltfs_format_two_partitions_and_switch() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, 20 * GB);
+    // MODE SENSE(10) page 11h with block descriptor, as LTFS reads it.
+    let m = rig.good(&[0x5A, 0, 0x11, 0, 0, 0, 0, 0x01, 0, 0], &[]);
+    assert_eq!(m[7], 8, "block descriptor length");
+    let page = &m[16..];
+    assert_eq!(page[0], 0x11);
+    assert_eq!(page[1], 14, "6 + 4 partition size descriptors");
+    assert_eq!(page[2], 3, "maximum additional partitions");
+    // LTFS: 1 additional partition, IDP, units of 10^9 bytes: 1 GB index, rest data.
+    let mut list = m.to_vec();
+    list[0] = 0;
+    list[1] = 0;
+    let p = 16;
+    list[p + 3] = 1;
+    list[p + 4] = 0x20 | 0x18 | (list[p + 4] & 0x07);
+    list[p + 6] = 9;
+    list[p + 8..p + 10].copy_from_slice(&1u16.to_be_bytes());
+    list[p + 10..p + 12].copy_from_slice(&0xFFFFu16.to_be_bytes());
+    let len = (list.len() as u16).to_be_bytes();
+    rig.good(&[0x55, 0x10, 0, 0, 0, 0, 0, len[0], len[1], 0], &list);
+    rig.good(&[0x04, 0, 0x01, 0, 0, 0], &[]); // FORMAT MEDIUM, partition
+    let caps = rig.with_drive(|d| d.medium().unwrap().info().partition_capacities().to_vec());
+    assert_eq!(caps, [GB, 19 * GB]);
+    // Write the index in partition 0 and data in partition 1 (LOCATE(16) with CP).
+    rig.good(&write6(100, false), &record(1, 100));
+    rig.good(&wfm(1, false), &[]);
+    rig.good(&locate16(0, Some(1), 0), &[]);
+    assert_eq!(long_position(&rig), (1, 0, 0));
+    rig.good(&write6(200, false), &record(2, 200));
+    rig.good(&wfm(1, false), &[]);
+    rig.good(&write6(300, false), &record(3, 300));
+    // READ POSITION long, extended.
+    assert_eq!(long_position(&rig), (1, 3, 1));
+    let ext = rig.good(&[0x34, 0x08, 0, 0, 0, 0, 0, 0, 32, 0], &[]);
+    assert_eq!(ext[1], 1);
+    assert_eq!(u16::from_be_bytes([ext[2], ext[3]]), 28);
+    assert_eq!(u64::from_be_bytes(ext[8..16].try_into().unwrap()), 3);
+    // LOCATE(16) to a file: the BOP side of filemark 0 of partition 1.
+    rig.good(&locate16(1, None, 0), &[]);
+    assert_eq!(long_position(&rig), (1, 1, 0));
+    rig.good(&space6(1, 1), &[]);
+    let d = rig.good(&read6(300, false, false), &[]);
+    assert_eq!(&d[..], &record(3, 300)[..]);
+    // To EOD of partition 0, then a missing file.
+    rig.good(&locate16(3, Some(0), 0), &[]);
+    assert_eq!(long_position(&rig), (0, 2, 1));
+    let (s, _) = rig.check(&locate16(1, None, 5), &[]);
+    assert_eq!(
+        (s.key, s.asc),
+        (SenseKey::BLANK_CHECK, Asc::END_OF_DATA_DETECTED)
+    );
+    // LOCATE(10) with CP, and a partition that does not exist.
+    rig.good(&locate10(1, Some(1)), &[]);
+    assert_eq!(long_position(&rig), (1, 1, 0));
+    let (s, _) = rig.check(&locate10(0, Some(3)), &[]);
+    assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
+    // Tape capacity page 31h: partition 1 max = 19000 MB.
+    let page = rig.good(&[0x4D, 0, 0x40 | 0x31, 0, 0, 0, 0, 0, 255, 0], &[]);
+    assert_eq!(&page[4 + 24..4 + 28], &[0, 4, 0x03, 4]);
+    assert_eq!(
+        u32::from_be_bytes(page[4 + 28..4 + 32].try_into().unwrap()),
+        19_000
+    );
+    // FORMAT 0 makes one partition again.
+    rig.good(&REWIND, &[]);
+    rig.good(&[0x04, 0, 0x00, 0, 0, 0], &[]);
+    let caps = rig.with_drive(|d| d.medium().unwrap().info().partition_capacities().to_vec());
+    assert_eq!(caps, [20 * GB]);
+}
+
+#[test]
+fn ltfs_volume_coherency_attributes_per_partition() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, 20 * GB);
+    rig.good(&[0x15, 0x10, 0, 0, 0, 0], &[]);
+    // Two partitions via SDP.
+    let m = rig.good(&[0x1A, 0, 0x11, 0, 255, 0], &[]);
+    let mut list = m.to_vec();
+    list[0] = 0;
+    list[12 + 3] = 1;
+    list[12 + 4] = 0x40 | (list[12 + 4] & 0x07);
+    rig.good(&[0x15, 0x10, 0, 0, list.len() as u8, 0], &list);
+    rig.good(&[0x04, 0, 0x02, 0, 0, 0], &[]);
+    // Absent attribute: INVALID FIELD IN CDB (LTFS learns it is not set).
+    let read_attr = |partition: u8, id: u16| {
+        let i = id.to_be_bytes();
+        [
+            0x8C, 0, 0, 0, 0, 0, 0, partition, i[0], i[1], 0, 0, 0x10, 0, 0, 0,
+        ]
+    };
+    let (s, _) = rig.check(&read_attr(0, 0x080C), &[]);
+    assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
+    let write_vci = |partition: u8, vci: &[u8]| {
+        let mut list = ((5 + vci.len()) as u32).to_be_bytes().to_vec();
+        list.extend_from_slice(&[0x08, 0x0C, 0x00]);
+        list.extend_from_slice(&(vci.len() as u16).to_be_bytes());
+        list.extend_from_slice(vci);
+        let l = (list.len() as u32).to_be_bytes();
+        let cdb = [
+            0x8D, 0x01, 0, 0, 0, 0, 0, partition, 0, 0, l[0], l[1], l[2], l[3], 0, 0,
+        ];
+        rig.good(&cdb, &list);
+    };
+    write_vci(0, b"index-partition-vci");
+    write_vci(1, b"data-partition-vci");
+    for (p, expect) in [(0, &b"index-partition-vci"[..]), (1, b"data-partition-vci")] {
+        let d = rig.good(&read_attr(p, 0x080C), &[]);
+        assert_eq!(&d[4..6], &[0x08, 0x0C]);
+        assert_eq!(d[6], 0x00, "binary, writable");
+        assert_eq!(usize::from(u16::from_be_bytes([d[7], d[8]])), expect.len());
+        assert_eq!(&d[9..9 + expect.len()], expect);
+    }
+    // The shadow identifiers stay hidden and cannot be written.
+    let list = rig.good(
+        &[0x8C, 0x01, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0x10, 0, 0, 0],
+        &[],
+    );
+    let ids: Vec<u16> = list[4..]
+        .chunks(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect();
+    assert!(ids.contains(&0x080C) && ids.contains(&0x0000));
+    assert!(ids.iter().all(|id| !(0x17F0..=0x17FF).contains(id)));
+    let bad = [0, 0, 0, 6, 0x17, 0xF1, 0, 0, 1, 9];
+    let (s, _) = rig.check(&[0x8D, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0], &bad);
+    assert_eq!(s.asc, Asc::INVALID_FIELD_IN_PARAMETER_LIST);
+    // Read-only attribute refused, partition list.
+    let ro = [0, 0, 0, 13, 0x00, 0x03, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 1];
+    let (s, _) = rig.check(&[0x8D, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 17, 0, 0], &ro);
+    assert_eq!(s.asc, Asc::INVALID_FIELD_IN_PARAMETER_LIST);
+    let d = rig.good(
+        &[0x8C, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0],
+        &[],
+    );
+    assert_eq!(&d[..], &[0, 2, 0, 2]);
+    // PBS reads everything from attribute 0.
+    let d = rig.good(&[0x8C, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0, 0, 0], &[]);
+    let len = u32::from_be_bytes(d[..4].try_into().unwrap()) as usize;
+    assert_eq!(len, d.len() - 4);
+}
+
+#[test]
+fn report_density_support_forms() {
+    let rig = Rig::loaded("ibm-td8", MediaType::Lto8, GB);
+    let d = rig.good(&[0x44, 0, 0, 0, 0, 0, 0, 0x04, 0, 0], &[]);
+    let len = usize::from(u16::from_be_bytes([d[0], d[1]]));
+    assert_eq!(len + 2, d.len());
+    assert_eq!((d.len() - 4) % 52, 0);
+    let codes: Vec<(u8, bool, bool)> = d[4..]
+        .chunks(52)
+        .map(|c| (c[0], c[2] & 0x80 != 0, c[2] & 0x20 != 0))
+        .collect();
+    assert_eq!(
+        codes,
+        [(0x5C, true, false), (0x5D, true, false), (0x5E, true, true)]
+    );
+    assert_eq!(&d[4 + 2 * 52 + 16..4 + 2 * 52 + 24], b"LTO-CVE ");
+    assert_eq!(
+        u32::from_be_bytes(d[4 + 2 * 52 + 12..4 + 2 * 52 + 16].try_into().unwrap()),
+        12_000_000
+    );
+    let d = rig.good(&[0x44, 0x01, 0, 0, 0, 0, 0, 0x04, 0, 0], &[]);
+    assert_eq!(d.len(), 4 + 52);
+    assert_eq!(d[4], 0x5E);
+    let d = rig.good(&[0x44, 0x02, 0, 0, 0, 0, 0, 0x04, 0, 0], &[]);
+    assert_eq!((d.len() - 4) % 56, 0);
+    assert_eq!(d[4], 0x78, "LTO-7 data medium type first");
+}
+
+#[test]
+fn log_pages_for_pbs_and_ltfs() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
+    rig.good(&write6(1000, false), &record(1, 1000));
+    let supported = rig.good(&[0x4D, 0, 0, 0, 0, 0, 0, 0, 255, 0], &[]);
+    assert_eq!(
+        &supported[4..],
+        &[0x00, 0x0C, 0x11, 0x12, 0x17, 0x1B, 0x2E, 0x31, 0x32]
+    );
+    // DT device status: DINIT (page valid for PBS), medium present, threaded.
+    let page = rig.good(&[0x4D, 0, 0x40 | 0x11, 0, 0, 0, 0, 0, 255, 0], &[]);
+    assert_eq!(&page[4..8], &[0, 0, 0x03, 4]);
+    assert_eq!(page[8] & 0x01, 1);
+    assert_eq!(page[9] & 0x13, 0x13);
+    // Volume statistics: page valid, mounts.
+    let page = rig.good(&[0x4D, 0, 0x40 | 0x17, 0, 0, 0, 0, 0, 255, 0], &[]);
+    assert_eq!(&page[4..9], &[0, 0, 0x03, 1, 1]);
+    assert_eq!(&page[9..13], &[0, 1, 0x03, 4]);
+    assert_eq!(u32::from_be_bytes(page[13..17].try_into().unwrap()), 1);
+    // Sequential-access page counts host bytes; LOG SELECT PCR resets it.
+    let page = rig.good(&[0x4D, 0, 0x40 | 0x0C, 0, 0, 0, 0, 0, 255, 0], &[]);
+    assert_eq!(u64::from_be_bytes(page[8..16].try_into().unwrap()), 1000);
+    rig.good(&[0x4C, 0x02, 0x40, 0, 0, 0, 0, 0, 0, 0], &[]);
+    let page = rig.good(&[0x4D, 0, 0x40 | 0x0C, 0, 0, 0, 0, 0, 255, 0], &[]);
+    assert_eq!(u64::from_be_bytes(page[8..16].try_into().unwrap()), 0);
+}
+
+#[test]
+fn mode_pages_compression_and_informational_exceptions() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
+    let m = rig.good(&[0x1A, 0, 0x0F, 0, 255, 0], &[]);
+    assert_eq!(&m[12..14], &[0x0F, 14]);
+    assert_eq!(m[14] & 0xC0, 0xC0, "DCE and DCC");
+    assert_eq!(&m[16..20], &[0, 0, 0, 1]);
+    // mt compression 0
+    let mut list = m.to_vec();
+    list[0] = 0;
+    list[14] &= 0x7F;
+    rig.good(&[0x15, 0x10, 0, 0, list.len() as u8, 0], &list);
+    let m = rig.good(&[0x1A, 0, 0x0F, 0, 255, 0], &[]);
+    assert_eq!(m[14] & 0x80, 0);
+    // Page 1Ch: DEXCPT changeable, MRIE 3.
+    let m = rig.good(&[0x1A, 0, 0x1C, 0, 255, 0], &[]);
+    assert_eq!(&m[12..16], &[0x1C, 10, 0, 3]);
+    let m = rig.good(&[0x1A, 0, 0x40 | 0x1C, 0, 255, 0], &[]);
+    assert_eq!(&m[14..16], &[0x0C, 0x0F], "changeable mask");
+    // All pages and subpages, MODE SENSE(10).
+    let all = rig.good(&[0x5A, 0x08, 0x3F, 0xFF, 0, 0, 0, 0x10, 0, 0], &[]);
+    assert_eq!(
+        usize::from(u16::from_be_bytes([all[0], all[1]])) + 2,
+        all.len()
+    );
+    // The control data protection subpage F0h exists and LBP is not changeable.
+    let m = rig.good(&[0x5A, 0x08, 0x0A, 0xF0, 0, 0, 0, 0, 255, 0], &[]);
+    assert_eq!(&m[8..12], &[0x4A, 0xF0, 0, 28]);
+}
+
+#[test]
+fn supported_opcodes_list_the_tape_commands_with_timeouts() {
+    let rig = Rig::empty("ibm-td9");
+    let d = rig.good(&[0xA3, 0x0C, 0x80, 0, 0, 0, 0, 0, 0x40, 0, 0, 0], &[]);
+    let len = u32::from_be_bytes(d[..4].try_into().unwrap()) as usize;
+    assert_eq!(len + 4, d.len());
+    let mut ops = Vec::new();
+    let mut i = 4;
+    while i < d.len() {
+        ops.push(d[i]);
+        i += 20;
+    }
+    for op in [
+        0x01, 0x04, 0x05, 0x08, 0x0A, 0x0B, 0x10, 0x11, 0x19, 0x1B, 0x1E, 0x2B, 0x34, 0x44, 0x82,
+        0x8C, 0x8D, 0x91, 0x92,
+    ] {
+        assert!(ops.contains(&op), "{op:#x}");
+    }
+    // One command: LOCATE(16) with its timeout.
+    let one = rig.good(&[0xA3, 0x0C, 0x81, 0x92, 0, 0, 0, 0, 0, 64, 0, 0], &[]);
+    assert_eq!(one[1] & 0x07, 3);
+    assert_eq!(
+        u32::from_be_bytes(one[4 + 16 + 8..4 + 16 + 12].try_into().unwrap()),
+        2400
+    );
+    // Not implemented commands: INVALID COMMAND OPERATION CODE.
+    for op in [0x0F, 0x13, 0x14, 0x80, 0x88, 0x8A, 0xA2, 0xB5, 0x3B] {
+        let mut cdb = vec![op];
+        cdb.resize(16, 0);
+        let (s, _) = rig.check(&cdb, &[]);
+        assert_eq!(s.asc, Asc::INVALID_COMMAND_OPERATION_CODE, "{op:#x}");
+    }
+}
+
+#[test]
+fn diagnostics_and_read_buffer() {
+    let rig = Rig::empty("ibm-td9");
+    rig.good(&[0x1D, 0x04, 0, 0, 0, 0], &[]);
+    let d = rig.good(&[0x1C, 0x01, 0, 0, 64, 0], &[]);
+    assert_eq!(&d[..], &[0, 0, 0, 1, 0]);
+    rig.good(&[0x1D, 0x10, 0, 0, 4, 0], &[0, 0, 0, 0]);
+    let d = rig.good(&[0x1C, 0, 0, 0, 64, 0], &[]);
+    assert_eq!(&d[..], &[0, 0, 0, 1, 0]);
+    let d = rig.good(&[0x3C, 0x03, 0, 0, 0, 0, 0, 0, 4, 0], &[]);
+    assert_eq!(&d[..], &[0, 0, 0, 0]);
+    let (s, _) = rig.check(&[0x3C, 0x1C, 0, 0, 0, 0, 0, 0, 4, 0], &[]);
+    assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
+}
+
+#[test]
+fn immediate_rewind_space16_and_refused_sequential_filemarks() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
+    rig.good(&[0x01, 0x01, 0, 0, 0, 0], &[]);
+    let (s, _) = rig.check(&space6(2, 1), &[]);
+    assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
+    rig.good(&space16(3, 0), &[]);
+    let (s, _) = rig.check(&space16(0, -1), &[]);
+    assert_eq!(s.asc, Asc::BEGINNING_OF_PARTITION_MEDIUM_DETECTED);
+}
