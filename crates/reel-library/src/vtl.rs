@@ -96,7 +96,9 @@ impl DriveBay for Bay {
             .mount(barcode)
             .map_err(|e| BayError::DriveFailure(e.to_string()))?;
         self.drive
-            .with_context(nexus, |drive, ctx| drive.insert(cartridge, ctx).map_err(|(_, e)| e))
+            .with_context(nexus, |drive, ctx| {
+                drive.insert(cartridge, ctx).map_err(|(_, e)| e)
+            })
             .map_err(|e| match e {
                 InsertError::Incompatible { .. } => BayError::IncompatibleMedium,
                 other => BayError::DriveFailure(other.to_string()),
