@@ -15,9 +15,11 @@ use reel_iscsi::initiator_login::{
 };
 use reel_iscsi::pdu::{FrameLimits, Framer, Pdu, TaskAttr};
 use reel_iscsi::session::TmfFunction;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
+
+use crate::wire::{self, random_seed};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -85,31 +87,16 @@ pub struct ClientOptions {
 }
 
 async fn read_pdu(
-    stream: &mut (impl AsyncReadExt + Unpin),
+    stream: &mut (impl tokio::io::AsyncRead + Unpin),
     buf: &mut BytesMut,
     framer: &Framer,
 ) -> Result<Pdu, ClientError> {
-    loop {
-        match framer.decode(buf) {
-            Ok(Some(frame)) => {
-                return Pdu::parse(frame).map_err(|e| ClientError::Frame(e.to_string()));
-            }
-            Ok(None) => {}
-            Err(e) => return Err(ClientError::Frame(e.to_string())),
-        }
-        if buf.capacity() - buf.len() < 64 * 1024 {
-            buf.reserve(256 * 1024);
-        }
-        if stream.read_buf(buf).await? == 0 {
-            return Err(ClientError::Closed);
-        }
+    match wire::read_frame(stream, buf, framer).await {
+        Ok(Ok(frame)) => Pdu::parse(frame).map_err(|e| ClientError::Frame(e.to_string())),
+        Ok(Err(e)) => Err(ClientError::Frame(e.to_string())),
+        Err(wire::ReadError::Io(e)) => Err(ClientError::Io(e)),
+        Err(wire::ReadError::Closed) => Err(ClientError::Closed),
     }
-}
-
-fn random_seed() -> [u8; 32] {
-    let mut seed = [0u8; 32];
-    let _ = getrandom::fill(&mut seed);
-    seed
 }
 
 impl Client {
@@ -284,21 +271,7 @@ async fn drive(
 ) {
     let framer = Framer::new(session.receive_limits());
     let send_limits = session.send_limits();
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Pdu>();
-    let writer_task = tokio::spawn(async move {
-        let mut writer = tokio::io::BufWriter::with_capacity(64 * 1024, writer);
-        while let Some(pdu) = out_rx.recv().await {
-            let encoded = pdu.encode(&send_limits);
-            writer.write_all(&encoded.head).await?;
-            writer.write_all(&encoded.data).await?;
-            writer.write_all(encoded.tail()).await?;
-            if out_rx.is_empty() {
-                writer.flush().await?;
-            }
-        }
-        writer.flush().await?;
-        Ok::<_, std::io::Error>(())
-    });
+    let (out_tx, writer_task) = wire::spawn_writer(writer, send_limits);
     let mut waiting: HashMap<u32, Reply> = HashMap::new();
     let mut failure: Option<String> = None;
     let mut requests_open = true;

@@ -11,6 +11,7 @@
 pub mod client;
 mod executor;
 pub mod target;
+mod wire;
 
 pub use client::{Client, ClientError, ClientOptions};
 pub use target::{SessionInfo, TargetServer, TargetServerConfig};

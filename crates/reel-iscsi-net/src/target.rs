@@ -22,12 +22,13 @@ use reel_iscsi::session::{
 };
 use reel_iscsi::text::TextResponder;
 use reel_scsi::{ItNexus, LunTable, TaskManagement};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
 use crate::executor::{Executor, Job};
+use crate::wire::{self, random_seed};
 
 /// Everything the server needs; built by the composition root from configuration.
 pub struct TargetServerConfig {
@@ -189,34 +190,18 @@ enum ConnError {
     Closed,
 }
 
-/// Reads bytes until the framer yields a frame (or an error it can name).
+/// Reads one frame for the connection (see [`wire::read_frame`]).
 async fn read_frame(
-    stream: &mut (impl AsyncReadExt + Unpin),
+    stream: &mut (impl tokio::io::AsyncRead + Unpin),
     buf: &mut BytesMut,
     framer: &Framer,
 ) -> Result<Result<Frame, FrameError>, ConnError> {
-    loop {
-        match framer.decode(buf) {
-            Ok(Some(frame)) => return Ok(Ok(frame)),
-            Ok(None) => {}
-            Err(e) => return Ok(Err(e)),
-        }
-        if buf.capacity() - buf.len() < 64 * 1024 {
-            buf.reserve(256 * 1024);
-        }
-        if stream.read_buf(buf).await? == 0 {
-            return Err(ConnError::Closed);
-        }
-    }
-}
-
-fn random_seed() -> [u8; 32] {
-    let mut seed = [0u8; 32];
-    // A failing OS RNG leaves zeros; CHAP challenges would then repeat, so log it loudly.
-    if getrandom::fill(&mut seed).is_err() {
-        warn!("OS random source failed; CHAP challenges are predictable");
-    }
-    seed
+    wire::read_frame(stream, buf, framer)
+        .await
+        .map_err(|e| match e {
+            wire::ReadError::Io(e) => ConnError::Io(e),
+            wire::ReadError::Closed => ConnError::Closed,
+        })
 }
 
 async fn serve_connection(
@@ -408,22 +393,7 @@ async fn full_feature(
     let framer = Framer::new(conn.receive_limits());
     let send_limits = conn.send_limits();
 
-    // Writer task: encodes and writes PDUs in order; big data segments go out without a copy.
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Pdu>();
-    let writer_task = tokio::spawn(async move {
-        let mut writer = tokio::io::BufWriter::with_capacity(64 * 1024, writer);
-        while let Some(pdu) = out_rx.recv().await {
-            let encoded = pdu.encode(&send_limits);
-            writer.write_all(&encoded.head).await?;
-            writer.write_all(&encoded.data).await?;
-            writer.write_all(encoded.tail()).await?;
-            if out_rx.is_empty() {
-                writer.flush().await?;
-            }
-        }
-        writer.flush().await?;
-        writer.into_inner().shutdown().await
-    });
+    let (out_tx, writer_task) = wire::spawn_writer(writer, send_limits);
 
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(u32, ScsiOutcome)>();
     let luns = target_index.map(|i| shared.luns[i].clone());
