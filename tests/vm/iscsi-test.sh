@@ -161,7 +161,7 @@ EOF
 }
 reel_start() {
 	echo "=== $(date -u +%T) start: $REEL_BIN serve --data $STATE/data --config $STATE/reel.toml" >>"$STATE/target.log"
-	"$REEL_BIN" serve --data "$STATE/data" --config "$STATE/reel.toml" </dev/null >>"$STATE/target.log" 2>&1 &
+	NO_COLOR=1 RUST_BACKTRACE=1 "$REEL_BIN" serve --data "$STATE/data" --config "$STATE/reel.toml" </dev/null >>"$STATE/target.log" 2>&1 &
 	local pid=$!
 	echo "$pid" >"$STATE/target.pid"
 	wait_listening "$PORT" "$pid" 60 || {
@@ -257,22 +257,30 @@ else
 fi
 OUT=$(cd "$OUT" && pwd)
 STATE=$OUT/target
-rm -rf "$STATE"
+rm -rf "${STATE:?}"
 mkdir -p "$STATE"
+if [ "$KIND" = reel ]; then
+	reel_config >"$STATE/reel.toml"
+	mkdir -p "$STATE/data" "$STATE/bin"
+	# run a private copy: a rebuild during the run must not change the
+	# binary that the restart starts
+	cp "$REEL_BIN" "$STATE/bin/reel" || die "cannot copy $REEL_BIN"
+	echo "# tested binary: $REEL_BIN ($(sha256sum "$REEL_BIN" | cut -c1-16))" >>"$STATE/target.log"
+	REEL_BIN=$STATE/bin/reel
+fi
 {
 	echo "KIND=$KIND"
 	echo "PORT=$PORT"
 	echo "CN=$CN"
 	printf 'REEL_BIN=%q\n' "$REEL_BIN"
 } >"$STATE/target.env"
-[ "$KIND" = reel ] && { reel_config >"$STATE/reel.toml"; mkdir -p "$STATE/data"; }
 
 finish() {
 	target_stop || say "the target did not stop cleanly (see $STATE/target.log)"
 	if [ "$KEEP" = 1 ]; then
 		say "logs and target data in $OUT"
 	else
-		rm -rf "$STATE/data"
+		rm -rf "${STATE:?}/data" "${STATE:?}/bin"
 		say "logs in $OUT"
 	fi
 	# end with run.sh's summary line, as the last line of the output

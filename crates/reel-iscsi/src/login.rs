@@ -437,6 +437,12 @@ impl TargetLogin {
                 if matches!(self.auth, Auth::Done) {
                     transit = true;
                     nsg = req.nsg;
+                    // Operational keys may not appear in security-stage PDUs, and we always
+                    // declare MaxRecvDataSegmentLength: go through the operational stage
+                    // (a target may answer with a lower NSG than asked, §6.3).
+                    if nsg == 3 && !self.operational_declared {
+                        nsg = 1;
+                    }
                 }
             } else {
                 transit = true;
@@ -444,8 +450,10 @@ impl TargetLogin {
             }
         }
         // Our declarations (MaxRecvDataSegmentLength) and the keys we must offer go out with the
-        // first operational-stage response or the one leaving the security stage, whichever is first.
-        if transit || self.stage == 1 {
+        // first response of the operational stage — never in a security-stage response, even
+        // the one that leaves it: open-iscsi refuses operational keys there ("can't accept
+        // MaxRecvDataSegmentLength in security stage"), found by the kernel-initiator VM test.
+        if self.stage == 1 {
             if !self.operational_declared {
                 self.operational_declared = true;
                 out.extend(self.neg.declarations());

@@ -235,6 +235,42 @@ fn one_way_chap() {
     assert_eq!(decode_binary(&challenge, 1024).unwrap().len(), 16);
 }
 
+/// open-iscsi refuses operational keys in any security-stage response, including the one
+/// that leaves the stage ("can't accept MaxRecvDataSegmentLength in security stage").
+#[test]
+fn security_stage_responses_carry_no_operational_keys() {
+    for mutual in [false, true] {
+        let mut c = config(Some("iqn.2024-01.org.example:secure"));
+        c.chap = Some(ChapCredentials::new("alice", "alice-secret-123"));
+        if mutual {
+            c.mutual_chap = Some(ChapCredentials::new("target-bob", "bob-secret-4567"));
+        }
+        let r = run(portal(vec![chap_target(mutual)]), c);
+        let outcome = r.initiator.unwrap();
+        let mut declared_in_operational = false;
+        for resp in &r.responses {
+            for (key, _) in parse_pairs(&resp.data).unwrap() {
+                if resp.csg == 0 {
+                    assert!(
+                        key == "AuthMethod"
+                            || key.starts_with("CHAP_")
+                            || key == "TargetPortalGroupTag"
+                            || key == "TargetAlias",
+                        "operational key {key} in a security-stage response (mutual: {mutual})"
+                    );
+                } else if key == "MaxRecvDataSegmentLength" {
+                    declared_in_operational = true;
+                }
+            }
+        }
+        assert!(
+            declared_in_operational,
+            "the target declares MaxRecvDataSegmentLength in the operational stage"
+        );
+        assert_eq!(outcome.negotiated.max_xmit_data_segment_length, 262_144);
+    }
+}
+
 #[test]
 fn one_way_chap_sha256() {
     let mut c = config(Some("iqn.2024-01.org.example:secure"));
@@ -801,16 +837,23 @@ fn target_offers_keys_the_initiator_left_out() {
     p.limits = limits;
     let p = Arc::new(p);
     let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
-    // The initiator jumps straight to the full-feature phase without operational keys.
+    // The initiator asks to jump straight to the full-feature phase: the target leaves the
+    // security stage for the operational one instead (no operational keys in security PDUs).
     let (resp, pairs) =
         expect_continue(t.on_request(request(0, true, 3, &leading(&[("AuthMethod", "None")]))));
+    assert!(
+        resp.transit && resp.nsg == 1,
+        "target goes through the operational stage"
+    );
+    assert_eq!(value(&pairs, "MaxRecvDataSegmentLength"), None);
+    let (resp, pairs) = expect_continue(t.on_request(request(1, true, 3, &[])));
     assert!(!resp.transit, "target must wait for answers to its offers");
     assert_eq!(value(&pairs, "ImmediateData"), Some("No"));
     assert_eq!(value(&pairs, "MaxBurstLength"), Some("65536"));
     assert_eq!(value(&pairs, "FirstBurstLength"), Some("16384"));
     assert_eq!(value(&pairs, "MaxRecvDataSegmentLength"), Some("262144"));
     match t.on_request(request(
-        0,
+        1,
         true,
         3,
         &[
@@ -829,8 +872,9 @@ fn target_offers_keys_the_initiator_left_out() {
     // Not answering the offers is an initiator error.
     let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
     expect_continue(t.on_request(request(0, true, 3, &leading(&[("AuthMethod", "None")]))));
+    expect_continue(t.on_request(request(1, true, 3, &[])));
     expect_fail(
-        t.on_request(request(0, true, 3, &[])),
+        t.on_request(request(1, true, 3, &[])),
         status::INITIATOR_ERROR,
     );
     // Our own initiator answers offers it did not expect.
