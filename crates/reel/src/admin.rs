@@ -33,6 +33,13 @@ pub struct CreateArgs {
     /// Media: lto5..lto9, or lto5-worm..lto9-worm.
     #[arg(long, default_value = "lto9")]
     pub media: String,
+    /// Capacity per cartridge (e.g. 64M, 2G) instead of the media's native one: small
+    /// cartridges reach early warning and end of medium quickly (tests, `btape fill`).
+    #[arg(long, value_name = "SIZE")]
+    pub capacity: Option<String>,
+    /// Create the cartridges with their write-protect switch set.
+    #[arg(long)]
+    pub write_protected: bool,
     #[command(flatten)]
     pub data: DataDirArg,
 }
@@ -113,12 +120,30 @@ pub fn cartridges(cmd: CartridgeCommand) -> anyhow::Result<()> {
             let media = parse_media(&args.media)?;
             let labels = barcodes(&args.prefix, args.first, args.count, media)?;
             let carts = data_dir::open(&args.data.dir)?;
+            let capacity = args
+                .capacity
+                .as_deref()
+                .map(reel_datagen::parse_size)
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--capacity: {e}"))?;
             for b in labels {
                 let label = b.as_str().to_string();
+                let mut info =
+                    CartridgeInfo::new(b, media, now()).with_write_protected(args.write_protected);
+                if let Some(bytes) = capacity {
+                    info = info
+                        .with_capacity(bytes)
+                        .with_context(|| format!("capacity of {label}"))?;
+                }
                 carts
-                    .create(&CartridgeInfo::new(b, media, now()))
+                    .create(&info)
                     .with_context(|| format!("creating {label}"))?;
-                println!("created {label} ({media})");
+                let wp = if args.write_protected {
+                    ", write-protected"
+                } else {
+                    ""
+                };
+                println!("created {label} ({media}, {}{wp})", human(info.capacity()));
             }
             Ok(())
         }
