@@ -60,9 +60,15 @@ impl Executor {
 
     pub fn submit(&self, job: Job) {
         let lun = reel_scsi::decode_lun(job.command.lun);
-        if job.luns.get(lun).is_none() {
+        let Some(unit) = job.luns.get(lun) else {
             // Absent LUNs answer from tables (REPORT LUNS, INQUIRY, errors): no worker, and
             // no thread per LUN number a hostile initiator can make up.
+            run(job);
+            return;
+        };
+        if !unit.may_block() {
+            // Nothing to wait for (e.g. a null disk): inline, no thread hand-off. Commands
+            // of one connection still run in CmdSN order.
             run(job);
             return;
         }

@@ -1,7 +1,10 @@
 //! Bytes on a TCP connection, shared by the target and the client: framing reads, the
 //! writer task, and the random seed for logins.
 
-use bytes::BytesMut;
+use std::collections::VecDeque;
+use std::io::IoSlice;
+
+use bytes::{Buf, Bytes, BytesMut};
 use reel_iscsi::pdu::{Frame, FrameError, FrameLimits, Framer, Pdu};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -40,27 +43,62 @@ pub(crate) async fn read_frame(
     }
 }
 
-/// Starts the task that owns the write half: it encodes PDUs in order and writes them,
-/// large data segments without a copy, flushing when the queue runs dry. Dropping the
-/// sender ends it (after a flush and a TCP shutdown).
+/// Starts the task that owns the write half: it encodes PDUs in order and writes whatever
+/// is queued with vectored writes — header, data and padding of each PDU, and of several
+/// PDUs, in one system call, large data segments without a copy. Dropping the sender ends
+/// it (after a TCP shutdown).
 pub(crate) fn spawn_writer(
-    writer: OwnedWriteHalf,
+    mut writer: OwnedWriteHalf,
     limits: FrameLimits,
 ) -> (mpsc::UnboundedSender<Pdu>, JoinHandle<std::io::Result<()>>) {
+    /// Most buffers handed to one writev (Linux allows 1024).
+    const MAX_SLICES: usize = 128;
     let (tx, mut rx) = mpsc::unbounded_channel::<Pdu>();
     let task = tokio::spawn(async move {
-        let mut writer = tokio::io::BufWriter::with_capacity(64 * 1024, writer);
-        while let Some(pdu) = rx.recv().await {
+        let mut pending: VecDeque<Bytes> = VecDeque::new();
+        let queue = |pending: &mut VecDeque<Bytes>, pdu: Pdu| {
             let encoded = pdu.encode(&limits);
-            writer.write_all(&encoded.head).await?;
-            writer.write_all(&encoded.data).await?;
-            writer.write_all(encoded.tail()).await?;
-            if rx.is_empty() {
-                writer.flush().await?;
+            pending.push_back(encoded.head.clone());
+            if !encoded.data.is_empty() {
+                pending.push_back(encoded.data.clone());
+            }
+            if !encoded.tail().is_empty() {
+                pending.push_back(Bytes::copy_from_slice(encoded.tail()));
+            }
+        };
+        while let Some(pdu) = rx.recv().await {
+            queue(&mut pending, pdu);
+            while pending.len() < MAX_SLICES {
+                match rx.try_recv() {
+                    Ok(pdu) => queue(&mut pending, pdu),
+                    Err(_) => break,
+                }
+            }
+            while !pending.is_empty() {
+                let slices: Vec<IoSlice<'_>> = pending
+                    .iter()
+                    .take(MAX_SLICES)
+                    .map(|b| IoSlice::new(b))
+                    .collect();
+                let mut written = writer.write_vectored(&slices).await?;
+                if written == 0 {
+                    return Err(std::io::ErrorKind::WriteZero.into());
+                }
+                while written > 0 {
+                    let Some(front) = pending.front_mut() else {
+                        break;
+                    };
+                    if written >= front.len() {
+                        written -= front.len();
+                        pending.pop_front();
+                    } else {
+                        front.advance(written);
+                        written = 0;
+                    }
+                }
             }
         }
-        writer.flush().await?;
-        writer.into_inner().shutdown().await
+        writer.shutdown().await
     });
     (tx, task)
 }

@@ -139,8 +139,9 @@ struct Task {
     read: bool,
     write: bool,
     state: TaskState,
-    /// Write buffer (allocated at EDTL when data is expected).
-    data: BytesMut,
+    /// Data-Out received so far, as (buffer offset, segment) in arrival order; joined
+    /// when the command is handed out (see [`assemble`]).
+    data: Vec<(u32, Bytes)>,
     received: u32,
     /// Bytes the initiator may still send without an R2T.
     unsolicited_left: u32,
@@ -200,6 +201,36 @@ pub struct TargetConnection {
     ping_ttt: Option<u32>,
     logout: Option<(u32, u8)>,
     closed: bool,
+}
+
+/// Joins a command's Data-Out segments into one buffer of `length` bytes. One segment
+/// covering it all is passed on without a copy; segments that tile the buffer in order
+/// (DataPDUInOrder, the usual case) are appended without zero-filling first; anything else
+/// (out of order, overlapping) is placed by offset into a zeroed buffer.
+fn assemble(mut pieces: Vec<(u32, Bytes)>, length: u32) -> Bytes {
+    if pieces.len() == 1 && pieces[0].0 == 0 && pieces[0].1.len() == length as usize {
+        return pieces.pop().map(|(_, b)| b).unwrap_or_default();
+    }
+    let mut in_order = true;
+    let mut next = 0u64;
+    for (offset, piece) in &pieces {
+        in_order &= u64::from(*offset) == next;
+        next = u64::from(*offset) + piece.len() as u64;
+    }
+    if in_order && next == u64::from(length) {
+        let mut out = BytesMut::with_capacity(length as usize);
+        for (_, piece) in &pieces {
+            out.extend_from_slice(piece);
+        }
+        return out.freeze();
+    }
+    let mut out = BytesMut::zeroed(length as usize);
+    for (offset, piece) in &pieces {
+        // Bounds were checked against the expected length when each segment arrived.
+        let start = *offset as usize;
+        out[start..start + piece.len()].copy_from_slice(piece);
+    }
+    out.freeze()
 }
 
 /// A SCSI Response data segment: SenseLength then the sense bytes (§11.4.7).
@@ -610,7 +641,7 @@ impl TargetConnection {
             read: cmd.read,
             write: cmd.write,
             state: TaskState::Ready,
-            data: BytesMut::new(),
+            data: Vec::new(),
             received: 0,
             unsolicited_left: 0,
             unsolicited_data_sn: 0,
@@ -620,8 +651,9 @@ impl TargetConnection {
         };
         let data_out = if cmd.write { edtl } else { 0 };
         if data_out > 0 {
-            task.data = BytesMut::zeroed(data_out as usize);
-            task.data[..immediate_len as usize].copy_from_slice(&cmd.data);
+            if immediate_len > 0 {
+                task.data.push((0, cmd.data));
+            }
             task.received = immediate_len;
             // Unsolicited Data-Out PDUs may follow when InitialR2T=No and F was not set (§13.10).
             let unsolicited_total = if self.params.initial_r2t || cmd.final_ {
@@ -742,8 +774,7 @@ impl TargetConnection {
             window.next_data_sn += 1;
             window.received += len;
         }
-        let start = data.buffer_offset as usize;
-        task.data[start..start + len as usize].copy_from_slice(&data.data);
+        task.data.push((data.buffer_offset, data.data));
         task.received = task.received.saturating_add(len);
         // A window ends with its F bit; we count bytes because that is what must be whole.
         task.r2ts.retain(|w| w.received < w.length);
@@ -773,7 +804,7 @@ impl TargetConnection {
             }
             self.dispatch_order.pop_front();
             task.state = TaskState::Executing;
-            let data_out = std::mem::take(&mut task.data).freeze();
+            let data_out = assemble(std::mem::take(&mut task.data), task.expected_length);
             let data_in_len = if task.read { task.expected_length } else { 0 };
             self.events.push_back(Event::Execute(Command {
                 itt,
@@ -1078,5 +1109,32 @@ impl TargetConnection {
         self.early.clear();
         self.outbox.clear();
         executing
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(offset: u32, len: usize, fill: u8) -> (u32, Bytes) {
+        (offset, Bytes::from(vec![fill; len]))
+    }
+
+    #[test]
+    fn assemble_joins_segments_whatever_their_order() {
+        // One segment: passed on as it is (same allocation).
+        let one = Bytes::from(vec![7u8; 100]);
+        let joined = assemble(vec![(0, one.clone())], 100);
+        assert_eq!(joined.as_ptr(), one.as_ptr());
+        // In order.
+        let joined = assemble(vec![piece(0, 10, 1), piece(10, 20, 2)], 30);
+        assert_eq!(&joined[..], [vec![1u8; 10], vec![2u8; 20]].concat());
+        // Out of order and overlapping: placed by offset.
+        let joined = assemble(vec![piece(10, 20, 2), piece(0, 12, 1)], 30);
+        assert_eq!(&joined[..12], &[1u8; 12]);
+        assert_eq!(&joined[12..], &[2u8; 18]);
+        // Gaps stay zero.
+        let joined = assemble(vec![piece(20, 10, 3)], 30);
+        assert_eq!(&joined[..], [vec![0u8; 20], vec![3u8; 10]].concat());
     }
 }

@@ -111,6 +111,12 @@ pub trait Personality: Send {
     /// INQUIRY identity.
     fn identity(&self) -> &Identity;
 
+    /// Whether commands may block on I/O (see [`LogicalUnit::may_block`]); asked once, when
+    /// the device is created.
+    fn may_block(&self) -> bool {
+        true
+    }
+
     /// TEST UNIT READY (and REQUEST SENSE when nothing else is pending): `Err` is the sense
     /// describing why the unit is not ready (e.g. NOT READY / MEDIUM NOT PRESENT).
     fn ready(&self) -> ScsiResult<()> {
@@ -313,6 +319,9 @@ impl DeviceContext<'_> {
 
 /// A logical unit: the SPC core around a device personality.
 pub struct ScsiDevice<P: Personality> {
+    /// Read once at creation: asking the personality would wait for its lock while a
+    /// long command runs.
+    may_block: bool,
     personality: Mutex<P>,
     core: Mutex<CoreState>,
     clock: TimestampClock,
@@ -323,6 +332,7 @@ impl<P: Personality> ScsiDevice<P> {
     /// A device around `personality` with the system clock.
     pub fn new(personality: P) -> Self {
         Self {
+            may_block: personality.may_block(),
             personality: Mutex::new(personality),
             core: Mutex::new(CoreState {
                 uas: UnitAttentions::default(),
@@ -767,6 +777,10 @@ pub fn default_transport_id(nexus: &ItNexus) -> Vec<u8> {
 }
 
 impl<P: Personality> LogicalUnit for ScsiDevice<P> {
+    fn may_block(&self) -> bool {
+        self.may_block
+    }
+
     fn execute(&self, request: Request<'_>) -> Response {
         let nexus = request.nexus;
         let Some(&opcode) = request.cdb.first() else {

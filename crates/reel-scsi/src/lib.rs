@@ -169,6 +169,11 @@ pub trait LogicalUnit: Send + Sync {
     /// The I_T nexus is gone (for iSCSI: session closed): release the SPC-2 RESERVE held by it
     /// and drop its pending sense; persistent reservation registrations persist.
     fn nexus_lost(&self, nexus: &ItNexus);
+    /// Whether `execute` may block (storage I/O). A transport runs units that never block
+    /// inline instead of handing their commands to a worker thread.
+    fn may_block(&self) -> bool {
+        true
+    }
 }
 
 /// Entry points for fuzz targets.

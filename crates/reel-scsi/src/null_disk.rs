@@ -227,6 +227,11 @@ impl NullDisk {
 }
 
 impl Personality for NullDisk {
+    /// Nothing is stored: no command ever waits for I/O.
+    fn may_block(&self) -> bool {
+        false
+    }
+
     fn identity(&self) -> &Identity {
         &self.identity
     }
