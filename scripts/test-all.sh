@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it. Installs what it needs on a fresh Debian machine with the
-# Rust toolchain. Usage: scripts/test-all.sh [--quick]   (--quick skips the fuzz smoke run)
+# Rust toolchain. Usage: scripts/test-all.sh [--quick] [--no-vm]
+#   --quick  skips the fuzz smoke run; --no-vm skips the kernel-initiator VM checks (tests/vm)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-quick=0
-[ "${1:-}" = "--quick" ] && quick=1
+quick=0 vm=1
+for arg in "$@"; do
+  case $arg in
+    --quick) quick=1 ;;
+    --no-vm) vm=0 ;;
+    *) echo "unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -31,15 +38,27 @@ cargo clippy --workspace --all-targets --all-features --release -- -D warnings
 step "tests (release profile; crash test: ${REEL_CRASH_KILLS:-200} kills)"
 cargo test --workspace --release
 
+if [ "$vm" -eq 1 ]; then
+  # A real Linux kernel initiator (open-iscsi, st, sg, ch, mt, mtx, tar, btape) in qemu against
+  # `reel serve` on loopback; the scripts install qemu/mmdebstrap/socat and build the guest
+  # image once (cached under /var/cache/reel-vm).
+  step "kernel initiator in a VM: iSCSI login, CHAP, ACL, digests, restart"
+  tests/vm/iscsi-test.sh --target reel --reel-bin target/release/reel
+  if [ -x tests/vm/tape-test.sh ]; then
+    step "kernel initiator in a VM: tape drives and changer"
+    tests/vm/tape-test.sh --reel-bin target/release/reel
+  fi
+fi
+
 if [ "$quick" -eq 0 ]; then
-  step "fuzz smoke run (${REEL_FUZZ_SECONDS:-20} s per target)"
+  step "fuzz smoke run (${REEL_FUZZ_SECONDS:-10} s per target)"
   if rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal >/dev/null 2>&1; then
     command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked -q
     for target in $(cd fuzz && cargo +nightly fuzz list); do
       # fuzz/seeds/<target> is the committed corpus; new finds go to the ignored fuzz/corpus.
       mkdir -p "fuzz/corpus/$target"
       seeds=""; [ -d "fuzz/seeds/$target" ] && seeds="seeds/$target"
-      (cd fuzz && cargo +nightly fuzz run "$target" "corpus/$target" $seeds -- -max_total_time="${REEL_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 2>&1 | tail -n 3)
+      (cd fuzz && cargo +nightly fuzz run "$target" "corpus/$target" $seeds -- -max_total_time="${REEL_FUZZ_SECONDS:-10}" -rss_limit_mb=2048 2>&1 | tail -n 3)
     done
   else
     echo "no nightly toolchain available: fuzz smoke run skipped" >&2
