@@ -28,6 +28,13 @@ impl Drop for Server {
 }
 
 impl Server {
+    /// SIGKILL: no clean stop, nothing synchronised beyond what the protocol already made durable.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::forget(self);
+    }
+
     fn stop(mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
@@ -270,6 +277,97 @@ async fn load_write_read_unload_and_it_survives_a_restart() {
         (2, Some(0x08)),
         "then BLANK CHECK at end of data"
     );
+    drop(client);
+    server.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_keeps_everything_up_to_the_last_synchronising_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let portal: SocketAddr = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let server = start(dir.path(), portal);
+    let client = connect(portal).await;
+    let slots = elements(&client, 2).await;
+    let (slot, barcode) = slots[1].clone();
+    let drive = {
+        let cdb = [0xB8, 0x04, 0, 0, 0xFF, 0xFF, 0, 0, 0xFF, 0xFF, 0, 0];
+        let data = good(&client, 0, &cdb, Bytes::new(), 0xFFFF).await;
+        u16::from_be_bytes([data[16], data[17]])
+    };
+    let (s, d) = (slot.to_be_bytes(), drive.to_be_bytes());
+    good(
+        &client,
+        0,
+        &[0xA5, 0, 0, 0, s[0], s[1], d[0], d[1], 0, 0, 0, 0],
+        Bytes::new(),
+        0,
+    )
+    .await;
+    let _ = client
+        .execute(1, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0)
+        .await
+        .unwrap();
+    // Five records and a filemark without IMMED (a synchronising point: the drive writes its
+    // buffer to the medium first), then three more records that nothing synchronises.
+    for i in 0..5 {
+        good(&client, 1, &write6(65536), record(i), 0).await;
+    }
+    good(&client, 1, &[0x10, 0, 0, 0, 1, 0], Bytes::new(), 0).await;
+    for i in 5..8 {
+        good(&client, 1, &write6(65536), record(i), 0).await;
+    }
+    drop(client);
+    server.kill();
+
+    let server = start(dir.path(), portal);
+    let client = connect(portal).await;
+    assert_eq!(
+        elements(&client, 4).await,
+        vec![(drive, barcode)],
+        "the cartridge is still in its drive"
+    );
+    good(&client, 1, &[0x01, 0, 0, 0, 0, 0], Bytes::new(), 0).await;
+    for i in 0..5 {
+        let data = good(&client, 1, &read6(65536), Bytes::new(), 65536).await;
+        assert!(
+            data == record(i),
+            "synchronised record {i} survives SIGKILL"
+        );
+    }
+    let r = client
+        .execute(1, &read6(65536), Bytes::new(), 65536)
+        .await
+        .unwrap();
+    assert_ne!(
+        r.sense.as_ref().map_or(0, |s| s[2] & 0x80),
+        0,
+        "then the filemark"
+    );
+    // What came after the last synchronising point may be lost, but whatever is there must be
+    // exactly those records in order, and then end of data.
+    let mut i = 5;
+    loop {
+        let r = client
+            .execute(1, &read6(65536), Bytes::new(), 65536)
+            .await
+            .unwrap();
+        if r.status != 0 {
+            assert_eq!(
+                r.sense.map(|s| s[2] & 0x0f),
+                Some(0x08),
+                "BLANK CHECK at end of data"
+            );
+            break;
+        }
+        assert!(
+            r.data == record(i),
+            "unsynchronised record {i} is either lost or intact"
+        );
+        i += 1;
+    }
     drop(client);
     server.stop();
 }
