@@ -38,7 +38,8 @@ fn attribute(attr: TaskAttr) -> TaskAttribute {
     }
 }
 
-fn run(job: Job) {
+/// Runs a job here and now.
+fn execute(job: Job) -> (u32, ScsiOutcome) {
     let lun = reel_scsi::decode_lun(job.command.lun);
     let request = Request {
         nexus: &job.nexus,
@@ -48,7 +49,13 @@ fn run(job: Job) {
         attribute: attribute(job.command.attr),
     };
     let response = job.luns.execute(lun, request);
-    let _ = job.done.send((job.command.itt, outcome_from(response)));
+    (job.command.itt, outcome_from(response))
+}
+
+/// Runs a job and reports its end on the job's channel (worker threads).
+fn run(job: Job) {
+    let done = job.done.clone();
+    let _ = done.send(execute(job));
 }
 
 impl Executor {
@@ -58,19 +65,19 @@ impl Executor {
         }
     }
 
-    pub fn submit(&self, job: Job) {
+    /// Queues `job` on its LU's worker, or — for absent LUNs and units that never block —
+    /// runs it at once and returns its result for the caller to complete.
+    pub fn submit(&self, job: Job) -> Option<(u32, ScsiOutcome)> {
         let lun = reel_scsi::decode_lun(job.command.lun);
         let Some(unit) = job.luns.get(lun) else {
             // Absent LUNs answer from tables (REPORT LUNS, INQUIRY, errors): no worker, and
             // no thread per LUN number a hostile initiator can make up.
-            run(job);
-            return;
+            return Some(execute(job));
         };
         if !unit.may_block() {
             // Nothing to wait for (e.g. a null disk): inline, no thread hand-off. Commands
             // of one connection still run in CmdSN order.
-            run(job);
-            return;
+            return Some(execute(job));
         }
         let key = (Arc::as_ptr(&job.luns) as usize, lun);
         let mut workers = self.workers.lock();
@@ -87,7 +94,8 @@ impl Executor {
             tx
         });
         if let Err(std_mpsc::SendError(job)) = sender.send(job) {
-            run(job);
+            return Some(execute(job));
         }
+        None
     }
 }

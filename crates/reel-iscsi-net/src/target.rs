@@ -419,12 +419,15 @@ async fn full_feature(
                         );
                         continue;
                     };
-                    shared.executor.submit(Job {
+                    let job = Job {
                         luns: luns.clone(),
                         nexus: nexus.clone(),
                         command,
                         done: done_tx.clone(),
-                    });
+                    };
+                    if let Some((itt, outcome)) = shared.executor.submit(job) {
+                        conn.complete(itt, outcome);
+                    }
                 }
                 Event::TaskManagement {
                     itt, function, lun, ..
