@@ -512,7 +512,9 @@ impl<P: Personality> ScsiDevice<P> {
                 ..
             } => {
                 if sp {
-                    return Err(mode::saving_not_supported());
+                    // SPC-4 §6.11: SP = 1 without saveable pages is an invalid CDB field
+                    // (39h/00h is MODE SENSE's answer to PC = 11b).
+                    return Err(Sense::invalid_field_in_cdb(1, Some(0)));
                 }
                 let length = usize::from(parameter_list_length);
                 if length == 0 {

@@ -359,13 +359,9 @@ fn mode_sense_and_select() {
             bit: Some(7)
         })
     );
-    // SP = 1.
+    // SP = 1 without saveable pages: INVALID FIELD IN CDB at byte 1 bit 0 (SPC-4 §6.11).
     let r = t.run_on(&t.a, 0, &[0x15, 0x11, 0, 0, list.len() as u8, 0], &list);
-    assert_check(
-        &r,
-        SenseKey::ILLEGAL_REQUEST,
-        Asc::SAVING_PARAMETERS_NOT_SUPPORTED,
-    );
+    assert_check(&r, SenseKey::ILLEGAL_REQUEST, Asc::INVALID_FIELD_IN_CDB);
     // Truncated parameter list.
     let r = t.run_on(&t.a, 0, &[0x15, 0x10, 0, 0, 10, 0], &list[..10]);
     assert_check(

@@ -216,7 +216,16 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
 
     fn apply_format(&mut self, ctx: &mut DeviceContext<'_>, sizes: &[u64], immed: bool) -> Reply {
         let time = now(ctx);
-        self.writable_cartridge()?;
+        let cartridge = self.writable_cartridge()?;
+        // SSC-4 (FORMAT MEDIUM, SET CAPACITY): only at the beginning of partition 0.
+        let at_bop0 = cartridge
+            .position()
+            .is_ok_and(|p| p.partition == 0 && p.object == 0);
+        if !at_bop0 {
+            return Err(Sense::illegal_request(
+                Asc::POSITION_PAST_BEGINNING_OF_MEDIUM,
+            ));
+        }
         self.activity = Activity::Formatting;
         let Self {
             medium, factory, ..

@@ -73,8 +73,10 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         let result = match outcome {
             Ok(ReadOutcome::Record { data_len, .. }) => {
                 let data = buf.clone();
-                if data_len == length || (data_len < length && sili) {
-                    // SILI = 1 suppresses the underlength report only.
+                // SSC-4 READ(6): with SILI = 1 and FIXED = 0 an underlength record is never
+                // reported, an overlength one only when the mode block length is non-zero.
+                let suppressed = sili && (data_len < length || self.block_length == 0);
+                if data_len == length || suppressed {
                     Ok(data)
                 } else {
                     let residue = i64::from(length) - i64::from(data_len);

@@ -217,7 +217,10 @@ impl Model {
                 self.pos += 1;
                 let actual = d.len() as i64;
                 let data = d[..d.len().min(len as usize)].to_vec();
-                if actual == i64::from(len) || (actual < i64::from(len) && sili) {
+                // SSC-4 READ(6), SILI = 1 and FIXED = 0: underlength is never reported,
+                // overlength only when the mode block length is non-zero.
+                let suppressed = sili && (actual < i64::from(len) || self.block == 0);
+                if actual == i64::from(len) || suppressed {
                     good(data)
                 } else {
                     with_data(ili(i64::from(len) - actual), data)
