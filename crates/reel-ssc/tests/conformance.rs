@@ -60,7 +60,7 @@ fn hex(s: &str) -> Vec<u8> {
         .chars()
         .filter(|c| !c.is_whitespace() && *c != '_')
         .collect();
-    assert!(s.len() % 2 == 0, "odd hex {s}");
+    assert!(s.len().is_multiple_of(2), "odd hex {s}");
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap_or_else(|_| panic!("hex {s}")))
@@ -201,10 +201,10 @@ fn check(r: &Response, status: &str, sense: &str, data: &str) -> Vec<String> {
                         continue;
                     }
                     let want = u8::from_str_radix(p, 16).unwrap();
-                    if let Some(&got) = r.data_in.get(i) {
-                        if got != want {
-                            errs.push(format!("data byte {i} = {got:02x}, expected {want:02x}"));
-                        }
+                    if let Some(&got) = r.data_in.get(i)
+                        && got != want
+                    {
+                        errs.push(format!("data byte {i} = {got:02x}, expected {want:02x}"));
                     }
                 }
             }
