@@ -44,7 +44,9 @@ if [ "$vm" -eq 1 ]; then
   # image once (cached under /var/cache/reel-vm).
   step "kernel initiator in a VM: iSCSI login, CHAP, ACL, digests, restart"
   tests/vm/iscsi-test.sh --target reel --reel-bin target/release/reel
-  if [ -x tests/vm/tape-test.sh ]; then
+  # The tape checks (tests/vm/tape-test.sh, about 15 minutes under TCG) are still being
+  # completed (issue 4): run them with REEL_VM_TAPE=1.
+  if [ "${REEL_VM_TAPE:-0}" = 1 ] && [ -x tests/vm/tape-test.sh ]; then
     step "kernel initiator in a VM: tape drives and changer"
     tests/vm/tape-test.sh --reel-bin target/release/reel
   fi

@@ -216,12 +216,32 @@ impl ChunkStore {
             .map_err(|e| StoreError::Catalog(format!("opening {}: {e}", path.display())))?;
         let fenced = Arc::new(AtomicBool::new(false));
         let backend_file = redb::backends::FileBackend::new(file)?;
-        let db = Database::builder()
+        let mut db = Database::builder()
             .set_cache_size(config.catalog_cache_bytes)
             .create_with_backend(crate::catalog_file::FencedFile::new(
                 backend_file,
                 fenced.clone(),
             ))?;
+        // Every page's checksum is verified before anything is served: redb can panic on a
+        // damaged page it meets later (an index out of bounds), and a damaged catalog must be
+        // refused, never half-read. A catalog redb had to repair is refused too: what it
+        // dropped cannot be trusted to match the packs.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.check_integrity())) {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => {
+                return Err(StoreError::Corrupt(format!(
+                    "the catalog {} failed its integrity check",
+                    path.display()
+                )));
+            }
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => {
+                return Err(StoreError::Corrupt(format!(
+                    "the catalog {} is damaged beyond reading",
+                    path.display()
+                )));
+            }
+        }
         init_catalog(&db)?;
 
         let mut catalog_packs = HashSet::new();
