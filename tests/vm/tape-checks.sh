@@ -1,0 +1,1521 @@
+#!/bin/bash
+# Tape library checks, run INSIDE the test VM by run.sh; tests/vm/tape-test.sh
+# prepares the target and drives it.  The Linux tape stack is used the way
+# backup software uses it: open-iscsi, st (/dev/nst*), sg, mt-st, mtx, GNU tar,
+# dd, sg3-utils, Bacula's btape and Amanda's amtapetype.
+#
+# What the target must offer (tape-test.sh configures reel so):
+#   LIB_IQN   the tape library: changer at LUN 0, LIB_DRIVES drives at LUNs
+#             1..n, LIB_SLOTS slots, LIB_IE import/export elements; blank
+#             cartridges in slots 1..LIB_BLANK and one write-protected
+#             cartridge whose barcode starts with WP_PREFIX
+#   FILL_IQN  a one-drive library with two cartridges of FILL_CAP_MB in
+#             slots 1 and 2 (btape fill) and a tiny one in slot 3
+#   CHANGER_SPECS  one library per changer model, "SUFFIX|CHANGER|DRIVE|
+#             DRIVES|SLOTS|IE|PREFIX|CARTRIDGES|MEDIA" separated by spaces
+#             (target IQN_BASE:SUFFIX, cartridges PREFIX0001.. in slots 1..)
+# and it answers `host_do restart-target` (clean stop, start) and
+# `host_do kill-target` (SIGKILL, start).
+#
+# Tunables (run.sh --env): TAPE_MODE (full | changers), TAPE_SECTIONS (all,
+# or a list of: inventory map basics tar eod ili dd cartridge wp multi restart
+# kill partition btape amtapetype fill changers), DD_MB (24), DD_BLOCK_SIZES
+# ("64k 256k 1M"), CONC_MB (16), REPLACEMENT_TIMEOUT (120), CMD_TIMEOUT (180),
+# BTAPE_TIMEOUT (900), FILL_TIMEOUT (600), FILL_BLOCK (Bacula's Maximum Block
+# Size for btape fill, 262144; btape test uses Bacula's default, 64512).
+# shellcheck disable=SC1090
+. "$REEL_VM_LIB"
+export LC_ALL=C
+
+MODE=${TAPE_MODE:-full}
+SECTIONS=${TAPE_SECTIONS:-all}
+[ "$MODE" = changers ] && SECTIONS=changers
+IQN_BASE=${IQN_BASE:-iqn.2026-11.org.reel.test}
+LIB_IQN=${LIB_IQN:-iqn.2026-11.org.reel:library}
+FILL_IQN=${FILL_IQN:-$IQN_BASE:fill}
+CHANGER_SPECS=${CHANGER_SPECS:-}
+LIB_DRIVES=${LIB_DRIVES:-4}
+LIB_SLOTS=${LIB_SLOTS:-40}
+LIB_IE=${LIB_IE:-4}
+LIB_BLANK=${LIB_BLANK:-20}
+LIB_PREFIX=${LIB_PREFIX:-REL}
+WP_PREFIX=${WP_PREFIX:-WPT}
+FILL_CAP_MB=${FILL_CAP_MB:-400}
+TINY_CAP_MB=${TINY_CAP_MB:-16}
+DD_MB=${DD_MB:-24}
+DD_BLOCK_SIZES=${DD_BLOCK_SIZES:-64k 256k 1M}
+CONC_MB=${CONC_MB:-16}
+REPLACEMENT_TIMEOUT=${REPLACEMENT_TIMEOUT:-120}
+export CMD_TIMEOUT=${CMD_TIMEOUT:-180}
+BTAPE_TIMEOUT=${BTAPE_TIMEOUT:-900}
+FILL_TIMEOUT=${FILL_TIMEOUT:-600}
+FILL_BLOCK=${FILL_BLOCK:-262144}
+P=$REEL_VM_PORTAL
+W=/tmp/tape
+ART=$REEL_VM_OUT/tape
+ISCSID_LOG=$REEL_VM_OUT/iscsid.log
+rm -rf "$W"
+mkdir -p "$W" "$ART"
+T_SCRIPT=$(now)
+
+# =============================================================================
+# helpers
+# =============================================================================
+want() {
+	[ "$SECTIONS" = all ] && return 0
+	case " $SECTIONS " in *" $1 "*) return 0 ;; esac
+	return 1
+}
+SECTION_NAME="" SECTION_T0="" TIMES=""
+section() {
+	section_end
+	SECTION_NAME=$1
+	SECTION_T0=$(now)
+	diag "--- $1: $2"
+}
+section_end() {
+	[ -n "$SECTION_NAME" ] && TIMES="$TIMES $SECTION_NAME=$(elapsed "$SECTION_T0")s"
+	SECTION_NAME=""
+}
+uptime_s() { cut -d. -f1 /proc/uptime; }
+log_mark() { wc -c <"$ISCSID_LOG" 2>/dev/null || echo 0; }
+log_since() { tail -c +"$(($1 + 1))" "$ISCSID_LOG" 2>/dev/null | grep -v '^$' | tail -n "${2:-8}"; }
+dmesg_mark() { dmesg | wc -l; }
+dmesg_since() { dmesg | tail -n +"$(($1 + 1))" | tail -n "${2:-8}"; }
+first_line() { printf '%s\n' "$1" | grep -v '^$' | head -n 1; }
+last_line() { printf '%s\n' "$1" | grep -v '^$' | tail -n 1; }
+sha() { sha256sum "$1" | cut -c1-64; }
+mbps() { awk -v n="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.1f", n / s / 1e6; else print "-" }'; }
+fsize() { stat -c %s "$1" 2>/dev/null || echo 0; }
+
+# --- iSCSI nodes and sessions ----------------------------------------------------
+node_new() { # IQN: a node record with the guest-side portal and our timeouts
+	run iscsiadm -m node -o delete -T "$1" -p "$P"
+	run iscsiadm -m node -o new -T "$1" -p "$P" || return 1
+	local kv
+	for kv in "node.session.timeo.replacement_timeout=$REPLACEMENT_TIMEOUT" \
+		node.session.initial_login_retry_max=2 "node.conn[0].timeo.login_timeout=15"; do
+		run iscsiadm -m node -T "$1" -p "$P" -o update -n "${kv%%=*}" -v "${kv#*=}" || return 1
+	done
+}
+login() { run iscsiadm -m node -T "$1" -p "$P" --login; }
+logout() { run iscsiadm -m node -T "$1" -p "$P" --logout; }
+sid_of() {
+	local s
+	for s in /sys/class/iscsi_session/session*; do
+		[ "$(cat "$s/targetname" 2>/dev/null)" = "$1" ] && { echo "${s##*/session}"; return 0; }
+	done
+	return 1
+}
+sess_state() { cat "/sys/class/iscsi_session/session$1/state" 2>/dev/null; }
+
+# lun_table SID: one line per LUN, "LUN TYPE SG NST VENDOR|PRODUCT" (- when absent)
+lun_table() {
+	local d lun ty sg nst v m
+	for d in /sys/class/iscsi_session/session"$1"/device/target*/*:*:*:*; do
+		[ -f "$d/type" ] || continue
+		lun=${d##*:}
+		ty=$(cat "$d/type")
+		sg=$(ls "$d/scsi_generic" 2>/dev/null | head -n 1)
+		nst=$(ls "$d/scsi_tape" 2>/dev/null | grep -E '^nst[0-9]+$' | head -n 1)
+		v=$(sed 's/ *$//' "$d/vendor" 2>/dev/null)
+		m=$(sed 's/ *$//' "$d/model" 2>/dev/null)
+		echo "$lun $ty ${sg:--} ${nst:--} $v|$m"
+	done | sort -n
+}
+# attach SID NTAPES [SECS]: wait for the changer LUN and NTAPES tape LUNs with
+# their device nodes; sets ATT_TABLE, ATT_CH (/dev/sgN), ATT_TAPES and
+# ATT_TAPE_SGS (same order, by LUN)
+ATT_TABLE="" ATT_CH="" ATT_TAPES="" ATT_TAPE_SGS=""
+attach() {
+	local sid=$1 want=$2 deadline=$(($(uptime_s) + ${3:-30})) n d okn
+	while :; do
+		ATT_TABLE=$(lun_table "$sid")
+		ATT_CH=$(awk '$2 == 8 && $3 != "-" { print "/dev/" $3; exit }' <<<"$ATT_TABLE")
+		ATT_TAPES=$(awk '$2 == 1 && $3 != "-" && $4 != "-" { printf "/dev/%s ", $4 }' <<<"$ATT_TABLE")
+		ATT_TAPE_SGS=$(awk '$2 == 1 && $3 != "-" && $4 != "-" { printf "/dev/%s ", $3 }' <<<"$ATT_TABLE")
+		n=$(wc -w <<<"$ATT_TAPES")
+		okn=1
+		for d in $ATT_CH $ATT_TAPES $ATT_TAPE_SGS; do [ -c "$d" ] || okn=0; done
+		[ -n "$ATT_CH" ] && [ "$n" -ge "$want" ] && [ "$okn" = 1 ] && return 0
+		[ "$(uptime_s)" -ge "$deadline" ] && return 1
+		sleep 0.3
+	done
+}
+# wait_recovered SID DMESG_MARK LOG_MARK: the connection dropped and the
+# session is LOGGED_IN again (iscsid: "operational"); sets REC_WHY
+REC_WHY=""
+wait_recovered() {
+	local sid=$1 dm=$2 lm=$3 deadline=$(($(uptime_s) + REPLACEMENT_TIMEOUT + 10)) dropped=""
+	while [ "$(uptime_s)" -lt "$deadline" ]; do
+		[ -z "$dropped" ] && dmesg_since "$dm" 200 | grep -q 'conn error' && dropped=1
+		if [ -n "$dropped" ] && log_since "$lm" 200 | grep -q 'is operational' && [ "$(sess_state "$sid")" = LOGGED_IN ]; then
+			REC_WHY=$(log_since "$lm" 200 | grep 'is operational' | tail -n 1)
+			return 0
+		fi
+		sleep 0.5
+	done
+	REC_WHY="dropped=${dropped:-no} state=$(sess_state "$sid")"
+	return 1
+}
+
+# --- changer (mtx) ---------------------------------------------------------------------
+mtx_status() { timeout "$CMD_TIMEOUT" mtx -f "$1" status 2>&1; }
+# the following read an `mtx status` text on stdin
+st_tag() { sed -n "s/^ *Storage Element $1\( IMPORT\/EXPORT\)\{0,1\}:Full *:VolumeTag=\([^ ]*\).*/\2/p"; }
+st_full() { grep -Eq "^ *Storage Element $1( IMPORT/EXPORT)?:Full"; }
+st_slot_of() { sed -n "s/^ *Storage Element \([0-9]*\)\( IMPORT\/EXPORT\)\{0,1\}:Full *:VolumeTag=$1 *$/\1/p" | head -n 1; }
+st_drive() { grep -E "^Data Transfer Element $1:"; }
+st_drive_tag() { sed -n "s/^Data Transfer Element $1:Full.*:VolumeTag *= *\([^ ]*\).*/\1/p"; }
+st_drive_src() { sed -n "s/^Data Transfer Element $1:Full (Storage Element \([0-9]*\) Loaded).*/\1/p"; }
+st_first_empty() { sed -n 's/^ *Storage Element \([0-9]*\):Empty.*/\1/p' | head -n 1; }
+
+# --- tape (mt, dd, tar) -------------------------------------------------------------
+mt_status() { timeout 60 mt -f "$1" status 2>&1; }
+mt_pos() { mt_status "$1" | sed -n 's/^File number=\([-0-9]*\), block number=\([-0-9]*\).*/\1:\2/p'; }
+mt_part() { mt_status "$1" | sed -n 's/.*partition=\([-0-9]*\).*/\1/p'; }
+mt_tell() { timeout 60 mt -f "$1" tell 2>/dev/null | sed -n 's/^At block \([0-9]*\)\..*/\1/p'; }
+is_online() { mt_status "$1" | grep -qw ONLINE; }
+wait_online() { # DEV SECS
+	local deadline=$(($(uptime_s) + ${2:-60}))
+	while :; do
+		is_online "$1" && return 0
+		[ "$(uptime_s)" -ge "$deadline" ] && return 1
+		sleep 0.5
+	done
+}
+# tape_read DEV OUT DD-ARGS...: RD_RC, RD_BYTES, RD_ERR (dd's error line)
+RD_RC=0 RD_BYTES=0 RD_ERR=""
+tape_read() {
+	local dev=$1 out=$2
+	shift 2
+	rm -f "$out"
+	timeout "$CMD_TIMEOUT" dd if="$dev" of="$out" "$@" 2>"$W/dd.err"
+	RD_RC=$?
+	RD_BYTES=$(fsize "$out")
+	RD_ERR=$(grep -E "error|No space|cannot" "$W/dd.err" | head -n 1 | cut -c1-100)
+	{
+		echo "[$(now)] \$ dd if=$dev of=$out $* -> rc $RD_RC, $RD_BYTES bytes"
+		cat "$W/dd.err"
+	} >>"$REEL_VM_OUT/commands.log"
+}
+# tape_write DEV IN DD-ARGS...: WR_RC, WR_SECS, WR_ERR
+WR_RC=0 WR_SECS=0 WR_ERR=""
+tape_write() {
+	local dev=$1 in=$2 t0
+	shift 2
+	t0=$(now)
+	timeout "$CMD_TIMEOUT" dd if="$in" of="$dev" "$@" 2>"$W/ddw.err"
+	WR_RC=$?
+	WR_SECS=$(elapsed "$t0")
+	WR_ERR=$(grep -E "error|No space|cannot|Read-only|denied" "$W/ddw.err" | head -n 1 | cut -c1-100)
+	{
+		echo "[$t0] \$ dd if=$in of=$dev $* -> rc $WR_RC in $WR_SECS s"
+		cat "$W/ddw.err"
+	} >>"$REEL_VM_OUT/commands.log"
+}
+# make_tree DIR NFILES MAXKIB: random files of random sizes, a text file, an
+# empty file and a symlink
+make_tree() {
+	local d=$1 n=$2 max=$3 i
+	mkdir -p "$d/sub"
+	for i in $(seq 1 "$n"); do
+		head -c $(((RANDOM * 32768 + RANDOM) % (max * 1024) + 1)) /dev/urandom >"$d/data$i"
+	done
+	date >"$d/sub/when.txt"
+	: >"$d/sub/empty"
+	ln -s data1 "$d/link"
+}
+manifest() { (cd "$1" && find . -print0 | sort -z | xargs -0 -n 64 sh -c 'for f; do if [ -L "$f" ]; then echo "L $f $(readlink "$f")"; elif [ -f "$f" ]; then echo "F $f $(sha256sum <"$f" | cut -c1-64)"; else echo "D $f"; fi; done' _); }
+tar_bytes() { tar -b 512 -cf - -C "$1" . | wc -c; }
+tar_write() { run tar -b 512 -cf "$1" -C "$2" .; }
+# tar_check DEV MANIFEST: extract the archive at the current position, compare
+TC_WHY=""
+tar_check() {
+	local x=$W/x.$$
+	rm -rf "$x"
+	mkdir -p "$x"
+	if ! run tar -b 512 -xf "$1" -C "$x"; then
+		TC_WHY="tar -x rc $RUN_RC: $(last_line "$RUN_OUT")"
+		return 1
+	fi
+	if manifest "$x" | cmp -s - "$2"; then
+		rm -rf "$x"
+		return 0
+	fi
+	TC_WHY="extracted tree differs: $(manifest "$x" | diff - "$2" | grep -c '^[<>]') lines"
+	return 1
+}
+
+# --- the library under test ----------------------------------------------------------
+CH="" LIB_SID="" PARTED=0
+declare -a DRV_NST DRV_SG
+lib_st() { mtx_status "$CH"; }
+sg_of_nst() { # /dev/nstN -> /dev/sgM of the same LUN
+	local n=${1#/dev/}
+	awk -v n="$n" '$4 == n { print "/dev/" $3 }' <<<"$(lun_table "$LIB_SID")"
+}
+# unload_drive DRIVE: eject (mt offline) and move the cartridge back to its slot
+unload_drive() {
+	local d=$1 st src
+	st=$(lib_st)
+	st_drive "$d" <<<"$st" | grep -q ':Full' || return 0
+	src=$(st_drive_src "$d" <<<"$st")
+	[ -n "$src" ] || src=$(st_first_empty <<<"$st")
+	[ -n "${DRV_NST[$d]:-}" ] && run mt -f "${DRV_NST[$d]}" offline
+	run mtx -f "$CH" unload "$src" "$d"
+}
+# ensure_loaded DRIVE SLOT: the cartridge of SLOT in DRIVE, device ONLINE
+ensure_loaded() {
+	local d=$1 s=$2 src
+	src=$(lib_st | st_drive_src "$d")
+	if [ "$src" != "$s" ]; then
+		unload_drive "$d"
+		run mtx -f "$CH" load "$s" "$d" || return 1
+	fi
+	[ -z "${DRV_NST[$d]:-}" ] || wait_online "${DRV_NST[$d]}" 60
+}
+# online_one CANDIDATES...: wait up to 60 s for one of them to turn ONLINE
+online_one() {
+	local deadline=$(($(uptime_s) + 60)) t
+	while :; do
+		for t in "$@"; do
+			is_online "$t" && { echo "$t"; return 0; }
+		done
+		[ "$(uptime_s)" -ge "$deadline" ] && return 1
+		sleep 0.5
+	done
+}
+
+diag "tape-checks: mode $MODE, sections '$SECTIONS', portal $P, library $LIB_IQN"
+
+# =============================================================================
+# discovery and login
+# =============================================================================
+section login "discovery, login, devices"
+run iscsiadm -m discovery -t sendtargets -p "$P" -o nonpersistent
+disc=$RUN_OUT disc_rc=$RUN_RC
+printf '%s\n' "$disc" >"$ART/discovery.txt"
+expected_targets=""
+[ "$MODE" = full ] && expected_targets="$LIB_IQN $FILL_IQN"
+for spec in $CHANGER_SPECS; do expected_targets="$expected_targets $IQN_BASE:${spec%%|*}"; done
+missing=""
+for t in $expected_targets; do
+	awk '{ print $2 }' <<<"$disc" | grep -qxF "$t" || missing="$missing $t"
+done
+if [ "$disc_rc" = 0 ] && [ -z "$missing" ]; then
+	ok "discovery: SendTargets lists all $(wc -w <<<"$expected_targets") configured library targets"
+else
+	not_ok "discovery: SendTargets lists all configured library targets" "iscsiadm rc $disc_rc; missing:${missing:- none}" "$disc"
+fi
+
+if [ "$MODE" = full ]; then
+	node_new "$LIB_IQN"
+	t0=$(now)
+	m=$(log_mark)
+	if login "$LIB_IQN" && LIB_SID=$(sid_of "$LIB_IQN") && attach "$LIB_SID" "$LIB_DRIVES" 30; then
+		CH=$ATT_CH
+		LIB_TAPES=$ATT_TAPES
+		ntape=$(wc -w <<<"$LIB_TAPES")
+		lun0=$(awk '$1 == 0 { print $2 }' <<<"$ATT_TABLE")
+		tluns=$(awk '$2 == 1 { printf "%s ", $1 }' <<<"$ATT_TABLE")
+		want_luns=$(seq -s ' ' 1 "$LIB_DRIVES")
+		if [ "$lun0" = 8 ] && [ "$ntape" = "$LIB_DRIVES" ] && [ "$tluns" = "$want_luns " ]; then
+			ok "login: $LIB_IQN in $(elapsed "$t0") s: changer at LUN 0 ($CH), $ntape tape drives at LUNs $want_luns($LIB_TAPES)"
+		else
+			not_ok "login: changer at LUN 0 and $LIB_DRIVES tape drives at LUNs 1..$LIB_DRIVES" \
+				"LUN 0 type '$lun0', tape LUNs '$tluns'" "$ATT_TABLE"
+		fi
+		diag_block "LUNs (lun type sg nst vendor|product):" "$ATT_TABLE"
+	else
+		not_ok "login: $LIB_IQN with a changer and $LIB_DRIVES tape LUNs" "iscsiadm rc $RUN_RC: $(last_line "$RUN_OUT")" \
+			"$(log_since "$m")" "$(lun_table "${LIB_SID:-0}")"
+		diag "no library: the checks that need it are skipped"
+		MODE=nolib
+	fi
+fi
+
+# =============================================================================
+# inventory: lsscsi, INQUIRY, mtx inquiry/status/inventory
+# =============================================================================
+if [ "$MODE" = full ] && want inventory; then
+	section inventory "lsscsi, sg_inq, mtx inquiry/status/inventory"
+	set -- $LIB_TAPES
+	TAPE_SG0=$(sg_of_nst "$1")
+	run lsscsi -g
+	printf '%s\n' "$RUN_OUT" >"$ART/lsscsi.txt"
+	nt=$(awk '$2 == "tape" && /\/dev\/st/ && /\/dev\/sg/' <<<"$RUN_OUT" | wc -l)
+	nc=$(awk '$2 == "mediumx" && /\/dev\/sg/' <<<"$RUN_OUT" | wc -l)
+	if [ "$nt" -ge "$LIB_DRIVES" ] && [ "$nc" -ge 1 ]; then
+		ok "lsscsi -g: $nt tape devices (/dev/st + /dev/sg) and $nc mediumx device(s)"
+	else
+		not_ok "lsscsi -g shows $LIB_DRIVES tape and a mediumx device" "tape $nt, mediumx $nc" "$RUN_OUT"
+	fi
+	run sg_inq "$TAPE_SG0"
+	pdt=$(sed -n 's/.*PDT=\([0-9]*\).*/\1/p' <<<"$RUN_OUT" | head -n 1)
+	vp="$(sed -n 's/^ *Vendor identification: *//p' <<<"$RUN_OUT") $(sed -n 's/^ *Product identification: *//p' <<<"$RUN_OUT")"
+	if [ "$RUN_RC" = 0 ] && [ "$pdt" = 1 ] && grep -q "ULT3580-TD9" <<<"$vp"; then
+		ok "sg_inq $TAPE_SG0: PDT 1 (sequential access), '$vp'"
+	else
+		not_ok "sg_inq on a drive: PDT 1, IBM ULT3580-TD9" "rc $RUN_RC, PDT '$pdt', '$vp'" "$RUN_OUT"
+	fi
+	run sg_inq -p 0x80 "$TAPE_SG0"
+	sn=$(sed -n 's/^ *Unit serial number: *//p' <<<"$RUN_OUT" | head -n 1)
+	if [ "$RUN_RC" = 0 ] && [ -n "$sn" ]; then
+		ok "sg_inq -p 0x80 $TAPE_SG0: unit serial number '$sn'"
+	else
+		not_ok "sg_inq -p 0x80: unit serial number of a drive" "rc $RUN_RC" "$RUN_OUT"
+	fi
+	run sg_inq "$CH"
+	pdt=$(sed -n 's/.*PDT=\([0-9]*\).*/\1/p' <<<"$RUN_OUT" | head -n 1)
+	vp="$(sed -n 's/^ *Vendor identification: *//p' <<<"$RUN_OUT") $(sed -n 's/^ *Product identification: *//p' <<<"$RUN_OUT")"
+	if [ "$RUN_RC" = 0 ] && [ "$pdt" = 8 ]; then
+		ok "sg_inq $CH: PDT 8 (medium changer), '$vp'"
+	else
+		not_ok "sg_inq on the changer: PDT 8" "rc $RUN_RC, PDT '$pdt'" "$RUN_OUT"
+	fi
+	run mtx -f "$CH" inquiry
+	if [ "$RUN_RC" = 0 ] && grep -q "Product Type: Medium Changer" <<<"$RUN_OUT"; then
+		ok "mtx inquiry: Medium Changer, $(grep -E 'Vendor ID|Product ID' <<<"$RUN_OUT" | tr -d "'" | tr -s ' \n' ' ')"
+	else
+		not_ok "mtx inquiry reports a Medium Changer" "rc $RUN_RC" "$RUN_OUT"
+	fi
+	run mtx -f "$CH" status
+	S=$RUN_OUT
+	printf '%s\n' "$S" >"$ART/mtx-status-initial.txt"
+	hdr=$(grep -m1 'Storage Changer' <<<"$S")
+	nd=$(grep -c '^Data Transfer Element' <<<"$S")
+	ns=$(grep -Ec '^ *Storage Element [0-9]+:' <<<"$S")
+	ni=$(grep -Ec '^ *Storage Element [0-9]+ IMPORT/EXPORT:' <<<"$S")
+	nfull=$(grep -Ec '^ *Storage Element [0-9]+( IMPORT/EXPORT)?:Full' <<<"$S")
+	ndfull=$(grep -Ec '^Data Transfer Element [0-9]+:Full' <<<"$S")
+	if [ "$RUN_RC" = 0 ] && [ "$nd" = "$LIB_DRIVES" ] && [ "$ns" = "$LIB_SLOTS" ] && [ "$ni" = "$LIB_IE" ] && [ "$ndfull" = 0 ]; then
+		ok "mtx status: $nd drives (empty), $ns slots, $ni import/export, $nfull cartridges [$(sed 's/^ *//' <<<"$hdr")]"
+	else
+		not_ok "mtx status: $LIB_DRIVES empty drives, $LIB_SLOTS slots, $LIB_IE import/export" \
+			"rc $RUN_RC: drives $nd ($ndfull full), slots $ns, import/export $ni" "$S"
+	fi
+	ntag=$(grep -Ec '^ *Storage Element [0-9]+( IMPORT/EXPORT)?:Full *:VolumeTag=[^ ]+' <<<"$S")
+	bad=""
+	for i in $(seq 1 "$LIB_BLANK"); do
+		want_tag=$(printf '%s%03dL9' "$LIB_PREFIX" "$i")
+		[ "$(st_tag "$i" <<<"$S")" = "$want_tag" ] || bad="$bad slot$i=$(st_tag "$i" <<<"$S")"
+	done
+	WP_SLOT=$(sed -n "s/^ *Storage Element \([0-9]*\):Full *:VolumeTag=$WP_PREFIX.*/\1/p" <<<"$S" | head -n 1)
+	if [ "$nfull" -ge 1 ] && [ "$ntag" = "$nfull" ] && [ -z "$bad" ] && [ -n "$WP_SLOT" ]; then
+		ok "mtx status: barcodes on all $nfull cartridges, ${LIB_PREFIX}001L9..$(printf '%s%03dL9' "$LIB_PREFIX" "$LIB_BLANK") in slots 1-$LIB_BLANK, $(st_tag "$WP_SLOT" <<<"$S") in slot $WP_SLOT"
+	else
+		not_ok "mtx status: every cartridge has its barcode, ${LIB_PREFIX}001L9.. in slots 1-$LIB_BLANK, a $WP_PREFIX cartridge" \
+			"$ntag of $nfull with VolumeTag; wrong:${bad:- none}; write-protected cartridge slot '${WP_SLOT}'"
+	fi
+	run mtx -f "$CH" inventory
+	if [ "$RUN_RC" = 0 ] && [ "$(lib_st | grep -Ec ':Full *:VolumeTag=')" = "$ntag" ]; then
+		ok "mtx inventory (INITIALIZE ELEMENT STATUS); the inventory is unchanged"
+	else
+		not_ok "mtx inventory (INITIALIZE ELEMENT STATUS)" "rc $RUN_RC" "$RUN_OUT"
+	fi
+fi
+[ -z "${WP_SLOT:-}" ] && [ -n "$CH" ] && WP_SLOT=$(lib_st | sed -n "s/^ *Storage Element \([0-9]*\):Full *:VolumeTag=$WP_PREFIX.*/\1/p" | head -n 1)
+
+# =============================================================================
+# drive element -> /dev/nst mapping (always needed by what follows)
+# =============================================================================
+if [ "$MODE" = full ]; then
+	section map "mtx load, drive element to /dev/nst mapping"
+	for d in $(seq 0 $((LIB_DRIVES - 1))); do unload_drive "$d"; done
+	S=$(lib_st)
+	TAG1=$(st_tag 1 <<<"$S")
+	t0=$(now)
+	if run mtx -f "$CH" load 1 0; then
+		ok "mtx load 1 0 ($(elapsed "$t0") s)"
+	else
+		not_ok "mtx load 1 0" "rc $RUN_RC" "$RUN_OUT"
+	fi
+	S=$(lib_st)
+	if [ "$(st_drive_tag 0 <<<"$S")" = "$TAG1" ] && [ "$(st_drive_src 0 <<<"$S")" = 1 ] && ! st_full 1 <<<"$S"; then
+		ok "mtx status after load: drive 0 holds $TAG1 (from slot 1), slot 1 empty"
+	else
+		not_ok "mtx status after load: drive 0 holds $TAG1 from slot 1, slot 1 empty" "$(st_drive 0 <<<"$S")" "$(grep -E '^ *Storage Element 1:' <<<"$S")"
+	fi
+	# shellcheck disable=SC2086
+	if found=$(online_one $LIB_TAPES); then
+		DRV_NST[0]=$found
+		DRV_SG[0]=$(sg_of_nst "$found")
+		others=""
+		for t in $LIB_TAPES; do [ "$t" != "$found" ] && is_online "$t" && others="$others $t"; done
+		if [ -z "$others" ]; then
+			ok "drive element 0 is ${DRV_NST[0]} (${DRV_SG[0]}): the only tape device ONLINE after the load"
+		else
+			not_ok "drive element 0 maps to exactly one tape device" "ONLINE: $found$others"
+		fi
+	else
+		not_ok "a tape device turns ONLINE after mtx load 1 0" "checked: $LIB_TAPES" "$(mt_status "${LIB_TAPES%% *}")"
+	fi
+	# the other drives: load a cartridge, see which device turns ONLINE, unload
+	mapping="" mapbad=""
+	for d in $(seq 1 $((LIB_DRIVES - 1))); do
+		rest=""
+		for t in $LIB_TAPES; do
+			used=0
+			for u in "${DRV_NST[@]}"; do [ "$u" = "$t" ] && used=1; done
+			[ "$used" = 0 ] && rest="$rest $t"
+		done
+		s=$((d + 1))
+		# shellcheck disable=SC2086
+		if run mtx -f "$CH" load "$s" "$d" && found=$(online_one $rest); then
+			DRV_NST[d]=$found
+			DRV_SG[d]=$(sg_of_nst "$found")
+			mapping="$mapping $d=$found"
+			unload_drive "$d"
+			is_online "$found" && mapbad="$mapbad $found-still-ONLINE-after-unload"
+		else
+			mapbad="$mapbad drive$d:load-rc-$RUN_RC-or-nothing-ONLINE"
+		fi
+	done
+	if [ -z "$mapbad" ]; then
+		ok "drive elements 1-$((LIB_DRIVES - 1)) map to the other tape devices:$mapping"
+	else
+		not_ok "drive elements 1-$((LIB_DRIVES - 1)) map to the other tape devices" "mapped:$mapping; problems:$mapbad"
+	fi
+	diag "drive map: $(for d in "${!DRV_NST[@]}"; do printf '%s=%s(%s) ' "$d" "${DRV_NST[$d]}" "${DRV_SG[$d]}"; done)"
+	if [ -z "${DRV_NST[0]:-}" ]; then
+		diag "drive 0 has no device: the tape checks cannot run"
+		MODE=nolib
+	fi
+fi
+T0DEV=${DRV_NST[0]:-/dev/nst0}
+
+# =============================================================================
+# mt basics
+# =============================================================================
+if [ "$MODE" = full ] && want basics; then
+	section basics "mt status, rewind, setblk, write protect bit"
+	ensure_loaded 0 1
+	run mt -f "$T0DEV" status
+	if [ "$RUN_RC" = 0 ] && grep -qw ONLINE <<<"$RUN_OUT"; then
+		ok "mt status: ONLINE [$(last_line "$RUN_OUT" | sed 's/^ *//')]"
+	else
+		not_ok "mt status reports ONLINE" "rc $RUN_RC" "$RUN_OUT"
+	fi
+	diag_block "mt status:" "$RUN_OUT"
+	if run mt -f "$T0DEV" rewind && mt_status "$T0DEV" | grep -qw BOT && [ "$(mt_pos "$T0DEV")" = 0:0 ]; then
+		ok "mt rewind: BOT, file 0 block 0"
+	else
+		not_ok "mt rewind: BOT, file 0 block 0" "rc $RUN_RC" "$(mt_status "$T0DEV")"
+	fi
+	if run mt -f "$T0DEV" setblk 0 && mt_status "$T0DEV" | grep -q "Tape block size 0 bytes"; then
+		ok "mt setblk 0: variable block mode"
+	else
+		not_ok "mt setblk 0: variable block mode" "rc $RUN_RC: $RUN_OUT" "$(mt_status "$T0DEV")"
+	fi
+	if mt_status "$T0DEV" | grep -qw WR_PROT; then
+		not_ok "a writable cartridge is not reported write-protected" "$(mt_status "$T0DEV")"
+	else
+		ok "a writable cartridge is not reported write-protected (no WR_PROT)"
+	fi
+fi
+
+# =============================================================================
+# tar archives, filemarks, positioning
+# =============================================================================
+TB1=0 TB2=0 TB3=0
+if [ "$MODE" = full ] && want tar; then
+	section tar "tar archives separated by filemarks, fsf/bsf/bsfm, eod + append, tell/seek"
+	ensure_loaded 0 1
+	run mt -f "$T0DEV" setblk 0
+	make_tree "$W/a1" 16 768
+	make_tree "$W/a2" 8 512
+	make_tree "$W/a3" 4 256
+	for i in 1 2 3; do manifest "$W/a$i" >"$W/m$i"; done
+	REC=262144 # tar -b 512: one 256 KiB record = one tape block
+	TB1=$(($(tar_bytes "$W/a1") / REC))
+	TB2=$(($(tar_bytes "$W/a2") / REC))
+	TB3=$(($(tar_bytes "$W/a3") / REC))
+	diag "archives: $TB1, $TB2 and $TB3 blocks of 256 KiB"
+	run mt -f "$T0DEV" rewind
+	if tar_write "$T0DEV" "$W/a1" && tar_write "$T0DEV" "$W/a2"; then
+		ok "tar -b 512 -cf: two archives written (st closes each with a filemark)"
+	else
+		not_ok "tar -b 512 -cf: two archives written" "rc $RUN_RC" "$RUN_OUT" "$(dmesg | tail -n 5)"
+	fi
+	pos=$(mt_pos "$T0DEV")
+	if [ "$pos" = 2:0 ]; then
+		ok "mt status after two archives: file 2, block 0"
+	else
+		not_ok "mt status after two archives: file 2, block 0" "got '$pos'" "$(mt_status "$T0DEV")"
+	fi
+	run mt -f "$T0DEV" rewind
+	if run mt -f "$T0DEV" fsf 1 && [ "$(mt_pos "$T0DEV")" = 1:0 ] && tar_check "$T0DEV" "$W/m2"; then
+		ok "rewind, fsf 1: the second archive extracts identical (sha256 of every file)"
+	else
+		not_ok "rewind, fsf 1: the second archive extracts identical" "position $(mt_pos "$T0DEV"); $TC_WHY"
+	fi
+	if run mt -f "$T0DEV" rewind && tar_check "$T0DEV" "$W/m1"; then
+		ok "rewind: the first archive extracts identical"
+	else
+		not_ok "rewind: the first archive extracts identical" "$TC_WHY"
+	fi
+	run mt -f "$T0DEV" rewind
+	p1="" p2=""
+	run mt -f "$T0DEV" fsf 2 && p1=$(mt_pos "$T0DEV")
+	run mt -f "$T0DEV" bsf 2 && run mt -f "$T0DEV" fsf 1 && p2=$(mt_pos "$T0DEV")
+	if [ "$p1" = 2:0 ] && [ "$p2" = 1:0 ] && tar_check "$T0DEV" "$W/m2"; then
+		ok "fsf 2 (file 2), bsf 2, fsf 1: at file 1 block 0, the second archive reads back"
+	else
+		not_ok "fsf 2, bsf 2, fsf 1 round trip to the start of file 1" "after fsf 2: '$p1', after bsf 2 + fsf 1: '$p2'; $TC_WHY"
+	fi
+	run mt -f "$T0DEV" rewind
+	p1=""
+	run mt -f "$T0DEV" fsf 1 && run mt -f "$T0DEV" bsfm 1 && p1=$(mt_pos "$T0DEV")
+	if [ "$p1" = 1:0 ] && tar_check "$T0DEV" "$W/m2"; then
+		ok "fsf 1, bsfm 1: back at the start of file 1, the second archive reads back"
+	else
+		not_ok "fsf 1, bsfm 1 stays at the start of file 1" "position '$p1'; $TC_WHY"
+	fi
+	# MTEOM: st spaces to end of data and knows the file number from the
+	# residue; Linux 6.1 st then sets the block number to -1 by design
+	# (st_int_ioctl, MTEOM path), so only the file number and the logical
+	# position (READ POSITION: blocks + filemarks) are compared.
+	run mt -f "$T0DEV" rewind
+	pos="" tell=""
+	run mt -f "$T0DEV" eod && pos=$(mt_pos "$T0DEV") && tell=$(mt_tell "$T0DEV")
+	if [ "${pos%%:*}" = 2 ] && [ "$tell" = $((TB1 + TB2 + 2)) ]; then
+		ok "mt eod: file 2 (st block '${pos#*:}'), READ POSITION $tell = $TB1 + $TB2 blocks + 2 filemarks"
+	else
+		not_ok "mt eod: st file 2, READ POSITION at $((TB1 + TB2 + 2))" "mt status '$pos', mt tell '$tell'" "$(mt_status "$T0DEV")"
+	fi
+	if [ "${pos%%:*}" = 2 ] && tar_write "$T0DEV" "$W/a3"; then
+		ok "append a third archive after mt eod"
+	else
+		not_ok "append a third archive after mt eod" "position '$pos', tar rc $RUN_RC" "$RUN_OUT"
+	fi
+	if run mt -f "$T0DEV" rewind && run mt -f "$T0DEV" fsf 2 && tar_check "$T0DEV" "$W/m3"; then
+		ok "the appended archive reads back at file 2"
+	else
+		not_ok "the appended archive reads back at file 2" "$TC_WHY"
+	fi
+	if run mt -f "$T0DEV" rewind && tar_check "$T0DEV" "$W/m1" && run mt -f "$T0DEV" fsf 1 && tar_check "$T0DEV" "$W/m2"; then
+		ok "the first two archives are intact after the append"
+	else
+		not_ok "the first two archives are intact after the append" "$TC_WHY"
+	fi
+	# READ POSITION counts blocks and filemarks
+	run mt -f "$T0DEV" rewind
+	q0=$(mt_tell "$T0DEV")
+	run mt -f "$T0DEV" fsf 1
+	q1=$(mt_tell "$T0DEV")
+	run mt -f "$T0DEV" fsf 1
+	q2=$(mt_tell "$T0DEV")
+	if [ "$q0" = 0 ] && [ "$q1" = $((TB1 + 1)) ] && [ "$q2" = $((TB1 + TB2 + 2)) ]; then
+		ok "mt tell (READ POSITION): 0 at BOT, $q1 at file 1, $q2 at file 2"
+	else
+		not_ok "mt tell (READ POSITION): 0 / $((TB1 + 1)) / $((TB1 + TB2 + 2))" "got '$q0' / '$q1' / '$q2'" "$(timeout 30 mt -f "$T0DEV" tell 2>&1)"
+	fi
+	run mt -f "$T0DEV" rewind
+	if run mt -f "$T0DEV" seek $((TB1 + 1)) && [ "$(mt_tell "$T0DEV")" = $((TB1 + 1)) ] && tar_check "$T0DEV" "$W/m2"; then
+		ok "mt seek $((TB1 + 1)) (LOCATE) to the start of file 1: the second archive reads back"
+	else
+		not_ok "mt seek $((TB1 + 1)) (LOCATE) to the start of file 1" "rc $RUN_RC: $RUN_OUT; tell '$(mt_tell "$T0DEV")'; $TC_WHY"
+	fi
+	q1="" q2=""
+	run mt -f "$T0DEV" seek 3 && q1=$(mt_tell "$T0DEV")
+	run mt -f "$T0DEV" seek 0 && q2=$(mt_tell "$T0DEV")
+	# the fourth block of the first archive, read raw, must be its bytes 768K..1M
+	run mt -f "$T0DEV" seek 3
+	tape_read "$T0DEV" "$W/blk3" bs=256k count=1
+	tar -b 512 -cf - -C "$W/a1" . | tail -c +$((3 * REC + 1)) | head -c $REC >"$W/blk3.want"
+	if [ "$q1" = 3 ] && [ "$q2" = 0 ] && cmp -s "$W/blk3" "$W/blk3.want"; then
+		ok "mt seek 3 / seek 0: tell follows, block 3 read after seek 3 is the archive's fourth record"
+	else
+		not_ok "mt seek into a file and back to 0" "tell after seek 3 '$q1', after seek 0 '$q2'; block 3: $RD_BYTES bytes, $(cmp "$W/blk3" "$W/blk3.want" 2>&1 | head -n 1)"
+	fi
+fi
+
+# =============================================================================
+# reads at filemarks and at end of data
+# =============================================================================
+if [ "$MODE" = full ] && want eod && [ "$TB3" -gt 0 ]; then
+	section eod "dd stops at filemarks, reads at end of data"
+	run mt -f "$T0DEV" rewind
+	run mt -f "$T0DEV" fsf 2
+	want_bytes=$(tar_bytes "$W/a3")
+	tape_read "$T0DEV" "$W/f3" bs=1M
+	if [ "$RD_RC" = 0 ] && [ "$RD_BYTES" = "$want_bytes" ]; then
+		ok "dd bs=1M of the last file stops at its filemark: exactly $RD_BYTES bytes, exit 0"
+	else
+		not_ok "dd of the last file stops at its filemark with exactly $want_bytes bytes" "rc $RD_RC, $RD_BYTES bytes" "$(cat "$W/dd.err")"
+	fi
+	t0=$(now)
+	tape_read "$T0DEV" "$W/e1" bs=256k count=1
+	e1_rc=$RD_RC e1_n=$RD_BYTES e1_err=$RD_ERR
+	if [ "$e1_rc" != 124 ] && [ "$e1_n" = 0 ]; then
+		ok "read after the last filemark (end of data) returns no data (rc $e1_rc${e1_err:+, $e1_err}, $(elapsed "$t0") s)"
+	else
+		not_ok "read after the last filemark (end of data) returns no data, promptly" "rc $e1_rc, $e1_n bytes"
+	fi
+	t0=$(now)
+	tape_read "$T0DEV" "$W/e2" bs=256k count=1
+	if [ "$RD_RC" != 124 ] && [ "$RD_RC" != 0 ] && [ "$RD_BYTES" = 0 ]; then
+		ok "a second read at end of data fails (${RD_ERR:-rc $RD_RC}, $(elapsed "$t0") s)"
+	else
+		not_ok "a second read at end of data fails with an error" "rc $RD_RC, $RD_BYTES bytes" "$(dmesg | tail -n 4)"
+	fi
+	run mt -f "$T0DEV" rewind
+	run mt -f "$T0DEV" eod
+	t0=$(now)
+	run mt -f "$T0DEV" fsf 1
+	if [ "$RUN_RC" != 0 ] && [ "$RUN_RC" != 124 ]; then
+		ok "mt fsf 1 at end of data fails ($(first_line "$RUN_OUT"), $(elapsed "$t0") s)"
+	else
+		not_ok "mt fsf 1 at end of data fails promptly" "rc $RUN_RC" "$RUN_OUT"
+	fi
+fi
+
+# =============================================================================
+# block size semantics in variable mode (ILI)
+# =============================================================================
+if [ "$MODE" = full ] && want ili; then
+	section ili "short and oversized block reads"
+	ensure_loaded 0 1
+	run mt -f "$T0DEV" setblk 0
+	run mt -f "$T0DEV" rewind
+	head -c 10000 /dev/urandom >"$W/b10000"
+	head -c 65536 /dev/urandom >"$W/b65536"
+	tape_write "$T0DEV" "$W/b10000" bs=10000 count=1
+	w1=$WR_RC
+	tape_write "$T0DEV" "$W/b65536" bs=64k count=1
+	if [ "$w1" = 0 ] && [ "$WR_RC" = 0 ]; then
+		run mt -f "$T0DEV" rewind
+		tape_read "$T0DEV" "$W/r10000" bs=64k count=1
+		if [ "$RD_RC" = 0 ] && cmp -s "$W/b10000" "$W/r10000"; then
+			ok "short block: a 10000-byte block read with a 64 KiB buffer gives exactly those 10000 bytes"
+		else
+			not_ok "short block: a 10000-byte block read with a 64 KiB buffer gives exactly 10000 bytes" \
+				"rc $RD_RC, $RD_BYTES bytes, $(cmp "$W/b10000" "$W/r10000" 2>&1 | head -n 1)" "$(cat "$W/dd.err")"
+		fi
+		run mt -f "$T0DEV" rewind
+		run mt -f "$T0DEV" fsf 1
+		tape_read "$T0DEV" "$W/r32k" bs=32k count=1
+		if [ "$RD_RC" != 0 ] && [ "$RD_BYTES" = 0 ] && grep -q "Cannot allocate memory" "$W/dd.err"; then
+			ok "oversized block: a 64 KiB block read with a 32 KiB buffer fails with ENOMEM, no silent truncation"
+		else
+			not_ok "oversized block: a 64 KiB block read with a 32 KiB buffer fails with ENOMEM" "rc $RD_RC, $RD_BYTES bytes" "$(cat "$W/dd.err")"
+		fi
+	else
+		not_ok "write a 10000-byte and a 64 KiB block" "dd rc $w1 / $WR_RC: $WR_ERR"
+		skip "short block read" "the write failed"
+		skip "oversized block read" "the write failed"
+	fi
+fi
+
+# =============================================================================
+# dd integrity and throughput
+# =============================================================================
+LAST_BS="" SUM_DD=""
+if [ "$MODE" = full ] && want dd; then
+	section dd "dd at ${DD_BLOCK_SIZES// /, } with sha256 ($DD_MB MiB each)"
+	ensure_loaded 0 1
+	run mt -f "$T0DEV" setblk 0
+	head -c $((DD_MB * 1048576)) /dev/urandom >"$W/ddsrc"
+	SUM_DD=$(sha "$W/ddsrc")
+	printf 'block\tMiB\twrite MB/s\tread MB/s\tsha256\n' >"$ART/throughput.tsv"
+	for bs in $DD_BLOCK_SIZES; do
+		run mt -f "$T0DEV" rewind
+		tape_write "$T0DEV" "$W/ddsrc" bs="$bs" iflag=fullblock # timed with close (filemark)
+		wsecs=$WR_SECS wrc=$WR_RC
+		run mt -f "$T0DEV" rewind
+		t0=$(now)
+		tape_read "$T0DEV" "$W/ddback" bs="$bs"
+		rsecs=$(elapsed "$t0")
+		s=$(sha "$W/ddback")
+		rm -f "$W/ddback"
+		wr=$(mbps $((DD_MB * 1048576)) "$wsecs")
+		rr=$(mbps $((DD_MB * 1048576)) "$rsecs")
+		if [ "$wrc" = 0 ] && [ "$RD_RC" = 0 ] && [ "$s" = "$SUM_DD" ]; then
+			ok "dd bs=$bs: $DD_MB MiB written, read back, sha256 equal (write $wr MB/s, read $rr MB/s)"
+			printf '%s\t%s\t%s\t%s\tok\n' "$bs" "$DD_MB" "$wr" "$rr" >>"$ART/throughput.tsv"
+			LAST_BS=$bs
+		else
+			not_ok "dd bs=$bs: $DD_MB MiB written, read back, sha256 equal" "write rc $wrc ($WR_ERR), read rc $RD_RC, $RD_BYTES bytes ($RD_ERR)"
+			printf '%s\t%s\t%s\t%s\tFAIL\n' "$bs" "$DD_MB" "$wr" "$rr" >>"$ART/throughput.tsv"
+		fi
+	done
+fi
+
+# =============================================================================
+# cartridge handling: eject, unload, a blank cartridge, reload, transfer
+# =============================================================================
+if [ "$MODE" = full ] && want cartridge; then
+	section cartridge "offline, unload, blank cartridge, reload, transfer"
+	ensure_loaded 0 1
+	S=$(lib_st)
+	TAG1=$(st_drive_tag 0 <<<"$S")
+	if run mt -f "$T0DEV" offline; then
+		ok "mt offline (unload in the drive)"
+	else
+		not_ok "mt offline (unload in the drive)" "rc $RUN_RC" "$RUN_OUT"
+	fi
+	run mtx -f "$CH" unload 1 0
+	S=$(lib_st)
+	if [ "$RUN_RC" = 0 ] && [ "$(st_tag 1 <<<"$S")" = "$TAG1" ] && st_drive 0 <<<"$S" | grep -q ':Empty'; then
+		ok "mtx unload 1 0: $TAG1 back in slot 1, drive 0 empty"
+	else
+		not_ok "mtx unload 1 0: $TAG1 back in slot 1, drive 0 empty" "rc $RUN_RC: $RUN_OUT" "$(st_drive 0 <<<"$S")" "$(grep -E '^ *Storage Element 1:' <<<"$S")"
+	fi
+	if is_online "$T0DEV"; then
+		not_ok "$T0DEV is not ONLINE after the unload" "$(mt_status "$T0DEV")"
+	else
+		ok "$T0DEV is not ONLINE after the unload [$(last_line "$(mt_status "$T0DEV")" | sed 's/^ *//')]"
+	fi
+	TAG2=$(st_tag 2 <<<"$S")
+	if run mtx -f "$CH" load 2 0 && wait_online "$T0DEV" 60 && [ "$(lib_st | st_drive_tag 0)" = "$TAG2" ]; then
+		run mt -f "$T0DEV" setblk 0
+		run mt -f "$T0DEV" rewind
+		tape_read "$T0DEV" "$W/blank" bs=256k count=1
+		if [ "$RD_BYTES" = 0 ] && [ "$RD_RC" != 124 ]; then
+			ok "mtx load 2 0: $TAG2 is blank, a read at BOT returns no data (${RD_ERR:-rc $RD_RC})"
+		else
+			not_ok "mtx load 2 0: $TAG2 is blank, a read at BOT returns no data" "rc $RD_RC, $RD_BYTES bytes"
+		fi
+	else
+		not_ok "mtx load 2 0: $TAG2 in drive 0, $T0DEV ONLINE" "rc $RUN_RC: $RUN_OUT" "$(lib_st | st_drive 0)"
+	fi
+	if [ -n "$LAST_BS" ] && ensure_loaded 0 1; then
+		run mt -f "$T0DEV" setblk 0
+		run mt -f "$T0DEV" rewind
+		tape_read "$T0DEV" "$W/reload" bs="$LAST_BS"
+		if [ "$RD_RC" = 0 ] && [ "$(sha "$W/reload")" = "$SUM_DD" ]; then
+			ok "unload, load another, reload $TAG1: the data written before is intact (sha256)"
+		else
+			not_ok "reload $TAG1: the data written before is intact" "rc $RD_RC, $RD_BYTES bytes, ${RD_ERR}"
+		fi
+		rm -f "$W/reload"
+	else
+		skip "reload: data written before the unload is intact" "no dd data (dd section not run or failed)"
+	fi
+	S=$(lib_st)
+	E=$(st_first_empty <<<"$S")
+	TAG2=$(st_tag 2 <<<"$S")
+	if [ -n "$E" ] && [ -n "$TAG2" ]; then
+		a="" b=""
+		run mtx -f "$CH" transfer 2 "$E" && S=$(lib_st) && a="$(st_tag "$E" <<<"$S"),$(st_full 2 <<<"$S" && echo full || echo empty)"
+		run mtx -f "$CH" transfer "$E" 2 && b=$(lib_st | st_tag 2)
+		if [ "$a" = "$TAG2,empty" ] && [ "$b" = "$TAG2" ]; then
+			ok "mtx transfer 2 $E and back: the barcode $TAG2 moves with the cartridge"
+		else
+			not_ok "mtx transfer 2 $E and back, the barcode follows" "after the first move slot $E/slot 2: '$a'; after the second slot 2: '$b'" "$RUN_OUT"
+		fi
+	else
+		skip "mtx transfer slot to slot" "no empty slot or no cartridge in slot 2"
+	fi
+fi
+
+# =============================================================================
+# write protection
+# =============================================================================
+if [ "$MODE" = full ] && want wp; then
+	section wp "a write-protected cartridge"
+	if [ -n "${WP_SLOT:-}" ] && ensure_loaded 0 "$WP_SLOT"; then
+		WTAG=$(lib_st | st_drive_tag 0)
+		st_now=$(mt_status "$T0DEV")
+		if grep -qw WR_PROT <<<"$st_now"; then
+			ok "write-protected $WTAG (slot $WP_SLOT): mt status shows WR_PROT"
+		else
+			not_ok "write-protected $WTAG (slot $WP_SLOT): mt status shows WR_PROT" "$st_now"
+		fi
+		echo "this must not reach the tape" >"$W/wp.txt"
+		tape_write "$T0DEV" "$W/wp.txt" bs=512 conv=sync
+		if [ "$WR_RC" != 0 ] && [ "$WR_RC" != 124 ]; then
+			ok "write-protected: dd to $T0DEV is refused (${WR_ERR:-rc $WR_RC})"
+		else
+			not_ok "write-protected: a write through st is refused" "dd rc $WR_RC" "$(cat "$W/ddw.err")"
+		fi
+		# the drive itself must refuse: WRITE(6), variable, 512 bytes via sg
+		head -c 512 /dev/zero >"$W/z512"
+		run sg_raw -s 512 -i "$W/z512" "${DRV_SG[0]}" 0a 00 00 02 00 00
+		if [ "$RUN_RC" != 0 ] && grep -qi "data protect" <<<"$RUN_OUT" && grep -qi "write protected" <<<"$RUN_OUT"; then
+			ok "write-protected: WRITE(6) sent through ${DRV_SG[0]} gets DATA PROTECT, WRITE PROTECTED"
+		else
+			not_ok "write-protected: WRITE(6) through sg gets DATA PROTECT / WRITE PROTECTED" "sg_raw rc $RUN_RC" "$RUN_OUT"
+		fi
+		unload_drive 0
+	else
+		not_ok "load the write-protected cartridge ($WP_PREFIX..., slot '${WP_SLOT:-none}')" "rc $RUN_RC: $RUN_OUT"
+	fi
+fi
+
+# =============================================================================
+# two drives at once
+# =============================================================================
+if [ "$MODE" = full ] && want multi; then
+	section multi "two drives at once"
+	T1DEV=${DRV_NST[1]:-}
+	if [ -n "$T1DEV" ] && ensure_loaded 0 3 && ensure_loaded 1 4; then
+		for t in "$T0DEV" "$T1DEV"; do
+			run mt -f "$t" setblk 0
+			run mt -f "$t" rewind
+		done
+		head -c $((CONC_MB * 1048576)) /dev/urandom >"$W/c0"
+		C0=$(sha "$W/c0")
+		make_tree "$W/c1" 12 $((CONC_MB * 1024 / 8))
+		manifest "$W/c1" >"$W/mc1"
+		t0=$(now)
+		(
+			s=$(now)
+			timeout "$CMD_TIMEOUT" dd if="$W/c0" of="$T0DEV" bs=256k iflag=fullblock 2>"$W/c0.err"
+			echo "$? $s $(now)" >"$W/c0.rc"
+		) &
+		(
+			s=$(now)
+			timeout "$CMD_TIMEOUT" tar -b 512 -cf "$T1DEV" -C "$W/c1" . 2>"$W/c1.err"
+			echo "$? $s $(now)" >"$W/c1.rc"
+		) &
+		wait
+		read -r r0 s0 e0 <"$W/c0.rc"
+		read -r r1 s1 e1 <"$W/c1.rc"
+		span=$(elapsed "$t0")
+		times="dd on $T0DEV $(awk -v a="$s0" -v b="$e0" -v z="$t0" 'BEGIN{printf "%.1f-%.1f s", a-z, b-z}'), tar on $T1DEV $(awk -v a="$s1" -v b="$e1" -v z="$t0" 'BEGIN{printf "%.1f-%.1f s", a-z, b-z}')"
+		if [ "$r0" = 0 ] && [ "$r1" = 0 ]; then
+			ok "two drives at once: dd $CONC_MB MiB to $T0DEV and tar $(du -sm "$W/c1" | cut -f1) MiB to $T1DEV in parallel, both exit 0 ($times; $span s in all)"
+		else
+			not_ok "two drives at once: parallel dd and tar both exit 0" "dd rc $r0: $(tail -n 1 "$W/c0.err"); tar rc $r1: $(tail -n 1 "$W/c1.err")" "$(dmesg | tail -n 5)"
+		fi
+		run mt -f "$T0DEV" rewind
+		run mt -f "$T1DEV" rewind
+		rm -rf "$W/x1"
+		mkdir -p "$W/x1"
+		(
+			timeout "$CMD_TIMEOUT" dd if="$T0DEV" of="$W/c0.back" bs=256k 2>"$W/c0r.err"
+			echo $? >"$W/c0r.rc"
+		) &
+		(
+			timeout "$CMD_TIMEOUT" tar -b 512 -xf "$T1DEV" -C "$W/x1" 2>"$W/c1r.err"
+			echo $? >"$W/c1r.rc"
+		) &
+		wait
+		if [ "$(cat "$W/c0r.rc")" = 0 ] && [ "$(sha "$W/c0.back")" = "$C0" ]; then
+			ok "two drives at once: parallel read-back of $T0DEV, sha256 equal"
+		else
+			not_ok "two drives at once: parallel read-back of $T0DEV, sha256 equal" "rc $(cat "$W/c0r.rc"), $(fsize "$W/c0.back") bytes: $(tail -n 1 "$W/c0r.err")"
+		fi
+		if [ "$(cat "$W/c1r.rc")" = 0 ] && manifest "$W/x1" | cmp -s - "$W/mc1"; then
+			ok "two drives at once: parallel tar -x from $T1DEV, every file identical"
+		else
+			not_ok "two drives at once: parallel tar -x from $T1DEV, every file identical" "rc $(cat "$W/c1r.rc"): $(tail -n 1 "$W/c1r.err")"
+		fi
+		rm -rf "$W/x1" "$W/c0.back" "$W/c1"
+	else
+		not_ok "two drives at once: cartridges of slots 3 and 4 in drives 0 and 1" "drive 1 device '${T1DEV}'; $RUN_OUT"
+	fi
+fi
+
+# =============================================================================
+# target restart (SIGTERM) and kill (SIGKILL)
+# =============================================================================
+# restart_and_recover HOOK: ask the host, wait for the session; two checks
+restart_and_recover() {
+	local hook=$1 what=$2 dm lm t0 hrc
+	dm=$(dmesg_mark)
+	lm=$(log_mark)
+	t0=$(now)
+	host_do "$hook" 240
+	hrc=$?
+	if [ "$hrc" = 0 ]; then
+		ok "$what: the host's $hook returned 0 ($(elapsed "$t0") s)"
+	else
+		not_ok "$what: the host's $hook succeeded" "host_do $hook returned $hrc (see run.sh's hooks.log and target.log)"
+	fi
+	t0=$(now)
+	if wait_recovered "$LIB_SID" "$dm" "$lm"; then
+		ok "$what: the session recovered by itself, LOGGED_IN $(elapsed "$t0") s after the target was back"
+		diag "$what: $REC_WHY"
+		return 0
+	fi
+	not_ok "$what: the session recovered within replacement_timeout ($REPLACEMENT_TIMEOUT s)" "$REC_WHY" "$(log_since "$lm")" "$(dmesg_since "$dm")"
+	return 1
+}
+# the immediate-filemark option of st (MT_ST_NOWAIT_EOF): WRITE FILEMARKS with
+# IMMED=1 on close, which is not a synchronising point for the drive
+immed_on() { run mt -f "$1" stsetoptions 0x8000; }
+immed_off() { run mt -f "$1" stclearoptions 0x8000; }
+
+if [ "$MODE" = full ] && want restart; then
+	section restart "reel restarted (SIGTERM) between writing and reading"
+	T1DEV=${DRV_NST[1]:-}
+	ensure_loaded 0 5
+	[ -n "$T1DEV" ] && ensure_loaded 1 6
+	S=$(lib_st)
+	RTAG0=$(st_drive_tag 0 <<<"$S")
+	RTAG1=$(st_drive_tag 1 <<<"$S")
+	make_tree "$W/r1" 6 512
+	make_tree "$W/r2" 6 512
+	manifest "$W/r1" >"$W/mr1"
+	manifest "$W/r2" >"$W/mr2"
+	run mt -f "$T0DEV" setblk 0
+	run mt -f "$T0DEV" rewind
+	w1=1 w2=1
+	tar_write "$T0DEV" "$W/r1" && w1=0
+	immed_on "$T0DEV"
+	tar_write "$T0DEV" "$W/r2" && w2=0
+	immed_off "$T0DEV"
+	if [ "$w1" = 0 ] && [ "$w2" = 0 ]; then
+		ok "restart: archive 1 (synchronising filemark) and archive 2 (immediate filemark) written to $RTAG0"
+	else
+		not_ok "restart: two archives written before the restart" "tar rc $w1 / $w2" "$RUN_OUT"
+	fi
+	if restart_and_recover restart-target "restart"; then
+		S=$(lib_st)
+		if [ "$(st_drive_tag 0 <<<"$S")" = "$RTAG0" ] && { [ -z "$T1DEV" ] || [ "$(st_drive_tag 1 <<<"$S")" = "$RTAG1" ]; }; then
+			ok "restart: mtx status: $RTAG0 still in drive 0${T1DEV:+, $RTAG1 in drive 1}"
+		else
+			not_ok "restart: the cartridges are still in their drives" "$(st_drive 0 <<<"$S")" "$(st_drive 1 <<<"$S")"
+		fi
+		diag "restart: first mt status after the restart: $(mt_status "$T0DEV" | grep -E 'File number|ONLINE' | tr '\n' ' ')"
+		wait_online "$T0DEV" 60
+		if run mt -f "$T0DEV" rewind && tar_check "$T0DEV" "$W/mr1"; then
+			ok "restart: rewind, archive 1 reads back identical"
+		else
+			not_ok "restart: rewind, archive 1 reads back identical" "mt rc $RUN_RC; $TC_WHY" "$(dmesg | tail -n 5)"
+		fi
+		if run mt -f "$T0DEV" rewind && run mt -f "$T0DEV" fsf 1 && tar_check "$T0DEV" "$W/mr2"; then
+			ok "restart: archive 2 (immediate filemark) survived the clean stop: identical"
+		else
+			not_ok "restart: archive 2 (immediate filemark) survived the clean stop" "mt rc $RUN_RC; $TC_WHY"
+		fi
+	else
+		skip "restart: cartridges still in their drives" "no session"
+		skip "restart: archive 1 reads back" "no session"
+		skip "restart: archive 2 reads back" "no session"
+	fi
+fi
+
+if [ "$MODE" = full ] && want kill; then
+	section kill "reel killed (SIGKILL): data up to the last synchronising point"
+	ensure_loaded 0 5
+	KTAG=$(lib_st | st_drive_tag 0)
+	head -c $((6 * 1048576)) /dev/urandom >"$W/k1"
+	head -c $((6 * 1048576)) /dev/urandom >"$W/k2"
+	K1=$(sha "$W/k1")
+	# K1 at file 0, closed by a synchronising filemark; K2 at file 1, closed
+	# by an immediate filemark: nothing synchronises it before the kill
+	run mt -f "$T0DEV" setblk 0
+	run mt -f "$T0DEV" rewind
+	tape_write "$T0DEV" "$W/k1" bs=256k
+	w1=$WR_RC
+	immed_on "$T0DEV"
+	tape_write "$T0DEV" "$W/k2" bs=256k
+	w2=$WR_RC
+	immed_off "$T0DEV"
+	kpos=$(mt_pos "$T0DEV")
+	if [ "$w1" = 0 ] && [ "$w2" = 0 ] && [ "$kpos" = 2:0 ]; then
+		ok "kill: file 0 (6 MiB, synchronising filemark) and file 1 (6 MiB, immediate filemark) written to $KTAG"
+	else
+		not_ok "kill: two files written before the kill" "dd rc $w1 / $w2, position '$kpos'"
+	fi
+	if restart_and_recover kill-target "kill"; then
+		S=$(lib_st)
+		if [ "$(st_drive_tag 0 <<<"$S")" = "$KTAG" ]; then
+			ok "kill: mtx status: $KTAG still in drive 0 after the SIGKILL"
+		else
+			not_ok "kill: $KTAG still in drive 0 after the SIGKILL" "$(st_drive 0 <<<"$S")"
+		fi
+		diag "kill: first mt status after the kill: $(mt_status "$T0DEV" | grep -E 'File number|ONLINE' | tr '\n' ' ')"
+		wait_online "$T0DEV" 60
+		run mt -f "$T0DEV" rewind
+		rw=$RUN_RC
+		tape_read "$T0DEV" "$W/k1.back" bs=256k
+		if [ "$rw" = 0 ] && [ "$RD_RC" = 0 ] && [ "$(sha "$W/k1.back")" = "$K1" ]; then
+			ok "kill: rewind, file 0 (before the last synchronising point) reads back identical"
+		else
+			not_ok "kill: file 0 (before the last synchronising point) reads back identical" "rewind rc $rw; dd rc $RD_RC, $RD_BYTES bytes ($RD_ERR)" "$(dmesg | tail -n 5)"
+		fi
+		# file 1 may be lost; what survives must be a prefix of what was written
+		# (an empty file 1, i.e. its filemark without its data, would break the order)
+		run mt -f "$T0DEV" rewind
+		run mt -f "$T0DEV" fsf 1
+		fsf_rc=$RUN_RC
+		q1=$(mt_tell "$T0DEV")
+		tape_read "$T0DEV" "$W/k2.back" bs=256k
+		q2=$(mt_tell "$T0DEV")
+		k2what="" k2why=""
+		if [ "$RD_BYTES" = 0 ] && [ -n "$q1" ] && [ "$q1" = "$q2" ]; then
+			k2what="lost entirely: end of data right after file 0 (fsf rc $fsf_rc, read ${RD_ERR:-rc $RD_RC}, position $q1)"
+		elif [ "$RD_BYTES" = 0 ]; then
+			k2why="no data but the position moved from '$q1' to '$q2' (a filemark without the data written before it?)"
+		elif cmp -s -n "$RD_BYTES" "$W/k2" "$W/k2.back"; then
+			k2what="$RD_BYTES of $(fsize "$W/k2") bytes survived, equal to what was written (position $q1 -> $q2)"
+		else
+			k2why="$RD_BYTES bytes read, $(cmp "$W/k2" "$W/k2.back" 2>&1 | head -n 1)"
+		fi
+		if [ -n "$k2what" ]; then
+			ok "kill: file 1 (after the last synchronising point): $k2what"
+		else
+			not_ok "kill: whatever survived of file 1 is a prefix of what was written" "$k2why"
+		fi
+		# the tape stays usable: overwrite from file 1 on, read it back
+		run mt -f "$T0DEV" rewind
+		run mt -f "$T0DEV" fsf 1
+		make_tree "$W/k3" 4 256
+		manifest "$W/k3" >"$W/mk3"
+		if tar_write "$T0DEV" "$W/k3" && run mt -f "$T0DEV" rewind && run mt -f "$T0DEV" fsf 1 && tar_check "$T0DEV" "$W/mk3"; then
+			ok "kill: the cartridge is writable again: a new archive at file 1 reads back identical"
+		else
+			not_ok "kill: a new archive written at file 1 after the kill reads back" "rc $RUN_RC: $(last_line "$RUN_OUT"); $TC_WHY"
+		fi
+	else
+		skip "kill: cartridge still in its drive" "no session"
+		skip "kill: file 0 reads back" "no session"
+		skip "kill: file 1" "no session"
+		skip "kill: cartridge writable again" "no session"
+	fi
+fi
+
+# =============================================================================
+# partitions
+# =============================================================================
+# read_position SG: "partition first-block" from READ POSITION short form
+read_position() {
+	local l
+	l=$(timeout 30 sg_raw -r 20 "$1" 34 00 00 00 00 00 00 00 00 00 2>&1 | grep -m1 -E '^ *00 ')
+	# shellcheck disable=SC2086
+	set -- $l
+	[ $# -ge 9 ] && echo "$((16#$3)) $((16#$6$7$8$9))"
+}
+if [ "$MODE" = full ] && want partition; then
+	section partition "mt mkpartition / setpartition on an LTO drive"
+	ensure_loaded 0 7
+	PTAG=$(lib_st | st_drive_tag 0)
+	run mt -f "$T0DEV" setblk 0
+	run mt -f "$T0DEV" stsetoptions can-partitions
+	run mt -f "$T0DEV" rewind
+	make_tree "$W/p0" 4 512
+	make_tree "$W/p1" 6 512
+	manifest "$W/p0" >"$W/mp0"
+	manifest "$W/p1" >"$W/mp1"
+	PB1=$(($(tar_bytes "$W/p1") / 262144))
+	m=$(dmesg_mark)
+	run mt -f "$T0DEV" mkpartition 1000
+	mk_rc=$RUN_RC mk_out=$RUN_OUT
+	PARTED=0
+	if [ "$mk_rc" = 0 ] && run mt -f "$T0DEV" setpartition 1 && [ "$(mt_part "$T0DEV")" = 1 ]; then
+		ok "mt mkpartition 1000 on $PTAG, mt setpartition 1: mt status shows partition=1"
+		PARTED=1
+	else
+		not_ok "mt mkpartition 1000, setpartition 1: mt status shows partition=1" "mkpartition rc $mk_rc: $mk_out" \
+			"setpartition rc $RUN_RC: $(last_line "$RUN_OUT")" "$(dmesg_since "$m" 6)"
+		# Go on with the drive partitioned directly, to check the rest: MODE SELECT
+		# of the medium partition page as the drive reports it (14 bytes, partition
+		# 0 = the rest, partition 1 = 1 GB), then FORMAT MEDIUM (partition).
+		run sg_modes -p 0x11 "${DRV_SG[0]}"
+		diag_block "medium partition page before (sg_modes):" "$(grep -A1 'Medium Partition' <<<"$RUN_OUT")"
+		printf '\x00\x00\x10\x08\x00\x00\x00\x00\x00\x00\x00\x00\x11\x0e\x03\x01\x3c\x03\x09\x00\xff\xff\x00\x01\x00\x00\x00\x00' >"$W/part.sel"
+		run sg_raw -s 28 -i "$W/part.sel" "${DRV_SG[0]}" 15 10 00 00 1c 00
+		sel_rc=$RUN_RC sel_out=$RUN_OUT
+		run sg_raw "${DRV_SG[0]}" 04 00 01 00 00 00
+		fmt_rc=$RUN_RC fmt_out=$RUN_OUT
+		if [ "$sel_rc" = 0 ] && [ "$fmt_rc" = 0 ] && run mt -f "$T0DEV" setpartition 1 && [ "$(mt_part "$T0DEV")" = 1 ]; then
+			diag "partitioned with sg_raw MODE SELECT (page length 0Eh) + FORMAT MEDIUM instead; the checks below use that"
+			PARTED=1
+		else
+			diag "partitioning by MODE SELECT + FORMAT MEDIUM failed too: select rc $sel_rc ($(last_line "$sel_out")), format rc $fmt_rc ($(last_line "$fmt_out"))"
+		fi
+	fi
+	run sg_modes -p 0x11 "${DRV_SG[0]}"
+	diag_block "medium partition page now (sg_modes):" "$(grep -A1 'Medium Partition' <<<"$RUN_OUT")"
+fi
+if [ "$MODE" = full ] && want partition && [ "$PARTED" = 0 ]; then
+	skip "partition 1: archive written, mt status / tell / READ POSITION" "the cartridge could not be partitioned"
+	skip "partition 1: reads back after writing partition 0" "the cartridge could not be partitioned"
+	skip "partition 0: reads back" "the cartridge could not be partitioned"
+	run mt -f "$T0DEV" stclearoptions can-partitions
+	unload_drive 0
+elif [ "$MODE" = full ] && want partition; then
+	if tar_write "$T0DEV" "$W/p1"; then
+		pos=$(mt_pos "$T0DEV")
+		part=$(mt_part "$T0DEV")
+		tell=$(mt_tell "$T0DEV")
+		rp=$(read_position "${DRV_SG[0]}")
+		if [ "$pos" = 1:0 ] && [ "$part" = 1 ] && [ "$tell" = $((PB1 + 1)) ] && [ "$rp" = "1 $((PB1 + 1))" ]; then
+			ok "partition 1: archive written; mt status file 1 block 0 partition=1, mt tell $tell, READ POSITION partition 1 block $tell"
+		else
+			not_ok "partition 1: after the archive mt status shows partition=1, tell = blocks + 1" \
+				"mt status '$pos' partition '$part', tell '$tell' (want $((PB1 + 1))), READ POSITION 'partition block' = '$rp'"
+		fi
+	else
+		not_ok "partition 1: tar archive written" "rc $RUN_RC" "$RUN_OUT"
+	fi
+	p0ok=0
+	if run mt -f "$T0DEV" setpartition 0 && run mt -f "$T0DEV" seek 0 && [ "$(mt_part "$T0DEV")" = 0 ] && tar_write "$T0DEV" "$W/p0"; then
+		p0ok=1
+	fi
+	p0why="rc $RUN_RC: $(last_line "$RUN_OUT")"
+	if run mt -f "$T0DEV" setpartition 1 && run mt -f "$T0DEV" seek 0 && [ "$(mt_part "$T0DEV")" = 1 ] && tar_check "$T0DEV" "$W/mp1"; then
+		ok "partition 1: after writing partition 0, setpartition 1 + seek 0: the archive reads back identical"
+	else
+		not_ok "partition 1: setpartition 1 + seek 0, the archive reads back" "rc $RUN_RC: $(last_line "$RUN_OUT"); partition '$(mt_part "$T0DEV")'; $TC_WHY"
+	fi
+	if [ "$p0ok" = 1 ] && run mt -f "$T0DEV" setpartition 0 && run mt -f "$T0DEV" seek 0 && tar_check "$T0DEV" "$W/mp0"; then
+		ok "partition 0: its own archive reads back identical (partitions are independent)"
+	else
+		not_ok "partition 0: an archive written there reads back" "write: $p0why; read: rc $RUN_RC $TC_WHY"
+	fi
+	run mt -f "$T0DEV" stclearoptions can-partitions
+	unload_drive 0
+fi
+
+# =============================================================================
+# Bacula btape, Amanda amtapetype
+# =============================================================================
+# bacula_conf FILE DEVICE CHANGER DRIVE-INDEX AUTOCHANGER(yes|no) [MAX-BLOCK-SIZE]
+bacula_conf() {
+	local mbs=""
+	[ -n "${6:-}" ] && mbs="Maximum Block Size = $6"
+	mkdir -p /tmp/bacula-wd
+	cat >"$1" <<EOF
+Storage {
+  Name = reel-vm-sd
+  WorkingDirectory = /tmp/bacula-wd
+  Pid Directory = /tmp/bacula-wd
+  Maximum Concurrent Jobs = 1
+  SDAddress = 127.0.0.1
+}
+Director {
+  Name = reel-vm-dir
+  Password = "not-used"
+}
+Device {
+  Name = reel-lto
+  Media Type = LTO
+  Archive Device = $2
+  Device Type = Tape
+  AutomaticMount = yes
+  AlwaysOpen = yes
+  RemovableMedia = yes
+  RandomAccess = no
+  $mbs
+  Autochanger = $5
+  Changer Device = $3
+  Drive Index = $4
+  Changer Command = "/etc/bacula/scripts/mtx-changer %c %o %S %a %d"
+}
+Messages {
+  Name = Standard
+  console = all
+}
+EOF
+	# Bacula changes volumes by itself (btape fill) only through an Autochanger
+	# resource; a Device with "Autochanger = yes" alone is enough for btape auto
+	[ "$5" = yes ] && cat >>"$1" <<EOF
+Autochanger {
+  Name = reel-changer
+  Device = reel-lto
+  Changer Device = $3
+  Changer Command = "/etc/bacula/scripts/mtx-changer %c %o %S %a %d"
+}
+EOF
+	return 0
+}
+# Amanda's amtapetype -c writes for a fixed time (60 s of random data, then as
+# much compressible data), then compares the rates.  (Run next to btape on
+# another drive it saved nothing here: the guest is CPU-bound.)
+AMT_DRIVE=0 AMT_PID=""
+amtapetype_start() {
+	local dev=${DRV_NST[$AMT_DRIVE]:-}
+	rm -f "$W/amt.rc"
+	if [ -z "$dev" ] || ! ensure_loaded "$AMT_DRIVE" 8; then
+		echo "255 0 no-drive" >"$W/amt.rc"
+		return
+	fi
+	run mt -f "$dev" rewind
+	# Amanda's tools run as its dump user (backup); no udev here to set modes
+	chmod 0666 "$dev" "${dev/nst/st}"
+	(
+		t0=$(now)
+		timeout 600 su -s /bin/sh backup -c "amtapetype -c -f -b 256k tape:$dev" >"$ART/amtapetype.log" 2>&1
+		echo "$? $(elapsed "$t0") $dev" >"$W/amt.rc"
+	) &
+	AMT_PID=$!
+}
+amtapetype_finish() {
+	local arc secs dev L=$ART/amtapetype.log
+	[ -n "$AMT_PID" ] && wait "$AMT_PID"
+	read -r arc secs dev <"$W/amt.rc"
+	if [ "$arc" = 0 ] && grep -q "^Compression: " "$L"; then
+		rates=$(tr '\r' '\n' <"$L" | awk '/^ *Wrote random/ { r = $(NF - 1) } /^ *Wrote fixed/ { f = $(NF - 1) } END { printf "random %.1f MB/s, compressible %.1f MB/s", r / 1e6, f / 1e6 }')
+		ok "amtapetype -c -f -b 256k on $dev: exit 0, '$(grep -m1 '^Compression: ' "$L")' ($rates; $secs s)"
+	else
+		not_ok "amtapetype -c -f -b 256k exits 0 and reports compression" "rc $arc on '$dev'" "$(tail -c 600 "$L" | tr '\r' '\n' | tail -n 5)"
+	fi
+	unload_drive "$AMT_DRIVE"
+}
+if [ "$MODE" = full ] && want btape; then
+	section btape "Bacula btape test and auto"
+	ensure_loaded 0 1
+	run mt -f "$T0DEV" rewind
+	bacula_conf "$W/bacula-sd.conf" "$T0DEV" "$CH" 0 no
+	L=$ART/btape-test.log
+	t0=$(now)
+	printf 'test\nquit\n' | timeout "$BTAPE_TIMEOUT" btape -c "$W/bacula-sd.conf" "$T0DEV" >"$L" 2>&1
+	brc=$?
+	bsecs=$(elapsed "$t0")
+	echo "[$t0] btape test on $T0DEV: rc $brc in $bsecs s (log $L)" >>"$REEL_VM_OUT/commands.log"
+	diag "btape test: rc $brc in $bsecs s; log tape/btape-test.log"
+	diag_block "btape test, key lines:" "$(grep -E '^=== |correct|[Ff]ailed|ERR=|please add|Unable' "$L" | head -n 15)"
+	n=$(grep -c "blocks re-read correctly" "$L")
+	if [ "$n" -ge 2 ]; then
+		ok "btape test: write, rewind, re-read (2 files, $(grep -m1 -o 'Wrote [0-9]* blocks of [0-9]* bytes' "$L"), all re-read correctly)"
+	else
+		not_ok "btape test: write, rewind, re-read" "$n of 2 files re-read correctly" "$(grep -E 'ERR=|Read block|Bad' "$L" | head -n 3)"
+	fi
+	n=$(grep -cE "^Block [0-9]+ re-read correctly" "$L")
+	if [ "$n" -ge 6 ]; then
+		ok "btape test: block positioning test ($n repositioned reads correct)"
+	else
+		not_ok "btape test: block positioning test" "$n repositioned reads correct (want 6)" "$(grep -E 'Reposition|ERR=' "$L" | head -n 3)"
+	fi
+	line=$(grep -m1 "We should be in file 3" "$L")
+	if grep -q "This is correct" <<<"$line"; then
+		ok "btape test: append test with Hardware End of Medium (MTEOM): '$line'"
+	else
+		not_ok "btape test: append test with Hardware End of Medium (MTEOM)" "${line:-not reached}"
+	fi
+	if grep -q "=== Forward space files test ===" "$L" && ! sed -n '/=== Forward space files test ===/,$p' "$L" | grep -q "NOT correct"; then
+		ok "btape test: forward space files test ($(sed -n '/=== Forward space files test ===/,$p' "$L" | grep -c 'This is correct') positions correct)"
+	else
+		not_ok "btape test: forward space files test" "$(grep -c '=== Forward space files test ===' "$L") runs, $(grep -c 'NOT correct' "$L") wrong positions"
+	fi
+	bad=$(grep -cE "Test failed|Unable to correct|NOT correct|ERR=" "$L")
+	if [ "$brc" = 0 ] && [ "$bad" = 0 ]; then
+		ok "btape test: the whole run is clean, exit 0 ($bsecs s)"
+	else
+		not_ok "btape test: the whole run is clean, exit 0" "rc $brc, $bad problem lines" "$(grep -E 'Test failed|Unable to correct|NOT correct|ERR=' "$L" | head -n 4)"
+	fi
+	# btape auto: the autochanger test through Bacula's mtx-changer (slot 1)
+	bacula_conf "$W/bacula-sd-ac.conf" "$T0DEV" "$CH" 0 yes
+	L=$ART/btape-auto.log
+	t0=$(now)
+	printf 'auto\ny\nquit\n' | timeout "$BTAPE_TIMEOUT" btape -c "$W/bacula-sd-ac.conf" "$T0DEV" >"$L" 2>&1
+	brc=$?
+	if grep -q "The test autochanger worked" "$L"; then
+		ok "btape auto: the autochanger test worked ($(grep -c 'Issuing autochanger' "$L") changer commands, $(elapsed "$t0") s)"
+	else
+		not_ok "btape auto: the autochanger test works" "rc $brc" "$(grep -E 'ERR=|Fatal|[Ff]ailed|Bad autochanger' "$L" | head -n 4)"
+	fi
+	diag_block "btape auto, changer lines:" "$(grep -E 'autochanger|Issuing' "$L" | head -n 8)"
+fi
+if [ "$MODE" = full ] && want amtapetype; then
+	section amtapetype "Amanda amtapetype -c"
+	amtapetype_start
+	amtapetype_finish
+fi
+
+# =============================================================================
+# early warning, end of medium, next cartridge (btape fill)
+# =============================================================================
+if [ "$MODE" = full ] && want fill; then
+	section fill "early warning and end of medium on small cartridges; btape fill across two"
+	node_new "$FILL_IQN"
+	if login "$FILL_IQN" && FSID=$(sid_of "$FILL_IQN") && attach "$FSID" 1 30; then
+		FCH=$ATT_CH
+		FDEV=${ATT_TAPES%% *}
+		S=$(mtx_status "$FCH")
+		printf '%s\n' "$S" >"$ART/mtx-status-fill.txt"
+		F1=$(st_tag 1 <<<"$S") F2=$(st_tag 2 <<<"$S") F3=$(st_tag 3 <<<"$S")
+		diag "fill library: changer $FCH, drive $FDEV; slot 1 $F1, slot 2 $F2, slot 3 $F3 ($TINY_CAP_MB MiB)"
+		# st at early warning: dd to the tiny cartridge ends with ENOSPC
+		if [ -n "$F3" ] && run mtx -f "$FCH" load 3 0 && wait_online "$FDEV" 60; then
+			run mt -f "$FDEV" setblk 0
+			run mt -f "$FDEV" rewind
+			head -c $(((TINY_CAP_MB + 8) * 1048576)) /dev/urandom >"$W/ew"
+			tape_write "$FDEV" "$W/ew" bs=256k
+			nw=$(sed -n 's/^\([0-9]*\) bytes.*copied.*/\1/p' "$W/ddw.err" | tail -n 1)
+			nw=${nw:-0}
+			if [ "$WR_RC" != 0 ] && grep -q "No space left on device" "$W/ddw.err" && [ "$nw" -gt $((TINY_CAP_MB * 1048576 / 2)) ] && [ "$nw" -le $((TINY_CAP_MB * 1048576 + 1048576)) ]; then
+				ok "early warning: dd to $F3 ($TINY_CAP_MB MiB) stops with ENOSPC after $nw bytes"
+			else
+				not_ok "early warning: dd to a $TINY_CAP_MB MiB cartridge stops with ENOSPC near its capacity" "rc $WR_RC, $nw bytes" "$(cat "$W/ddw.err")" "$(dmesg | tail -n 3)"
+			fi
+			run mt -f "$FDEV" rewind
+			tape_read "$FDEV" "$W/ew.back" bs=256k
+			if [ "$RD_BYTES" -ge "$nw" ] && [ "$RD_BYTES" -le $((nw + 262144)) ] && cmp -s -n "$RD_BYTES" "$W/ew" "$W/ew.back"; then
+				ok "early warning: the $RD_BYTES bytes written up to it read back identical (${RD_ERR:-rc $RD_RC})"
+			else
+				not_ok "early warning: what was written up to it reads back" "$RD_BYTES bytes read for $nw written, rc $RD_RC: $RD_ERR" "$(cmp "$W/ew" "$W/ew.back" 2>&1 | head -n 1)"
+			fi
+			rm -f "$W/ew" "$W/ew.back"
+			run mt -f "$FDEV" offline
+			run mtx -f "$FCH" unload 3 0
+		else
+			not_ok "early warning: load the tiny cartridge of slot 3" "slot 3 '$F3', rc $RUN_RC: $RUN_OUT"
+		fi
+		# btape fill, multiple tape test: slots 1 and 2 through mtx-changer
+		# btape opens the drive at start (a medium must be there): slot 1 goes in
+		run mtx -f "$FCH" load 1 0 && wait_online "$FDEV" 60
+		bacula_conf "$W/bacula-fill.conf" "$FDEV" "$FCH" 0 yes "$FILL_BLOCK"
+		L=$ART/btape-fill.log
+		t0=$(now)
+		# "m": the multiple tape test.  Bacula should never ask for a tape here;
+		# if it does ("... press return when ready"), nobody answers and the
+		# watchdog below ends btape after the third prompt.
+		printf 'fill\nm\nquit\n' | timeout "$FILL_TIMEOUT" btape -c "$W/bacula-fill.conf" "$FDEV" >"$L" 2>&1 &
+		fpid=$!
+		while kill -0 "$fpid" 2>/dev/null; do
+			if [ "$(grep -c 'press return when ready' "$L")" -ge 3 ]; then
+				diag "btape fill keeps asking for a tape: stopped"
+				kill "$fpid" 2>/dev/null
+				break
+			fi
+			sleep 2
+		done
+		wait "$fpid"
+		frc=$?
+		fsecs=$(elapsed "$t0")
+		echo "[$t0] btape fill on $FDEV: rc $frc in $fsecs s (log $L)" >>"$REEL_VM_OUT/commands.log"
+		diag "btape fill: rc $frc in $fsecs s; log tape/btape-fill.log"
+		diag_block "btape fill, key lines:" "$(grep -E 'End of Volume|End of medium|Issuing autochanger|status is OK|Wrote Volume label|Wrote 1000|Done filling|matches|succeeded|ERR=|Error|[Ff]atal|Mount' "$L" | cut -c1-150 | head -n 15)"
+		eov=$(grep -m1 'End of medium on Volume "TestVolume1"' "$L")
+		if grep -q 'End of Volume "TestVolume1"' "$L" && [ -n "$eov" ]; then
+			ok "btape fill: the first cartridge ($F1, $FILL_CAP_MB MiB) filled up: $(sed 's/.*End of medium on Volume/End of medium on Volume/' <<<"$eov" | cut -c1-90)"
+		else
+			not_ok "btape fill: the first cartridge filled up (End of Volume / End of medium on TestVolume1)" "rc $frc" "$(tail -n 6 "$L")"
+		fi
+		if grep -qE 'Issuing autochanger "unload.*Slot 1, Drive 0"' "$L" && grep -qE 'Autochanger "load.*Slot 2, Drive 0", status is OK' "$L" &&
+			grep -q 'Wrote Volume label for volume "TestVolume2"' "$L" && ! grep -q 'press return when ready' "$L"; then
+			ok "btape fill: the autochanger swapped to slot 2 ($F2), labelled TestVolume2"
+		else
+			not_ok "btape fill: the autochanger swapped to slot 2 and labelled TestVolume2" "$(grep -E 'autochanger|Mount|TestVolume2' "$L" | head -n 4)"
+		fi
+		if grep -q "Wrote 1000 blocks on second tape" "$L" && grep -q "Done filling tapes" "$L"; then
+			ok "btape fill: 1000 blocks written on the second cartridge, $(grep -m1 -o 'Wrote state file.*' "$L")"
+		else
+			not_ok "btape fill: 1000 blocks written on the second cartridge" "$(grep -E 'Error|ERR=|Not OK|canceled' "$L" | head -n 4)"
+		fi
+		if grep -q "The last block of the first tape matches" "$L"; then
+			ok "btape fill: re-read: the last block of the first cartridge matches"
+		else
+			not_ok "btape fill: re-read: the last block of the first cartridge matches" "$(grep -E 'Reposition|Reading|records read|ERR=' "$L" | head -n 4)"
+		fi
+		if grep -q "The first block on the second tape matches" "$L" && grep -q "The last block on the second tape matches. Test succeeded" "$L" && [ "$frc" = 0 ]; then
+			ok "btape fill: re-read: first and last block of the second cartridge match, test succeeded ($fsecs s)"
+		else
+			not_ok "btape fill: re-read of the second cartridge, test succeeded, exit 0" "rc $frc" "$(grep -E 'second tape|Reposition|ERR=|Error' "$L" | tail -n 4)"
+		fi
+		run mtx -f "$FCH" status
+		printf '%s\n' "$RUN_OUT" >>"$ART/mtx-status-fill.txt"
+		logout "$FILL_IQN"
+	else
+		not_ok "fill: login to $FILL_IQN with a changer and a drive" "iscsiadm rc $RUN_RC: $(last_line "$RUN_OUT")" "$(lun_table "${FSID:-0}")"
+	fi
+	run iscsiadm -m node -o delete -T "$FILL_IQN" -p "$P"
+fi
+
+# =============================================================================
+# every changer personality
+# =============================================================================
+chg_ident() {
+	case $1 in
+	ibm-3584) echo "IBM|03584L32" ;;
+	stk-l700) echo "STK|L700" ;;
+	stk-sl150) echo "STK|SL150" ;;
+	hp-msl-g3) echo "HP|MSL G3 Series" ;;
+	quantum-scalar-i6000) echo "QUANTUM|Scalar i6000" ;;
+	hp-1x8-g2) echo "HP|1x8 G2 AUTOLDR" ;;
+	*) echo "?|?" ;;
+	esac
+}
+drv_ident() {
+	local g
+	case $1 in
+	ibm-td?) echo "IBM|ULT3580-TD${1#ibm-td}" ;;
+	ibm-td?-hh) g=${1#ibm-td} && echo "IBM|ULT3580-HH${g%-hh}" ;;
+	hpe-ultrium[5-7]*) g=${1#hpe-ultrium} && echo "HP|Ultrium ${g%-hh}-SCSI" ;;
+	hpe-ultrium[89]*) g=${1#hpe-ultrium} && echo "HPE|Ultrium ${g%-hh}-SCSI" ;;
+	quantum-lto?) echo "QUANTUM|ULTRIUM-HH${1#quantum-lto}" ;;
+	*) echo "?|?" ;;
+	esac
+}
+if want changers && [ -n "$CHANGER_SPECS" ]; then
+	section changers "every changer personality: login, INQUIRY, mtx status, load/unload"
+	# all logins at once (each one's LUN scan takes a few seconds), then one by one
+	for spec in $CHANGER_SPECS; do
+		node_new "$IQN_BASE:${spec%%|*}"
+	done
+	for spec in $CHANGER_SPECS; do
+		iqn=$IQN_BASE:${spec%%|*}
+		(
+			login "$iqn"
+			echo "$RUN_RC $(last_line "$RUN_OUT")" >"$W/login-${spec%%|*}"
+		) &
+	done
+	wait
+	for spec in $CHANGER_SPECS; do
+		IFS='|' read -r suffix model drive nd ns nie pfx ncart media <<<"$spec"
+		iqn=$IQN_BASE:$suffix
+		sid=""
+		if ! { sid=$(sid_of "$iqn") && attach "$sid" "$nd" 30; }; then
+			not_ok "$model: login to $iqn with a changer and $nd drive(s)" "iscsiadm: $(cat "$W/login-$suffix")" "$(lun_table "${sid:-0}")"
+			skip "$model: mtx status" "no session"
+			skip "$model: mtx load/unload" "no session"
+			logout "$iqn"
+			run iscsiadm -m node -o delete -T "$iqn" -p "$P"
+			continue
+		fi
+		C=$ATT_CH
+		want_c=$(chg_ident "$model")
+		want_d=$(drv_ident "$drive")
+		got_c=$(awk '$2 == 8 { $1 = $2 = $3 = $4 = ""; sub(/^ +/, ""); print; exit }' <<<"$ATT_TABLE")
+		got_d=$(awk '$2 == 1 { $1 = $2 = $3 = $4 = ""; sub(/^ +/, ""); print }' <<<"$ATT_TABLE" | sort -u)
+		ntapes=$(awk '$2 == 1' <<<"$ATT_TABLE" | wc -l)
+		if [ "$got_c" = "$want_c" ] && [ "$got_d" = "$want_d" ] && [ "$ntapes" = "$nd" ]; then
+			ok "$model: changer '${got_c/|/ }' at LUN 0 ($C), $nd drive(s) '${got_d/|/ }'"
+		else
+			not_ok "$model: changer '${want_c/|/ }' with $nd drive(s) '${want_d/|/ }'" "got changer '$got_c', drives '$got_d' x $ntapes" "$ATT_TABLE"
+		fi
+		run mtx -f "$C" status
+		S=$RUN_OUT
+		printf '%s\n' "$S" >"$ART/mtx-status-$model.txt"
+		hdr=$(grep -m1 'Storage Changer' <<<"$S" | sed 's/^ *//')
+		gd=$(grep -c '^Data Transfer Element' <<<"$S")
+		gs=$(grep -Ec '^ *Storage Element [0-9]+:' <<<"$S")
+		gi=$(grep -Ec '^ *Storage Element [0-9]+ IMPORT/EXPORT:' <<<"$S")
+		gdf=$(grep -Ec '^Data Transfer Element [0-9]+:Full' <<<"$S")
+		gfull=$(grep -Ec '^ *Storage Element [0-9]+( IMPORT/EXPORT)?:Full' <<<"$S")
+		sfx=L${media#lto}
+		badtags=""
+		for i in $(seq 1 "$ncart"); do
+			w=$(printf '%s%0*d%s' "$pfx" $((6 - ${#pfx})) "$i" "$sfx")
+			[ "$(st_tag "$i" <<<"$S")" = "$w" ] || badtags="$badtags slot$i='$(st_tag "$i" <<<"$S")'(want $w)"
+		done
+		if [ "$RUN_RC" = 0 ] && [ "$gd" = "$nd" ] && [ "$gs" = "$ns" ] && [ "$gi" = "$nie" ] && [ "$gdf" = 0 ] && [ "$gfull" = "$ncart" ] && [ -z "$badtags" ]; then
+			ok "$model: mtx status: $gd drive(s), $gs slots, $gi import/export, barcodes ${pfx}..$sfx in slots 1-$ncart [$hdr]"
+		else
+			not_ok "$model: mtx status: $nd drive(s), $ns slots, $nie import/export, $ncart barcodes ${pfx}..$sfx" \
+				"rc $RUN_RC: drives $gd ($gdf full), slots $gs, import/export $gi, full $gfull; barcodes:${badtags:- ok}" "$S"
+		fi
+		w1=$(st_tag 1 <<<"$S")
+		a="" b=""
+		run mtx -f "$C" load 1 0 && a=$(mtx_status "$C" | st_drive_tag 0)
+		lrc=$RUN_RC lout=$RUN_OUT
+		run mtx -f "$C" unload 1 0 && b=$(mtx_status "$C" | st_tag 1)
+		if [ -n "$w1" ] && [ "$a" = "$w1" ] && [ "$b" = "$w1" ]; then
+			ok "$model: mtx load 1 0 puts $w1 in drive 0, mtx unload 1 0 puts it back"
+		else
+			not_ok "$model: mtx load 1 0 / unload 1 0 move $w1" "load rc $lrc ($lout): drive 0 '$a'; unload rc $RUN_RC ($RUN_OUT): slot 1 '$b'"
+		fi
+		logout "$iqn"
+		run iscsiadm -m node -o delete -T "$iqn" -p "$P"
+	done
+fi
+section_end
+
+# =============================================================================
+# leave the library tidy
+# =============================================================================
+if [ -n "$CH" ]; then
+	for d in $(seq 0 $((LIB_DRIVES - 1))); do unload_drive "$d"; done
+	lib_st >"$ART/mtx-status-final.txt"
+fi
+dmesg >"$ART/dmesg-end.log" 2>&1
+diag "section times:$TIMES"
+diag "tape-checks: $(elapsed "$T_SCRIPT") s in the guest"
+tap_summary

@@ -1,0 +1,302 @@
+#!/usr/bin/env bash
+# Tape library acceptance against reel: prepare a data directory and a
+# configuration, start `reel serve`, boot the test VM with tape-checks.sh,
+# answer its restart/kill requests, stop reel (by the PID started here).
+#
+#   tests/vm/tape-test.sh [--reel-bin PATH] [options]
+#
+#   --reel-bin PATH  the reel binary (default: $CARGO_TARGET_DIR/release/reel,
+#                    else target/release/reel); a private copy is run
+#   --changers       only the changer personalities (one library per changer
+#                    model): quick, no tape I/O
+#   --sections "..." only these sections of tape-checks.sh (see its header; login and
+#                    the drive mapping always run)
+#   --port N         listen port (default: the first free one from 13270)
+#   --out DIR        everything goes there (default: a new /tmp/reel-tape-test.XXXXXX):
+#                    DIR/vm/ (run.sh's logs, DIR/vm/share/out/tape/ the tools' logs),
+#                    DIR/target/ (reel.toml, target.log, data/)
+#   --keep           keep reel's data directory even when all passed
+#   --setup-only     prepare and start reel, print how to run the checks, exit
+#   --timeout S      whole VM run (default 1800; 600 with --changers)
+#   --fill-mb N      capacity of the two btape fill cartridges (default 360)
+#   other options go to run.sh: --net, --env K=V, --mem, --smp, --accel
+#
+# The configuration (all library targets; the main one is what `reel serve`
+# offers without a configuration):
+#   iqn.2026-11.org.reel:library           IBM 3584, 4 x IBM LTO-9, 40 slots, 4 I/E;
+#                                          REL001L9..REL020L9 in slots 1-20, and the
+#                                          write-protected WPT001L9 in slot 21
+#   iqn.2026-11.org.reel.test:fill         IBM 3584, 1 drive, 4 slots: SML001L9 and
+#                                          SML002L9 (--fill-mb MiB), SML003L9 (16 MiB)
+#   iqn.2026-11.org.reel.test:chg-*        one library per changer model (CHANGERS below)
+# Hooks for the guest: restart-target (SIGTERM, wait for the exit, start
+# again), kill-target (SIGKILL, start again).  After the run reel is stopped
+# with SIGTERM and `reel verify` checks the store.
+set -uo pipefail
+
+VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SELF=$VM_DIR/tape-test.sh
+BASE=iqn.2026-11.org.reel.test
+LIB_IQN=iqn.2026-11.org.reel:library
+FILL_IQN=$BASE:fill
+
+# SUFFIX|CHANGER|DRIVE|DRIVES|SLOTS|IE|PREFIX|CARTRIDGES|MEDIA  (target $BASE:SUFFIX)
+# hp-1x8-g2 is an autoloader: its layout (1 drive, 2 magazines of 4, no I/E)
+# comes from the model, the configuration does not set it.
+CHANGERS=(
+	"chg-ibm3584|ibm-3584|ibm-td9|1|12|2|IB|3|lto9"
+	"chg-l700|stk-l700|hpe-ultrium8|2|24|2|L7|3|lto8"
+	"chg-sl150|stk-sl150|ibm-td8-hh|1|30|4|SL|2|lto8"
+	"chg-msl|hp-msl-g3|hpe-ultrium9-hh|2|23|1|MS|3|lto9"
+	"chg-i6000|quantum-scalar-i6000|quantum-lto9|1|16|3|QS|2|lto9"
+	"chg-1x8|hp-1x8-g2|hpe-ultrium7|1|8|0|AL|4|lto7"
+)
+
+say() { echo "# tape-test: $*"; }
+die() { echo "tape-test.sh: $*" >&2; exit 2; }
+
+# --- processes: only the PID this script recorded ----------------------------------------------
+alive() {
+	local st
+	[ -n "${1:-}" ] && [ -r "/proc/$1/stat" ] || return 1
+	st=$(sed 's/^[^)]*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+ours() { alive "$1" && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "$REEL_BIN serve"; }
+gone_within() { # PID SECONDS
+	for _ in $(seq 1 $(($2 * 10))); do
+		alive "$1" || return 0
+		sleep 0.1
+	done
+	return 1
+}
+listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+ts() { date -u +%T.%3N; }
+
+# --- reel ---------------------------------------------------------------------------------------------
+reel_start() {
+	echo "=== $(ts) start: $REEL_BIN serve --data $STATE/data --config $STATE/reel.toml" >>"$STATE/target.log"
+	NO_COLOR=1 RUST_BACKTRACE=1 "$REEL_BIN" serve --data "$STATE/data" --config "$STATE/reel.toml" \
+		</dev/null >>"$STATE/target.log" 2>&1 &
+	local pid=$!
+	disown "$pid" 2>/dev/null # a restart hook may end it: no job notice here
+	echo "$pid" >"$STATE/target.pid"
+	for _ in $(seq 1 900); do
+		listening "$PORT" && { echo "=== $(ts) listening (pid $pid)" >>"$STATE/target.log"; return 0; }
+		alive "$pid" || break
+		sleep 0.1
+	done
+	echo "reel does not listen on 127.0.0.1:$PORT (alive: $(alive "$pid" && echo yes || echo no))" >&2
+	tail -n 10 "$STATE/target.log" >&2
+	return 1
+}
+# reel_stop SIGNAL: TERM waits up to 120 s (then KILL and fail), KILL waits 10 s
+reel_stop() {
+	local sig=${1:-TERM} pid t0=$SECONDS
+	pid=$(cat "$STATE/target.pid" 2>/dev/null)
+	ours "$pid" || return 0
+	echo "=== $(ts) SIG$sig to $pid" >>"$STATE/target.log"
+	kill "-$sig" "$pid" 2>/dev/null
+	if [ "$sig" = KILL ]; then
+		gone_within "$pid" 10
+		return
+	fi
+	if gone_within "$pid" 120; then
+		echo "=== $(ts) exited $((SECONDS - t0)) s after SIGTERM" >>"$STATE/target.log"
+		return 0
+	fi
+	echo "=== $(ts) still running 120 s after SIGTERM: SIGKILL" >>"$STATE/target.log"
+	kill -KILL "$pid" 2>/dev/null
+	gone_within "$pid" 10
+	return 1
+}
+
+# --- hooks: run.sh --hook "tape-test.sh __hook STATE" --------------------------------------------------
+if [ "${1:-}" = __hook ]; then
+	STATE=$2
+	# shellcheck disable=SC1091
+	. "$STATE/target.env"
+	t0=$(date +%s.%N)
+	old=$(cat "$STATE/target.pid" 2>/dev/null)
+	case "${3:-}" in
+	restart-target) reel_stop TERM ;;
+	kill-target) reel_stop KILL ;;
+	*) echo "unknown request '${3:-}'"; exit 64 ;;
+	esac
+	stop_rc=$?
+	reel_start
+	start_rc=$?
+	echo "${3}: stop rc $stop_rc (pid $old), start rc $start_rc (pid $(cat "$STATE/target.pid")), $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s"
+	[ "$stop_rc" = 0 ] && [ "$start_rc" = 0 ]
+	exit $?
+fi
+
+# --- main -----------------------------------------------------------------------------------------------
+REEL_BIN="" PORT="" OUT="" KEEP=0 SETUP_ONLY=0 TIMEOUT="" MODE=full SECTIONS="" FILL_MB=360
+RUN_ARGS=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--reel-bin) REEL_BIN=${2:-}; shift 2 ;;
+	--changers) MODE=changers; shift ;;
+	--sections) SECTIONS=${2:-}; shift 2 ;;
+	--port) PORT=${2:-}; shift 2 ;;
+	--out) OUT=${2:-}; shift 2 ;;
+	--keep) KEEP=1; shift ;;
+	--setup-only) SETUP_ONLY=1; KEEP=1; shift ;;
+	--timeout) TIMEOUT=${2:-}; shift 2 ;;
+	--fill-mb) FILL_MB=${2:-}; shift 2 ;;
+	-h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--net | --env | --mem | --smp | --accel | --initiator) RUN_ARGS+=("$1" "${2:-}"); shift 2 ;;
+	*) die "unknown option '$1' (see --help)" ;;
+	esac
+done
+[ "$(id -u)" = 0 ] || die "needs root (network namespace, image build)"
+if [ -z "$REEL_BIN" ]; then
+	for c in "${CARGO_TARGET_DIR:-}/release/reel" "$VM_DIR/../../target/release/reel"; do
+		[ -x "$c" ] && { REEL_BIN=$c; break; }
+	done
+fi
+[ -n "$REEL_BIN" ] && [ -x "$REEL_BIN" ] || die "no reel binary (build it, or give --reel-bin PATH)"
+REEL_BIN=$(cd "$(dirname "$REEL_BIN")" && pwd)/$(basename "$REEL_BIN")
+"$REEL_BIN" cartridges create --help 2>&1 | grep -q -- '--capacity' || die "$REEL_BIN cannot create small cartridges (cartridges create --capacity)"
+case "$FILL_MB" in '' | *[!0-9]*) die "--fill-mb wants MiB" ;; esac
+[ -n "$TIMEOUT" ] || { [ "$MODE" = changers ] && TIMEOUT=600 || TIMEOUT=1800; }
+if [ -z "$PORT" ]; then
+	PORT=13270
+	while listening "$PORT"; do PORT=$((PORT + 1)); done
+fi
+listening "$PORT" && die "port $PORT is already in use"
+
+if [ -z "$OUT" ]; then
+	OUT=$(mktemp -d /tmp/reel-tape-test.XXXXXX)
+else
+	mkdir -p "$OUT" || die "cannot create $OUT"
+fi
+OUT=$(cd "$OUT" && pwd)
+STATE=$OUT/target
+rm -rf "${STATE:?}"
+mkdir -p "$STATE/bin" "$STATE/data"
+# a private copy: a rebuild during the run must not change what a restart starts
+cp "$REEL_BIN" "$STATE/bin/reel" || die "cannot copy $REEL_BIN"
+echo "# tested binary: $REEL_BIN (sha256 $(sha256sum "$REEL_BIN" | cut -c1-16))" >"$STATE/target.log"
+REEL_BIN=$STATE/bin/reel
+{
+	printf 'REEL_BIN=%q\n' "$REEL_BIN"
+	echo "PORT=$PORT"
+} >"$STATE/target.env"
+
+# --- data directory and configuration ------------------------------------------------------------------
+create() { "$REEL_BIN" cartridges create --data "$STATE/data" "$@" >>"$STATE/prepare.log" 2>&1 || die "cartridges create $* failed (see $STATE/prepare.log)"; }
+SPECS=""
+{
+	echo "# written by tests/vm/tape-test.sh ($MODE)"
+	echo "[iscsi]"
+	echo "listen = [\"127.0.0.1:$PORT\"]"
+	# Prefixed libraries first: a library with an empty barcode_prefix takes
+	# every cartridge not claimed before it.
+	for spec in "${CHANGERS[@]}"; do
+		IFS='|' read -r suffix changer drive nd ns nie pfx ncart media <<<"$spec"
+		echo
+		echo "[[iscsi.target]]"
+		echo "name = \"$BASE:$suffix\""
+		echo "kind = \"library\""
+		echo "changer = \"$changer\""
+		echo "drive = \"$drive\""
+		if [ "$changer" != hp-1x8-g2 ]; then
+			echo "drives = $nd"
+			echo "slots = $ns"
+			echo "import_export = $nie"
+		fi
+		echo "barcode_prefix = \"$pfx\""
+		create --prefix "$pfx" --count "$ncart" --media "$media"
+		SPECS="$SPECS $spec"
+	done
+	if [ "$MODE" = full ]; then
+		cat <<EOF
+
+[[iscsi.target]]
+name = "$FILL_IQN"
+kind = "library"
+changer = "ibm-3584"
+drive = "ibm-td9"
+drives = 1
+slots = 4
+import_export = 1
+barcode_prefix = "SML"
+
+[[iscsi.target]]
+name = "$LIB_IQN"
+kind = "library"
+changer = "ibm-3584"
+drive = "ibm-td9"
+drives = 4
+slots = 40
+import_export = 4
+EOF
+		create --prefix REL --count 20
+		create --prefix WPT --count 1 --write-protected
+		create --prefix SML --count 2 --capacity "${FILL_MB}M"
+		create --prefix SML --first 3 --count 1 --capacity 16M
+	fi
+} >"$STATE/reel.toml"
+"$REEL_BIN" cartridges list --data "$STATE/data" >"$STATE/cartridges-before.txt" 2>&1
+
+finish() {
+	local vrc
+	[ "${RC:-1}" = 0 ] || KEEP=1
+	reel_stop TERM || say "reel did not stop within 120 s of SIGTERM (see $STATE/target.log)"
+	if [ -d "$STATE/data" ] && [ "$SETUP_ONLY" = 0 ]; then
+		"$REEL_BIN" cartridges list --data "$STATE/data" >"$STATE/cartridges-after.txt" 2>&1
+		"$REEL_BIN" verify --data "$STATE/data" >"$STATE/verify.txt" 2>&1
+		vrc=$?
+		say "reel verify after the run: rc $vrc, $(tr '\r' '\n' <"$STATE/verify.txt" | grep -v '^verifying' | grep -v '^$' | tr '\n' ' ' | cut -c1-160)"
+		[ "$vrc" = 0 ] || { KEEP=1; RC=${RC:-0}; [ "$RC" = 0 ] && RC=1; }
+	fi
+	if [ "$KEEP" = 1 ]; then
+		say "logs and reel's data in $OUT"
+	else
+		rm -rf "${STATE:?}/data" "${STATE:?}/bin"
+		say "logs in $OUT"
+	fi
+	[ -s "$OUT/vm/summary" ] && cat "$OUT/vm/summary"
+	return 0
+}
+
+T0=$(date +%s.%N)
+if ! reel_start; then
+	say "could not start reel; log: $STATE/target.log"
+	tail -n 20 "$STATE/target.log" | sed 's/^/#   /'
+	KEEP=1
+	SETUP_ONLY=1
+	finish
+	exit 2
+fi
+say "reel pid $(cat "$STATE/target.pid") on 127.0.0.1:$PORT ($MODE), started in $(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s; state $STATE"
+ENVS=(--env "TAPE_MODE=$MODE" --env "CHANGER_SPECS=${SPECS# }" --env "IQN_BASE=$BASE" --env "LIB_IQN=$LIB_IQN"
+	--env "FILL_IQN=$FILL_IQN" --env "FILL_CAP_MB=$FILL_MB" --env "TINY_CAP_MB=16")
+[ -n "$SECTIONS" ] && ENVS+=(--env "TAPE_SECTIONS=$SECTIONS")
+HOOK=$(printf '%q __hook %q' "$SELF" "$STATE")
+if [ "$SETUP_ONLY" = 1 ]; then
+	say "left running. The checks:  $VM_DIR/run.sh --portal 127.0.0.1:$PORT --script $VM_DIR/tape-checks.sh --hook '$HOOK' --timeout $TIMEOUT $(printf '%q ' "${ENVS[@]}")"
+	say "stop it: kill $(cat "$STATE/target.pid")"
+	exit 0
+fi
+
+RUN_PID="" RC=""
+trap 'finish; exit ${RC:-1}' EXIT
+trap '[ -n "$RUN_PID" ] && kill -TERM "$RUN_PID" 2>/dev/null && wait "$RUN_PID"; RC=130; exit 130' INT TERM HUP
+"$VM_DIR/run.sh" --portal "127.0.0.1:$PORT" --script "$VM_DIR/tape-checks.sh" --hook "$HOOK" \
+	--timeout "$TIMEOUT" --out "$OUT/vm" "${ENVS[@]}" "${RUN_ARGS[@]+"${RUN_ARGS[@]}"}" &
+RUN_PID=$!
+wait "$RUN_PID"
+RC=$?
+RUN_PID=""
+say "wall $(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s from reel's start to the VM's end"
+if grep -qE 'panicked|panic' "$STATE/target.log" 2>/dev/null; then
+	say "reel's log mentions a panic:"
+	grep -E -A3 'panic' "$STATE/target.log" | head -n 12 | sed 's/^/#   /'
+	KEEP=1
+	[ "$RC" = 0 ] && RC=1
+fi
+[ "$RC" = 0 ] || KEEP=1
+exit "$RC"
