@@ -229,10 +229,19 @@ pub(crate) fn parse_mode_select(
                 Some(5),
             ));
         };
-        if len != known.current.len() {
+        // The medium partition page (SSC-4, page 11h) carries as many partition size
+        // descriptors as the initiator needs: Linux st sends two where the drive reports
+        // four. A shorter list is the same page with the missing descriptors zero.
+        let padded;
+        let values = if len < known.current.len() && page == 0x11 && !spf && len >= 6 {
+            padded = [values, &vec![0u8; known.current.len() - len][..]].concat();
+            &padded[..]
+        } else if len != known.current.len() {
             let at = offset + if spf { 2 } else { 1 };
             return Err(Sense::invalid_field_in_parameter_list(pointer(at), Some(7)));
-        }
+        } else {
+            values
+        };
         for (i, ((&new, &current), &mask)) in values
             .iter()
             .zip(&known.current)
