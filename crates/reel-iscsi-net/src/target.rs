@@ -334,7 +334,7 @@ async fn serve_connection(
     )
     .await;
 
-    // The I_T nexus is gone (SAM-5 §6.3.4? I_T nexus loss): SPC-2 reservations held by it end.
+    // The I_T nexus is gone (an I_T nexus loss, SAM-5): SPC-2 reservations held by it end.
     if let Some(index) = target_index {
         shared.luns[index].nexus_lost(&nexus);
     }

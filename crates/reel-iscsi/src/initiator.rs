@@ -655,7 +655,7 @@ impl InitiatorSession {
                     let data = collected.split().freeze();
                     self.finish(t.itt, Outcome::Text(data));
                 } else {
-                    // Continue a long answer with an empty request carrying its TTT (§11.10.2?).
+                    // Continue a long answer with an empty request carrying its TTT (RFC 7143 §11.10).
                     let pdu = Pdu::TextRequest(TextRequest {
                         immediate: false,
                         final_: true,

@@ -460,7 +460,7 @@ pub struct FrameLimits {
 
 impl Default for FrameLimits {
     /// Values in force during login (§13.12: MaxRecvDataSegmentLength defaults to 8192; no digests
-    /// until negotiated). Login PDUs can't exceed 8192 (§6.1? §11.12.7).
+    /// until negotiated). Login PDUs carry at most 8192 bytes of data.
     fn default() -> Self {
         FrameLimits {
             header_digest: false,

@@ -177,7 +177,7 @@ struct PendingTmf {
 pub struct ConnectionConfig {
     /// Most tasks in flight; the CmdSN window never exceeds it (§4.2.2.1).
     pub queue_depth: u32,
-    /// True for a discovery session: only Text, NOP and Logout are allowed (§4.3? §6.3).
+    /// True for a discovery session: only Text, NOP and Logout are allowed (RFC 7143 §4.3, discovery sessions).
     pub discovery: bool,
 }
 
@@ -377,7 +377,7 @@ impl TargetConnection {
             lun: [0; 8],
             itt: RESERVED_TAG,
             ttt,
-            // Not advanced for an unsolicited NOP-In (§11.19.2? StatSN carries the next value).
+            // Not advanced for an unsolicited NOP-In (§11.19: StatSN carries the next value).
             stat_sn: self.stat_sn,
             exp_cmd_sn: self.exp_cmd_sn,
             max_cmd_sn: self.max_cmd_sn(),
@@ -530,7 +530,7 @@ impl TargetConnection {
 
     fn perform(&mut self, pdu: Pdu, bhs: &[u8; BHS_LEN]) {
         if self.config.discovery && matches!(pdu, Pdu::ScsiCommand(_) | Pdu::TaskMgmtRequest(_)) {
-            // Only Text, NOP and Logout are allowed in a discovery session (§4.3? §11.10/§4.2).
+            // Only Text, NOP and Logout are allowed in a discovery session (RFC 7143 §4.3).
             self.reject(RejectReason::ProtocolError, bhs);
             return;
         }
@@ -728,7 +728,7 @@ impl TargetConnection {
 
     fn on_data_out(&mut self, data: DataOut, bhs: &[u8; BHS_LEN]) {
         let Some(task) = self.tasks.get_mut(&data.itt) else {
-            // Data for a task we don't have (aborted or never seen): discard (§11.7? after ABORT
+            // Data for a task we don't have (aborted or never seen): discard (after ABORT
             // TASK the initiator may still send data it had in flight).
             return;
         };

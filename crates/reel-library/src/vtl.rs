@@ -295,9 +295,7 @@ impl VirtualLibrary {
         }
         table
     }
-}
 
-impl VirtualLibrary {
     /// Synchronises every loaded cartridge and saves its state: the clean stop. Cartridges
     /// stay in their drive elements; the next start mounts them again. Returns the drives
     /// that failed, with why.

@@ -7,10 +7,10 @@
 //! accept has its reason; a new failure fails this test.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+
+mod common;
+use common::{Server, free_portal};
 
 const CONFIG: &str = r#"
 [[iscsi.target]]
@@ -28,64 +28,27 @@ kind = "null-disk"
 allow_initiators = ["iqn.2026-11.org.reel.test:someone-else"]
 "#;
 
-struct Server {
-    child: Child,
+/// `reel serve` with CONFIG on a free port, and the directory that holds its data.
+struct Running {
+    _server: Server,
     portal: String,
     _dir: tempfile::TempDir,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start() -> Server {
+fn start() -> Running {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("reel.toml");
     std::fs::write(&config, CONFIG).unwrap();
-    let portal = format!("127.0.0.1:{}", free_port());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reel"))
-        .args([
-            "serve",
-            "--cartridges",
-            "0",
-            "--listen",
-            &portal,
-            "--config",
-        ])
-        .arg(&config)
-        .arg("--data")
-        .arg(dir.path().join("data"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        assert!(Instant::now() < deadline, "reel serve did not start");
-        match lines.next() {
-            Some(Ok(line)) if line.starts_with("iSCSI portal:") => break,
-            Some(Ok(_)) => {}
-            _ => panic!("reel serve exited before serving"),
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    Server {
-        child,
+    let portal = free_portal();
+    let config = config.to_str().unwrap().to_string();
+    let server = Server::start(
+        &dir.path().join("data"),
         portal,
+        &["--cartridges", "0", "--config", &config],
+    );
+    Running {
+        _server: server,
+        portal: portal.to_string(),
         _dir: dir,
     }
 }

@@ -2,69 +2,21 @@
 //! the changer and drives, load a cartridge, write and read it back, unload, restart
 //! reel, and find the cartridge where it was with its data intact.
 
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
 
 use bytes::Bytes;
 use reel_iscsi::initiator_login::InitiatorLoginConfig;
 use reel_iscsi::params::Limits;
 use reel_iscsi_net::{Client, ClientOptions};
 
+mod common;
+
 const IQN: &str = "iqn.2026-11.org.reel:library";
 
-struct Server {
-    child: Child,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    /// SIGKILL: no clean stop, nothing synchronised beyond what the protocol already made durable.
-    fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        std::mem::forget(self);
-    }
-
-    fn stop(mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "reel serve exited with {status:?}");
-        std::mem::forget(self);
-    }
-}
+use common::{Server, free_portal};
 
 fn start(dir: &std::path::Path, portal: SocketAddr) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reel"))
-        .args(["serve", "--listen", &portal.to_string(), "--data"])
-        .arg(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        assert!(Instant::now() < deadline, "reel serve did not start");
-        match lines.next() {
-            Some(Ok(line)) if line.starts_with("Ctrl-C") => break,
-            Some(Ok(_)) => {}
-            _ => panic!("reel serve exited before serving"),
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    Server { child }
+    Server::start(dir, portal, &[])
 }
 
 async fn connect(portal: SocketAddr) -> Client {
@@ -154,10 +106,7 @@ fn record(i: usize) -> Bytes {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_write_read_unload_and_it_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let portal: SocketAddr = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let portal = free_portal();
     let server = start(dir.path(), portal);
     let client = connect(portal).await;
 
@@ -284,10 +233,7 @@ async fn load_write_read_unload_and_it_survives_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_keeps_everything_up_to_the_last_synchronising_point() {
     let dir = tempfile::tempdir().unwrap();
-    let portal: SocketAddr = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let portal = free_portal();
     let server = start(dir.path(), portal);
     let client = connect(portal).await;
     let slots = elements(&client, 2).await;

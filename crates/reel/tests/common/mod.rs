@@ -1,0 +1,77 @@
+//! `reel serve` as a child process for the integration tests: started on a free loopback
+//! port, ready once its banner is out, stopped with SIGTERM (or killed) by its PID.
+
+#![allow(dead_code)] // each test binary uses part of it
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    child: Child,
+}
+
+/// A loopback address with a port that was free a moment ago.
+pub fn free_portal() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+impl Server {
+    /// `reel serve --listen PORTAL --data DATA [extra...]`, ready when it prints its
+    /// "Ctrl-C" line (after every portal and target is up).
+    pub fn start(data: &Path, portal: SocketAddr, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_reel"))
+            .args(["serve", "--listen", &portal.to_string(), "--data"])
+            .arg(data)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            assert!(Instant::now() < deadline, "reel serve did not start");
+            match lines.next() {
+                Some(Ok(line)) if line.starts_with("Ctrl-C") => break,
+                Some(Ok(_)) => {}
+                _ => panic!("reel serve exited before serving"),
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        Server { child }
+    }
+
+    fn terminate(&self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+    }
+
+    /// SIGTERM, and insists on a clean exit.
+    pub fn stop(mut self) {
+        self.terminate();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "reel serve exited with {status:?}");
+        std::mem::forget(self);
+    }
+
+    /// SIGKILL: no clean stop, nothing synchronised beyond what the protocol made durable.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.terminate();
+        let _ = self.child.wait();
+    }
+}
