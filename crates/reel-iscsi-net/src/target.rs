@@ -140,8 +140,11 @@ impl TargetServer {
     /// and waits (at most `grace`) for them to close.
     pub async fn shutdown(self, grace: Duration) {
         let _ = self.shutdown.send(true);
+        // Awaiting the accept loops (not only aborting them) guarantees their
+        // listeners are closed when this returns, so the portal can be bound again.
         for task in self.tasks {
             task.abort();
+            let _ = task.await;
         }
         let deadline = tokio::time::Instant::now() + grace;
         while !self.shared.info.lock().is_empty() && tokio::time::Instant::now() < deadline {
