@@ -10,8 +10,10 @@
 
 pub mod client;
 mod executor;
+pub mod stats;
 pub mod target;
 mod wire;
 
 pub use client::{Client, ClientError, ClientOptions};
+pub use stats::{InitiatorStats, LATENCY_BUCKETS_US, LunCounters};
 pub use target::{SessionInfo, TargetServer, TargetServerConfig};

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use parking_lot::Mutex;
@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
 use crate::executor::{Executor, Job};
+use crate::stats::{InitiatorCounters, InitiatorStats, StatsRegistry};
 use crate::wire::{self, random_seed};
 
 /// Everything the server needs; built by the composition root from configuration.
@@ -74,6 +75,7 @@ struct Shared {
     info: Mutex<HashMap<u16, SessionInfo>>,
     next_tsih: AtomicU16,
     executor: Executor,
+    stats: StatsRegistry,
 }
 
 /// A running target server.
@@ -81,7 +83,7 @@ pub struct TargetServer {
     shared: Arc<Shared>,
     local_addrs: Vec<SocketAddr>,
     shutdown: watch::Sender<bool>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl TargetServer {
@@ -109,6 +111,7 @@ impl TargetServer {
             info: Mutex::new(HashMap::new()),
             next_tsih: AtomicU16::new(1),
             executor: Executor::new(),
+            stats: StatsRegistry::default(),
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut local_addrs = Vec::new();
@@ -123,7 +126,7 @@ impl TargetServer {
             shared,
             local_addrs,
             shutdown,
-            tasks,
+            tasks: Mutex::new(tasks),
         })
     }
 
@@ -136,13 +139,19 @@ impl TargetServer {
         self.shared.info.lock().values().cloned().collect()
     }
 
+    /// I/O counters of every initiator that logged in to a target since the server started.
+    pub fn initiator_stats(&self) -> Vec<InitiatorStats> {
+        self.shared.stats.snapshot()
+    }
+
     /// Stops accepting, lets every connection finish the commands it is running,
     /// and waits (at most `grace`) for them to close.
-    pub async fn shutdown(self, grace: Duration) {
+    pub async fn shutdown(&self, grace: Duration) {
         let _ = self.shutdown.send(true);
         // Awaiting the accept loops (not only aborting them) guarantees their
         // listeners are closed when this returns, so the portal can be bound again.
-        for task in self.tasks {
+        let tasks = std::mem::take(&mut *self.tasks.lock());
+        for task in tasks {
             task.abort();
             let _ = task.await;
         }
@@ -400,6 +409,12 @@ async fn full_feature(
 
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(u32, ScsiOutcome)>();
     let luns = target_index.map(|i| shared.luns[i].clone());
+    let target_name = target_index.map(|i| shared.portal.targets[i].name.as_str());
+    let counters = shared
+        .stats
+        .for_initiator(&outcome.initiator_name, target_name);
+    // Commands handed to an LU: when, which LUN, bytes written (for the counters).
+    let mut started: HashMap<u32, (Instant, u64, u64)> = HashMap::new();
     let mut idle = tokio::time::interval(shared.nop_interval);
     idle.tick().await;
     let mut heard_from_peer = true;
@@ -422,6 +437,14 @@ async fn full_feature(
                         );
                         continue;
                     };
+                    started.insert(
+                        command.itt,
+                        (
+                            Instant::now(),
+                            reel_scsi::decode_lun(command.lun),
+                            command.data_out.len() as u64,
+                        ),
+                    );
                     let job = Job {
                         luns: luns.clone(),
                         nexus: nexus.clone(),
@@ -429,6 +452,7 @@ async fn full_feature(
                         done: done_tx.clone(),
                     };
                     if let Some((itt, outcome)) = shared.executor.submit(job) {
+                        account(&mut started, &counters, itt, &outcome);
                         conn.complete(itt, outcome);
                     }
                 }
@@ -492,7 +516,10 @@ async fn full_feature(
                     }
                 }
             }
-            Some((itt, outcome)) = done_rx.recv() => conn.complete(itt, outcome),
+            Some((itt, outcome)) = done_rx.recv() => {
+                account(&mut started, &counters, itt, &outcome);
+                conn.complete(itt, outcome);
+            }
             _ = idle.tick() => {
                 if heard_from_peer {
                     heard_from_peer = false;
@@ -527,6 +554,25 @@ async fn full_feature(
         let _ = waiter.send(());
     }
     result
+}
+
+/// Adds a finished command to the initiator's counters.
+fn account(
+    started: &mut HashMap<u32, (Instant, u64, u64)>,
+    counters: &InitiatorCounters,
+    itt: u32,
+    outcome: &ScsiOutcome,
+) {
+    if let Some((at, lun, written)) = started.remove(&itt) {
+        counters.record(
+            lun,
+            written,
+            outcome.data_in.len() as u64,
+            outcome.status,
+            outcome.sense.as_deref().unwrap_or(&[]),
+            at.elapsed(),
+        );
+    }
 }
 
 /// Data of a finished SCSI command, for completions sent from executor threads.

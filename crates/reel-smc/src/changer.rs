@@ -57,6 +57,8 @@ pub enum OperatorError {
     DuplicateBarcode(String),
     #[error("medium removal is prevented (PREVENT ALLOW MEDIUM REMOVAL)")]
     RemovalPrevented,
+    #[error("not enough free storage slots")]
+    NoFreeSlot,
     #[error("the inventory could not be saved: {0}")]
     Persist(String),
 }
@@ -321,6 +323,43 @@ impl Changer {
         self.inventory = next;
         ctx.raise_unit_attention_all(operator_ua(target));
         Ok(cartridge.barcode)
+    }
+
+    /// An administrator adds new cartridges straight into free storage slots (as when a
+    /// library door is opened and the library re-inventoried): each barcode goes to the
+    /// lowest free storage element, all or none, saved once; every nexus gets 28h/00h.
+    /// Returns the element addresses used, in `barcodes` order.
+    pub fn insert_into_storage(
+        &mut self,
+        barcodes: &[String],
+        ctx: &mut DeviceContext<'_>,
+    ) -> Result<Vec<u16>, OperatorError> {
+        let mut next = self.inventory.clone();
+        let free: Vec<Element> = (0..self.layout.slots)
+            .map(|i| Element::new(ElementType::Storage, i))
+            .filter(|e| next.get(*e).is_none())
+            .collect();
+        let mut free = free.into_iter();
+        let mut used = Vec::with_capacity(barcodes.len());
+        for barcode in barcodes {
+            if !valid_barcode(barcode) {
+                return Err(OperatorError::InvalidBarcode(barcode.clone()));
+            }
+            if next.find(barcode).is_some() {
+                return Err(OperatorError::DuplicateBarcode(barcode.clone()));
+            }
+            let element = free.next().ok_or(OperatorError::NoFreeSlot)?;
+            next.put(element, Cartridge::new(barcode))
+                .map_err(|e| OperatorError::Persist(e.to_string()))?;
+            used.push(self.map.address(element));
+        }
+        if used.is_empty() {
+            return Ok(used);
+        }
+        self.save(&next).map_err(OperatorError::Persist)?;
+        self.inventory = next;
+        ctx.raise_unit_attention_all(Asc::NOT_READY_TO_READY_CHANGE_MEDIUM_MAY_HAVE_CHANGED);
+        Ok(used)
     }
 
     /// Tells every nexus the inventory may have changed behind its back (28h/00h), e.g. after

@@ -731,3 +731,47 @@ fn dvcid_identifiers_of_different_lengths_share_one_descriptor_length() {
     let descriptor_len = u16::from_be_bytes([r.data_in[10], r.data_in[11]]);
     assert_eq!(usize::from(descriptor_len), 12 + 36 + 4 + 27);
 }
+
+#[test]
+fn new_cartridges_go_into_the_lowest_free_storage_slots_all_or_none() {
+    let rig = rig("stk-l700", None, &["A00001L9", "A00002L9"]);
+    let slots = rig.device.with_personality(|c| c.layout().slots);
+    let saves = rig.saved.lock().unwrap().len();
+    let used = rig
+        .device
+        .with_context(&rig.a, |c, ctx| {
+            c.insert_into_storage(&["B00001L9".into(), "B00002L9".into()], ctx)
+        })
+        .unwrap();
+    assert_eq!(rig.saved.lock().unwrap().len(), saves + 1, "saved once");
+    let elements = rig.device.with_personality(|c| c.elements());
+    let slot_addresses: Vec<u16> = elements
+        .iter()
+        .filter(|e| e.element.kind == ElementType::Storage)
+        .map(|e| e.address)
+        .collect();
+    assert_eq!(used, slot_addresses[2..4].to_vec());
+    let s = sense_of(&rig.run(&rig.b, &[0, 0, 0, 0, 0, 0], &[])).unwrap();
+    assert_eq!(
+        (s.key, s.asc),
+        (
+            SenseKey::UNIT_ATTENTION,
+            Asc::NOT_READY_TO_READY_CHANGE_MEDIUM_MAY_HAVE_CHANGED
+        )
+    );
+    // A duplicate or too many cartridges: nothing changes.
+    let before = rig.device.with_personality(|c| c.inventory().clone());
+    let dup = rig.device.with_context(&rig.a, |c, ctx| {
+        c.insert_into_storage(&["C00001L9".into(), "A00001L9".into()], ctx)
+    });
+    assert_eq!(dup, Err(OperatorError::DuplicateBarcode("A00001L9".into())));
+    let many: Vec<String> = (0..slots).map(|i| format!("D{i:05}L9")).collect();
+    let full = rig
+        .device
+        .with_context(&rig.a, |c, ctx| c.insert_into_storage(&many, ctx));
+    assert_eq!(full, Err(OperatorError::NoFreeSlot));
+    assert_eq!(
+        rig.device.with_personality(|c| c.inventory().clone()),
+        before
+    );
+}

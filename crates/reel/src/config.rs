@@ -15,6 +15,42 @@ use serde::Deserialize;
 pub struct Config {
     #[serde(default)]
     pub iscsi: IscsiConfig,
+    #[serde(default)]
+    pub http: HttpConfig,
+}
+
+/// The web console, REST API and metrics.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Address of the console/API. Loopback by default; another address only when asked for.
+    #[serde(default = "default_http_listen")]
+    pub listen: String,
+    /// PEM certificate chain and private key: serve HTTPS instead of HTTP.
+    pub tls_cert: Option<std::path::PathBuf>,
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Set to false to run without the console and API.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: default_http_listen(),
+            tls_cert: None,
+            tls_key: None,
+            enabled: true,
+        }
+    }
+}
+
+fn default_http_listen() -> String {
+    "127.0.0.1:8080".into()
+}
+
+fn default_true() -> bool {
+    true
 }
 
 #[derive(Debug, Deserialize)]
@@ -276,6 +312,16 @@ fn validate_chap(target: &str, which: &str, chap: &Chap) -> anyhow::Result<()> {
 }
 
 fn validate(config: &Config) -> anyhow::Result<()> {
+    let http = &config.http;
+    http.listen.parse::<SocketAddr>().map_err(|_| {
+        anyhow::anyhow!(
+            "http.listen: {:?} is not an address:port such as 127.0.0.1:8080",
+            http.listen
+        )
+    })?;
+    if http.tls_cert.is_some() != http.tls_key.is_some() {
+        anyhow::bail!("http: tls_cert and tls_key go together");
+    }
     let iscsi = &config.iscsi;
     for listen in &iscsi.listen {
         listen.parse::<SocketAddr>().map_err(|_| {

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod admin;
 mod config;
 mod data_dir;
+mod http;
 mod serve;
 mod store_bench;
 

@@ -23,6 +23,22 @@ use reel_scsi::{Identity, LunTable, NullDisk, ScsiDevice};
 use crate::admin::{barcodes, human, now};
 use crate::config::{self, Chap, Config, TargetKind};
 use crate::data_dir::{self, DataDirArg};
+use crate::http;
+
+/// Writes a file only its owner can read (first-login password).
+fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
+}
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
@@ -37,6 +53,10 @@ pub struct ServeArgs {
     /// iSCSI portal(s) to listen on, overriding the configuration (port 0 picks a free port).
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Vec<String>,
+    /// Address of the web console and REST API, overriding the configuration
+    /// (default 127.0.0.1:8080; port 0 picks a free port; `off` disables them).
+    #[arg(long, value_name = "ADDR:PORT|off")]
+    pub http: Option<String>,
 }
 
 fn credentials(chap: &Option<Chap>) -> Option<ChapCredentials> {
@@ -58,7 +78,7 @@ fn null_disk(target: usize, lun: u32) -> NullDisk {
 fn open_libraries(
     config: &Config,
     cartridges: &Arc<Cartridges>,
-) -> anyhow::Result<Vec<VirtualLibrary>> {
+) -> anyhow::Result<Vec<Arc<VirtualLibrary>>> {
     let mut specs = Vec::new();
     for entry in config
         .iscsi
@@ -76,13 +96,16 @@ fn open_libraries(
             index: specs.len() as u16,
         });
     }
-    Ok(VirtualLibrary::open_all(cartridges.clone(), &specs)?)
+    Ok(VirtualLibrary::open_all(cartridges.clone(), &specs)?
+        .into_iter()
+        .map(Arc::new)
+        .collect())
 }
 
 /// Builds the iSCSI server settings and logical units from the configuration.
 fn target_server_config(
     config: &Config,
-    libraries: &[VirtualLibrary],
+    libraries: &[Arc<VirtualLibrary>],
 ) -> anyhow::Result<TargetServerConfig> {
     let iscsi = &config.iscsi;
     let mut targets = Vec::new();
@@ -147,6 +170,24 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if !args.listen.is_empty() {
         config.iscsi.listen = args.listen.clone();
     }
+    match args.http.as_deref() {
+        Some("off") => config.http.enabled = false,
+        Some(addr) => {
+            addr.parse::<std::net::SocketAddr>()
+                .with_context(|| format!("--http {addr}: not an address:port or `off`"))?;
+            config.http.listen = addr.to_string();
+        }
+        None => {}
+    }
+    // Bind the console first: a port conflict stops reel before anything else starts.
+    let http_listener = if config.http.enabled {
+        let addr: std::net::SocketAddr = config.http.listen.parse()?;
+        Some(http::bind(addr).with_context(|| {
+            format!("web console on {addr} (is another reel using the port? --http picks another)")
+        })?)
+    } else {
+        None
+    };
     let dir = &args.data.dir;
     let carts = Arc::new(data_dir::open(dir)?);
     if carts.list()?.is_empty() && args.cartridges > 0 {
@@ -187,6 +228,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .collect();
     let server = runtime
         .block_on(TargetServer::start(server_config))
+        .map(Arc::new)
         .with_context(|| {
             format!(
                 "listening on {} (is another target using the port?)",
@@ -227,6 +269,47 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if target_names.is_empty() {
         println!("iSCSI target: none configured");
     }
+    let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut http_task = None;
+    if let Some(listener) = http_listener {
+        let (auth, initial_password) = http::auth::Auth::open(carts.store().clone())?;
+        let monitor = http::monitor::Monitor::new(
+            libraries.clone(),
+            carts.clone(),
+            server.clone(),
+            dir.clone(),
+        );
+        monitor.start();
+        let state = Arc::new(http::AppState {
+            libraries: libraries.clone(),
+            cartridges: carts.clone(),
+            auth,
+            target: server.clone(),
+            monitor,
+        });
+        let addr = listener.local_addr()?;
+        let tls = match (&config.http.tls_cert, &config.http.tls_key) {
+            (Some(cert), Some(key)) => Some(http::Tls {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => None,
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let _guard = runtime.enter();
+        http_task = Some(runtime.spawn(http::serve(listener, state, tls, async move {
+            let _ = http_stopped.await;
+        })));
+        println!("web console and REST API: {scheme}://{addr}/ (OpenAPI: {scheme}://{addr}/api/v1/openapi.json, metrics: {scheme}://{addr}/metrics)");
+        if let Some(password) = initial_password {
+            let file = dir.join("initial-admin-password");
+            write_private(&file, &format!("{password}\n"))?;
+            println!(
+                "first login: user admin, password {password} (also in {}; change it in the console)",
+                file.display()
+            );
+        }
+    }
     println!("Ctrl-C or SIGTERM stops reel cleanly");
 
     let (tx, rx) = std::sync::mpsc::channel();
@@ -235,6 +318,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     })
     .context("installing the signal handler")?;
     let _ = rx.recv();
+    let _ = stop_http.send(());
+    if let Some(task) = http_task {
+        match runtime.block_on(task) {
+            Ok(Err(e)) => eprintln!("reel: web console: {e}"),
+            Err(e) => eprintln!("reel: web console: {e}"),
+            Ok(Ok(())) => {}
+        }
+    }
     runtime.block_on(server.shutdown(Duration::from_secs(10)));
     runtime.shutdown_timeout(Duration::from_secs(2));
     for library in &libraries {

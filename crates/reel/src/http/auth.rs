@@ -1,0 +1,472 @@
+//! Users, roles, tokens and the audit log, kept as records in the store.
+//!
+//! - `auth/user/<name>`: a [`User`] with an Argon2id PHC password hash.
+//! - `auth/token/<id>`: a [`TokenRecord`]; the secret itself is never stored, only its
+//!   BLAKE3 hash. A token is presented as `<id>.<secret>`.
+//! - `audit/<seq, 20 digits>`: an [`AuditEvent`] per change.
+//!
+//! Invariant: every change goes to the store (and is synced) before the in-memory copy
+//! changes, so a crash never leaves a token valid that the store does not know.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use argon2::Argon2;
+use argon2::password_hash::{PasswordHasher, PasswordVerifier, phc::PasswordHash};
+use parking_lot::Mutex;
+use reel_chunkstore::ChunkStore;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::error::{ApiError, ApiResult};
+
+/// Session tokens from a login expire after this long.
+pub const SESSION_SECONDS: u64 = 12 * 3600;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Reads everything.
+    Viewer,
+    /// Also moves, imports, exports, vaults.
+    Operator,
+    /// Also creates, changes and deletes cartridges, users and tokens.
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct User {
+    username: String,
+    role: Role,
+    password_hash: String,
+    created: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct TokenRecord {
+    id: String,
+    username: String,
+    /// What the user called it (API tokens) or "session".
+    name: String,
+    secret_hash: String,
+    created: u64,
+    /// Session tokens expire; API tokens do not.
+    expires: Option<u64>,
+}
+
+/// A user as the API shows it.
+#[derive(Serialize, ToSchema)]
+pub struct UserView {
+    pub username: String,
+    pub role: Role,
+    pub created: u64,
+}
+
+/// A token as the API shows it (never the secret, except once at creation).
+#[derive(Serialize, ToSchema)]
+pub struct TokenView {
+    pub id: String,
+    pub username: String,
+    pub name: String,
+    pub created: u64,
+    pub expires: Option<u64>,
+    pub last_used: Option<u64>,
+}
+
+/// One entry of the audit log.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditEvent {
+    pub seq: u64,
+    pub time: u64,
+    pub user: String,
+    pub action: String,
+    pub target: String,
+    /// "ok" or the error message.
+    pub result: String,
+}
+
+/// Who is calling.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub username: String,
+    pub role: Role,
+    pub token_id: String,
+}
+
+impl Caller {
+    pub fn require(&self, role: Role) -> ApiResult<()> {
+        if self.role >= role {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "this needs the {} role; {} is {}",
+                role.as_str(),
+                self.username,
+                self.role.as_str()
+            )))
+        }
+    }
+}
+
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).expect("the OS random number generator");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn secret_hash(secret: &str) -> String {
+    blake3::hash(secret.as_bytes()).to_hex().to_string()
+}
+
+fn valid_username(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
+}
+
+pub struct Auth {
+    store: ChunkStore,
+    users: Mutex<HashMap<String, User>>,
+    tokens: Mutex<HashMap<String, TokenRecord>>,
+    last_used: Mutex<HashMap<String, u64>>,
+    next_seq: AtomicU64,
+    /// Serialises changes (store write + memory update) against each other.
+    write: Mutex<()>,
+}
+
+impl Auth {
+    /// Loads users and tokens. Without any user, creates `admin` with a random password and
+    /// returns it (shown once by the caller).
+    pub fn open(store: ChunkStore) -> anyhow::Result<(Arc<Auth>, Option<String>)> {
+        let mut users = HashMap::new();
+        for (_, v) in store.records(b"auth/user/")? {
+            let user: User = serde_json::from_slice(&v)?;
+            users.insert(user.username.clone(), user);
+        }
+        let mut tokens = HashMap::new();
+        for (_, v) in store.records(b"auth/token/")? {
+            let token: TokenRecord = serde_json::from_slice(&v)?;
+            tokens.insert(token.id.clone(), token);
+        }
+        let next_seq = store
+            .records(b"audit/")?
+            .last()
+            .and_then(|(k, _)| std::str::from_utf8(&k[6..]).ok()?.parse::<u64>().ok())
+            .map_or(1, |s| s + 1);
+        let auth = Arc::new(Auth {
+            store,
+            users: Mutex::new(users),
+            tokens: Mutex::new(tokens),
+            last_used: Mutex::new(HashMap::new()),
+            next_seq: AtomicU64::new(next_seq),
+            write: Mutex::new(()),
+        });
+        auth.purge_expired();
+        let mut initial = None;
+        if auth.users.lock().is_empty() {
+            let password = random_hex(12);
+            auth.create_user("admin", &password, Role::Admin)
+                .map_err(|e| anyhow::anyhow!("creating the first admin: {e}"))?;
+            auth.audit("reel", "create user", "admin", "ok");
+            initial = Some(password);
+        }
+        Ok((auth, initial))
+    }
+
+    fn put<T: Serialize>(&self, key: String, value: Option<&T>) -> ApiResult<()> {
+        let bytes = value
+            .map(|v| serde_json::to_vec(v).map_err(|e| ApiError::internal(e.to_string())))
+            .transpose()?;
+        self.store.put_record(key.as_bytes(), bytes.as_deref())?;
+        self.store.sync()?;
+        Ok(())
+    }
+
+    pub fn login(&self, username: &str, password: &str) -> ApiResult<(String, Caller, u64)> {
+        let user = self.users.lock().get(username).cloned();
+        let ok = user.as_ref().is_some_and(|u| {
+            PasswordHash::new(&u.password_hash)
+                .is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+        });
+        let Some(user) = user.filter(|_| ok) else {
+            return Err(ApiError::unauthenticated("wrong username or password"));
+        };
+        let expires = now() + SESSION_SECONDS;
+        let (token, caller) = self.issue(&user, "session", Some(expires))?;
+        Ok((token, caller, expires))
+    }
+
+    fn issue(&self, user: &User, name: &str, expires: Option<u64>) -> ApiResult<(String, Caller)> {
+        let id = random_hex(8);
+        let secret = random_hex(32);
+        let record = TokenRecord {
+            id: id.clone(),
+            username: user.username.clone(),
+            name: name.to_string(),
+            secret_hash: secret_hash(&secret),
+            created: now(),
+            expires,
+        };
+        let _w = self.write.lock();
+        self.put(format!("auth/token/{id}"), Some(&record))?;
+        self.tokens.lock().insert(id.clone(), record);
+        Ok((
+            format!("{id}.{secret}"),
+            Caller {
+                username: user.username.clone(),
+                role: user.role,
+                token_id: id,
+            },
+        ))
+    }
+
+    /// The caller a presented token stands for.
+    pub fn authenticate(&self, presented: &str) -> ApiResult<Caller> {
+        let invalid = || ApiError::unauthenticated("the token is unknown, expired or revoked");
+        let (id, secret) = presented.split_once('.').ok_or_else(invalid)?;
+        let record = self.tokens.lock().get(id).cloned().ok_or_else(invalid)?;
+        // blake3::Hash compares in constant time.
+        let expected = blake3::Hash::from_hex(&record.secret_hash).map_err(|_| invalid())?;
+        if blake3::hash(secret.as_bytes()) != expected {
+            return Err(invalid());
+        }
+        if record.expires.is_some_and(|e| e <= now()) {
+            return Err(invalid());
+        }
+        let role = self
+            .users
+            .lock()
+            .get(&record.username)
+            .map(|u| u.role)
+            .ok_or_else(invalid)?;
+        self.last_used.lock().insert(id.to_string(), now());
+        Ok(Caller {
+            username: record.username,
+            role,
+            token_id: record.id,
+        })
+    }
+
+    pub fn create_user(&self, username: &str, password: &str, role: Role) -> ApiResult<UserView> {
+        if !valid_username(username) {
+            return Err(ApiError::bad_request(
+                "username: 1 to 64 characters A-Z, a-z, 0-9, - _ . @",
+            ));
+        }
+        check_password(password)?;
+        let hash = Argon2::default()
+            .hash_password(password.as_bytes())
+            .map_err(|e| ApiError::internal(format!("hashing the password: {e}")))?
+            .to_string();
+        let _w = self.write.lock();
+        if self.users.lock().contains_key(username) {
+            return Err(ApiError::conflict(format!("user {username} exists")));
+        }
+        let user = User {
+            username: username.to_string(),
+            role,
+            password_hash: hash,
+            created: now(),
+        };
+        self.put(format!("auth/user/{username}"), Some(&user))?;
+        self.users.lock().insert(username.to_string(), user.clone());
+        Ok(UserView {
+            username: user.username,
+            role,
+            created: user.created,
+        })
+    }
+
+    pub fn users(&self) -> Vec<UserView> {
+        let mut v: Vec<UserView> = self
+            .users
+            .lock()
+            .values()
+            .map(|u| UserView {
+                username: u.username.clone(),
+                role: u.role,
+                created: u.created,
+            })
+            .collect();
+        v.sort_by(|a, b| a.username.cmp(&b.username));
+        v
+    }
+
+    pub fn delete_user(&self, username: &str) -> ApiResult<()> {
+        let _w = self.write.lock();
+        let role = self
+            .users
+            .lock()
+            .get(username)
+            .map(|u| u.role)
+            .ok_or_else(|| ApiError::not_found(format!("no user {username}")))?;
+        let admins = self
+            .users
+            .lock()
+            .values()
+            .filter(|u| u.role == Role::Admin)
+            .count();
+        if role == Role::Admin && admins == 1 {
+            return Err(ApiError::conflict("the last admin cannot be deleted"));
+        }
+        let owned: Vec<String> = self
+            .tokens
+            .lock()
+            .values()
+            .filter(|t| t.username == username)
+            .map(|t| t.id.clone())
+            .collect();
+        for id in &owned {
+            self.put::<TokenRecord>(format!("auth/token/{id}"), None)?;
+            self.tokens.lock().remove(id);
+        }
+        self.put::<User>(format!("auth/user/{username}"), None)?;
+        self.users.lock().remove(username);
+        Ok(())
+    }
+
+    pub fn set_password(&self, username: &str, password: &str) -> ApiResult<()> {
+        check_password(password)?;
+        let hash = Argon2::default()
+            .hash_password(password.as_bytes())
+            .map_err(|e| ApiError::internal(format!("hashing the password: {e}")))?
+            .to_string();
+        let _w = self.write.lock();
+        let mut user = self
+            .users
+            .lock()
+            .get(username)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(format!("no user {username}")))?;
+        user.password_hash = hash;
+        self.put(format!("auth/user/{username}"), Some(&user))?;
+        self.users.lock().insert(username.to_string(), user);
+        Ok(())
+    }
+
+    /// A new API token for `username` (no expiry).
+    pub fn create_token(&self, username: &str, name: &str) -> ApiResult<(String, TokenView)> {
+        if name.is_empty() || name.len() > 100 {
+            return Err(ApiError::bad_request("name: 1 to 100 characters"));
+        }
+        let user = self
+            .users
+            .lock()
+            .get(username)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(format!("no user {username}")))?;
+        let (secret, caller) = self.issue(&user, name, None)?;
+        let view = self
+            .token_view(&caller.token_id)
+            .ok_or_else(|| ApiError::internal("token vanished"))?;
+        Ok((secret, view))
+    }
+
+    fn token_view(&self, id: &str) -> Option<TokenView> {
+        let t = self.tokens.lock().get(id).cloned()?;
+        Some(TokenView {
+            last_used: self.last_used.lock().get(id).copied(),
+            id: t.id,
+            username: t.username,
+            name: t.name,
+            created: t.created,
+            expires: t.expires,
+        })
+    }
+
+    /// API tokens (not login sessions) of `username`, or of everyone.
+    pub fn tokens(&self, username: Option<&str>) -> Vec<TokenView> {
+        let ids: Vec<String> = self
+            .tokens
+            .lock()
+            .values()
+            .filter(|t| t.expires.is_none() && username.is_none_or(|u| t.username == u))
+            .map(|t| t.id.clone())
+            .collect();
+        let mut v: Vec<TokenView> = ids.iter().filter_map(|id| self.token_view(id)).collect();
+        v.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
+        v
+    }
+
+    pub fn token_owner(&self, id: &str) -> Option<String> {
+        self.tokens.lock().get(id).map(|t| t.username.clone())
+    }
+
+    pub fn revoke(&self, id: &str) -> ApiResult<()> {
+        let _w = self.write.lock();
+        if !self.tokens.lock().contains_key(id) {
+            return Err(ApiError::not_found(format!("no token {id}")));
+        }
+        self.put::<TokenRecord>(format!("auth/token/{id}"), None)?;
+        self.tokens.lock().remove(id);
+        Ok(())
+    }
+
+    /// Drops expired session tokens from the store.
+    pub fn purge_expired(&self) {
+        let t = now();
+        let expired: Vec<String> = self
+            .tokens
+            .lock()
+            .values()
+            .filter(|r| r.expires.is_some_and(|e| e <= t))
+            .map(|r| r.id.clone())
+            .collect();
+        for id in expired {
+            let _ = self.revoke(&id);
+        }
+    }
+
+    /// Appends to the audit log. A failure to record is logged, not fatal: the change
+    /// itself already happened.
+    pub fn audit(&self, user: &str, action: &str, target: &str, result: &str) {
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        let event = AuditEvent {
+            seq,
+            time: now(),
+            user: user.to_string(),
+            action: action.to_string(),
+            target: target.to_string(),
+            result: result.to_string(),
+        };
+        tracing::info!(user, action, target, result, "audit");
+        if let Err(e) = self.put(format!("audit/{seq:020}"), Some(&event)) {
+            tracing::warn!(error = %e, "could not record an audit event");
+        }
+    }
+
+    pub fn events(&self, limit: usize) -> ApiResult<Vec<AuditEvent>> {
+        let records = self.store.records(b"audit/")?;
+        Ok(records
+            .iter()
+            .rev()
+            .take(limit)
+            .filter_map(|(_, v)| serde_json::from_slice(v).ok())
+            .collect())
+    }
+}
+
+fn check_password(password: &str) -> ApiResult<()> {
+    if password.len() < 8 || password.len() > 1024 {
+        return Err(ApiError::bad_request("password: 8 to 1024 characters"));
+    }
+    Ok(())
+}

@@ -1,0 +1,469 @@
+//! Cartridges: list, create in bulk, details, write protection, delete, vault.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use reel_media::CartridgeInfo;
+use reel_scsi::ItNexus;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::auth::{Caller, Role};
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::library::Place;
+use super::{AppState, blocking};
+use crate::admin::{barcodes, now as unix_now, parse_media};
+
+#[derive(Serialize, ToSchema)]
+pub struct LocationView {
+    /// The library's name, absent in the vault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
+    /// slot, drive or import_export.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<u16>,
+    /// True when the cartridge is in no library.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub vault: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CartridgeView {
+    pub barcode: String,
+    pub media: String,
+    pub worm: bool,
+    pub write_protected: bool,
+    /// Bytes, all partitions.
+    pub capacity: u64,
+    /// Host bytes written over the cartridge's life (as of its last synchronising point).
+    pub written: u64,
+    pub last_written: Option<u64>,
+    pub location: LocationView,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CountersView {
+    pub bytes_written_total: u64,
+    pub bytes_read_total: u64,
+    pub records_written: u64,
+    pub records_read: u64,
+    pub filemarks_written: u64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct MamView {
+    pub manufacturer: String,
+    pub serial: String,
+    pub manufactured: u64,
+    pub used_space: u64,
+    pub space_remaining: u64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CartridgeDetail {
+    #[serde(flatten)]
+    pub cartridge: CartridgeView,
+    pub load_count: u64,
+    /// Partition sizes in bytes.
+    pub partitions: Vec<u64>,
+    pub early_warning_percent: u8,
+    pub mam: MamView,
+    pub counters: CountersView,
+}
+
+#[derive(Deserialize, IntoParams)]
+pub struct ListQuery {
+    /// Substring of the barcode, case-insensitive.
+    pub search: Option<String>,
+    /// `vault` or `library`.
+    pub location: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct CreateRequest {
+    /// 1 to 3 characters A-Z 0-9.
+    pub prefix: String,
+    pub first: u32,
+    pub count: u32,
+    /// lto5..lto9 or lto5-worm..lto9-worm.
+    pub media: String,
+    /// Bytes (smaller than native, for tests).
+    pub capacity: Option<u64>,
+    #[serde(default)]
+    pub write_protected: bool,
+    /// Put them into this library's free storage slots instead of the vault.
+    pub library: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct UpdateRequest {
+    pub write_protected: bool,
+}
+
+/// `lto9`, `lto9-worm`: the names the create request takes.
+fn media_name(media: reel_media::MediaType) -> String {
+    media
+        .to_string()
+        .to_lowercase()
+        .replace('-', "")
+        .replace(' ', "-")
+}
+
+fn view(info: &CartridgeInfo, place: Option<&Place>) -> CartridgeView {
+    CartridgeView {
+        barcode: info.barcode().as_str().to_string(),
+        media: media_name(info.media_type()),
+        worm: info.is_worm(),
+        write_protected: info.write_protected(),
+        capacity: info.partition_capacities().iter().sum(),
+        written: info.counters().bytes_written_total,
+        last_written: info.last_written().map(|t| t.0),
+        location: match place {
+            Some(p) => LocationView {
+                library: Some(p.library.clone()),
+                kind: Some(p.kind.to_string()),
+                address: Some(p.address),
+                vault: false,
+            },
+            None => LocationView {
+                library: None,
+                kind: None,
+                address: None,
+                vault: true,
+            },
+        },
+    }
+}
+
+fn detail(info: &CartridgeInfo, place: Option<&Place>) -> CartridgeDetail {
+    let c = info.counters();
+    let mam = info.mam();
+    CartridgeDetail {
+        cartridge: view(info, place),
+        load_count: info.load_count(),
+        partitions: info.partition_capacities().to_vec(),
+        early_warning_percent: info.early_warning_percent(),
+        mam: MamView {
+            manufacturer: mam.manufacturer().to_string(),
+            serial: mam.serial().to_string(),
+            manufactured: mam.manufacture_date().0,
+            used_space: mam.used_space(),
+            space_remaining: mam.space_remaining(),
+        },
+        counters: CountersView {
+            bytes_written_total: c.bytes_written_total,
+            bytes_read_total: c.bytes_read_total,
+            records_written: c.records_written,
+            records_read: c.records_read,
+            filemarks_written: c.filemarks_written,
+        },
+    }
+}
+
+impl AppState {
+    fn cartridge_info(&self, barcode: &str) -> ApiResult<CartridgeInfo> {
+        self.cartridges
+            .info(barcode)
+            .map(|(_, info)| info)
+            .map_err(|_| ApiError::not_found(format!("no cartridge {barcode}")))
+    }
+
+    /// The freshest info: a loaded cartridge's drive holds a newer copy than the store.
+    fn live_info(&self, barcode: &str, place: Option<&Place>) -> ApiResult<CartridgeInfo> {
+        if let Some(p) = place.filter(|p| p.kind == "drive") {
+            let lib = self.library(&p.library)?;
+            for drive in lib.drives() {
+                let info = drive.with_personality(|d| {
+                    d.medium()
+                        .filter(|c| c.barcode().as_str() == barcode)
+                        .map(|c| c.info().clone())
+                });
+                if let Some(info) = info {
+                    return Ok(info);
+                }
+            }
+        }
+        self.cartridge_info(barcode)
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/cartridges", tag = "cartridges", params(ListQuery),
+    responses((status = 200, body = [CartridgeView]), (status = 400, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn list(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> ApiResult<Json<Vec<CartridgeView>>> {
+    caller.require(Role::Viewer)?;
+    let Query(q) = query?;
+    let vault_only = match q.location.as_deref() {
+        None => None,
+        Some("vault") => Some(true),
+        Some("library") => Some(false),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "location: {other:?} is not vault or library"
+            )));
+        }
+    };
+    blocking(state, move |s| {
+        let places = s.locations();
+        let needle = q.search.unwrap_or_default().to_uppercase();
+        let list = s
+            .cartridges
+            .list()
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        Ok(list
+            .iter()
+            .filter(|(_, info)| info.barcode().as_str().to_uppercase().contains(&needle))
+            .filter(|(_, info)| {
+                let in_vault = !places.contains_key(info.barcode().as_str());
+                vault_only.is_none_or(|v| v == in_vault)
+            })
+            .map(|(_, info)| view(info, places.get(info.barcode().as_str())))
+            .collect())
+    })
+    .await
+    .map(Json)
+}
+
+#[utoipa::path(post, path = "/api/v1/cartridges", tag = "cartridges", request_body = CreateRequest,
+    responses((status = 201, body = [CartridgeView]), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn create(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    body: Result<Json<CreateRequest>, JsonRejection>,
+) -> ApiResult<(StatusCode, Json<Vec<CartridgeView>>)> {
+    caller.require(Role::Admin)?;
+    let Json(req) = body?;
+    if req.count == 0 || req.count > 10_000 {
+        return Err(ApiError::bad_request("count: 1 to 10000"));
+    }
+    let media = parse_media(&req.media).map_err(|e| ApiError::bad_request(format!("media: {e}")))?;
+    let labels = barcodes(&req.prefix, req.first, req.count, media)
+        .map_err(|e| ApiError::bad_request(format!("{e}")))?;
+    blocking(state, move |s| {
+        let target = format!(
+            "{} cartridges {}..{}",
+            labels.len(),
+            labels.first().map_or("", |b| b.as_str()),
+            labels.last().map_or("", |b| b.as_str())
+        );
+        let result = s.create_cartridges(&req, labels, media);
+        s.audit(&caller, "create cartridges", &target, &result);
+        let infos = result?;
+        let places = s.locations();
+        Ok((
+            StatusCode::CREATED,
+            infos
+                .iter()
+                .map(|i| view(i, places.get(i.barcode().as_str())))
+                .collect(),
+        ))
+    })
+    .await
+    .map(|(code, v)| (code, Json(v)))
+}
+
+impl AppState {
+    fn create_cartridges(
+        &self,
+        req: &CreateRequest,
+        labels: Vec<reel_media::Barcode>,
+        media: reel_media::MediaType,
+    ) -> ApiResult<Vec<CartridgeInfo>> {
+        let library = req.library.as_deref().map(|n| self.library(n)).transpose()?;
+        for b in &labels {
+            if self.cartridges.info(b.as_str()).is_ok() {
+                return Err(ApiError::conflict(format!("cartridge {} exists", b.as_str())));
+            }
+        }
+        if let Some(lib) = library {
+            let free = lib.changer().with_personality(|c| {
+                c.elements()
+                    .iter()
+                    .filter(|e| {
+                        e.element.kind == reel_smc::ElementType::Storage && e.barcode.is_none()
+                    })
+                    .count()
+            });
+            if free < labels.len() {
+                return Err(ApiError::conflict(format!(
+                    "library {} has {free} free slots for {} cartridges",
+                    lib.spec().name,
+                    labels.len()
+                )));
+            }
+        }
+        let mut infos = Vec::new();
+        for b in labels {
+            let label = b.as_str().to_string();
+            let mut info =
+                CartridgeInfo::new(b, media, unix_now()).with_write_protected(req.write_protected);
+            if let Some(bytes) = req.capacity {
+                info = info
+                    .with_capacity(bytes)
+                    .map_err(|e| ApiError::bad_request(format!("capacity of {label}: {e}")))?;
+            }
+            self.cartridges
+                .create(&info)
+                .map_err(|e| ApiError::conflict(format!("creating {label}: {e}")))?;
+            infos.push(info);
+        }
+        if let Some(lib) = library {
+            let names: Vec<String> = infos
+                .iter()
+                .map(|i| i.barcode().as_str().to_string())
+                .collect();
+            let nexus = ItNexus::new("reel-api", 0);
+            lib.changer()
+                .with_context(&nexus, |c, ctx| c.insert_into_storage(&names, ctx))
+                .map_err(|e| ApiError::conflict(e.to_string()))?;
+        }
+        Ok(infos)
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/cartridges/{barcode}", tag = "cartridges",
+    params(("barcode" = String, Path)),
+    responses((status = 200, body = CartridgeDetail), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn show(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<CartridgeDetail>> {
+    caller.require(Role::Viewer)?;
+    let Path(barcode) = path?;
+    blocking(state, move |s| {
+        let places = s.locations();
+        let place = places.get(&barcode);
+        let info = s.live_info(&barcode, place)?;
+        Ok(detail(&info, place))
+    })
+    .await
+    .map(Json)
+}
+
+#[utoipa::path(patch, path = "/api/v1/cartridges/{barcode}", tag = "cartridges",
+    params(("barcode" = String, Path)), request_body = UpdateRequest,
+    responses((status = 200, body = CartridgeDetail), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn update(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Json<UpdateRequest>, JsonRejection>,
+) -> ApiResult<Json<CartridgeDetail>> {
+    caller.require(Role::Admin)?;
+    let Path(barcode) = path?;
+    let Json(req) = body?;
+    blocking(state, move |s| {
+        let action = if req.write_protected {
+            "write-protect"
+        } else {
+            "write-enable"
+        };
+        let result = (|| {
+            let places = s.locations();
+            let place = places.get(&barcode);
+            let info = s.cartridge_info(&barcode)?;
+            if place.is_some_and(|p| p.kind == "drive") {
+                return Err(ApiError::conflict(format!(
+                    "{barcode} is loaded in a drive; move it to a slot first"
+                )));
+            }
+            let info = info.with_write_protected(req.write_protected);
+            s.cartridges
+                .update(&info)
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            Ok(detail(&info, place))
+        })();
+        s.audit(&caller, action, &barcode, &result);
+        result
+    })
+    .await
+    .map(Json)
+}
+
+#[utoipa::path(delete, path = "/api/v1/cartridges/{barcode}", tag = "cartridges",
+    params(("barcode" = String, Path)),
+    responses((status = 204), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn delete(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<StatusCode> {
+    caller.require(Role::Admin)?;
+    let Path(barcode) = path?;
+    blocking(state, move |s| {
+        let result = (|| {
+            let info = s.cartridge_info(&barcode)?;
+            if let Some(p) = s.locations().get(&barcode) {
+                return Err(ApiError::conflict(if p.kind == "drive" {
+                    format!("{barcode} is loaded in a drive of {}", p.library)
+                } else {
+                    format!(
+                        "{barcode} is in library {} (element {}); export it to the vault first",
+                        p.library, p.address
+                    )
+                }));
+            }
+            if info.is_worm() && info.counters().bytes_written_total > 0 {
+                return Err(ApiError::conflict(format!(
+                    "{barcode} is a WORM cartridge with data"
+                )));
+            }
+            s.cartridges
+                .delete(&barcode)
+                .map_err(|e| ApiError::conflict(e.to_string()))
+        })();
+        s.audit(&caller, "delete cartridge", &barcode, &result);
+        result.map(|_| StatusCode::NO_CONTENT)
+    })
+    .await
+}
+
+#[utoipa::path(post, path = "/api/v1/cartridges/{barcode}/vault", tag = "cartridges",
+    params(("barcode" = String, Path)),
+    responses((status = 200, body = CartridgeDetail), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn vault(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+) -> ApiResult<Json<CartridgeDetail>> {
+    caller.require(Role::Operator)?;
+    let Path(barcode) = path?;
+    blocking(state, move |s| {
+        let result = (|| {
+            let info = s.cartridge_info(&barcode)?;
+            let places = s.locations();
+            match places.get(&barcode) {
+                None => Err(ApiError::conflict(format!("{barcode} is already in the vault"))),
+                Some(p) if p.kind == "import_export" || p.kind == "slot" => {
+                    // Slots only when the operator can reach them (magazines).
+                    s.export(&p.library, p.address)?;
+                    Ok(detail(&info, None))
+                }
+                Some(p) => Err(ApiError::conflict(format!(
+                    "{barcode} is in a {} of {}; move it to an import/export element first",
+                    p.kind, p.library
+                ))),
+            }
+        })();
+        s.audit(&caller, "vault", &barcode, &result);
+        result
+    })
+    .await
+    .map(Json)
+}

@@ -1,0 +1,496 @@
+//! Libraries, elements and drives: what they hold, and the operator's actions on them.
+//!
+//! Moves go through the changer as a SCSI MOVE MEDIUM from the API's own I_T nexus, so the
+//! console obeys exactly the rules initiators do (PREVENT, full/empty elements, media
+//! compatibility) and initiators see the same unit attentions.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::extract::rejection::JsonRejection;
+use bytes::Bytes;
+use reel_library::VirtualLibrary;
+use reel_scsi::{Asc, ItNexus, LogicalUnit, Request, SenseKey, Status, TaskAttribute, parse_sense};
+use reel_smc::{ElementType, OperatorError};
+use reel_ssc::{Activity, DriveState};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::auth::{Caller, Role};
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::{AppState, blocking};
+
+#[derive(Serialize, ToSchema)]
+pub struct ChangerView {
+    pub model: String,
+    pub vendor: String,
+    pub product: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct MagazinesView {
+    pub count: u16,
+    pub slots_each: u16,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct LibraryView {
+    /// The library's iSCSI target name.
+    pub name: String,
+    pub changer: ChangerView,
+    pub drive_model: String,
+    pub drives: u16,
+    pub slots: u16,
+    pub import_export: u16,
+    pub magazines: Option<MagazinesView>,
+    /// Cartridges inside the library (slots, drives, import/export).
+    pub cartridges: usize,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ExceptionView {
+    pub asc: u8,
+    pub ascq: u8,
+    pub message: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ElementView {
+    pub address: u16,
+    /// transport, slot, import_export or drive.
+    pub kind: String,
+    pub index: u16,
+    pub barcode: Option<String>,
+    /// Address the cartridge was last moved from.
+    pub source: Option<u16>,
+    pub operator_accessible: bool,
+    pub exception: Option<ExceptionView>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct DriveStatsView {
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub read_commands: u64,
+    pub write_commands: u64,
+    pub filemarks_written: u64,
+    pub loads: u64,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct DriveView {
+    pub index: u16,
+    pub address: u16,
+    pub lun: u16,
+    pub serial: String,
+    pub vendor: String,
+    pub product: String,
+    /// empty, loaded or unloaded.
+    pub state: String,
+    /// idle, reading, writing, positioning, rewinding, erasing or formatting.
+    pub activity: String,
+    pub barcode: Option<String>,
+    pub removal_prevented: bool,
+    pub stats: DriveStatsView,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct LibraryDetail {
+    #[serde(flatten)]
+    pub library: LibraryView,
+    pub elements: Vec<ElementView>,
+    pub drives: Vec<DriveView>,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct MoveRequest {
+    /// Source element address.
+    pub from: u16,
+    /// Destination element address.
+    pub to: u16,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct ImportRequest {
+    pub barcode: String,
+    /// An import/export element (or magazine slot); the first free one when absent.
+    pub to: Option<u16>,
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct ExportRequest {
+    /// The import/export element (or magazine slot) the operator empties.
+    pub from: u16,
+}
+
+pub fn kind_name(kind: ElementType) -> &'static str {
+    match kind {
+        ElementType::Transport => "transport",
+        ElementType::Storage => "slot",
+        ElementType::ImportExport => "import_export",
+        ElementType::DataTransfer => "drive",
+    }
+}
+
+pub fn state_name(state: DriveState) -> (&'static str, &'static str) {
+    match state {
+        DriveState::Loaded { activity } => (
+            "loaded",
+            match activity {
+                Activity::Idle => "idle",
+                Activity::Reading => "reading",
+                Activity::Writing => "writing",
+                Activity::Positioning => "positioning",
+                Activity::Rewinding => "rewinding",
+                Activity::Erasing => "erasing",
+                Activity::Formatting => "formatting",
+                _ => "busy",
+            },
+        ),
+        DriveState::Unloaded => ("unloaded", "idle"),
+        _ => ("empty", "idle"),
+    }
+}
+
+pub fn library_view(lib: &VirtualLibrary) -> LibraryView {
+    let spec = lib.spec();
+    let cartridges = lib
+        .changer()
+        .with_personality(|c| c.inventory().barcodes().len());
+    LibraryView {
+        name: spec.name.clone(),
+        changer: ChangerView {
+            model: spec.changer.name().to_string(),
+            vendor: spec.changer.vendor.to_string(),
+            product: spec.changer.product.to_string(),
+        },
+        drive_model: spec.drive.name().to_string(),
+        drives: spec.layout.drives,
+        slots: spec.layout.slots,
+        import_export: spec.layout.import_export,
+        magazines: spec
+            .layout
+            .magazines
+            .map(|(count, slots_each)| MagazinesView { count, slots_each }),
+        cartridges,
+    }
+}
+
+pub fn drive_views(lib: &VirtualLibrary, addresses: &HashMap<u16, u16>) -> Vec<DriveView> {
+    lib.drives()
+        .iter()
+        .enumerate()
+        .map(|(i, drive)| {
+            drive.with_personality(|d| {
+                let (state, activity) = state_name(d.state());
+                let stats = d.stats();
+                DriveView {
+                    index: i as u16,
+                    address: addresses.get(&(i as u16)).copied().unwrap_or(0),
+                    lun: i as u16 + 1,
+                    serial: d.serial().to_string(),
+                    vendor: d.model().vendor().to_string(),
+                    product: d.model().product().to_string(),
+                    state: state.to_string(),
+                    activity: activity.to_string(),
+                    barcode: d.medium().map(|c| c.barcode().as_str().to_string()),
+                    removal_prevented: d.removal_prevented(),
+                    stats: DriveStatsView {
+                        bytes_read: stats.bytes_read,
+                        bytes_written: stats.bytes_written,
+                        read_commands: stats.read_commands,
+                        write_commands: stats.write_commands,
+                        filemarks_written: stats.filemarks_written,
+                        loads: stats.loads,
+                    },
+                }
+            })
+        })
+        .collect()
+}
+
+pub fn library_detail(lib: &VirtualLibrary) -> LibraryDetail {
+    let statuses = lib.changer().with_personality(|c| c.elements());
+    let mut drive_addresses = HashMap::new();
+    let elements = statuses
+        .into_iter()
+        .map(|e| {
+            if e.element.kind == ElementType::DataTransfer {
+                drive_addresses.insert(e.element.index, e.address);
+            }
+            ElementView {
+                address: e.address,
+                kind: kind_name(e.element.kind).to_string(),
+                index: e.element.index,
+                barcode: e.barcode,
+                source: e.source,
+                operator_accessible: e.operator_accessible,
+                exception: e.exception.map(|asc| ExceptionView {
+                    asc: (asc.0 >> 8) as u8,
+                    ascq: asc.0 as u8,
+                    message: asc.name().unwrap_or("").to_string(),
+                }),
+            }
+        })
+        .collect();
+    LibraryDetail {
+        library: library_view(lib),
+        drives: drive_views(lib, &drive_addresses),
+        elements,
+    }
+}
+
+impl AppState {
+    pub fn library(&self, name: &str) -> ApiResult<&Arc<VirtualLibrary>> {
+        self.libraries
+            .iter()
+            .find(|l| l.spec().name == name)
+            .ok_or_else(|| ApiError::not_found(format!("no library {name}")))
+    }
+}
+
+/// The I_T nexus of actions taken through the API (its own unit attentions, never an
+/// initiator's).
+fn api_nexus() -> ItNexus {
+    ItNexus::new("reel-api", 0)
+}
+
+/// Runs a changer command for the API; unit attentions addressed to the API's nexus are
+/// consumed and the command retried.
+fn run_changer(lib: &VirtualLibrary, cdb: &[u8]) -> ApiResult<()> {
+    let nexus = api_nexus();
+    for _ in 0..8 {
+        let response = lib.changer().execute(Request {
+            nexus: &nexus,
+            cdb,
+            data_out: Bytes::new(),
+            data_in_len: 0,
+            attribute: TaskAttribute::Simple,
+        });
+        match response.status {
+            Status::Good => return Ok(()),
+            Status::CheckCondition => {
+                let sense = response
+                    .sense
+                    .as_deref()
+                    .and_then(|s| parse_sense(s).ok())
+                    .ok_or_else(|| ApiError::internal("the changer failed without sense data"))?;
+                if sense.key == SenseKey::UNIT_ATTENTION {
+                    continue;
+                }
+                return Err(sense_error(sense.key, sense.asc));
+            }
+            other => return Err(ApiError::conflict(format!("the changer answered {other:?}"))),
+        }
+    }
+    Err(ApiError::internal("the changer kept reporting unit attentions"))
+}
+
+fn sense_error(key: SenseKey, asc: Asc) -> ApiError {
+    let text = asc
+        .name()
+        .map(|s| s.to_lowercase())
+        .unwrap_or_else(|| format!("ASC/ASCQ {:04x}h", asc.0));
+    match asc {
+        Asc::INVALID_ELEMENT_ADDRESS => ApiError::not_found(text),
+        _ if key == SenseKey::ILLEGAL_REQUEST || key == SenseKey::NOT_READY => {
+            ApiError::conflict(text)
+        }
+        _ => ApiError::internal(text),
+    }
+}
+
+fn operator_error(e: OperatorError) -> ApiError {
+    match e {
+        OperatorError::InvalidElement(_) => ApiError::not_found(e.to_string()),
+        OperatorError::InvalidBarcode(_) => ApiError::bad_request(e.to_string()),
+        OperatorError::Persist(_) => ApiError::internal(e.to_string()),
+        _ => ApiError::conflict(e.to_string()),
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/libraries", tag = "libraries",
+    responses((status = 200, body = [LibraryView]), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn list_libraries(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> ApiResult<Json<Vec<LibraryView>>> {
+    caller.require(Role::Viewer)?;
+    blocking(state, |s| {
+        Ok(s.libraries.iter().map(|l| library_view(l)).collect())
+    })
+    .await
+    .map(Json)
+}
+
+#[utoipa::path(get, path = "/api/v1/libraries/{name}", tag = "libraries",
+    params(("name" = String, Path, description = "the library's iSCSI target name")),
+    responses((status = 200, body = LibraryDetail), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn get_library(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> ApiResult<Json<LibraryDetail>> {
+    caller.require(Role::Viewer)?;
+    let Path(name) = path?;
+    blocking(state, move |s| Ok(library_detail(s.library(&name)?)))
+        .await
+        .map(Json)
+}
+
+#[utoipa::path(post, path = "/api/v1/libraries/{name}/move", tag = "libraries",
+    params(("name" = String, Path)), request_body = MoveRequest,
+    responses((status = 200, body = LibraryDetail), (status = 400, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn move_medium(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    body: Result<Json<MoveRequest>, JsonRejection>,
+) -> ApiResult<Json<LibraryDetail>> {
+    caller.require(Role::Operator)?;
+    let Path(name) = path?;
+    let Json(req) = body?;
+    let target = format!("{name} {} -> {}", req.from, req.to);
+    blocking(state, move |s| {
+        let lib = s.library(&name)?;
+        let transport = lib.changer().with_personality(|c| {
+            c.elements()
+                .iter()
+                .find(|e| e.element.kind == ElementType::Transport)
+                .map(|e| e.address)
+        });
+        let transport = transport.ok_or_else(|| ApiError::internal("no transport element"))?;
+        // MOVE MEDIUM (SMC-3 §6.10): transport, source, destination.
+        let mut cdb = [0u8; 12];
+        cdb[0] = 0xA5;
+        cdb[2..4].copy_from_slice(&transport.to_be_bytes());
+        cdb[4..6].copy_from_slice(&req.from.to_be_bytes());
+        cdb[6..8].copy_from_slice(&req.to.to_be_bytes());
+        let result = run_changer(lib, &cdb);
+        s.audit(&caller, "move", &target, &result);
+        result?;
+        Ok(library_detail(lib))
+    })
+    .await
+    .map(Json)
+}
+
+#[utoipa::path(post, path = "/api/v1/libraries/{name}/import", tag = "libraries",
+    params(("name" = String, Path)), request_body = ImportRequest,
+    responses((status = 200, body = LibraryDetail), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn import(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    body: Result<Json<ImportRequest>, JsonRejection>,
+) -> ApiResult<Json<LibraryDetail>> {
+    caller.require(Role::Operator)?;
+    let Path(name) = path?;
+    let Json(req) = body?;
+    blocking(state, move |s| {
+        let target = format!("{} into {name}", req.barcode);
+        let result = s.import(&name, &req.barcode, req.to);
+        s.audit(&caller, "import", &target, &result);
+        result?;
+        Ok(library_detail(s.library(&name)?))
+    })
+    .await
+    .map(Json)
+}
+
+#[utoipa::path(post, path = "/api/v1/libraries/{name}/export", tag = "libraries",
+    params(("name" = String, Path)), request_body = ExportRequest,
+    responses((status = 200, body = LibraryDetail), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn export(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    body: Result<Json<ExportRequest>, JsonRejection>,
+) -> ApiResult<Json<LibraryDetail>> {
+    caller.require(Role::Operator)?;
+    let Path(name) = path?;
+    let Json(req) = body?;
+    blocking(state, move |s| {
+        let target = format!("{name} element {}", req.from);
+        let result = s.export(&name, req.from).map(|_| ());
+        s.audit(&caller, "export", &target, &result);
+        result?;
+        Ok(library_detail(s.library(&name)?))
+    })
+    .await
+    .map(Json)
+}
+
+impl AppState {
+    /// A vaulted cartridge into an operator-accessible element of library `name`.
+    pub fn import(&self, name: &str, barcode: &str, to: Option<u16>) -> ApiResult<()> {
+        let lib = self.library(name)?;
+        self.cartridges
+            .info(barcode)
+            .map_err(|_| ApiError::not_found(format!("no cartridge {barcode}")))?;
+        if let Some(place) = self.locations().get(barcode) {
+            return Err(ApiError::conflict(format!(
+                "{barcode} is already in library {} (element {})",
+                place.library, place.address
+            )));
+        }
+        let nexus = api_nexus();
+        lib.changer().with_context(&nexus, |c, ctx| {
+            let to = match to {
+                Some(a) => a,
+                None => c
+                    .elements()
+                    .iter()
+                    .find(|e| e.operator_accessible && e.barcode.is_none())
+                    .map(|e| e.address)
+                    .ok_or_else(|| ApiError::conflict("no free import/export element"))?,
+            };
+            c.operator_insert(to, barcode, ctx).map_err(operator_error)
+        })
+    }
+
+    /// The operator takes the cartridge out of element `from`; it goes to the vault.
+    pub fn export(&self, name: &str, from: u16) -> ApiResult<String> {
+        let lib = self.library(name)?;
+        let nexus = api_nexus();
+        lib.changer()
+            .with_context(&nexus, |c, ctx| c.operator_remove(from, ctx))
+            .map_err(operator_error)
+    }
+
+    /// Where every cartridge inside a library is.
+    pub fn locations(&self) -> HashMap<String, Place> {
+        let mut map = HashMap::new();
+        for lib in &self.libraries {
+            for e in lib.changer().with_personality(|c| c.elements()) {
+                if let Some(b) = e.barcode {
+                    map.insert(
+                        b,
+                        Place {
+                            library: lib.spec().name.clone(),
+                            kind: kind_name(e.element.kind),
+                            address: e.address,
+                        },
+                    );
+                }
+            }
+        }
+        map
+    }
+}
+
+/// Where a cartridge is inside a library.
+#[derive(Clone, Debug)]
+pub struct Place {
+    pub library: String,
+    pub kind: &'static str,
+    pub address: u16,
+}

@@ -1,0 +1,263 @@
+//! The HTTP surface of `reel serve`: the REST API (docs/design/api.md), its OpenAPI
+//! document, Prometheus metrics and the embedded web console.
+//!
+//! Handlers never block the runtime: anything that takes a device or store lock runs in
+//! [`blocking`]. Every change is written to the audit log with its outcome.
+
+pub mod auth;
+mod cartridges;
+pub mod error;
+mod library;
+pub mod monitor;
+mod users;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use reel_iscsi_net::TargetServer;
+use reel_library::{Cartridges, VirtualLibrary};
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+
+use self::auth::{Auth, Caller};
+use self::error::{ApiError, ApiResult};
+use self::monitor::Monitor;
+
+/// What the handlers share.
+pub struct AppState {
+    pub libraries: Vec<Arc<VirtualLibrary>>,
+    pub cartridges: Arc<Cartridges>,
+    pub auth: Arc<Auth>,
+    pub target: Arc<TargetServer>,
+    pub monitor: Arc<Monitor>,
+}
+
+impl AppState {
+    /// Records a change and its outcome in the audit log.
+    pub fn audit<T>(&self, caller: &Caller, action: &str, target: &str, result: &ApiResult<T>) {
+        let outcome = match result {
+            Ok(_) => "ok".to_string(),
+            Err(e) => format!("{}: {}", e.code, e.message),
+        };
+        self.auth.audit(&caller.username, action, target, &outcome);
+    }
+}
+
+/// Runs `f` on the blocking pool (device locks, store I/O).
+pub async fn blocking<T: Send + 'static>(
+    state: Arc<AppState>,
+    f: impl FnOnce(Arc<AppState>) -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::task::spawn_blocking(move || f(state))
+        .await
+        .map_err(|e| ApiError::internal(format!("the request failed: {e}")))?
+}
+
+impl FromRequestParts<Arc<AppState>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let header_token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        // EventSource cannot send headers: the stream alone takes `?token=`.
+        let query_token = (parts.uri.path() == "/api/v1/monitor/stream")
+            .then(|| parts.uri.query())
+            .flatten()
+            .and_then(|q| {
+                q.split('&')
+                    .find_map(|kv| kv.strip_prefix("token="))
+                    .map(str::to_string)
+            });
+        let token = match (header_token, query_token) {
+            (Some(t), _) => t.to_string(),
+            (None, Some(t)) => t,
+            (None, None) => {
+                return Err(ApiError::unauthenticated(
+                    "send Authorization: Bearer <token> (POST /api/v1/login gives one)",
+                ));
+            }
+        };
+        state.auth.authenticate(&token)
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "reel", description = "REST API of the reel virtual tape library (docs/design/api.md)"),
+    paths(
+        users::login, users::logout, users::me,
+        library::list_libraries, library::get_library, library::move_medium, library::import, library::export,
+        cartridges::list, cartridges::create, cartridges::show, cartridges::update, cartridges::delete, cartridges::vault,
+        monitor::stats, monitor::monitor, monitor::stream, monitor::sessions, monitor::events,
+        users::list_users, users::create_user, users::delete_user, users::set_password,
+        users::list_tokens, users::create_token, users::revoke_token,
+    ),
+    modifiers(&BearerScheme)
+)]
+pub struct ApiDoc;
+
+struct BearerScheme;
+
+impl utoipa::Modify for BearerScheme {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+async fn openapi_json() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        ApiDoc::openapi().to_pretty_json().unwrap_or_default(),
+    )
+}
+
+#[derive(rust_embed::Embed)]
+#[folder = "console/"]
+struct Console;
+
+async fn console(uri: Uri) -> Response {
+    let path = uri.path().trim_start_matches('/');
+    let path = if path.is_empty() { "index.html" } else { path };
+    if path.starts_with("api/") {
+        return ApiError::not_found(format!("no route {}", uri.path())).into_response();
+    }
+    match Console::get(path) {
+        Some(file) => {
+            let mime = match path.rsplit('.').next() {
+                Some("html") => "text/html; charset=utf-8",
+                Some("js") => "text/javascript; charset=utf-8",
+                Some("css") => "text/css; charset=utf-8",
+                Some("svg") => "image/svg+xml",
+                Some("png") => "image/png",
+                Some("json") => "application/json",
+                _ => "application/octet-stream",
+            };
+            let mut response = file.data.into_owned().into_response();
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            response
+        }
+        None => (StatusCode::NOT_FOUND, "not found").into_response(),
+    }
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    let api = Router::new()
+        .route("/login", post(users::login))
+        .route("/logout", post(users::logout))
+        .route("/me", get(users::me))
+        .route("/libraries", get(library::list_libraries))
+        .route("/libraries/{name}", get(library::get_library))
+        .route("/libraries/{name}/move", post(library::move_medium))
+        .route("/libraries/{name}/import", post(library::import))
+        .route("/libraries/{name}/export", post(library::export))
+        .route("/cartridges", get(cartridges::list).post(cartridges::create))
+        .route(
+            "/cartridges/{barcode}",
+            get(cartridges::show)
+                .patch(cartridges::update)
+                .delete(cartridges::delete),
+        )
+        .route("/cartridges/{barcode}/vault", post(cartridges::vault))
+        .route("/stats", get(monitor::stats))
+        .route("/monitor", get(monitor::monitor))
+        .route("/monitor/stream", get(monitor::stream))
+        .route("/sessions", get(monitor::sessions))
+        .route("/events", get(monitor::events))
+        .route("/users", get(users::list_users).post(users::create_user))
+        .route("/users/{username}", axum::routing::delete(users::delete_user))
+        .route("/users/{username}/password", put(users::set_password))
+        .route("/tokens", get(users::list_tokens).post(users::create_token))
+        .route("/tokens/{id}", axum::routing::delete(users::revoke_token))
+        .route("/openapi.json", get(openapi_json))
+        .fallback(|uri: Uri| async move {
+            ApiError::not_found(format!("no route {}", uri.path()))
+        })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new_method_not_allowed()
+        });
+    Router::new()
+        .nest("/api/v1", api)
+        .route("/metrics", get(monitor::metrics))
+        .fallback(console)
+        .with_state(state)
+}
+
+impl ApiError {
+    fn new_method_not_allowed() -> ApiError {
+        ApiError {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            code: "method_not_allowed",
+            message: "this route does not take that method".into(),
+        }
+    }
+}
+
+/// TLS material for the console and API.
+pub struct Tls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Serves the router on `addr` until `shutdown` resolves. Returns the bound address
+/// through `bound` as soon as it listens.
+pub async fn serve(
+    listener: std::net::TcpListener,
+    state: Arc<AppState>,
+    tls: Option<Tls>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(state).into_make_service();
+    match tls {
+        None => {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        Some(tls) => {
+            let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
+                .await
+                .map_err(|e| std::io::Error::other(format!("TLS certificate/key: {e}")))?;
+            let handle = axum_server::Handle::new();
+            let h = handle.clone();
+            tokio::spawn(async move {
+                shutdown.await;
+                h.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
+            });
+            axum_server::from_tcp_rustls(listener, config)?
+                .handle(handle)
+                .serve(app)
+                .await
+        }
+    }
+}
+
+/// Binds the HTTP listener (std, so binding errors surface before anything else starts).
+pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}

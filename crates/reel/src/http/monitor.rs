@@ -1,0 +1,550 @@
+//! The live monitor: a sampler thread turns counters into rates once a second; the API
+//! serves the latest sample, a Server-Sent Events stream of them, and Prometheus metrics.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::IntoResponse;
+use futures_util::Stream;
+use parking_lot::Mutex;
+use reel_iscsi_net::{InitiatorStats, LATENCY_BUCKETS_US, TargetServer};
+use reel_library::{Cartridges, VirtualLibrary};
+use serde::Serialize;
+use tokio::sync::watch;
+use utoipa::ToSchema;
+
+use super::auth::{AuditEvent, Caller, Role};
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::library::state_name;
+use super::{AppState, blocking};
+
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct DriveRate {
+    pub library: String,
+    pub index: u16,
+    pub barcode: Option<String>,
+    pub state: String,
+    pub activity: String,
+    pub read_bps: f64,
+    pub write_bps: f64,
+    pub read_iops: f64,
+    pub write_iops: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct InitiatorRate {
+    pub initiator: String,
+    pub target: Option<String>,
+    pub read_bps: f64,
+    pub write_bps: f64,
+    pub commands_per_s: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct Totals {
+    pub read_bps: f64,
+    pub write_bps: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct StoreView {
+    /// Bytes the hosts wrote and the store keeps (all cartridges).
+    pub logical_bytes: u64,
+    /// Distinct chunk bytes before compression.
+    pub unique_bytes: u64,
+    /// Bytes on the back end.
+    pub stored_bytes: u64,
+    pub chunks: u64,
+    pub packs: u64,
+    pub dedup_ratio: f64,
+    pub compression_ratio: f64,
+    pub reduction_ratio: f64,
+    /// File system of the data directory.
+    pub disk_total: u64,
+    pub disk_free: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct MonitorSample {
+    pub time: u64,
+    /// CPU used by the reel process, percent of one core.
+    pub cpu_percent: f64,
+    pub drives: Vec<DriveRate>,
+    pub initiators: Vec<InitiatorRate>,
+    pub totals: Totals,
+    pub store: StoreView,
+}
+
+/// Raw counters of one moment.
+#[derive(Clone, Default)]
+struct Counters {
+    at: Option<Instant>,
+    cpu_ticks: u64,
+    drives: HashMap<(usize, usize), [u64; 4]>,
+    initiators: HashMap<(String, Option<String>), [u64; 3]>,
+}
+
+pub struct Monitor {
+    libraries: Vec<Arc<VirtualLibrary>>,
+    cartridges: Arc<Cartridges>,
+    target: Arc<TargetServer>,
+    data_dir: PathBuf,
+    previous: Mutex<Counters>,
+    latest: watch::Sender<Arc<MonitorSample>>,
+    store: Mutex<(Option<Instant>, StoreView)>,
+}
+
+/// Clock ticks per second of /proc/self/stat (USER_HZ is 100 on Linux).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+fn process_cpu_ticks() -> u64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0;
+    };
+    // Fields after the command name (which may contain spaces) start after ')'.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after ')'.
+    let get = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    get(11) + get(12)
+}
+
+pub fn now_secs() -> u64 {
+    super::auth::now()
+}
+
+impl Monitor {
+    pub fn new(
+        libraries: Vec<Arc<VirtualLibrary>>,
+        cartridges: Arc<Cartridges>,
+        target: Arc<TargetServer>,
+        data_dir: PathBuf,
+    ) -> Arc<Monitor> {
+        let (latest, _) = watch::channel(Arc::new(MonitorSample::default()));
+        let monitor = Arc::new(Monitor {
+            libraries,
+            cartridges,
+            target,
+            data_dir,
+            previous: Mutex::new(Counters::default()),
+            latest,
+            store: Mutex::new((None, StoreView::default())),
+        });
+        monitor.sample();
+        monitor
+    }
+
+    /// Starts the once-a-second sampler; it ends when the monitor is dropped elsewhere.
+    pub fn start(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("reel-monitor".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(Duration::from_secs(1));
+                    let Some(m) = weak.upgrade() else { return };
+                    m.sample();
+                }
+            })
+            .expect("spawning the monitor thread");
+    }
+
+    pub fn latest(&self) -> Arc<MonitorSample> {
+        self.latest.borrow().clone()
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Arc<MonitorSample>> {
+        self.latest.subscribe()
+    }
+
+    pub fn initiator_stats(&self) -> Vec<InitiatorStats> {
+        self.target.initiator_stats()
+    }
+
+    /// Store statistics, refreshed at most every 5 s (they read the catalog).
+    pub fn store_view(&self) -> StoreView {
+        let mut cached = self.store.lock();
+        if cached.0.is_some_and(|t| t.elapsed() < Duration::from_secs(5)) {
+            return cached.1.clone();
+        }
+        let mut view = StoreView::default();
+        if let Ok(s) = self.cartridges.store().stats() {
+            view = StoreView {
+                logical_bytes: s.logical_bytes,
+                unique_bytes: s.unique_bytes,
+                stored_bytes: s.stored_bytes,
+                chunks: s.chunks,
+                packs: s.packs,
+                dedup_ratio: s.dedup_ratio(),
+                compression_ratio: s.compression_ratio(),
+                reduction_ratio: s.reduction_ratio(),
+                disk_total: 0,
+                disk_free: 0,
+            };
+        }
+        if let Ok(fs) = nix::sys::statvfs::statvfs(&self.data_dir) {
+            let frag = fs.fragment_size() as u64;
+            view.disk_total = fs.blocks() as u64 * frag;
+            view.disk_free = fs.blocks_available() as u64 * frag;
+        }
+        *cached = (Some(Instant::now()), view.clone());
+        view
+    }
+
+    fn sample(&self) {
+        let now = Instant::now();
+        let mut current = Counters {
+            at: Some(now),
+            cpu_ticks: process_cpu_ticks(),
+            ..Counters::default()
+        };
+        let mut drives = Vec::new();
+        for (li, lib) in self.libraries.iter().enumerate() {
+            for (di, drive) in lib.drives().iter().enumerate() {
+                let (stats, state, barcode) = drive.with_personality(|d| {
+                    (
+                        d.stats(),
+                        d.state(),
+                        d.medium().map(|c| c.barcode().as_str().to_string()),
+                    )
+                });
+                current.drives.insert(
+                    (li, di),
+                    [
+                        stats.bytes_read,
+                        stats.bytes_written,
+                        stats.read_commands,
+                        stats.write_commands,
+                    ],
+                );
+                let (state, activity) = state_name(state);
+                drives.push(DriveRate {
+                    library: lib.spec().name.clone(),
+                    index: di as u16,
+                    barcode,
+                    state: state.to_string(),
+                    activity: activity.to_string(),
+                    ..DriveRate::default()
+                });
+            }
+        }
+        for s in self.target.initiator_stats() {
+            let mut sum = [0u64; 3];
+            for c in s.by_lun.values() {
+                sum[0] += c.bytes_read;
+                sum[1] += c.bytes_written;
+                sum[2] += c.commands;
+            }
+            current.initiators.insert((s.initiator, s.target), sum);
+        }
+        let mut previous = self.previous.lock();
+        let seconds = previous
+            .at
+            .map_or(0.0, |t| now.duration_since(t).as_secs_f64());
+        let rate = |a: u64, b: u64| {
+            if seconds > 0.0 {
+                a.saturating_sub(b) as f64 / seconds
+            } else {
+                0.0
+            }
+        };
+        let mut totals = Totals::default();
+        let mut i = 0;
+        for (li, lib) in self.libraries.iter().enumerate() {
+            for di in 0..lib.drives().len() {
+                let cur = current.drives[&(li, di)];
+                let old = previous.drives.get(&(li, di)).copied().unwrap_or(cur);
+                let d = &mut drives[i];
+                d.read_bps = rate(cur[0], old[0]);
+                d.write_bps = rate(cur[1], old[1]);
+                d.read_iops = rate(cur[2], old[2]);
+                d.write_iops = rate(cur[3], old[3]);
+                totals.read_bps += d.read_bps;
+                totals.write_bps += d.write_bps;
+                i += 1;
+            }
+        }
+        let mut initiators: Vec<InitiatorRate> = current
+            .initiators
+            .iter()
+            .map(|((initiator, target), cur)| {
+                let old = previous
+                    .initiators
+                    .get(&(initiator.clone(), target.clone()))
+                    .copied()
+                    .unwrap_or(*cur);
+                InitiatorRate {
+                    initiator: initiator.clone(),
+                    target: target.clone(),
+                    read_bps: rate(cur[0], old[0]),
+                    write_bps: rate(cur[1], old[1]),
+                    commands_per_s: rate(cur[2], old[2]),
+                }
+            })
+            .collect();
+        initiators.sort_by(|a, b| (&a.initiator, &a.target).cmp(&(&b.initiator, &b.target)));
+        let cpu_percent = if seconds > 0.0 {
+            current.cpu_ticks.saturating_sub(previous.cpu_ticks) as f64 / TICKS_PER_SECOND
+                / seconds
+                * 100.0
+        } else {
+            0.0
+        };
+        *previous = current;
+        drop(previous);
+        let sample = MonitorSample {
+            time: now_secs(),
+            cpu_percent,
+            drives,
+            initiators,
+            totals,
+            store: self.store_view(),
+        };
+        self.latest.send_replace(Arc::new(sample));
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/monitor", tag = "monitor",
+    responses((status = 200, body = MonitorSample), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn monitor(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> ApiResult<Json<MonitorSample>> {
+    caller.require(Role::Viewer)?;
+    Ok(Json((*state.monitor.latest()).clone()))
+}
+
+#[utoipa::path(get, path = "/api/v1/monitor/stream", tag = "monitor",
+    params(("token" = Option<String>, Query, description = "the bearer token (EventSource cannot send headers)")),
+    responses((status = 200, description = "text/event-stream of MonitorSample JSON, event `monitor`, once a second"),
+        (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn stream(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
+    caller.require(Role::Viewer)?;
+    let rx = state.monitor.subscribe();
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        // The first item is the current sample, then one per change.
+        let sample = rx.borrow_and_update().clone();
+        let event = Event::default()
+            .event("monitor")
+            .json_data(&*sample)
+            .unwrap_or_else(|_| Event::default().comment("unserialisable sample"));
+        if rx.changed().await.is_err() {
+            return None;
+        }
+        Some((Ok(event), rx))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+#[utoipa::path(get, path = "/api/v1/stats", tag = "monitor",
+    responses((status = 200, body = StoreView), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn stats(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> ApiResult<Json<StoreView>> {
+    caller.require(Role::Viewer)?;
+    blocking(state, |s| Ok(s.monitor.store_view())).await.map(Json)
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct SessionView {
+    pub initiator: String,
+    pub target: Option<String>,
+    /// Hex.
+    pub isid: String,
+    pub tsih: u16,
+    pub peer: String,
+}
+
+#[utoipa::path(get, path = "/api/v1/sessions", tag = "monitor",
+    responses((status = 200, body = [SessionView]), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn sessions(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> ApiResult<Json<Vec<SessionView>>> {
+    caller.require(Role::Viewer)?;
+    let mut v: Vec<SessionView> = state
+        .target
+        .sessions()
+        .into_iter()
+        .map(|s| SessionView {
+            initiator: s.initiator,
+            target: s.target,
+            isid: s.isid.iter().map(|b| format!("{b:02x}")).collect(),
+            tsih: s.tsih,
+            peer: s.peer.to_string(),
+        })
+        .collect();
+    v.sort_by_key(|s| s.tsih);
+    Ok(Json(v))
+}
+
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+pub struct EventsQuery {
+    /// At most this many, newest first (default 100, at most 10000).
+    pub limit: Option<usize>,
+}
+
+#[utoipa::path(get, path = "/api/v1/events", tag = "monitor", params(EventsQuery),
+    responses((status = 200, body = [AuditEvent]), (status = 400, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn events(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    query: Result<axum::extract::Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<Vec<AuditEvent>>> {
+    caller.require(Role::Viewer)?;
+    let axum::extract::Query(q) = query?;
+    let limit = q.limit.unwrap_or(100);
+    if limit == 0 || limit > 10_000 {
+        return Err(ApiError::bad_request("limit: 1 to 10000"));
+    }
+    blocking(state, move |s| s.auth.events(limit)).await.map(Json)
+}
+
+const SENSE_KEYS: [&str; 16] = [
+    "no_sense",
+    "recovered_error",
+    "not_ready",
+    "medium_error",
+    "hardware_error",
+    "illegal_request",
+    "unit_attention",
+    "data_protect",
+    "blank_check",
+    "vendor_specific",
+    "copy_aborted",
+    "aborted_command",
+    "equal",
+    "volume_overflow",
+    "miscompare",
+    "completed",
+];
+
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Prometheus text exposition format 0.0.4.
+pub fn render_metrics(state: &AppState) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    family(&mut out, "reel_drive_bytes_total", "counter", "Bytes moved by a tape drive, by direction.");
+    let mut drive_lines = Vec::new();
+    for lib in &state.libraries {
+        for (i, drive) in lib.drives().iter().enumerate() {
+            let (stats, st) = drive.with_personality(|d| (d.stats(), d.state()));
+            drive_lines.push((lib.spec().name.clone(), i, stats, state_name(st)));
+        }
+    }
+    for (lib, i, s, _) in &drive_lines {
+        let l = format!("library=\"{}\",drive=\"{i}\"", label(lib));
+        let _ = writeln!(out, "reel_drive_bytes_total{{{l},direction=\"read\"}} {}", s.bytes_read);
+        let _ = writeln!(out, "reel_drive_bytes_total{{{l},direction=\"write\"}} {}", s.bytes_written);
+    }
+    family(&mut out, "reel_drive_commands_total", "counter", "READ and WRITE commands of a tape drive.");
+    for (lib, i, s, _) in &drive_lines {
+        let l = format!("library=\"{}\",drive=\"{i}\"", label(lib));
+        let _ = writeln!(out, "reel_drive_commands_total{{{l},direction=\"read\"}} {}", s.read_commands);
+        let _ = writeln!(out, "reel_drive_commands_total{{{l},direction=\"write\"}} {}", s.write_commands);
+    }
+    family(&mut out, "reel_drive_filemarks_total", "counter", "Filemarks written by a tape drive.");
+    for (lib, i, s, _) in &drive_lines {
+        let _ = writeln!(out, "reel_drive_filemarks_total{{library=\"{}\",drive=\"{i}\"}} {}", label(lib), s.filemarks_written);
+    }
+    family(&mut out, "reel_drive_loads_total", "counter", "Cartridge loads of a tape drive.");
+    for (lib, i, s, _) in &drive_lines {
+        let _ = writeln!(out, "reel_drive_loads_total{{library=\"{}\",drive=\"{i}\"}} {}", label(lib), s.loads);
+    }
+    family(&mut out, "reel_drive_loaded", "gauge", "1 when a cartridge is threaded in the drive.");
+    for (lib, i, _, (st, _)) in &drive_lines {
+        let _ = writeln!(out, "reel_drive_loaded{{library=\"{}\",drive=\"{i}\"}} {}", label(lib), u8::from(*st == "loaded"));
+    }
+
+    let stats = state.monitor.initiator_stats();
+    family(&mut out, "reel_initiator_bytes_total", "counter", "Bytes moved per initiator and LUN, by direction.");
+    for s in &stats {
+        for (lun, c) in &s.by_lun {
+            let l = format!("initiator=\"{}\",target=\"{}\",lun=\"{lun}\"", label(&s.initiator), label(s.target.as_deref().unwrap_or("")));
+            let _ = writeln!(out, "reel_initiator_bytes_total{{{l},direction=\"read\"}} {}", c.bytes_read);
+            let _ = writeln!(out, "reel_initiator_bytes_total{{{l},direction=\"write\"}} {}", c.bytes_written);
+        }
+    }
+    family(&mut out, "reel_initiator_commands_total", "counter", "SCSI commands per initiator and LUN.");
+    for s in &stats {
+        for (lun, c) in &s.by_lun {
+            let _ = writeln!(out, "reel_initiator_commands_total{{initiator=\"{}\",target=\"{}\",lun=\"{lun}\"}} {}", label(&s.initiator), label(s.target.as_deref().unwrap_or("")), c.commands);
+        }
+    }
+    family(&mut out, "reel_scsi_errors_total", "counter", "Commands that ended in CHECK CONDITION, by sense key, per initiator and LUN.");
+    for s in &stats {
+        for (lun, c) in &s.by_lun {
+            for (key, n) in c.check_conditions.iter().enumerate().filter(|(_, n)| **n > 0) {
+                let _ = writeln!(out, "reel_scsi_errors_total{{initiator=\"{}\",target=\"{}\",lun=\"{lun}\",sense_key=\"{}\"}} {n}", label(&s.initiator), label(s.target.as_deref().unwrap_or("")), SENSE_KEYS[key]);
+            }
+        }
+    }
+    family(&mut out, "reel_command_latency_seconds", "histogram", "SCSI command latency per initiator and LUN (target side, from dispatch to completion).");
+    for s in &stats {
+        for (lun, c) in &s.by_lun {
+            let l = format!("initiator=\"{}\",target=\"{}\",lun=\"{lun}\"", label(&s.initiator), label(s.target.as_deref().unwrap_or("")));
+            let mut cumulative = 0;
+            for (i, bound) in LATENCY_BUCKETS_US.iter().enumerate() {
+                cumulative += c.latency_buckets[i];
+                let _ = writeln!(out, "reel_command_latency_seconds_bucket{{{l},le=\"{}\"}} {cumulative}", *bound as f64 / 1e6);
+            }
+            cumulative += c.latency_buckets[LATENCY_BUCKETS_US.len()];
+            let _ = writeln!(out, "reel_command_latency_seconds_bucket{{{l},le=\"+Inf\"}} {cumulative}");
+            let _ = writeln!(out, "reel_command_latency_seconds_sum{{{l}}} {}", c.latency_sum_us as f64 / 1e6);
+            let _ = writeln!(out, "reel_command_latency_seconds_count{{{l}}} {}", c.commands);
+        }
+    }
+    family(&mut out, "reel_iscsi_sessions", "gauge", "Logged-in iSCSI sessions.");
+    let _ = writeln!(out, "reel_iscsi_sessions {}", state.target.sessions().len());
+
+    let store = state.monitor.store_view();
+    for (name, help, value) in [
+        ("reel_store_logical_bytes", "Bytes the hosts wrote that the store keeps.", store.logical_bytes as f64),
+        ("reel_store_unique_bytes", "Distinct chunk bytes before compression.", store.unique_bytes as f64),
+        ("reel_store_stored_bytes", "Bytes of pack objects on the back end.", store.stored_bytes as f64),
+        ("reel_store_chunks", "Distinct chunks.", store.chunks as f64),
+        ("reel_store_packs", "Pack objects.", store.packs as f64),
+        ("reel_store_dedup_ratio", "Logical bytes per unique byte.", store.dedup_ratio),
+        ("reel_store_compression_ratio", "Unique bytes per stored byte.", store.compression_ratio),
+        ("reel_disk_free_bytes", "Free bytes on the data directory's file system.", store.disk_free as f64),
+        ("reel_disk_total_bytes", "Size of the data directory's file system.", store.disk_total as f64),
+    ] {
+        family(&mut out, name, "gauge", help);
+        let _ = writeln!(out, "{name} {value}");
+    }
+    family(&mut out, "reel_process_cpu_seconds_total", "counter", "CPU time of the reel process.");
+    let _ = writeln!(out, "reel_process_cpu_seconds_total {}", process_cpu_ticks() as f64 / TICKS_PER_SECOND);
+    out
+}
+
+pub async fn metrics(State(state): State<Arc<AppState>>) -> ApiResult<impl IntoResponse> {
+    let text = blocking(state, |s| Ok(render_metrics(&s))).await?;
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        text,
+    ))
+}
