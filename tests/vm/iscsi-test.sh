@@ -161,7 +161,7 @@ EOF
 }
 reel_start() {
 	echo "=== $(date -u +%T) start: $REEL_BIN serve --data $STATE/data --config $STATE/reel.toml" >>"$STATE/target.log"
-	NO_COLOR=1 RUST_BACKTRACE=1 "$REEL_BIN" serve --data "$STATE/data" --config "$STATE/reel.toml" </dev/null >>"$STATE/target.log" 2>&1 &
+	NO_COLOR=1 RUST_BACKTRACE=1 "$REEL_BIN" serve --data "$STATE/data" --config "$STATE/reel.toml" --http 127.0.0.1:0 </dev/null >>"$STATE/target.log" 2>&1 &
 	local pid=$!
 	echo "$pid" >"$STATE/target.pid"
 	wait_listening "$PORT" "$pid" 60 || {

@@ -76,7 +76,7 @@ ts() { date -u +%T.%3N; }
 # --- reel ---------------------------------------------------------------------------------------------
 reel_start() {
 	echo "=== $(ts) start: $REEL_BIN serve --data $STATE/data --config $STATE/reel.toml" >>"$STATE/target.log"
-	NO_COLOR=1 RUST_BACKTRACE=1 "$REEL_BIN" serve --data "$STATE/data" --config "$STATE/reel.toml" \
+	NO_COLOR=1 RUST_BACKTRACE=1 "$REEL_BIN" serve --data "$STATE/data" --config "$STATE/reel.toml" --http 127.0.0.1:0 \
 		</dev/null >>"$STATE/target.log" 2>&1 &
 	local pid=$!
 	disown "$pid" 2>/dev/null # a restart hook may end it: no job notice here

@@ -300,7 +300,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         http_task = Some(runtime.spawn(http::serve(listener, state, tls, async move {
             let _ = http_stopped.await;
         })));
-        println!("web console and REST API: {scheme}://{addr}/ (OpenAPI: {scheme}://{addr}/api/v1/openapi.json, metrics: {scheme}://{addr}/metrics)");
+        println!(
+            "web console and REST API: {scheme}://{addr}/ (OpenAPI: {scheme}://{addr}/api/v1/openapi.json, metrics: {scheme}://{addr}/metrics)"
+        );
         if let Some(password) = initial_password {
             let file = dir.join("initial-admin-password");
             write_private(&file, &format!("{password}\n"))?;

@@ -203,8 +203,11 @@ impl Auth {
     pub fn login(&self, username: &str, password: &str) -> ApiResult<(String, Caller, u64)> {
         let user = self.users.lock().get(username).cloned();
         let ok = user.as_ref().is_some_and(|u| {
-            PasswordHash::new(&u.password_hash)
-                .is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+            PasswordHash::new(&u.password_hash).is_ok_and(|h| {
+                Argon2::default()
+                    .verify_password(password.as_bytes(), &h)
+                    .is_ok()
+            })
         });
         let Some(user) = user.filter(|_| ok) else {
             return Err(ApiError::unauthenticated("wrong username or password"));

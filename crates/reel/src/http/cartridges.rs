@@ -247,7 +247,8 @@ pub async fn create(
     if req.count == 0 || req.count > 10_000 {
         return Err(ApiError::bad_request("count: 1 to 10000"));
     }
-    let media = parse_media(&req.media).map_err(|e| ApiError::bad_request(format!("media: {e}")))?;
+    let media =
+        parse_media(&req.media).map_err(|e| ApiError::bad_request(format!("media: {e}")))?;
     let labels = barcodes(&req.prefix, req.first, req.count, media)
         .map_err(|e| ApiError::bad_request(format!("{e}")))?;
     blocking(state, move |s| {
@@ -280,10 +281,17 @@ impl AppState {
         labels: Vec<reel_media::Barcode>,
         media: reel_media::MediaType,
     ) -> ApiResult<Vec<CartridgeInfo>> {
-        let library = req.library.as_deref().map(|n| self.library(n)).transpose()?;
+        let library = req
+            .library
+            .as_deref()
+            .map(|n| self.library(n))
+            .transpose()?;
         for b in &labels {
             if self.cartridges.info(b.as_str()).is_ok() {
-                return Err(ApiError::conflict(format!("cartridge {} exists", b.as_str())));
+                return Err(ApiError::conflict(format!(
+                    "cartridge {} exists",
+                    b.as_str()
+                )));
             }
         }
         if let Some(lib) = library {
@@ -449,7 +457,9 @@ pub async fn vault(
             let info = s.cartridge_info(&barcode)?;
             let places = s.locations();
             match places.get(&barcode) {
-                None => Err(ApiError::conflict(format!("{barcode} is already in the vault"))),
+                None => Err(ApiError::conflict(format!(
+                    "{barcode} is already in the vault"
+                ))),
                 Some(p) if p.kind == "import_export" || p.kind == "slot" => {
                     // Slots only when the operator can reach them (magazines).
                     s.export(&p.library, p.address)?;

@@ -58,7 +58,13 @@ impl ApiError {
 
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} ({}): {}", self.status.as_u16(), self.code, self.message)
+        write!(
+            f,
+            "{} ({}): {}",
+            self.status.as_u16(),
+            self.code,
+            self.message
+        )
     }
 }
 

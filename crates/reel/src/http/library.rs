@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
 use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
 use bytes::Bytes;
 use reel_library::VirtualLibrary;
 use reel_scsi::{Asc, ItNexus, LogicalUnit, Request, SenseKey, Status, TaskAttribute, parse_sense};
@@ -282,10 +282,16 @@ fn run_changer(lib: &VirtualLibrary, cdb: &[u8]) -> ApiResult<()> {
                 }
                 return Err(sense_error(sense.key, sense.asc));
             }
-            other => return Err(ApiError::conflict(format!("the changer answered {other:?}"))),
+            other => {
+                return Err(ApiError::conflict(format!(
+                    "the changer answered {other:?}"
+                )));
+            }
         }
     }
-    Err(ApiError::internal("the changer kept reporting unit attentions"))
+    Err(ApiError::internal(
+        "the changer kept reporting unit attentions",
+    ))
 }
 
 fn sense_error(key: SenseKey, asc: Asc) -> ApiError {

@@ -173,7 +173,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/libraries/{name}/move", post(library::move_medium))
         .route("/libraries/{name}/import", post(library::import))
         .route("/libraries/{name}/export", post(library::export))
-        .route("/cartridges", get(cartridges::list).post(cartridges::create))
+        .route(
+            "/cartridges",
+            get(cartridges::list).post(cartridges::create),
+        )
         .route(
             "/cartridges/{barcode}",
             get(cartridges::show)
@@ -187,17 +190,16 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/sessions", get(monitor::sessions))
         .route("/events", get(monitor::events))
         .route("/users", get(users::list_users).post(users::create_user))
-        .route("/users/{username}", axum::routing::delete(users::delete_user))
+        .route(
+            "/users/{username}",
+            axum::routing::delete(users::delete_user),
+        )
         .route("/users/{username}/password", put(users::set_password))
         .route("/tokens", get(users::list_tokens).post(users::create_token))
         .route("/tokens/{id}", axum::routing::delete(users::revoke_token))
         .route("/openapi.json", get(openapi_json))
-        .fallback(|uri: Uri| async move {
-            ApiError::not_found(format!("no route {}", uri.path()))
-        })
-        .method_not_allowed_fallback(|| async {
-            ApiError::new_method_not_allowed()
-        });
+        .fallback(|uri: Uri| async move { ApiError::not_found(format!("no route {}", uri.path())) })
+        .method_not_allowed_fallback(|| async { ApiError::new_method_not_allowed() });
     Router::new()
         .nest("/api/v1", api)
         .route("/metrics", get(monitor::metrics))

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::extract::State;
 use axum::http::header;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
+use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use parking_lot::Mutex;
 use reel_iscsi_net::{InitiatorStats, LATENCY_BUCKETS_US, TargetServer};
@@ -115,7 +115,12 @@ fn process_cpu_ticks() -> u64 {
     };
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after ')'.
-    let get = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let get = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     get(11) + get(12)
 }
 
@@ -174,7 +179,10 @@ impl Monitor {
     /// Store statistics, refreshed at most every 5 s (they read the catalog).
     pub fn store_view(&self) -> StoreView {
         let mut cached = self.store.lock();
-        if cached.0.is_some_and(|t| t.elapsed() < Duration::from_secs(5)) {
+        if cached
+            .0
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(5))
+        {
             return cached.1.clone();
         }
         let mut view = StoreView::default();
@@ -294,8 +302,7 @@ impl Monitor {
             .collect();
         initiators.sort_by(|a, b| (&a.initiator, &a.target).cmp(&(&b.initiator, &b.target)));
         let cpu_percent = if seconds > 0.0 {
-            current.cpu_ticks.saturating_sub(previous.cpu_ticks) as f64 / TICKS_PER_SECOND
-                / seconds
+            current.cpu_ticks.saturating_sub(previous.cpu_ticks) as f64 / TICKS_PER_SECOND / seconds
                 * 100.0
         } else {
             0.0
@@ -359,7 +366,9 @@ pub async fn stats(
     caller: Caller,
 ) -> ApiResult<Json<StoreView>> {
     caller.require(Role::Viewer)?;
-    blocking(state, |s| Ok(s.monitor.store_view())).await.map(Json)
+    blocking(state, |s| Ok(s.monitor.store_view()))
+        .await
+        .map(Json)
 }
 
 #[derive(Serialize, ToSchema)]
@@ -416,7 +425,9 @@ pub async fn events(
     if limit == 0 || limit > 10_000 {
         return Err(ApiError::bad_request("limit: 1 to 10000"));
     }
-    blocking(state, move |s| s.auth.events(limit)).await.map(Json)
+    blocking(state, move |s| s.auth.events(limit))
+        .await
+        .map(Json)
 }
 
 const SENSE_KEYS: [&str; 16] = [
@@ -439,7 +450,9 @@ const SENSE_KEYS: [&str; 16] = [
 ];
 
 fn label(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Prometheus text exposition format 0.0.4.
@@ -448,7 +461,12 @@ pub fn render_metrics(state: &AppState) -> String {
     let family = |out: &mut String, name: &str, kind: &str, help: &str| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     };
-    family(&mut out, "reel_drive_bytes_total", "counter", "Bytes moved by a tape drive, by direction.");
+    family(
+        &mut out,
+        "reel_drive_bytes_total",
+        "counter",
+        "Bytes moved by a tape drive, by direction.",
+    );
     let mut drive_lines = Vec::new();
     for lib in &state.libraries {
         for (i, drive) in lib.drives().iter().enumerate() {
@@ -458,93 +476,257 @@ pub fn render_metrics(state: &AppState) -> String {
     }
     for (lib, i, s, _) in &drive_lines {
         let l = format!("library=\"{}\",drive=\"{i}\"", label(lib));
-        let _ = writeln!(out, "reel_drive_bytes_total{{{l},direction=\"read\"}} {}", s.bytes_read);
-        let _ = writeln!(out, "reel_drive_bytes_total{{{l},direction=\"write\"}} {}", s.bytes_written);
+        let _ = writeln!(
+            out,
+            "reel_drive_bytes_total{{{l},direction=\"read\"}} {}",
+            s.bytes_read
+        );
+        let _ = writeln!(
+            out,
+            "reel_drive_bytes_total{{{l},direction=\"write\"}} {}",
+            s.bytes_written
+        );
     }
-    family(&mut out, "reel_drive_commands_total", "counter", "READ and WRITE commands of a tape drive.");
+    family(
+        &mut out,
+        "reel_drive_commands_total",
+        "counter",
+        "READ and WRITE commands of a tape drive.",
+    );
     for (lib, i, s, _) in &drive_lines {
         let l = format!("library=\"{}\",drive=\"{i}\"", label(lib));
-        let _ = writeln!(out, "reel_drive_commands_total{{{l},direction=\"read\"}} {}", s.read_commands);
-        let _ = writeln!(out, "reel_drive_commands_total{{{l},direction=\"write\"}} {}", s.write_commands);
+        let _ = writeln!(
+            out,
+            "reel_drive_commands_total{{{l},direction=\"read\"}} {}",
+            s.read_commands
+        );
+        let _ = writeln!(
+            out,
+            "reel_drive_commands_total{{{l},direction=\"write\"}} {}",
+            s.write_commands
+        );
     }
-    family(&mut out, "reel_drive_filemarks_total", "counter", "Filemarks written by a tape drive.");
+    family(
+        &mut out,
+        "reel_drive_filemarks_total",
+        "counter",
+        "Filemarks written by a tape drive.",
+    );
     for (lib, i, s, _) in &drive_lines {
-        let _ = writeln!(out, "reel_drive_filemarks_total{{library=\"{}\",drive=\"{i}\"}} {}", label(lib), s.filemarks_written);
+        let _ = writeln!(
+            out,
+            "reel_drive_filemarks_total{{library=\"{}\",drive=\"{i}\"}} {}",
+            label(lib),
+            s.filemarks_written
+        );
     }
-    family(&mut out, "reel_drive_loads_total", "counter", "Cartridge loads of a tape drive.");
+    family(
+        &mut out,
+        "reel_drive_loads_total",
+        "counter",
+        "Cartridge loads of a tape drive.",
+    );
     for (lib, i, s, _) in &drive_lines {
-        let _ = writeln!(out, "reel_drive_loads_total{{library=\"{}\",drive=\"{i}\"}} {}", label(lib), s.loads);
+        let _ = writeln!(
+            out,
+            "reel_drive_loads_total{{library=\"{}\",drive=\"{i}\"}} {}",
+            label(lib),
+            s.loads
+        );
     }
-    family(&mut out, "reel_drive_loaded", "gauge", "1 when a cartridge is threaded in the drive.");
+    family(
+        &mut out,
+        "reel_drive_loaded",
+        "gauge",
+        "1 when a cartridge is threaded in the drive.",
+    );
     for (lib, i, _, (st, _)) in &drive_lines {
-        let _ = writeln!(out, "reel_drive_loaded{{library=\"{}\",drive=\"{i}\"}} {}", label(lib), u8::from(*st == "loaded"));
+        let _ = writeln!(
+            out,
+            "reel_drive_loaded{{library=\"{}\",drive=\"{i}\"}} {}",
+            label(lib),
+            u8::from(*st == "loaded")
+        );
     }
 
     let stats = state.monitor.initiator_stats();
-    family(&mut out, "reel_initiator_bytes_total", "counter", "Bytes moved per initiator and LUN, by direction.");
+    family(
+        &mut out,
+        "reel_initiator_bytes_total",
+        "counter",
+        "Bytes moved per initiator and LUN, by direction.",
+    );
     for s in &stats {
         for (lun, c) in &s.by_lun {
-            let l = format!("initiator=\"{}\",target=\"{}\",lun=\"{lun}\"", label(&s.initiator), label(s.target.as_deref().unwrap_or("")));
-            let _ = writeln!(out, "reel_initiator_bytes_total{{{l},direction=\"read\"}} {}", c.bytes_read);
-            let _ = writeln!(out, "reel_initiator_bytes_total{{{l},direction=\"write\"}} {}", c.bytes_written);
+            let l = format!(
+                "initiator=\"{}\",target=\"{}\",lun=\"{lun}\"",
+                label(&s.initiator),
+                label(s.target.as_deref().unwrap_or(""))
+            );
+            let _ = writeln!(
+                out,
+                "reel_initiator_bytes_total{{{l},direction=\"read\"}} {}",
+                c.bytes_read
+            );
+            let _ = writeln!(
+                out,
+                "reel_initiator_bytes_total{{{l},direction=\"write\"}} {}",
+                c.bytes_written
+            );
         }
     }
-    family(&mut out, "reel_initiator_commands_total", "counter", "SCSI commands per initiator and LUN.");
+    family(
+        &mut out,
+        "reel_initiator_commands_total",
+        "counter",
+        "SCSI commands per initiator and LUN.",
+    );
     for s in &stats {
         for (lun, c) in &s.by_lun {
-            let _ = writeln!(out, "reel_initiator_commands_total{{initiator=\"{}\",target=\"{}\",lun=\"{lun}\"}} {}", label(&s.initiator), label(s.target.as_deref().unwrap_or("")), c.commands);
+            let _ = writeln!(
+                out,
+                "reel_initiator_commands_total{{initiator=\"{}\",target=\"{}\",lun=\"{lun}\"}} {}",
+                label(&s.initiator),
+                label(s.target.as_deref().unwrap_or("")),
+                c.commands
+            );
         }
     }
-    family(&mut out, "reel_scsi_errors_total", "counter", "Commands that ended in CHECK CONDITION, by sense key, per initiator and LUN.");
+    family(
+        &mut out,
+        "reel_scsi_errors_total",
+        "counter",
+        "Commands that ended in CHECK CONDITION, by sense key, per initiator and LUN.",
+    );
     for s in &stats {
         for (lun, c) in &s.by_lun {
-            for (key, n) in c.check_conditions.iter().enumerate().filter(|(_, n)| **n > 0) {
-                let _ = writeln!(out, "reel_scsi_errors_total{{initiator=\"{}\",target=\"{}\",lun=\"{lun}\",sense_key=\"{}\"}} {n}", label(&s.initiator), label(s.target.as_deref().unwrap_or("")), SENSE_KEYS[key]);
+            for (key, n) in c
+                .check_conditions
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| **n > 0)
+            {
+                let _ = writeln!(
+                    out,
+                    "reel_scsi_errors_total{{initiator=\"{}\",target=\"{}\",lun=\"{lun}\",sense_key=\"{}\"}} {n}",
+                    label(&s.initiator),
+                    label(s.target.as_deref().unwrap_or("")),
+                    SENSE_KEYS[key]
+                );
             }
         }
     }
-    family(&mut out, "reel_command_latency_seconds", "histogram", "SCSI command latency per initiator and LUN (target side, from dispatch to completion).");
+    family(
+        &mut out,
+        "reel_command_latency_seconds",
+        "histogram",
+        "SCSI command latency per initiator and LUN (target side, from dispatch to completion).",
+    );
     for s in &stats {
         for (lun, c) in &s.by_lun {
-            let l = format!("initiator=\"{}\",target=\"{}\",lun=\"{lun}\"", label(&s.initiator), label(s.target.as_deref().unwrap_or("")));
+            let l = format!(
+                "initiator=\"{}\",target=\"{}\",lun=\"{lun}\"",
+                label(&s.initiator),
+                label(s.target.as_deref().unwrap_or(""))
+            );
             let mut cumulative = 0;
             for (i, bound) in LATENCY_BUCKETS_US.iter().enumerate() {
                 cumulative += c.latency_buckets[i];
-                let _ = writeln!(out, "reel_command_latency_seconds_bucket{{{l},le=\"{}\"}} {cumulative}", *bound as f64 / 1e6);
+                let _ = writeln!(
+                    out,
+                    "reel_command_latency_seconds_bucket{{{l},le=\"{}\"}} {cumulative}",
+                    *bound as f64 / 1e6
+                );
             }
             cumulative += c.latency_buckets[LATENCY_BUCKETS_US.len()];
-            let _ = writeln!(out, "reel_command_latency_seconds_bucket{{{l},le=\"+Inf\"}} {cumulative}");
-            let _ = writeln!(out, "reel_command_latency_seconds_sum{{{l}}} {}", c.latency_sum_us as f64 / 1e6);
-            let _ = writeln!(out, "reel_command_latency_seconds_count{{{l}}} {}", c.commands);
+            let _ = writeln!(
+                out,
+                "reel_command_latency_seconds_bucket{{{l},le=\"+Inf\"}} {cumulative}"
+            );
+            let _ = writeln!(
+                out,
+                "reel_command_latency_seconds_sum{{{l}}} {}",
+                c.latency_sum_us as f64 / 1e6
+            );
+            let _ = writeln!(
+                out,
+                "reel_command_latency_seconds_count{{{l}}} {}",
+                c.commands
+            );
         }
     }
-    family(&mut out, "reel_iscsi_sessions", "gauge", "Logged-in iSCSI sessions.");
+    family(
+        &mut out,
+        "reel_iscsi_sessions",
+        "gauge",
+        "Logged-in iSCSI sessions.",
+    );
     let _ = writeln!(out, "reel_iscsi_sessions {}", state.target.sessions().len());
 
     let store = state.monitor.store_view();
     for (name, help, value) in [
-        ("reel_store_logical_bytes", "Bytes the hosts wrote that the store keeps.", store.logical_bytes as f64),
-        ("reel_store_unique_bytes", "Distinct chunk bytes before compression.", store.unique_bytes as f64),
-        ("reel_store_stored_bytes", "Bytes of pack objects on the back end.", store.stored_bytes as f64),
+        (
+            "reel_store_logical_bytes",
+            "Bytes the hosts wrote that the store keeps.",
+            store.logical_bytes as f64,
+        ),
+        (
+            "reel_store_unique_bytes",
+            "Distinct chunk bytes before compression.",
+            store.unique_bytes as f64,
+        ),
+        (
+            "reel_store_stored_bytes",
+            "Bytes of pack objects on the back end.",
+            store.stored_bytes as f64,
+        ),
         ("reel_store_chunks", "Distinct chunks.", store.chunks as f64),
         ("reel_store_packs", "Pack objects.", store.packs as f64),
-        ("reel_store_dedup_ratio", "Logical bytes per unique byte.", store.dedup_ratio),
-        ("reel_store_compression_ratio", "Unique bytes per stored byte.", store.compression_ratio),
-        ("reel_disk_free_bytes", "Free bytes on the data directory's file system.", store.disk_free as f64),
-        ("reel_disk_total_bytes", "Size of the data directory's file system.", store.disk_total as f64),
+        (
+            "reel_store_dedup_ratio",
+            "Logical bytes per unique byte.",
+            store.dedup_ratio,
+        ),
+        (
+            "reel_store_compression_ratio",
+            "Unique bytes per stored byte.",
+            store.compression_ratio,
+        ),
+        (
+            "reel_disk_free_bytes",
+            "Free bytes on the data directory's file system.",
+            store.disk_free as f64,
+        ),
+        (
+            "reel_disk_total_bytes",
+            "Size of the data directory's file system.",
+            store.disk_total as f64,
+        ),
     ] {
         family(&mut out, name, "gauge", help);
         let _ = writeln!(out, "{name} {value}");
     }
-    family(&mut out, "reel_process_cpu_seconds_total", "counter", "CPU time of the reel process.");
-    let _ = writeln!(out, "reel_process_cpu_seconds_total {}", process_cpu_ticks() as f64 / TICKS_PER_SECOND);
+    family(
+        &mut out,
+        "reel_process_cpu_seconds_total",
+        "counter",
+        "CPU time of the reel process.",
+    );
+    let _ = writeln!(
+        out,
+        "reel_process_cpu_seconds_total {}",
+        process_cpu_ticks() as f64 / TICKS_PER_SECOND
+    );
     out
 }
 
 pub async fn metrics(State(state): State<Arc<AppState>>) -> ApiResult<impl IntoResponse> {
     let text = blocking(state, |s| Ok(render_metrics(&s))).await?;
     Ok((
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         text,
     ))
 }

@@ -71,7 +71,8 @@ pub async fn login(
             Ok(_) => "ok".to_string(),
             Err(e) => e.message.clone(),
         };
-        s.auth.audit(&req.username, "login", &req.username, &outcome);
+        s.auth
+            .audit(&req.username, "login", &req.username, &outcome);
         let (token, caller, expires_at) = result?;
         Ok(LoginAnswer {
             token,
@@ -122,7 +123,12 @@ pub async fn create_user(
     let Json(req) = body?;
     blocking(state, move |s| {
         let result = s.auth.create_user(&req.username, &req.password, req.role);
-        s.audit(&caller, &format!("create {} user", req.role.as_str()), &req.username, &result);
+        s.audit(
+            &caller,
+            &format!("create {} user", req.role.as_str()),
+            &req.username,
+            &result,
+        );
         result
     })
     .await

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 pub struct Server {
     child: Child,
+    /// Base URL of the console/API (`http://127.0.0.1:PORT`), when it runs.
+    pub http: Option<String>,
 }
 
 /// A loopback address with a port that was free a moment ago.
@@ -23,11 +25,18 @@ pub fn free_portal() -> SocketAddr {
 
 impl Server {
     /// `reel serve --listen PORTAL --data DATA [extra...]`, ready when it prints its
-    /// "Ctrl-C" line (after every portal and target is up).
+    /// "Ctrl-C" line (after every portal and target is up). The console/API listens on a
+    /// free loopback port unless `extra` says `--http`.
     pub fn start(data: &Path, portal: SocketAddr, extra: &[&str]) -> Server {
+        let http_default: &[&str] = if extra.contains(&"--http") {
+            &[]
+        } else {
+            &["--http", "127.0.0.1:0"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_reel"))
             .args(["serve", "--listen", &portal.to_string(), "--data"])
             .arg(data)
+            .args(http_default)
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -35,16 +44,25 @@ impl Server {
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let deadline = Instant::now() + Duration::from_secs(60);
+        let mut http = None;
         loop {
             assert!(Instant::now() < deadline, "reel serve did not start");
             match lines.next() {
                 Some(Ok(line)) if line.starts_with("Ctrl-C") => break,
+                Some(Ok(line)) if line.starts_with("web console and REST API: ") => {
+                    let url = line["web console and REST API: ".len()..]
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or("")
+                        .trim_end_matches('/');
+                    http = Some(url.to_string());
+                }
                 Some(Ok(_)) => {}
                 _ => panic!("reel serve exited before serving"),
             }
         }
         std::thread::spawn(move || for _ in lines {});
-        Server { child }
+        Server { child, http }
     }
 
     fn terminate(&self) {

@@ -1,0 +1,132 @@
+// iSCSI sessions and the audit log.
+
+import { get } from "./api.js";
+import { attempt, clear, debounce, field, h, options, time } from "./ui.js";
+
+function table(testid, caption, heads) {
+  const tbody = h("tbody");
+  const node = h(
+    "table",
+    { class: "table", "data-testid": testid },
+    h("caption", { class: "visually-hidden", text: caption }),
+    h("thead", {}, h("tr", {}, heads.map((t) => h("th", { scope: "col", text: t })))),
+    tbody,
+  );
+  return { node, tbody };
+}
+
+function autoRefresh(load, ms) {
+  let alive = true;
+  let timer;
+  const tick = async () => {
+    if (!alive) return;
+    if (!document.hidden) await attempt("Refreshing", load);
+    if (alive) timer = setTimeout(tick, ms);
+  };
+  timer = setTimeout(tick, ms);
+  return () => {
+    alive = false;
+    clearTimeout(timer);
+  };
+}
+
+export function mountSessions(view) {
+  const { node, tbody } = table("sessions-table", "iSCSI sessions", ["Initiator", "Target", "ISID", "TSIH", "Peer"]);
+  const count = h("p", { class: "muted", "data-testid": "session-count" });
+  const refresh = h("button", { type: "button", class: "button", text: "Refresh", "data-testid": "sessions-refresh" });
+  view.appendChild(
+    h(
+      "section",
+      { class: "page", "aria-labelledby": "ses-title" },
+      h("div", { class: "page-head" }, h("h1", { id: "ses-title", text: "iSCSI sessions" }), h("div", { class: "toolbar" }, refresh)),
+      count,
+      h("div", { class: "table-wrap" }, node),
+    ),
+  );
+  let alive = true;
+  async function load() {
+    const list = await get("/sessions");
+    if (!alive) return;
+    clear(tbody);
+    count.textContent = `${list.length} session${list.length === 1 ? "" : "s"} logged in (refreshed every 5 s)`;
+    for (const s of list) {
+      tbody.appendChild(
+        h(
+          "tr",
+          {},
+          h("td", { class: "wrap-anywhere", text: s.initiator }),
+          h("td", { class: "wrap-anywhere", text: s.target || "(discovery)" }),
+          h("td", { class: "mono", text: s.isid }),
+          h("td", { class: "mono", text: String(s.tsih) }),
+          h("td", { class: "mono", text: s.peer }),
+        ),
+      );
+    }
+    if (!list.length) tbody.appendChild(h("tr", {}, h("td", { colspan: "5", class: "muted", text: "No initiator is logged in." })));
+  }
+  refresh.addEventListener("click", () => attempt("Loading sessions", load));
+  attempt("Loading sessions", load);
+  const stop = autoRefresh(load, 5000);
+  return () => {
+    alive = false;
+    stop();
+  };
+}
+
+export function mountEvents(view) {
+  const { node, tbody } = table("events-table", "Audit log", ["#", "Time", "User", "Action", "Target", "Result"]);
+  const limit = field("Show", { tag: "select", "data-testid": "events-limit" });
+  options(limit.input, [["50", "last 50"], ["200", "last 200"], ["1000", "last 1000"]], "200");
+  const filter = field("Filter", { type: "search", placeholder: "user, action, target…", "data-testid": "events-filter", autocomplete: "off" });
+  const refresh = h("button", { type: "button", class: "button", text: "Refresh", "data-testid": "events-refresh" });
+  view.appendChild(
+    h(
+      "section",
+      { class: "page", "aria-labelledby": "ev-title" },
+      h("div", { class: "page-head" }, h("h1", { id: "ev-title", text: "Events (audit log)" }), h("div", { class: "toolbar" }, refresh)),
+      h("div", { class: "filters" }, limit.wrap, filter.wrap),
+      h("div", { class: "table-wrap" }, node),
+    ),
+  );
+  let alive = true;
+  let events = [];
+  function render() {
+    clear(tbody);
+    const q = filter.input.value.trim().toLowerCase();
+    const shown = q
+      ? events.filter((e) => [e.user, e.action, e.target, e.result].some((v) => String(v ?? "").toLowerCase().includes(q)))
+      : events;
+    for (const e of shown) {
+      const result = String(e.result ?? "");
+      const ok = /^(ok|success)/i.test(result);
+      tbody.appendChild(
+        h(
+          "tr",
+          { "data-testid": "event-row" },
+          h("td", { class: "mono", text: String(e.seq) }),
+          h("td", { class: "nowrap", text: time(e.time) }),
+          h("td", { text: e.user ?? "–" }),
+          h("td", { class: "mono", text: e.action }),
+          h("td", { class: "wrap-anywhere", text: typeof e.target === "object" ? JSON.stringify(e.target) : String(e.target ?? "") }),
+          h("td", {}, ok ? h("span", { class: "badge ok", text: result }) : h("span", { class: "result-bad", text: result || "–" })),
+        ),
+      );
+    }
+    if (!shown.length) tbody.appendChild(h("tr", {}, h("td", { colspan: "6", class: "muted", text: "No events." })));
+  }
+  async function load() {
+    const list = await get(`/events?limit=${encodeURIComponent(limit.input.value)}`);
+    if (!alive) return;
+    events = list;
+    render();
+  }
+  limit.input.addEventListener("change", () => attempt("Loading events", load));
+  filter.input.addEventListener("input", debounce(render, 150));
+  refresh.addEventListener("click", () => attempt("Loading events", load));
+  attempt("Loading events", load);
+  const stop = autoRefresh(load, 10000);
+  return () => {
+    alive = false;
+    stop();
+  };
+}

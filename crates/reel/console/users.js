@@ -1,0 +1,283 @@
+// Users (admins) and API tokens (everyone: their own; admins: all).
+
+import { currentUser, del, get, hasRole, post, put, seg } from "./api.js";
+import { attempt, clear, confirmDialog, field, h, openDialog, options, showError, showMessage, time } from "./ui.js";
+
+function passwordDialog(username) {
+  return openDialog({
+    title: `New password for ${username}`,
+    testid: "password-dialog",
+    build: (close) => {
+      const pw = field("New password", { type: "password", autocomplete: "new-password", required: true, "data-testid": "new-password" });
+      const again = field("Repeat it", { type: "password", autocomplete: "new-password", required: true, "data-testid": "new-password-again" });
+      const error = h("div", { class: "dialog-error", role: "alert" });
+      const form = h(
+        "form",
+        { class: "dialog-body" },
+        pw.wrap,
+        again.wrap,
+        error,
+        h(
+          "div",
+          { class: "dialog-actions" },
+          h("button", { type: "button", class: "button", text: "Cancel", onclick: () => close(false) }),
+          h("button", { type: "submit", class: "button primary", text: "Set password" }),
+        ),
+      );
+      pw.input.setAttribute("autofocus", "");
+      form.addEventListener("submit", async (e) => {
+        e.preventDefault();
+        if (!pw.input.value) return void (error.textContent = "Enter a password.");
+        if (pw.input.value !== again.input.value) return void (error.textContent = "The two passwords differ.");
+        try {
+          await put(`/users/${seg(username)}/password`, { password: pw.input.value });
+          showMessage(`The password of ${username} is changed.`, "success");
+          close(true);
+        } catch (err) {
+          if (err.status === 401) return close(false);
+          error.textContent = err.message;
+          showError(err, "Changing the password failed");
+        }
+      });
+      return form;
+    },
+  });
+}
+
+/** Shows a new token's secret once. */
+function showTokenDialog(answer) {
+  return openDialog({
+    title: "New API token",
+    testid: "new-token-dialog",
+    build: (close) => {
+      const secret = field("Token (shown only now: copy it)", { readOnly: true, value: answer.token, "data-testid": "new-token-value", class: "mono" });
+      const status = h("span", { class: "muted", role: "status" });
+      return h(
+        "div",
+        { class: "dialog-body" },
+        h("p", { text: `Token “${answer.name || answer.id}” is created. reel keeps only its hash: this is the only time it is shown.` }),
+        secret.wrap,
+        h(
+          "div",
+          { class: "dialog-actions" },
+          status,
+          h("button", {
+            type: "button",
+            class: "button",
+            text: "Copy",
+            onclick: async () => {
+              secret.input.select();
+              try {
+                await navigator.clipboard.writeText(answer.token);
+                status.textContent = "Copied.";
+              } catch {
+                status.textContent = "Select the text and copy it.";
+              }
+            },
+          }),
+          h("button", { type: "button", class: "button primary", text: "Done", autofocus: true, onclick: () => close(true) }),
+        ),
+      );
+    },
+  });
+}
+
+export function mountUsers(view) {
+  const isAdmin = hasRole("admin");
+  const me = currentUser() || {};
+  let alive = true;
+  const page = h("section", { class: "page", "aria-labelledby": "users-title" }, h("div", { class: "page-head" }, h("h1", { id: "users-title", text: isAdmin ? "Users and tokens" : "API tokens" })));
+  view.appendChild(page);
+
+  // ---------------------------------------------------------------- users
+  const usersBody = h("tbody");
+  if (isAdmin) {
+    const username = field("Username", { name: "username", required: true, autocomplete: "off", "data-testid": "user-name" });
+    const password = field("Password", { name: "password", type: "password", required: true, autocomplete: "new-password", "data-testid": "user-password" });
+    const role = field("Role", { tag: "select", name: "role", "data-testid": "user-role" });
+    options(role.input, [["viewer", "viewer: reads"], ["operator", "operator: also moves, imports, exports"], ["admin", "admin: everything"]], "operator");
+    const form = h(
+      "form",
+      { class: "inline-form", "data-testid": "create-user-form", "aria-label": "Create a user" },
+      username.wrap,
+      password.wrap,
+      role.wrap,
+      h("button", { type: "submit", class: "button primary", text: "Create user", "data-testid": "create-user-submit" }),
+    );
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      attempt("Creating the user", async () => {
+        const name = username.input.value.trim();
+        if (!name || !password.input.value) {
+          showMessage("A new user needs a username and a password.", "error");
+          return;
+        }
+        await post("/users", { username: name, password: password.input.value, role: role.input.value });
+        showMessage(`User ${name} (${role.input.value}) is created.`, "success");
+        form.reset();
+        await loadUsers();
+      });
+    });
+    page.append(
+      h(
+        "section",
+        { class: "panel", "aria-labelledby": "u-title" },
+        h("h2", { id: "u-title", text: "Users" }),
+        h(
+          "div",
+          { class: "table-wrap" },
+          h(
+            "table",
+            { class: "table", "data-testid": "users-table" },
+            h("thead", {}, h("tr", {}, ["User", "Role", "Created", "Actions"].map((t) => h("th", { scope: "col", text: t })))),
+            usersBody,
+          ),
+        ),
+        h("h3", { text: "Create a user" }),
+        form,
+      ),
+    );
+  } else {
+    page.append(
+      h(
+        "section",
+        { class: "panel", "aria-labelledby": "pw-title" },
+        h("h2", { id: "pw-title", text: "Your password" }),
+        h("button", { type: "button", class: "button", text: "Change my password…", onclick: () => attempt("Password", () => passwordDialog(me.username)) }),
+      ),
+    );
+  }
+
+  async function loadUsers() {
+    if (!isAdmin) return;
+    const users = await get("/users");
+    if (!alive) return;
+    clear(usersBody);
+    for (const u of users) {
+      usersBody.appendChild(
+        h(
+          "tr",
+          { "data-testid": `user-row-${u.username}` },
+          h("th", { scope: "row", text: u.username }),
+          h("td", { text: u.role }),
+          h("td", { text: time(u.created) }),
+          h(
+            "td",
+            { class: "row-actions" },
+            h("button", {
+              type: "button",
+              class: "button small",
+              text: "Set password…",
+              "aria-label": `Set the password of ${u.username}`,
+              onclick: () => attempt("Password", () => passwordDialog(u.username)),
+            }),
+            h("button", {
+              type: "button",
+              class: "button small danger",
+              text: "Delete…",
+              "data-testid": `delete-user-${u.username}`,
+              "aria-label": `Delete user ${u.username}`,
+              onclick: () =>
+                attempt(`Deleting ${u.username}`, async () => {
+                  const ok = await confirmDialog(`Delete user ${u.username}?`, "Their API tokens are revoked too.", "Delete");
+                  if (!ok) return;
+                  await del(`/users/${seg(u.username)}`);
+                  showMessage(`User ${u.username} is deleted.`, "success");
+                  await loadUsers();
+                  await loadTokens();
+                }),
+            }),
+          ),
+        ),
+      );
+    }
+  }
+
+  // ---------------------------------------------------------------- tokens
+  const tokensBody = h("tbody");
+  const tokenName = field("Token name", { name: "name", required: true, placeholder: "e.g. backup-script", autocomplete: "off", "data-testid": "token-name" });
+  const tokenForm = h(
+    "form",
+    { class: "inline-form", "data-testid": "create-token-form", "aria-label": "Create an API token" },
+    tokenName.wrap,
+    h("button", { type: "submit", class: "button primary", text: "Create token", "data-testid": "create-token-submit" }),
+  );
+  tokenForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    attempt("Creating the token", async () => {
+      const name = tokenName.input.value.trim();
+      if (!name) {
+        showMessage("Give the token a name.", "error");
+        return;
+      }
+      const answer = await post("/tokens", { name });
+      tokenForm.reset();
+      await loadTokens();
+      await showTokenDialog({ name, ...answer });
+    });
+  });
+  page.append(
+    h(
+      "section",
+      { class: "panel", "aria-labelledby": "t-title" },
+      h("h2", { id: "t-title", text: isAdmin ? "API tokens (all users)" : "Your API tokens" }),
+      h(
+        "div",
+        { class: "table-wrap" },
+        h(
+          "table",
+          { class: "table", "data-testid": "tokens-table" },
+          h("thead", {}, h("tr", {}, ["Name", "User", "ID", "Created", "Last used", "Actions"].map((t) => h("th", { scope: "col", text: t })))),
+          tokensBody,
+        ),
+      ),
+      h("h3", { text: "Create a token" }),
+      tokenForm,
+    ),
+  );
+
+  async function loadTokens() {
+    const tokens = await get("/tokens");
+    if (!alive) return;
+    clear(tokensBody);
+    for (const t of tokens) {
+      tokensBody.appendChild(
+        h(
+          "tr",
+          { "data-testid": `token-row-${t.id}` },
+          h("th", { scope: "row", text: t.name || "–" }),
+          h("td", { text: t.username }),
+          h("td", { class: "mono", text: String(t.id) }),
+          h("td", { text: time(t.created) }),
+          h("td", { text: time(t.last_used) }),
+          h(
+            "td",
+            {},
+            h("button", {
+              type: "button",
+              class: "button small danger",
+              text: "Revoke…",
+              "aria-label": `Revoke token ${t.name || t.id}`,
+              "data-testid": `revoke-token-${t.id}`,
+              onclick: () =>
+                attempt("Revoking the token", async () => {
+                  const ok = await confirmDialog(`Revoke token ${t.name || t.id}?`, "Scripts using it stop working at once.", "Revoke");
+                  if (!ok) return;
+                  await del(`/tokens/${seg(t.id)}`);
+                  showMessage(`Token ${t.name || t.id} is revoked.`, "success");
+                  await loadTokens();
+                }),
+            }),
+          ),
+        ),
+      );
+    }
+    if (!tokens.length) tokensBody.appendChild(h("tr", {}, h("td", { colspan: "6", class: "muted", text: "No API tokens." })));
+  }
+
+  attempt("Loading users", loadUsers);
+  attempt("Loading tokens", loadTokens);
+  return () => {
+    alive = false;
+  };
+}

@@ -1,0 +1,848 @@
+//! The REST API against a real `reel serve`: every endpoint with good and bad input, roles,
+//! tokens, the documented error codes, and the OpenAPI document against the routes.
+
+mod common;
+
+use common::{Server, free_portal};
+use serde_json::{Value, json};
+
+const LIB: &str = "iqn.2026-11.org.reel:library";
+
+struct Api {
+    base: String,
+    agent: ureq::Agent,
+}
+
+impl Api {
+    fn new(server: &Server) -> Api {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Api {
+            base: server.http.clone().expect("the console runs"),
+            agent,
+        }
+    }
+
+    /// (status, JSON body or Null).
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> (u16, Value) {
+        let url = format!("{}{path}", self.base);
+        let mut req = ureq::http::Request::builder().method(method).uri(&url);
+        if let Some(t) = token {
+            req = req.header("Authorization", format!("Bearer {t}"));
+        }
+        let response = match body {
+            Some(b) => self.agent.run(
+                req.header("Content-Type", "application/json")
+                    .body(b.to_string())
+                    .unwrap(),
+            ),
+            None => self.agent.run(req.body(()).unwrap()),
+        }
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        let status = response.status().as_u16();
+        let text = response.into_body().read_to_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    fn ok(&self, method: &str, path: &str, token: &str, body: Option<Value>) -> Value {
+        let body = body.map(|b| b.to_string());
+        let (status, v) = self.call(method, path, Some(token), body.as_deref());
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path}: {status} {v}"
+        );
+        v
+    }
+
+    /// Asserts an error answer with `status` and `code`; returns its message.
+    fn err(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+        status: u16,
+        code: &str,
+    ) -> String {
+        let (got, v) = self.call(method, path, token, body);
+        assert_eq!(got, status, "{method} {path}: {v}");
+        assert_eq!(v["error"]["code"], code, "{method} {path}: {v}");
+        let message = v["error"]["message"].as_str().unwrap_or("").to_string();
+        assert!(!message.is_empty(), "{method} {path}: an error message");
+        message
+    }
+
+    fn login(&self, user: &str, password: &str) -> String {
+        let body = json!({"username": user, "password": password}).to_string();
+        let (status, v) = self.call("POST", "/api/v1/login", None, Some(&body));
+        assert_eq!(status, 200, "{v}");
+        v["token"].as_str().unwrap().to_string()
+    }
+}
+
+fn admin_password(dir: &std::path::Path) -> String {
+    std::fs::read_to_string(dir.join("initial-admin-password"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn lib_path(rest: &str) -> String {
+    format!("/api/v1/libraries/{LIB}{rest}")
+}
+
+fn element<'a>(detail: &'a Value, kind: &str, index: u64) -> &'a Value {
+    detail["elements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == kind && e["index"] == index)
+        .unwrap()
+}
+
+#[test]
+fn authentication_roles_and_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_portal(), &[]);
+    let api = Api::new(&server);
+    let password = admin_password(dir.path());
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(dir.path().join("initial-admin-password"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+
+    // No token, a bad token, a wrong password, malformed logins.
+    api.err(
+        "GET",
+        "/api/v1/libraries",
+        None,
+        None,
+        401,
+        "unauthenticated",
+    );
+    api.err(
+        "GET",
+        "/api/v1/libraries",
+        Some("0011.nonsense"),
+        None,
+        401,
+        "unauthenticated",
+    );
+    api.err(
+        "POST",
+        "/api/v1/login",
+        None,
+        Some(r#"{"username":"admin","password":"wrong-password"}"#),
+        401,
+        "unauthenticated",
+    );
+    api.err(
+        "POST",
+        "/api/v1/login",
+        None,
+        Some(r#"{"username":"admin"}"#),
+        400,
+        "bad_request",
+    );
+    api.err(
+        "POST",
+        "/api/v1/login",
+        None,
+        Some(r#"{"username":1,"password":2}"#),
+        400,
+        "bad_request",
+    );
+    api.err(
+        "POST",
+        "/api/v1/login",
+        None,
+        Some("not json"),
+        400,
+        "bad_request",
+    );
+    let admin = api.login("admin", &password);
+    assert_eq!(api.ok("GET", "/api/v1/me", &admin, None)["role"], "admin");
+
+    // Users: create a viewer and an operator; bad input; duplicates.
+    api.err(
+        "POST",
+        "/api/v1/users",
+        Some(&admin),
+        Some(r#"{"username":"v","password":"short","role":"viewer"}"#),
+        400,
+        "bad_request",
+    );
+    api.err(
+        "POST",
+        "/api/v1/users",
+        Some(&admin),
+        Some(r#"{"username":"v","password":"long enough","role":"king"}"#),
+        400,
+        "bad_request",
+    );
+    api.ok(
+        "POST",
+        "/api/v1/users",
+        &admin,
+        Some(json!({"username":"vera","password":"viewer-pass","role":"viewer"})),
+    );
+    api.ok(
+        "POST",
+        "/api/v1/users",
+        &admin,
+        Some(json!({"username":"otto","password":"operator-pass","role":"operator"})),
+    );
+    api.err(
+        "POST",
+        "/api/v1/users",
+        Some(&admin),
+        Some(r#"{"username":"vera","password":"viewer-pass","role":"viewer"}"#),
+        409,
+        "conflict",
+    );
+    let users = api.ok("GET", "/api/v1/users", &admin, None);
+    assert_eq!(users.as_array().unwrap().len(), 3);
+
+    // A viewer reads but changes nothing; an operator moves but does not create.
+    let viewer = api.login("vera", "viewer-pass");
+    let operator = api.login("otto", "operator-pass");
+    api.ok("GET", "/api/v1/libraries", &viewer, None);
+    api.err(
+        "POST",
+        &lib_path("/move"),
+        Some(&viewer),
+        Some(r#"{"from":1025,"to":257}"#),
+        403,
+        "forbidden",
+    );
+    api.err(
+        "POST",
+        "/api/v1/cartridges",
+        Some(&operator),
+        Some(r#"{"prefix":"X","first":1,"count":1,"media":"lto9"}"#),
+        403,
+        "forbidden",
+    );
+    api.err(
+        "GET",
+        "/api/v1/users",
+        Some(&viewer),
+        None,
+        403,
+        "forbidden",
+    );
+    api.err(
+        "DELETE",
+        "/api/v1/users/admin",
+        Some(&operator),
+        None,
+        403,
+        "forbidden",
+    );
+    api.ok(
+        "POST",
+        &lib_path("/move"),
+        &operator,
+        Some(json!({"from": 1025, "to": 1025 + 39})),
+    );
+
+    // API tokens: created, used, listed without the secret, revoked.
+    let created = api.ok(
+        "POST",
+        "/api/v1/tokens",
+        &viewer,
+        Some(json!({"name": "grafana"})),
+    );
+    let secret = created["token"].as_str().unwrap().to_string();
+    let id = created["id"].as_str().unwrap().to_string();
+    api.ok("GET", "/api/v1/libraries", &secret, None);
+    let listed = api.ok("GET", "/api/v1/tokens", &viewer, None);
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert!(listed[0].get("token").is_none(), "secrets are shown once");
+    api.err(
+        "DELETE",
+        &format!("/api/v1/tokens/{id}"),
+        Some(&operator),
+        None,
+        403,
+        "forbidden",
+    );
+    api.err(
+        "DELETE",
+        "/api/v1/tokens/ffff",
+        Some(&admin),
+        None,
+        404,
+        "not_found",
+    );
+    api.ok("DELETE", &format!("/api/v1/tokens/{id}"), &viewer, None);
+    api.err(
+        "GET",
+        "/api/v1/libraries",
+        Some(&secret),
+        None,
+        401,
+        "unauthenticated",
+    );
+
+    // Passwords: only the user or an admin; logout revokes the session.
+    api.err(
+        "PUT",
+        "/api/v1/users/otto/password",
+        Some(&viewer),
+        Some(r#"{"password":"new-password"}"#),
+        403,
+        "forbidden",
+    );
+    api.ok(
+        "PUT",
+        "/api/v1/users/vera/password",
+        &viewer,
+        Some(json!({"password": "new-password"})),
+    );
+    api.err(
+        "POST",
+        "/api/v1/login",
+        None,
+        Some(r#"{"username":"vera","password":"viewer-pass"}"#),
+        401,
+        "unauthenticated",
+    );
+    let viewer = api.login("vera", "new-password");
+    api.ok("POST", "/api/v1/logout", &viewer, None);
+    api.err(
+        "GET",
+        "/api/v1/me",
+        Some(&viewer),
+        None,
+        401,
+        "unauthenticated",
+    );
+
+    // The last admin stays; deleting a user revokes its tokens.
+    api.err(
+        "DELETE",
+        "/api/v1/users/admin",
+        Some(&admin),
+        None,
+        409,
+        "conflict",
+    );
+    api.err(
+        "DELETE",
+        "/api/v1/users/nobody",
+        Some(&admin),
+        None,
+        404,
+        "not_found",
+    );
+    api.ok("DELETE", "/api/v1/users/otto", &admin, None);
+    api.err(
+        "GET",
+        "/api/v1/me",
+        Some(&operator),
+        None,
+        401,
+        "unauthenticated",
+    );
+
+    // Everything above is in the audit log, newest first.
+    let events = api.ok("GET", "/api/v1/events?limit=200", &admin, None);
+    let actions: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    for wanted in [
+        "create viewer user",
+        "move",
+        "create token",
+        "revoke token",
+        "set password",
+        "delete user",
+        "login",
+    ] {
+        assert!(actions.contains(&wanted), "{wanted} in {actions:?}");
+    }
+    let seqs: Vec<u64> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[0] > w[1]), "newest first");
+    api.err(
+        "GET",
+        "/api/v1/events?limit=0",
+        Some(&admin),
+        None,
+        400,
+        "bad_request",
+    );
+    api.err(
+        "GET",
+        "/api/v1/events?limit=x",
+        Some(&admin),
+        None,
+        400,
+        "bad_request",
+    );
+
+    // Users, hashed passwords and API tokens survive a restart; no new admin password.
+    let token = api.ok(
+        "POST",
+        "/api/v1/tokens",
+        &admin,
+        Some(json!({"name": "ci"})),
+    )["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    server.stop();
+    let catalog_dump = std::fs::read_dir(dir.path().join("catalog"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read(e.path()).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .concat();
+    let contains = |needle: &[u8]| catalog_dump.windows(needle.len()).any(|w| w == needle);
+    assert!(
+        !contains(b"new-password"),
+        "no plain password in the catalog"
+    );
+    assert!(
+        !contains(token.split('.').nth(1).unwrap().as_bytes()),
+        "no token secret in the catalog"
+    );
+    let server = Server::start(dir.path(), free_portal(), &[]);
+    let api = Api::new(&server);
+    assert_eq!(admin_password(dir.path()), password);
+    assert_eq!(
+        api.ok("GET", "/api/v1/me", &token, None)["username"],
+        "admin"
+    );
+    api.login("vera", "new-password");
+    server.stop();
+}
+
+#[test]
+fn library_moves_cartridges_import_export_and_vault() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_portal(), &[]);
+    let api = Api::new(&server);
+    let admin = api.login("admin", &admin_password(dir.path()));
+
+    let libs = api.ok("GET", "/api/v1/libraries", &admin, None);
+    assert_eq!(libs[0]["name"], LIB);
+    assert_eq!(libs[0]["drives"], 4);
+    assert_eq!(libs[0]["slots"], 40);
+    assert_eq!(libs[0]["cartridges"], 20);
+    api.err(
+        "GET",
+        "/api/v1/libraries/iqn.2026-11.org.reel:nope",
+        Some(&admin),
+        None,
+        404,
+        "not_found",
+    );
+
+    let detail = api.ok("GET", &lib_path(""), &admin, None);
+    let slot0 = element(&detail, "slot", 0)["address"].as_u64().unwrap();
+    let slot1 = element(&detail, "slot", 1)["address"].as_u64().unwrap();
+    let slot39 = element(&detail, "slot", 39)["address"].as_u64().unwrap();
+    let drive0 = element(&detail, "drive", 0)["address"].as_u64().unwrap();
+    let mail0 = element(&detail, "import_export", 0)["address"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(element(&detail, "slot", 0)["barcode"], "REL001L9");
+    assert_eq!(detail["drives"][0]["state"], "empty");
+    assert_eq!(detail["drives"][0]["serial"].as_str().unwrap().len(), 10);
+
+    // Into a drive: loaded there. Bad moves get the documented errors.
+    let after = api.ok(
+        "POST",
+        &lib_path("/move"),
+        &admin,
+        Some(json!({"from": slot0, "to": drive0})),
+    );
+    assert_eq!(after["drives"][0]["state"], "loaded");
+    assert_eq!(after["drives"][0]["barcode"], "REL001L9");
+    assert_eq!(element(&after, "drive", 0)["source"], slot0);
+    let msg = api.err(
+        "POST",
+        &lib_path("/move"),
+        Some(&admin),
+        Some(&json!({"from": slot0, "to": slot39}).to_string()),
+        409,
+        "conflict",
+    );
+    assert!(msg.contains("source"), "{msg}");
+    let msg = api.err(
+        "POST",
+        &lib_path("/move"),
+        Some(&admin),
+        Some(&json!({"from": slot1, "to": drive0}).to_string()),
+        409,
+        "conflict",
+    );
+    assert!(msg.contains("destination"), "{msg}");
+    api.err(
+        "POST",
+        &lib_path("/move"),
+        Some(&admin),
+        Some(&json!({"from": slot1, "to": 9999}).to_string()),
+        404,
+        "not_found",
+    );
+    api.err(
+        "POST",
+        &lib_path("/move"),
+        Some(&admin),
+        Some(r#"{"from":"a","to":1}"#),
+        400,
+        "bad_request",
+    );
+    api.err(
+        "POST",
+        &lib_path("/move"),
+        Some(&admin),
+        Some(r#"{"from":70000,"to":1}"#),
+        400,
+        "bad_request",
+    );
+
+    // Cartridges: bulk create into the vault and into the library; bad input; conflicts.
+    let created = api.ok(
+        "POST",
+        "/api/v1/cartridges",
+        &admin,
+        Some(json!({"prefix":"TST","first":1,"count":10,"media":"lto8"})),
+    );
+    assert_eq!(created.as_array().unwrap().len(), 10);
+    assert_eq!(created[0]["barcode"], "TST001L8");
+    assert_eq!(created[0]["location"]["vault"], true);
+    api.err(
+        "POST",
+        "/api/v1/cartridges",
+        Some(&admin),
+        Some(r#"{"prefix":"TST","first":10,"count":2,"media":"lto8"}"#),
+        409,
+        "conflict",
+    );
+    api.err(
+        "POST",
+        "/api/v1/cartridges",
+        Some(&admin),
+        Some(r#"{"prefix":"TST","first":1,"count":0,"media":"lto8"}"#),
+        400,
+        "bad_request",
+    );
+    api.err(
+        "POST",
+        "/api/v1/cartridges",
+        Some(&admin),
+        Some(r#"{"prefix":"TST","first":1,"count":1,"media":"dds4"}"#),
+        400,
+        "bad_request",
+    );
+    api.err(
+        "POST",
+        "/api/v1/cartridges",
+        Some(&admin),
+        Some(r#"{"prefix":"toolong","first":1,"count":1,"media":"lto9"}"#),
+        400,
+        "bad_request",
+    );
+    api.err("POST", "/api/v1/cartridges", Some(&admin), Some(r#"{"prefix":"ZZ","first":1,"count":22,"media":"lto9","library":"iqn.2026-11.org.reel:library"}"#), 409, "conflict");
+    let placed = api.ok(
+        "POST",
+        "/api/v1/cartridges",
+        &admin,
+        Some(json!({"prefix":"NEW","first":1,"count":2,"media":"lto9-worm","library": LIB})),
+    );
+    assert_eq!(placed[0]["location"]["kind"], "slot");
+    assert_eq!(placed[0]["worm"], true);
+    assert_eq!(
+        api.ok("GET", "/api/v1/cartridges?search=tst", &admin, None)
+            .as_array()
+            .unwrap()
+            .len(),
+        10
+    );
+    assert_eq!(
+        api.ok("GET", "/api/v1/cartridges?location=vault", &admin, None)
+            .as_array()
+            .unwrap()
+            .len(),
+        10
+    );
+    assert_eq!(
+        api.ok("GET", "/api/v1/cartridges?location=library", &admin, None)
+            .as_array()
+            .unwrap()
+            .len(),
+        22
+    );
+    api.err(
+        "GET",
+        "/api/v1/cartridges?location=moon",
+        Some(&admin),
+        None,
+        400,
+        "bad_request",
+    );
+    let show = api.ok("GET", "/api/v1/cartridges/REL001L9", &admin, None);
+    assert_eq!(show["location"]["kind"], "drive");
+    assert_eq!(show["mam"]["serial"], "REL001L9");
+    assert_eq!(show["load_count"], 1);
+    api.err(
+        "GET",
+        "/api/v1/cartridges/NOPE01L9",
+        Some(&admin),
+        None,
+        404,
+        "not_found",
+    );
+
+    // Write protection; deleting loaded, in-library and vaulted cartridges.
+    api.err(
+        "PATCH",
+        "/api/v1/cartridges/REL001L9",
+        Some(&admin),
+        Some(r#"{"write_protected":true}"#),
+        409,
+        "conflict",
+    );
+    let wp = api.ok(
+        "PATCH",
+        "/api/v1/cartridges/REL002L9",
+        &admin,
+        Some(json!({"write_protected": true})),
+    );
+    assert_eq!(wp["write_protected"], true);
+    api.err(
+        "PATCH",
+        "/api/v1/cartridges/REL002L9",
+        Some(&admin),
+        Some(r#"{"write_protected":"yes"}"#),
+        400,
+        "bad_request",
+    );
+    api.err(
+        "DELETE",
+        "/api/v1/cartridges/REL001L9",
+        Some(&admin),
+        None,
+        409,
+        "conflict",
+    );
+    api.err(
+        "DELETE",
+        "/api/v1/cartridges/REL002L9",
+        Some(&admin),
+        None,
+        409,
+        "conflict",
+    );
+    api.ok("DELETE", "/api/v1/cartridges/TST010L8", &admin, None);
+    api.err(
+        "DELETE",
+        "/api/v1/cartridges/TST010L8",
+        Some(&admin),
+        None,
+        404,
+        "not_found",
+    );
+
+    // Import from the vault through a mail slot, move in, move out, export, vault.
+    let imported = api.ok(
+        "POST",
+        &lib_path("/import"),
+        &admin,
+        Some(json!({"barcode": "TST001L8"})),
+    );
+    assert_eq!(
+        element(&imported, "import_export", 0)["barcode"],
+        "TST001L8"
+    );
+    api.err(
+        "POST",
+        &lib_path("/import"),
+        Some(&admin),
+        Some(r#"{"barcode":"TST001L8"}"#),
+        409,
+        "conflict",
+    );
+    api.err(
+        "POST",
+        &lib_path("/import"),
+        Some(&admin),
+        Some(r#"{"barcode":"NOPE01L9"}"#),
+        404,
+        "not_found",
+    );
+    api.err(
+        "POST",
+        &lib_path("/import"),
+        Some(&admin),
+        Some(&json!({"barcode":"TST002L8","to": slot39}).to_string()),
+        409,
+        "conflict",
+    );
+    api.ok(
+        "POST",
+        &lib_path("/move"),
+        &admin,
+        Some(json!({"from": mail0, "to": slot39})),
+    );
+    api.ok(
+        "POST",
+        &lib_path("/move"),
+        &admin,
+        Some(json!({"from": slot1, "to": mail0})),
+    );
+    api.err(
+        "POST",
+        "/api/v1/cartridges/REL003L9/vault",
+        Some(&admin),
+        None,
+        409,
+        "conflict",
+    );
+    let vaulted = api.ok("POST", "/api/v1/cartridges/REL002L9/vault", &admin, None);
+    assert_eq!(vaulted["location"]["vault"], true);
+    api.err(
+        "POST",
+        "/api/v1/cartridges/REL002L9/vault",
+        Some(&admin),
+        None,
+        409,
+        "conflict",
+    );
+    api.err(
+        "POST",
+        &lib_path("/export"),
+        Some(&admin),
+        Some(&json!({"from": mail0}).to_string()),
+        409,
+        "conflict",
+    );
+    api.err(
+        "POST",
+        &lib_path("/export"),
+        Some(&admin),
+        Some(&json!({"from": slot39}).to_string()),
+        409,
+        "conflict",
+    );
+    api.ok("DELETE", "/api/v1/cartridges/REL002L9", &admin, None);
+
+    // Monitor, stats, sessions, metrics.
+    // The monitor samples once a second.
+    let mut mon = Value::Null;
+    for _ in 0..30 {
+        mon = api.ok("GET", "/api/v1/monitor", &admin, None);
+        if mon["drives"][0]["state"] == "loaded" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(mon["drives"].as_array().unwrap().len(), 4);
+    assert_eq!(mon["drives"][0]["state"], "loaded", "{mon}");
+    let stats = api.ok("GET", "/api/v1/stats", &admin, None);
+    assert!(stats["disk_total"].as_u64().unwrap() > 0);
+    assert!(
+        api.ok("GET", "/api/v1/sessions", &admin, None)
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let metrics = ureq::get(format!("{}/metrics", api.base))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "reel_drive_loads_total{{library=\"{LIB}\",drive=\"0\"}} 1"
+        )),
+        "{metrics}"
+    );
+    assert!(metrics.contains("# TYPE reel_store_dedup_ratio gauge"));
+
+    // The inventory the API changed is what the next start sees.
+    server.stop();
+    let server = Server::start(dir.path(), free_portal(), &[]);
+    let api = Api::new(&server);
+    let admin = api.login("admin", &admin_password(dir.path()));
+    let detail = api.ok("GET", &lib_path(""), &admin, None);
+    assert_eq!(element(&detail, "slot", 39)["barcode"], "TST001L8");
+    assert_eq!(detail["drives"][0]["barcode"], "REL001L9");
+    server.stop();
+}
+
+/// Every operation in the OpenAPI document is routed (it answers, and without a token it
+/// asks for one), and unknown routes give the JSON 404.
+#[test]
+fn openapi_document_matches_the_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_portal(), &[]);
+    let api = Api::new(&server);
+    let (status, doc) = api.call("GET", "/api/v1/openapi.json", None, None);
+    assert_eq!(status, 200);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    let paths = doc["paths"].as_object().unwrap();
+    assert!(paths.len() >= 18, "{} paths", paths.len());
+    let mut operations = 0;
+    for (path, item) in paths {
+        for (method, op) in item.as_object().unwrap() {
+            operations += 1;
+            let concrete = path
+                .replace("{name}", LIB)
+                .replace("{barcode}", "REL001L9")
+                .replace("{username}", "admin")
+                .replace("{id}", "0000");
+            let body = matches!(method.as_str(), "post" | "put" | "patch").then_some("{}");
+            let (status, v) = api.call(&method.to_uppercase(), &concrete, None, body);
+            let public = op.get("security").is_none();
+            if public {
+                assert_ne!(status, 404, "{method} {path} is routed: {v}");
+            } else {
+                assert_eq!(status, 401, "{method} {path} needs a token: {v}");
+            }
+            assert!(
+                op["responses"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .any(|k| k.starts_with('2')),
+                "{method} {path}"
+            );
+        }
+    }
+    assert!(operations >= 25, "{operations} operations");
+    api.err("GET", "/api/v1/nothing-here", None, None, 404, "not_found");
+    let (status, _) = api.call("DELETE", "/api/v1/libraries", None, None);
+    assert_eq!(status, 405);
+    // The console is served at / without a token.
+    let index = ureq::get(format!("{}/", api.base))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    assert!(index.contains("<html"), "the console's index.html");
+    server.stop();
+}
