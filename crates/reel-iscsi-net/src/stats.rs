@@ -158,7 +158,11 @@ mod tests {
         assert_eq!(lun.other_errors, 1);
         assert_eq!(lun.latency_buckets[0], 3, "40 µs and two 0 µs commands");
         assert_eq!(lun.latency_buckets[5], 1, "3 ms is in the 2.5–5 ms bucket");
-        assert_eq!(lun.latency_buckets[LATENCY_BUCKETS_US.len()], 1, "20 s overflows");
+        assert_eq!(
+            lun.latency_buckets[LATENCY_BUCKETS_US.len()],
+            1,
+            "20 s overflows"
+        );
         assert_eq!(lun.latency_sum_us, 20_003_040);
     }
 

@@ -10,6 +10,7 @@ mod admin;
 mod config;
 mod data_dir;
 mod http;
+mod remote;
 mod serve;
 mod store_bench;
 
@@ -36,6 +37,8 @@ enum Command {
     Stats(data_dir::DataDirArg),
     /// Measure the chunk store end to end on generated tapewrite-style data.
     StoreBench(store_bench::Args),
+    /// Control a running reel through its REST API (status, moves, import/export, sessions).
+    Ctl(remote::CtlArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Reclaim(data) => admin::reclaim(data),
         Command::Stats(data) => admin::stats(data),
         Command::StoreBench(args) => store_bench::run(args),
+        Command::Ctl(args) => remote::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -846,3 +846,52 @@ fn openapi_document_matches_the_routes() {
     assert!(index.contains("<html"), "the console's index.html");
     server.stop();
 }
+
+/// `reel ctl` drives the running server through the API, as tables and as JSON.
+#[test]
+fn ctl_talks_to_the_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), free_portal(), &[]);
+    let url = server.http.clone().unwrap();
+    let password = admin_password(dir.path());
+    let ctl = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_reel"))
+            .args(["ctl", "--url", &url, "--user", "admin"])
+            .args(args)
+            .env("REEL_PASSWORD", &password)
+            .env_remove("REEL_TOKEN")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, out, err) = ctl(&["status"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("ibm-3584") && out.contains("REL001L9"), "{out}");
+    let (ok, _, err) = ctl(&["move", LIB, "1025", "257"]);
+    assert!(ok, "{err}");
+    let (ok, out, _) = ctl(&["--json", "status", LIB]);
+    assert!(ok);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["drives"][0]["barcode"], "REL001L9");
+    // Errors come back with the API's code and message, and a failing exit status.
+    let (ok, _, err) = ctl(&["move", LIB, "1025", "257"]);
+    assert!(!ok);
+    assert!(err.contains("conflict") && err.contains("source element empty"), "{err}");
+    let (ok, out, _) = ctl(&["cartridges", "REL00"]);
+    assert!(ok && out.contains("drive 257"), "{out}");
+    let (ok, out, _) = ctl(&["events"]);
+    assert!(ok && out.contains("move"), "{out}");
+    // Without credentials: a clear error before any request.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args(["ctl", "--url", &url, "status"])
+        .env_remove("REEL_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no credentials"));
+    server.stop();
+}
