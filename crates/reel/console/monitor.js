@@ -316,7 +316,7 @@ export function mountMonitor(view) {
       drivesBody.appendChild(
         h(
           "tr",
-          { "data-testid": `monitor-drive-${d.index}` },
+          { "data-testid": `monitor-drive-${d.index}`, "data-write-bps": String(d.write_bps || 0), "data-read-bps": String(d.read_bps || 0) },
           h("th", { scope: "row", text: `Drive ${Number(d.index) + 1}${d.library ? ` · ${d.library}` : ""}` }),
           h("td", { class: "num", text: d.barcode || "–" }),
           h("td", { class: "num", text: `${d.state || ""}${d.activity && d.activity !== "idle" ? `, ${d.activity}` : ""}` }),
@@ -333,7 +333,7 @@ export function mountMonitor(view) {
       initBody.appendChild(
         h(
           "tr",
-          {},
+          { "data-testid": "monitor-initiator", "data-initiator": i.initiator, "data-write-bps": String(i.write_bps || 0), "data-read-bps": String(i.read_bps || 0) },
           h("th", { scope: "row", class: "wrap-anywhere", text: i.initiator }),
           h("td", { class: "num", text: mbps(i.read_bps) }),
           h("td", { class: "num", text: mbps(i.write_bps) }),

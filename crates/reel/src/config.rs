@@ -97,6 +97,7 @@ impl Default for IscsiConfig {
                 alias: Some("reel-library".into()),
                 kind: TargetKind::Library,
                 luns: 1,
+                preset: None,
                 changer: None,
                 drive: None,
                 drives: None,
@@ -125,7 +126,12 @@ impl TargetEntry {
         &'static reel_ssc::DriveModel,
         reel_smc::Layout,
     )> {
-        let changer_name = self.changer.as_deref().unwrap_or(DEFAULT_CHANGER);
+        let preset = self.preset.map(Preset::parts);
+        let changer_name = self
+            .changer
+            .as_deref()
+            .or(preset.as_ref().map(|p| p.0))
+            .unwrap_or(DEFAULT_CHANGER);
         let changer = reel_smc::ChangerModel::by_name(changer_name).ok_or_else(|| {
             let names: Vec<&str> = reel_smc::ChangerModel::all()
                 .iter()
@@ -137,7 +143,11 @@ impl TargetEntry {
                 names.join(", ")
             )
         })?;
-        let drive_name = self.drive.as_deref().unwrap_or(DEFAULT_DRIVE);
+        let drive_name = self
+            .drive
+            .as_deref()
+            .or(preset.as_ref().map(|p| p.1))
+            .unwrap_or(DEFAULT_DRIVE);
         let drive = reel_ssc::DriveModel::by_name(drive_name).ok_or_else(|| {
             let names: Vec<&str> = reel_ssc::DriveModel::all()
                 .iter()
@@ -150,7 +160,9 @@ impl TargetEntry {
             )
         })?;
         let mut layout = changer.default_layout;
-        if changer.default_layout.magazines.is_none() {
+        if let Some((_, _, preset_layout)) = preset {
+            layout = preset_layout;
+        } else if changer.default_layout.magazines.is_none() {
             layout = reel_smc::Layout {
                 drives: 4,
                 slots: 40,
@@ -220,6 +232,8 @@ pub struct TargetEntry {
     /// Number of LUNs (null-disk targets).
     #[serde(default = "one")]
     pub luns: u32,
+    /// Library targets: a ready-made library ([`Preset`]); the keys below override it.
+    pub preset: Option<Preset>,
     /// Library targets: the changer model (`reel models` lists them; default ibm-3584).
     pub changer: Option<String>,
     /// Library targets: the drive model (default ibm-td9).
@@ -242,6 +256,42 @@ pub struct TargetEntry {
 
 fn one() -> u32 {
     1
+}
+
+/// Libraries modelled on the systems of the field reports and their modern equivalents.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    /// A 1U autoloader: HPE 1/8 G2, one half-height LTO drive, two magazines of 4.
+    Autoloader,
+    /// A midrange library: StorageTek SL150, 4 drives, 48 slots, 4 mail slots.
+    Midrange,
+    /// A large library: IBM TS4500 (3584), 24 drives, 2,000 slots, 10 I/O slots.
+    Large,
+    /// A big VTL node: IBM 3584 personality, 256 drives, 10,000 slots, 32 I/O slots.
+    VtlNode,
+}
+
+impl Preset {
+    /// Changer, drive and layout of the preset.
+    pub fn parts(self) -> (&'static str, &'static str, reel_smc::Layout) {
+        let layout = |drives, slots, import_export, magazines| reel_smc::Layout {
+            drives,
+            slots,
+            import_export,
+            magazines,
+        };
+        match self {
+            Preset::Autoloader => (
+                "hp-1x8-g2",
+                "hpe-ultrium9-hh",
+                layout(1, 8, 0, Some((2, 4))),
+            ),
+            Preset::Midrange => ("stk-sl150", "hpe-ultrium9-hh", layout(4, 48, 4, None)),
+            Preset::Large => ("ibm-3584", "ibm-td9", layout(24, 2000, 10, None)),
+            Preset::VtlNode => ("ibm-3584", "ibm-td9", layout(256, 10_000, 32, None)),
+        }
+    }
 }
 
 #[derive(Deserialize, Clone)]

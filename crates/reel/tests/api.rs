@@ -870,7 +870,10 @@ fn ctl_talks_to_the_running_server() {
     };
     let (ok, out, err) = ctl(&["status"]);
     assert!(ok, "{err}");
-    assert!(out.contains("ibm-3584") && out.contains("REL001L9"), "{out}");
+    assert!(
+        out.contains("ibm-3584") && out.contains("REL001L9"),
+        "{out}"
+    );
     let (ok, _, err) = ctl(&["move", LIB, "1025", "257"]);
     assert!(ok, "{err}");
     let (ok, out, _) = ctl(&["--json", "status", LIB]);
@@ -880,7 +883,10 @@ fn ctl_talks_to_the_running_server() {
     // Errors come back with the API's code and message, and a failing exit status.
     let (ok, _, err) = ctl(&["move", LIB, "1025", "257"]);
     assert!(!ok);
-    assert!(err.contains("conflict") && err.contains("source element empty"), "{err}");
+    assert!(
+        err.contains("conflict") && err.contains("source element empty"),
+        "{err}"
+    );
     let (ok, out, _) = ctl(&["cartridges", "REL00"]);
     assert!(ok && out.contains("drive 257"), "{out}");
     let (ok, out, _) = ctl(&["events"]);

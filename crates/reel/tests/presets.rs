@@ -1,0 +1,149 @@
+//! Every library preset starts and its changer reports the preset's elements over iSCSI
+//! (READ ELEMENT STATUS through reel's own initiator); the API shows the same library.
+
+mod common;
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use reel_iscsi::initiator_login::InitiatorLoginConfig;
+use reel_iscsi::params::Limits;
+use reel_iscsi_net::{Client, ClientOptions};
+
+use common::{Server, free_portal};
+
+const IQN: &str = "iqn.2026-11.org.reel:preset";
+
+async fn connect(portal: std::net::SocketAddr) -> Client {
+    let config = InitiatorLoginConfig {
+        initiator_name: "iqn.2026-11.org.reel.test:presets".into(),
+        initiator_alias: None,
+        target_name: Some(IQN.into()),
+        isid: [0x80, 0, 0, 0, 0, 2],
+        tsih: 0,
+        cid: 0,
+        chap: None,
+        mutual_chap: None,
+        limits: Limits::initiator_default(),
+        cmd_sn: 1,
+    };
+    Client::connect(portal, config, ClientOptions::default())
+        .await
+        .unwrap()
+}
+
+/// READ ELEMENT STATUS of one element type with volume tags: (elements reported, full ones).
+async fn element_count(client: &Client, kind: u8) -> (usize, usize, std::time::Duration) {
+    let alloc: u32 = 0xFF_FFFF;
+    let a = alloc.to_be_bytes();
+    let cdb = [
+        0xB8,
+        0x10 | kind,
+        0,
+        0,
+        0xFF,
+        0xFF,
+        0,
+        a[1],
+        a[2],
+        a[3],
+        0,
+        0,
+    ];
+    let mut response = client.execute(0, &cdb, Bytes::new(), alloc).await.unwrap();
+    if response.status != 0 {
+        // The power-on unit attention, once.
+        response = client.execute(0, &cdb, Bytes::new(), alloc).await.unwrap();
+    }
+    let started = Instant::now();
+    let response = client.execute(0, &cdb, Bytes::new(), alloc).await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(response.status, 0, "sense {:02x?}", response.sense);
+    let data = response.data;
+    let mut at = 8;
+    let (mut count, mut full) = (0, 0);
+    while at + 8 <= data.len() {
+        let descriptor_len = u16::from_be_bytes([data[at + 2], data[at + 3]]) as usize;
+        let page_bytes = u32::from_be_bytes([0, data[at + 5], data[at + 6], data[at + 7]]) as usize;
+        let mut d = at + 8;
+        while descriptor_len > 0 && d + descriptor_len <= (at + 8 + page_bytes).min(data.len()) {
+            count += 1;
+            full += usize::from(data[d + 2] & 0x01);
+            d += descriptor_len;
+        }
+        at += 8 + page_bytes;
+    }
+    (count, full, took)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_preset_starts_with_its_elements() {
+    // (preset, drives, slots, import/export)
+    for (preset, drives, slots, mail) in [
+        ("autoloader", 1, 8, 0),
+        ("midrange", 4, 48, 4),
+        ("large", 24, 2000, 10),
+        ("vtl-node", 256, 10_000, 32),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("reel.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[[iscsi.target]]\nname = \"{IQN}\"\nkind = \"library\"\npreset = \"{preset}\"\n"
+            ),
+        )
+        .unwrap();
+        let portal = free_portal();
+        let server = Server::start(
+            &dir.path().join("data"),
+            portal,
+            &["--config", config.to_str().unwrap()],
+        );
+        let client = connect(portal).await;
+        let (d, _, _) = element_count(&client, 4).await;
+        let (s, full, took) = element_count(&client, 2).await;
+        let (m, _, _) = element_count(&client, 3).await;
+        assert_eq!((d, s, m), (drives, slots, mail), "{preset}");
+        assert_eq!(
+            full,
+            slots.min(20),
+            "{preset}: the 20 new cartridges are in the slots"
+        );
+        println!("{preset}: READ ELEMENT STATUS of {s} slots took {took:?}");
+        let _ = client.logout().await;
+        server.stop();
+    }
+}
+
+#[test]
+fn an_unknown_preset_is_refused_with_the_key_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("reel.toml");
+    std::fs::write(
+        &config,
+        format!("[[iscsi.target]]\nname = \"{IQN}\"\nkind = \"library\"\npreset = \"huge\"\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args([
+            "serve",
+            "--http",
+            "off",
+            "--listen",
+            "127.0.0.1:0",
+            "--data",
+        ])
+        .arg(dir.path().join("data"))
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("reel.toml") && err.contains("line 4") && err.contains("preset"),
+        "{err}"
+    );
+    assert!(!dir.path().join("data").exists(), "nothing started: {err}");
+}
