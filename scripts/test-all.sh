@@ -21,6 +21,8 @@ need_pkgs=()
 command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
 # libiscsi's clients and test suite run against `reel serve` (crates/reel/tests/libiscsi.rs).
 command -v iscsi-test-cu >/dev/null || need_pkgs+=(libiscsi-bin)
+command -v openssl >/dev/null || need_pkgs+=(openssl)
+command -v curl >/dev/null || need_pkgs+=(curl)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   step "installing Debian packages: ${need_pkgs[*]}"
   sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"

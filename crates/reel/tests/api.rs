@@ -901,3 +901,96 @@ fn ctl_talks_to_the_running_server() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no credentials"));
     server.stop();
 }
+
+/// Given a certificate, the console and API speak HTTPS only (checked with openssl's
+/// certificate and curl, two independent tools).
+#[test]
+fn https_with_a_configured_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl (scripts/test-all.sh installs it)");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let config = dir.path().join("reel.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[http]\nlisten = \"127.0.0.1:0\"\ntls_cert = \"{}\"\ntls_key = \"{}\"\n",
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        free_portal(),
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    let url = server.http.clone().unwrap();
+    assert!(url.starts_with("https://"), "{url}");
+    let curl = |extra: &[&str], target: &str| {
+        std::process::Command::new("curl")
+            .args([
+                "-s",
+                "--max-time",
+                "10",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+            ])
+            .args(extra)
+            .arg(target)
+            .output()
+            .expect("curl (scripts/test-all.sh installs it)")
+    };
+    let ok = curl(
+        &["--cacert", cert.to_str().unwrap()],
+        &format!("{url}/api/v1/openapi.json"),
+    );
+    assert_eq!(String::from_utf8_lossy(&ok.stdout), "200");
+    let untrusted = curl(&[], &format!("{url}/api/v1/openapi.json"));
+    assert!(
+        !untrusted.status.success(),
+        "an unknown certificate is refused by default"
+    );
+    let plain = curl(
+        &[],
+        &format!("{}/api/v1/openapi.json", url.replacen("https", "http", 1)),
+    );
+    assert_ne!(
+        String::from_utf8_lossy(&plain.stdout),
+        "200",
+        "no plain HTTP on the TLS port"
+    );
+    server.stop();
+}

@@ -240,6 +240,8 @@ pub async fn serve(
                 .await
         }
         Some(tls) => {
+            // One crypto provider for the process (ureq's rustls uses the same one).
+            let _ = rustls::crypto::ring::default_provider().install_default();
             let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
                 .await
                 .map_err(|e| std::io::Error::other(format!("TLS certificate/key: {e}")))?;
