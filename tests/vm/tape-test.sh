@@ -50,6 +50,12 @@ CHANGERS=(
 	"chg-msl|hp-msl-g3|hpe-ultrium9-hh|2|23|1|MS|3|lto9"
 	"chg-i6000|quantum-scalar-i6000|quantum-lto9|1|16|3|QS|2|lto9"
 	"chg-1x8|hp-1x8-g2|hpe-ultrium7|1|8|0|AL|4|lto7"
+	# Configuration presets (suffix pre-NAME writes `preset = "NAME"`; the other fields are
+	# what the preset must give). vtl-node (256 drives) is checked by crates/reel/tests/presets.rs
+	# over reel's own initiator: 257 LUNs are too slow to scan in a TCG guest.
+	"pre-autoloader|hp-1x8-g2|hpe-ultrium9-hh|1|8|0|PA|4|lto9"
+	"pre-midrange|stk-sl150|hpe-ultrium9-hh|4|48|4|PM|3|lto9"
+	"pre-large|ibm-3584|ibm-td9|24|2000|10|PL|3|lto9"
 )
 
 say() { echo "# tape-test: $*"; }
@@ -200,9 +206,13 @@ SPECS=""
 		echo "[[iscsi.target]]"
 		echo "name = \"$BASE:$suffix\""
 		echo "kind = \"library\""
-		echo "changer = \"$changer\""
-		echo "drive = \"$drive\""
-		if [ "$changer" != hp-1x8-g2 ]; then
+		if [ "${suffix#pre-}" != "$suffix" ]; then
+			echo "preset = \"${suffix#pre-}\""
+		else
+			echo "changer = \"$changer\""
+			echo "drive = \"$drive\""
+		fi
+		if [ "$changer" != hp-1x8-g2 ] && [ "${suffix#pre-}" = "$suffix" ]; then
 			echo "drives = $nd"
 			echo "slots = $ns"
 			echo "import_export = $nie"

@@ -321,11 +321,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     .context("installing the signal handler")?;
     let _ = rx.recv();
     let _ = stop_http.send(());
-    if let Some(task) = http_task {
-        match runtime.block_on(task) {
+    if let Some(mut task) = http_task {
+        // Graceful shutdown waits for open connections, and a console keeps its monitor
+        // stream open: give requests a moment, then close the rest.
+        let ended = runtime.block_on(async {
+            tokio::time::timeout(Duration::from_secs(3), &mut task).await
+        });
+        match ended {
+            Ok(Ok(Err(e))) => eprintln!("reel: web console: {e}"),
             Ok(Err(e)) => eprintln!("reel: web console: {e}"),
-            Err(e) => eprintln!("reel: web console: {e}"),
-            Ok(Ok(())) => {}
+            Ok(Ok(Ok(()))) => {}
+            Err(_) => task.abort(),
         }
     }
     runtime.block_on(server.shutdown(Duration::from_secs(10)));

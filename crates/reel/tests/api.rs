@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader};
+
 use common::{Server, free_portal};
 use serde_json::{Value, json};
 
@@ -760,6 +762,37 @@ fn library_moves_cartridges_import_export_and_vault() {
     }
     assert_eq!(mon["drives"].as_array().unwrap().len(), 4);
     assert_eq!(mon["drives"][0]["state"], "loaded", "{mon}");
+    // The Server-Sent Events stream takes its token from the query (EventSource sends no
+    // headers) and sends a monitor sample at once.
+    let mut stream = ureq::get(format!("{}/api/v1/monitor/stream?token={admin}", api.base))
+        .call()
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    let mut reader = BufReader::new(stream.body_mut().as_reader());
+    let mut first = String::new();
+    while !first.starts_with("data:") {
+        first.clear();
+        reader.read_line(&mut first).unwrap();
+    }
+    let sample: Value = serde_json::from_str(first["data:".len()..].trim()).unwrap();
+    assert_eq!(sample["drives"].as_array().unwrap().len(), 4);
+    drop(reader);
+    api.err(
+        "GET",
+        "/api/v1/monitor/stream?token=00.bad",
+        None,
+        None,
+        401,
+        "unauthenticated",
+    );
+    api.err(
+        "GET",
+        &format!("/api/v1/monitor?token={admin}"),
+        None,
+        None,
+        401,
+        "unauthenticated",
+    );
     let stats = api.ok("GET", "/api/v1/stats", &admin, None);
     assert!(stats["disk_total"].as_u64().unwrap() > 0);
     assert!(

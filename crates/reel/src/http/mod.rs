@@ -73,8 +73,12 @@ impl FromRequestParts<Arc<AppState>> for Caller {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
-        // EventSource cannot send headers: the stream alone takes `?token=`.
-        let query_token = (parts.uri.path() == "/api/v1/monitor/stream")
+        // EventSource cannot send headers: the stream alone takes `?token=`. (Inside the
+        // nested /api/v1 router the path has lost its prefix.)
+        let query_token = parts
+            .uri
+            .path()
+            .ends_with("/monitor/stream")
             .then(|| parts.uri.query())
             .flatten()
             .and_then(|q| {

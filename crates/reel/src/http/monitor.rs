@@ -277,6 +277,14 @@ impl Monitor {
                 d.write_bps = rate(cur[1], old[1]);
                 d.read_iops = rate(cur[2], old[2]);
                 d.write_iops = rate(cur[3], old[3]);
+                // The drive remembers its last medium command; with no transfer in the last
+                // second, a monitor shows it idle.
+                if d.read_iops == 0.0
+                    && d.write_iops == 0.0
+                    && matches!(d.activity.as_str(), "reading" | "writing")
+                {
+                    d.activity = "idle".into();
+                }
                 totals.read_bps += d.read_bps;
                 totals.write_bps += d.write_bps;
                 i += 1;
