@@ -34,6 +34,32 @@ pub enum CtlCommand {
     Cartridges { search: Option<String> },
     /// One cartridge in detail (MAM, counters, location).
     Show { barcode: String },
+    /// Create cartridges in bulk (into the vault, or a library's free slots).
+    Create {
+        #[arg(long, default_value = "REL")]
+        prefix: String,
+        #[arg(long, default_value_t = 1)]
+        first: u32,
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+        #[arg(long, default_value = "lto9")]
+        media: String,
+        /// Put them into this library's free storage slots.
+        #[arg(long)]
+        library: Option<String>,
+        #[arg(long)]
+        write_protected: bool,
+    },
+    /// Set or clear a cartridge's write-protect switch.
+    Protect {
+        barcode: String,
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+    },
+    /// Take a cartridge from its mail slot into the vault.
+    Vault { barcode: String },
+    /// Delete a vaulted cartridge and its data (`reel reclaim` frees the space).
+    Delete { barcode: String },
     /// Move a cartridge between element addresses (MOVE MEDIUM).
     Move { library: String, from: u16, to: u16 },
     /// Put a vaulted cartridge into a mail slot.
@@ -225,6 +251,50 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(v).unwrap_or_default())
             }),
         ),
+        CtlCommand::Create {
+            prefix,
+            first,
+            count,
+            media,
+            library,
+            write_protected,
+        } => {
+            let v = client.request(
+                "POST",
+                "/cartridges",
+                Some(
+                    json!({"prefix": prefix, "first": first, "count": count, "media": media,
+                    "library": library, "write_protected": write_protected}),
+                ),
+            )?;
+            (
+                v,
+                Box::new(|v: &Value| {
+                    for c in v.as_array().into_iter().flatten() {
+                        println!("created {} ({})", s(&c["barcode"]), s(&c["media"]));
+                    }
+                }),
+            )
+        }
+        CtlCommand::Protect { barcode, state } => {
+            let v = client.request(
+                "PATCH",
+                &format!("/cartridges/{barcode}"),
+                Some(json!({"write_protected": state == "on"})),
+            )?;
+            let line = format!("{barcode}: write protection {state}");
+            (v, Box::new(move |_: &Value| println!("{line}")))
+        }
+        CtlCommand::Vault { barcode } => {
+            let v = client.request("POST", &format!("/cartridges/{barcode}/vault"), None)?;
+            let line = format!("{barcode} is in the vault");
+            (v, Box::new(move |_: &Value| println!("{line}")))
+        }
+        CtlCommand::Delete { barcode } => {
+            client.request("DELETE", &format!("/cartridges/{barcode}"), None)?;
+            let line = format!("deleted {barcode}; `reel reclaim` frees its space");
+            (Value::Null, Box::new(move |_: &Value| println!("{line}")))
+        }
         CtlCommand::Move { library, from, to } => {
             client.request(
                 "POST",

@@ -324,9 +324,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(mut task) = http_task {
         // Graceful shutdown waits for open connections, and a console keeps its monitor
         // stream open: give requests a moment, then close the rest.
-        let ended = runtime.block_on(async {
-            tokio::time::timeout(Duration::from_secs(3), &mut task).await
-        });
+        let ended = runtime
+            .block_on(async { tokio::time::timeout(Duration::from_secs(3), &mut task).await });
         match ended {
             Ok(Ok(Err(e))) => eprintln!("reel: web console: {e}"),
             Ok(Err(e)) => eprintln!("reel: web console: {e}"),

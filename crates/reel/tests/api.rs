@@ -922,6 +922,18 @@ fn ctl_talks_to_the_running_server() {
     );
     let (ok, out, _) = ctl(&["cartridges", "REL00"]);
     assert!(ok && out.contains("drive 257"), "{out}");
+    let (ok, out, err) = ctl(&[
+        "create", "--prefix", "CLI", "--count", "3", "--media", "lto8",
+    ]);
+    assert!(ok && out.contains("created CLI003L8"), "{out}{err}");
+    let (ok, _, err) = ctl(&["protect", "CLI001L8", "on"]);
+    assert!(ok, "{err}");
+    let (ok, out, _) = ctl(&["--json", "show", "CLI001L8"]);
+    assert!(ok && out.contains("\"write_protected\": true"), "{out}");
+    let (ok, _, err) = ctl(&["delete", "CLI002L8"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = ctl(&["delete", "REL001L9"]);
+    assert!(!ok && err.contains("loaded in a drive"), "{err}");
     let (ok, out, _) = ctl(&["events"]);
     assert!(ok && out.contains("move"), "{out}");
     // Without credentials: a clear error before any request.
