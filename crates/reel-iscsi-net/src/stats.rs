@@ -100,10 +100,13 @@ pub struct InitiatorStats {
     pub by_lun: BTreeMap<u64, LunCounters>,
 }
 
+/// (initiator name, target name; `None` for discovery).
+type InitiatorKey = (String, Option<String>);
+
 /// All initiators' counters.
 #[derive(Default)]
 pub(crate) struct StatsRegistry {
-    counters: Mutex<HashMap<(String, Option<String>), Arc<InitiatorCounters>>>,
+    counters: Mutex<HashMap<InitiatorKey, Arc<InitiatorCounters>>>,
 }
 
 impl StatsRegistry {

@@ -148,9 +148,12 @@ fn mb(v: &Value) -> String {
     format!("{:.1}", v.as_f64().unwrap_or(0.0) / 1e6)
 }
 
+/// Prints an answer as a table.
+type Printer = Box<dyn Fn(&Value)>;
+
 pub fn run(args: CtlArgs) -> anyhow::Result<()> {
     let client = connect(&args)?;
-    let (value, table): (Value, Box<dyn Fn(&Value)>) = match &args.command {
+    let (value, table): (Value, Printer) = match &args.command {
         CtlCommand::Status { library } => {
             let names: Vec<String> = match library {
                 Some(l) => vec![l.clone()],
@@ -216,8 +219,8 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             )?,
             Box::new(|v: &Value| {
                 println!(
-                    "{:<10} {:<10} {:>16} {:>14} {:<4} {}",
-                    "BARCODE", "MEDIA", "CAPACITY", "WRITTEN", "WP", "LOCATION"
+                    "{:<10} {:<10} {:>16} {:>14} {:<4} LOCATION",
+                    "BARCODE", "MEDIA", "CAPACITY", "WRITTEN", "WP"
                 );
                 for c in v.as_array().into_iter().flatten() {
                     let loc = if c["location"]["vault"] == true {
@@ -336,10 +339,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         CtlCommand::Sessions => (
             client.request("GET", "/sessions", None)?,
             Box::new(|v: &Value| {
-                println!(
-                    "{:<6} {:<50} {:<22} {}",
-                    "TSIH", "INITIATOR", "PEER", "TARGET"
-                );
+                println!("{:<6} {:<50} {:<22} TARGET", "TSIH", "INITIATOR", "PEER");
                 for x in v.as_array().into_iter().flatten() {
                     println!(
                         "{:<6} {:<50} {:<22} {}",

@@ -201,9 +201,9 @@ impl Monitor {
             };
         }
         if let Ok(fs) = nix::sys::statvfs::statvfs(&self.data_dir) {
-            let frag = fs.fragment_size() as u64;
-            view.disk_total = fs.blocks() as u64 * frag;
-            view.disk_free = fs.blocks_available() as u64 * frag;
+            let frag = fs.fragment_size();
+            view.disk_total = fs.blocks() * frag;
+            view.disk_free = fs.blocks_available() * frag;
         }
         *cached = (Some(Instant::now()), view.clone());
         view
