@@ -75,6 +75,9 @@ pub enum CtlCommand {
     },
     /// Throughput per drive and initiator now, store ratios.
     Monitor,
+    /// Re-read and re-hash the whole store while it serves, with progress; damage is named
+    /// by cartridge and record. Exits non-zero when something is damaged.
+    Verify,
 }
 
 struct Client {
@@ -146,6 +149,38 @@ fn s(v: &Value) -> String {
 
 fn mb(v: &Value) -> String {
     format!("{:.1}", v.as_f64().unwrap_or(0.0) / 1e6)
+}
+
+/// Starts a verify (or joins a running one) and follows it with a progress line on stderr.
+fn verify(client: &Client) -> anyhow::Result<Value> {
+    if let Err(e) = client.request("POST", "/verify", None) {
+        if !e.to_string().starts_with("conflict") {
+            return Err(e);
+        }
+    }
+    loop {
+        let v = client.request("GET", "/verify", None)?;
+        let (done, total) = (
+            v["packs_done"].as_u64().unwrap_or(0),
+            v["packs_total"].as_u64().unwrap_or(0),
+        );
+        let width = 40;
+        let filled = if total > 0 {
+            (done * width / total) as usize
+        } else {
+            0
+        };
+        eprint!(
+            "\rverifying [{}{}] {done}/{total} packs",
+            "#".repeat(filled),
+            "-".repeat(width as usize - filled)
+        );
+        if v["state"] != "running" {
+            eprintln!();
+            return Ok(v);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
 }
 
 /// Prints an answer as a table.
@@ -367,6 +402,38 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                 }
             }),
         ),
+        CtlCommand::Verify => {
+            let status = verify(&client)?;
+            let damaged = status["state"] != "clean";
+            let printer: Printer = Box::new(|v: &Value| {
+                println!(
+                    "verify {}: {} packs, {} chunks, {} bytes checked, {} bad chunks",
+                    s(&v["state"]),
+                    s(&v["packs_done"]),
+                    s(&v["chunks_checked"]),
+                    s(&v["bytes_checked"]),
+                    s(&v["bad_chunks"])
+                );
+                for d in v["damage"].as_array().into_iter().flatten() {
+                    println!(
+                        "damaged: cartridge {} partition {} records {}: {}",
+                        s(&d["barcode"]),
+                        s(&d["partition"]),
+                        s(&d["records"]),
+                        s(&d["reason"])
+                    );
+                }
+            });
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                printer(&status);
+            }
+            if damaged {
+                bail!("the store is {}", s(&status["state"]));
+            }
+            return Ok(());
+        }
         CtlCommand::Monitor => (
             client.request("GET", "/monitor", None)?,
             Box::new(|v: &Value| {

@@ -934,6 +934,9 @@ fn ctl_talks_to_the_running_server() {
     assert!(ok, "{err}");
     let (ok, _, err) = ctl(&["delete", "REL001L9"]);
     assert!(!ok && err.contains("loaded in a drive"), "{err}");
+    let (ok, out, err) = ctl(&["verify"]);
+    assert!(ok && out.contains("verify clean"), "{out}{err}");
+    assert!(err.contains("packs"), "a progress line: {err}");
     let (ok, out, _) = ctl(&["events"]);
     assert!(ok && out.contains("move"), "{out}");
     // Without credentials: a clear error before any request.

@@ -10,6 +10,7 @@ pub mod error;
 mod library;
 pub mod monitor;
 mod users;
+pub mod verify;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,6 +38,7 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     pub target: Arc<TargetServer>,
     pub monitor: Arc<Monitor>,
+    pub verify: verify::VerifyJob,
 }
 
 impl AppState {
@@ -107,6 +109,7 @@ impl FromRequestParts<Arc<AppState>> for Caller {
         library::list_libraries, library::get_library, library::move_medium, library::import, library::export,
         cartridges::list, cartridges::create, cartridges::show, cartridges::update, cartridges::delete, cartridges::vault,
         monitor::stats, monitor::monitor, monitor::stream, monitor::sessions, monitor::events,
+        verify::status, verify::start,
         users::list_users, users::create_user, users::delete_user, users::set_password,
         users::list_tokens, users::create_token, users::revoke_token,
     ),
@@ -193,6 +196,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/monitor/stream", get(monitor::stream))
         .route("/sessions", get(monitor::sessions))
         .route("/events", get(monitor::events))
+        .route("/verify", get(verify::status).post(verify::start))
         .route("/users", get(users::list_users).post(users::create_user))
         .route(
             "/users/{username}",

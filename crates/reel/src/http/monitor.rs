@@ -716,6 +716,17 @@ pub fn render_metrics(state: &AppState) -> String {
     }
     family(
         &mut out,
+        "reel_verify_progress_ratio",
+        "gauge",
+        "Share of packs the current (or last) verify has checked; 1 when done.",
+    );
+    let _ = writeln!(
+        out,
+        "reel_verify_progress_ratio {}",
+        super::verify::progress(&state.verify)
+    );
+    family(
+        &mut out,
         "reel_process_cpu_seconds_total",
         "counter",
         "CPU time of the reel process.",
