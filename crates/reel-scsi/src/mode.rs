@@ -35,6 +35,11 @@ pub struct ModePage {
     /// Bits set here may be changed by MODE SELECT.
     pub changeable: Vec<u8>,
     pub default: Vec<u8>,
+    /// `None`: MODE SELECT must send the whole page. `Some(n)`: a page of at least `n`
+    /// parameter bytes is accepted, the missing tail being zero (variable-length pages such
+    /// as SSC-4's medium partition page, whose partition size descriptors an initiator sends
+    /// only as far as it needs).
+    pub min_select_len: Option<usize>,
 }
 
 impl ModePage {
@@ -46,6 +51,7 @@ impl ModePage {
             changeable: vec![0; values.len()],
             default: values.clone(),
             current: values,
+            min_select_len: None,
         }
     }
 
@@ -229,11 +235,11 @@ pub(crate) fn parse_mode_select(
                 Some(5),
             ));
         };
-        // The medium partition page (SSC-4, page 11h) carries as many partition size
-        // descriptors as the initiator needs: Linux st sends two where the drive reports
-        // four. A shorter list is the same page with the missing descriptors zero.
+        // A variable-length page sent short is the same page with the missing tail zero
+        // (e.g. Linux st sends two partition size descriptors where the drive reports four).
         let padded;
-        let values = if len < known.current.len() && page == 0x11 && !spf && len >= 6 {
+        let values = if len < known.current.len() && known.min_select_len.is_some_and(|m| len >= m)
+        {
             padded = [values, &vec![0u8; known.current.len() - len][..]].concat();
             &padded[..]
         } else if len != known.current.len() {
@@ -306,6 +312,7 @@ pub(crate) fn control_page(d_sense: bool) -> ModePage {
         current,
         changeable,
         default,
+        min_select_len: None,
     }
 }
 

@@ -222,6 +222,7 @@ impl NullDisk {
             current,
             changeable,
             default,
+            min_select_len: None,
         }
     }
 }

@@ -85,6 +85,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             current: compression(self.compression),
             changeable,
             default: compression(true),
+            min_select_len: None,
         });
 
         // Device configuration (SSC-4 §8.3.3): ACTIVE PARTITION, LOIS = 1, EEG = 1, SEW = 1,
@@ -110,6 +111,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             current: configuration(active, self.compression),
             changeable,
             default: configuration(0, true),
+            min_select_len: None,
         });
 
         // Device configuration extension (SSC-4, subpage 01h): defaults only (no
@@ -138,6 +140,8 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             current,
             changeable,
             default,
+            // The six fixed parameter bytes; partition size descriptors as far as needed.
+            min_select_len: Some(6),
         });
 
         // Informational exceptions control (SPC-4 §7.5; TapeAlert): DEXCPT, TEST, MRIE.
@@ -156,6 +160,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             current: exceptions(self.dexcpt, self.ie_test, self.mrie),
             changeable,
             default: exceptions(false, false, 3),
+            min_select_len: None,
         });
 
         // Medium configuration (SSC-4 §8.3): WORMM for WORM cartridges; no overwrite of
