@@ -39,6 +39,8 @@ enum Command {
     StoreBench(store_bench::Args),
     /// Control a running reel through its REST API (status, moves, import/export, sessions).
     Ctl(remote::CtlArgs),
+    /// Tape throughput through iSCSI against reel and tgt side by side (tapewrite-style data).
+    Bench(Box<reel_bench::BenchArgs>),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
         Command::Stats(data) => admin::stats(data),
         Command::StoreBench(args) => store_bench::run(args),
         Command::Ctl(args) => remote::run(args),
+        Command::Bench(args) => reel_bench::run(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

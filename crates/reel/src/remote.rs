@@ -153,10 +153,11 @@ fn mb(v: &Value) -> String {
 
 /// Starts a verify (or joins a running one) and follows it with a progress line on stderr.
 fn verify(client: &Client) -> anyhow::Result<Value> {
-    if let Err(e) = client.request("POST", "/verify", None) {
-        if !e.to_string().starts_with("conflict") {
-            return Err(e);
-        }
+    // A verify already running (409) is joined.
+    if let Err(e) = client.request("POST", "/verify", None)
+        && !e.to_string().starts_with("conflict")
+    {
+        return Err(e);
     }
     loop {
         let v = client.request("GET", "/verify", None)?;
@@ -165,11 +166,7 @@ fn verify(client: &Client) -> anyhow::Result<Value> {
             v["packs_total"].as_u64().unwrap_or(0),
         );
         let width = 40;
-        let filled = if total > 0 {
-            (done * width / total) as usize
-        } else {
-            0
-        };
+        let filled = (done * width).checked_div(total).unwrap_or(0).min(width) as usize;
         eprint!(
             "\rverifying [{}{}] {done}/{total} packs",
             "#".repeat(filled),

@@ -1,0 +1,947 @@
+//! Results: per-phase figures, the flatness check, the issue's goals, and the terminal,
+//! JSON and Markdown forms of the report.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::args::{TargetKind, Workload};
+use crate::session::{DrivePlan, NegotiatedReport};
+
+/// The issue's goals.
+pub const GOAL_ONE_DRIVE: f64 = 1.2;
+pub const GOAL_FOUR_DRIVES: f64 = 1.5;
+pub const GOAL_RECORD_SIZE: u32 = 256 << 10;
+/// Flatness: samples after the first `FLAT_SKIP_SECONDS` may be at most this far below the
+/// median.
+pub const FLAT_TOLERANCE: f64 = 0.20;
+pub const FLAT_SKIP_SECONDS: usize = 5;
+
+/// JSON writes NaN as null; read it back as NaN.
+fn numbers_or_nulls<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    let v: Vec<Option<f64>> = Deserialize::deserialize(d)?;
+    Ok(v.into_iter().map(|x| x.unwrap_or(f64::NAN)).collect())
+}
+
+/// Per-second samples of one phase, judged for flatness.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Flatness {
+    /// Samples judged (those after the first `skip_seconds`).
+    pub samples: usize,
+    pub skip_seconds: usize,
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+    /// `1 - min / median`.
+    pub worst_dip: f64,
+    /// (second, MB/s) of every judged sample more than `tolerance` below the median; second
+    /// `k` is the interval from k-1 to k seconds after the phase started.
+    pub below: Vec<(usize, f64)>,
+    pub tolerance: f64,
+    pub flat: bool,
+}
+
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// Judges one-second samples (MB/s; `samples[0]` is the first second): after the first
+/// `skip` seconds, none may be more than `tolerance` below their median. `None` when no
+/// sample is left to judge.
+pub fn flatness(samples: &[f64], skip: usize, tolerance: f64) -> Option<Flatness> {
+    let judged = samples.get(skip..).filter(|s| !s.is_empty())?;
+    let median = median(judged)?;
+    let min = judged.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = judged.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let floor = median * (1.0 - tolerance);
+    let below: Vec<(usize, f64)> = judged
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| **v < floor)
+        .map(|(i, v)| (skip + i + 1, *v))
+        .collect();
+    Some(Flatness {
+        samples: judged.len(),
+        skip_seconds: skip,
+        min,
+        median,
+        max,
+        worst_dip: if median > 0.0 {
+            1.0 - min / median
+        } else {
+            0.0
+        },
+        flat: below.is_empty(),
+        below,
+        tolerance,
+    })
+}
+
+/// Per-second MB/s from cumulative byte counts taken at 1 s, 2 s, … after the phase
+/// started, keeping only intervals that end by `steady_seconds` (while every drive was still
+/// moving data).
+pub fn per_second(cumulative: &[u64], steady_seconds: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut previous = 0u64;
+    for (k, &c) in cumulative.iter().enumerate() {
+        if (k + 1) as f64 > steady_seconds + 1e-9 {
+            break;
+        }
+        out.push(c.saturating_sub(previous) as f64 / 1e6);
+        previous = c;
+    }
+    out
+}
+
+/// One data phase (write or read) of one run, all drives together.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PhaseResult {
+    /// Wall-clock start (seconds since the Unix epoch), to line samples up with target logs.
+    #[serde(default)]
+    pub started_unix: f64,
+    pub bytes: u64,
+    pub records: u64,
+    pub filemarks: u64,
+    /// From the phase's start to the last drive's last command (for writes: the final
+    /// WRITE FILEMARKS with IMMED=0, so the target's synchronisation is included).
+    pub seconds: f64,
+    /// 10^6 bytes per second over `seconds`.
+    pub mb_per_s: f64,
+    /// From the phase's start to the last data command.
+    pub data_seconds: f64,
+    pub per_drive_mb_per_s: Vec<f64>,
+    /// Target process CPU seconds (user + system) per 10^9 bytes, and in cores.
+    pub server_cpu_s_per_gb: Option<f64>,
+    pub server_cores: Option<f64>,
+    /// This process (initiator, data generation and verification) likewise.
+    pub client_cpu_s_per_gb: f64,
+    pub client_cores: f64,
+    /// MB/s of every whole second while all drives were moving data.
+    pub samples_mb_per_s: Vec<f64>,
+    /// The target's CPU in those seconds, in cores (NaN without its PID): a dip with idle
+    /// cores is the target waiting (I/O, locks), a dip with busy cores is work or contention.
+    #[serde(default, deserialize_with = "numbers_or_nulls")]
+    pub samples_server_cores: Vec<f64>,
+    pub flatness: Option<Flatness>,
+}
+
+/// Durations of the untimed steps around the data phases.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct Steps {
+    pub load_and_prepare_s: f64,
+    pub rewind_s: f64,
+    pub finish_and_unload_s: f64,
+}
+
+/// What the target kept on disk after the run.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct Storage {
+    /// Disk space (allocated blocks) of the target's data: reel's data directory, tgt's
+    /// tape image files.
+    pub disk_bytes: u64,
+    /// reel: `reel stats` figures.
+    pub dedup: Option<f64>,
+    pub compression: Option<f64>,
+    pub reduction: Option<f64>,
+    /// `reel stats` output as printed.
+    pub stats_text: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TargetRun {
+    pub target: TargetKind,
+    pub software: String,
+    pub addr: String,
+    pub iqn: String,
+    pub pid: Option<u32>,
+    pub launched: bool,
+    pub negotiated: NegotiatedReport,
+    /// How tgt's cartridges were loaded: "changer" or "preloaded".
+    pub media: String,
+    pub drives: Vec<DrivePlan>,
+    pub steps: Steps,
+    pub write: PhaseResult,
+    pub read: PhaseResult,
+    pub storage: Option<Storage>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CellReport {
+    pub drives: u32,
+    pub record_size: u32,
+    pub size_per_drive: u64,
+    pub flat: bool,
+    pub runs: Vec<TargetRun>,
+    /// reel MB/s ÷ tgt MB/s.
+    pub write_ratio: Option<f64>,
+    pub read_ratio: Option<f64>,
+}
+
+impl CellReport {
+    pub fn new(drives: u32, workload: &Workload, flat: bool, runs: Vec<TargetRun>) -> Self {
+        let get = |kind: TargetKind| runs.iter().find(|r| r.target == kind);
+        let ratio = |f: fn(&TargetRun) -> f64| {
+            get(TargetKind::Reel)
+                .zip(get(TargetKind::Tgt))
+                .map(|(r, t)| f(r) / f(t))
+                .filter(|x| x.is_finite())
+        };
+        let write_ratio = ratio(|r| r.write.mb_per_s);
+        let read_ratio = ratio(|r| r.read.mb_per_s);
+        CellReport {
+            drives,
+            record_size: workload.record_size,
+            size_per_drive: workload.size,
+            flat,
+            runs,
+            write_ratio,
+            read_ratio,
+        }
+    }
+
+    pub fn run(&self, kind: TargetKind) -> Option<&TargetRun> {
+        self.runs.iter().find(|r| r.target == kind)
+    }
+
+    pub fn label(&self) -> String {
+        format!(
+            "{} drive{} x {}",
+            self.drives,
+            if self.drives == 1 { "" } else { "s" },
+            size_label(u64::from(self.record_size))
+        )
+    }
+}
+
+/// One of the issue's goals.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Goal {
+    pub goal: String,
+    /// `Some(true)` met, `Some(false)` missed, `None` not measured in this run.
+    pub met: Option<bool>,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Machine {
+    pub nproc: usize,
+    pub cpu_model: String,
+    pub memory: String,
+    pub kernel: String,
+    pub load_average_start: String,
+    pub load_average_end: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub tool: String,
+    pub command: String,
+    pub started_unix: u64,
+    pub finished_unix: u64,
+    pub machine: Machine,
+    pub workload: Workload,
+    pub initiator: String,
+    pub cells: Vec<CellReport>,
+    pub goals: Vec<Goal>,
+}
+
+/// `64K`, `256K`, `1M`, `2G`, or plain bytes.
+pub fn size_label(bytes: u64) -> String {
+    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.filter(|x| x.is_finite())
+        .map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+fn ratio(v: Option<f64>) -> String {
+    v.map_or("-".into(), |x| format!("{x:.2}x"))
+}
+
+/// The issue's goals judged on the cells of this run.
+pub fn goals(cells: &[CellReport]) -> Vec<Goal> {
+    let mut out = Vec::new();
+    let matrix = |drives: u32| {
+        cells
+            .iter()
+            .find(|c| !c.flat && c.drives == drives && c.record_size == GOAL_RECORD_SIZE)
+    };
+    for (drives, goal) in [(1, GOAL_ONE_DRIVE), (4, GOAL_FOUR_DRIVES)] {
+        let name = format!(
+            "{} reel drive{} >= {goal}x {} tgt drive{} (write, 256 KiB records)",
+            if drives == 1 { "one" } else { "four" },
+            if drives == 1 { "" } else { "s together" },
+            if drives == 1 { "one" } else { "four" },
+            if drives == 1 { "" } else { "s" },
+        );
+        let (met, detail) = match matrix(drives).and_then(|c| c.write_ratio.map(|r| (c, r))) {
+            Some((c, r)) => (
+                Some(r >= goal),
+                format!(
+                    "{r:.2}x ({} vs {} MB/s; margin {:+.0} %)",
+                    opt(c.run(TargetKind::Reel).map(|r| r.write.mb_per_s), 0),
+                    opt(c.run(TargetKind::Tgt).map(|r| r.write.mb_per_s), 0),
+                    (r / goal - 1.0) * 100.0
+                ),
+            ),
+            None => (None, "not measured in this run".into()),
+        };
+        out.push(Goal {
+            goal: name,
+            met,
+            detail,
+        });
+    }
+    // Reads at least as fast as writes, for reel in every cell.
+    let mut slower = Vec::new();
+    let mut judged = 0;
+    for c in cells {
+        if let Some(r) = c.run(TargetKind::Reel) {
+            judged += 1;
+            if r.read.mb_per_s < r.write.mb_per_s {
+                slower.push(format!(
+                    "{}{}: read {:.0} < write {:.0} MB/s",
+                    c.label(),
+                    if c.flat { " (flat run)" } else { "" },
+                    r.read.mb_per_s,
+                    r.write.mb_per_s
+                ));
+            }
+        }
+    }
+    out.push(Goal {
+        goal: "reel reads >= reel writes (every cell)".into(),
+        met: (judged > 0).then_some(slower.is_empty()),
+        detail: if judged == 0 {
+            "not measured in this run".into()
+        } else if slower.is_empty() {
+            format!("read >= write in all {judged} cells")
+        } else {
+            format!("{} of {judged} cells: {}", slower.len(), slower.join("; "))
+        },
+    });
+    // Flat throughput of reel's long single-drive write.
+    let flat = cells
+        .iter()
+        .find(|c| c.flat)
+        .and_then(|c| c.run(TargetKind::Reel));
+    let (met, detail) = match flat.map(|r| (r, r.write.flatness.as_ref())) {
+        Some((_, Some(f))) => (
+            Some(f.flat),
+            format!(
+                "{} samples after the first {} s: min {:.0}, median {:.0} MB/s, worst dip {:.0} % below the median{}",
+                f.samples,
+                f.skip_seconds,
+                f.min,
+                f.median,
+                f.worst_dip * 100.0,
+                if f.below.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} sample(s) more than {:.0} % below",
+                        f.below.len(),
+                        f.tolerance * 100.0
+                    )
+                }
+            ),
+        ),
+        Some((_, None)) => (None, "the run was too short to judge".into()),
+        None => (None, "not measured in this run".into()),
+    };
+    out.push(Goal {
+        goal: format!(
+            "flat write throughput (reel, one drive): no 1 s sample > {:.0} % below the median after {} s",
+            FLAT_TOLERANCE * 100.0,
+            FLAT_SKIP_SECONDS
+        ),
+        met,
+        detail,
+    });
+    out
+}
+
+fn met_word(met: Option<bool>) -> &'static str {
+    match met {
+        Some(true) => "PASS",
+        Some(false) => "MISS",
+        None => "n/a",
+    }
+}
+
+/// The main table as aligned text (also the Markdown table's content).
+fn matrix_rows(report: &Report) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for c in report.cells.iter().filter(|c| !c.flat) {
+        let r = c.run(TargetKind::Reel);
+        let t = c.run(TargetKind::Tgt);
+        rows.push(vec![
+            c.drives.to_string(),
+            size_label(u64::from(c.record_size)),
+            opt(r.map(|r| r.write.mb_per_s), 0),
+            opt(t.map(|t| t.write.mb_per_s), 0),
+            ratio(c.write_ratio),
+            opt(r.map(|r| r.read.mb_per_s), 0),
+            opt(t.map(|t| t.read.mb_per_s), 0),
+            ratio(c.read_ratio),
+            format!(
+                "{} / {}",
+                opt(r.and_then(|r| r.write.server_cpu_s_per_gb), 2),
+                opt(r.and_then(|r| r.read.server_cpu_s_per_gb), 2)
+            ),
+            format!(
+                "{} / {}",
+                opt(t.and_then(|t| t.write.server_cpu_s_per_gb), 2),
+                opt(t.and_then(|t| t.read.server_cpu_s_per_gb), 2)
+            ),
+            format!(
+                "{} / {}",
+                opt(r.map(|r| r.write.client_cpu_s_per_gb), 2),
+                opt(t.map(|t| t.write.client_cpu_s_per_gb), 2)
+            ),
+        ]);
+    }
+    rows
+}
+
+const MATRIX_HEADER: [&str; 11] = [
+    "drives",
+    "record",
+    "reel write MB/s",
+    "tgt write MB/s",
+    "reel/tgt",
+    "reel read MB/s",
+    "tgt read MB/s",
+    "reel/tgt",
+    "reel CPU s/GB (w/r)",
+    "tgt CPU s/GB (w/r)",
+    "client CPU s/GB write (reel/tgt)",
+];
+
+fn markdown_table(header: &[&str], rows: &[Vec<String>], right_from: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let align: Vec<&str> = (0..header.len())
+        .map(|i| if i >= right_from { "---:" } else { "---" })
+        .collect();
+    let _ = writeln!(out, "|{}|", align.join("|"));
+    for row in rows {
+        let _ = writeln!(out, "| {} |", row.join(" | "));
+    }
+    out
+}
+
+fn text_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let mut out = line(header.iter().map(|h| h.to_string()).collect());
+    out.push('\n');
+    for row in rows {
+        out.push_str(&line(row.clone()));
+        out.push('\n');
+    }
+    out
+}
+
+fn flat_rows(report: &Report) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for c in report.cells.iter().filter(|c| c.flat) {
+        for run in &c.runs {
+            for (phase, p) in [("write", &run.write), ("read", &run.read)] {
+                let f = p.flatness.as_ref();
+                rows.push(vec![
+                    run.target.name().to_string(),
+                    phase.to_string(),
+                    size_label(c.size_per_drive),
+                    format!("{:.0}", p.mb_per_s),
+                    p.samples_mb_per_s.len().to_string(),
+                    opt(f.map(|f| f.min), 0),
+                    opt(f.map(|f| f.median), 0),
+                    opt(f.map(|f| f.max), 0),
+                    opt(f.map(|f| f.worst_dip * 100.0), 0),
+                    f.map_or("-".into(), |f| f.below.len().to_string()),
+                    f.map_or(
+                        "-".into(),
+                        |f| if f.flat { "yes".into() } else { "no".into() },
+                    ),
+                ]);
+            }
+        }
+    }
+    rows
+}
+
+const FLAT_HEADER: [&str; 11] = [
+    "target",
+    "phase",
+    "size",
+    "MB/s (whole phase)",
+    "1 s samples",
+    "min",
+    "median",
+    "max",
+    "worst dip %",
+    "samples > 20 % below",
+    "flat",
+];
+
+fn storage_rows(report: &Report) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for c in &report.cells {
+        let logical = c.size_per_drive * u64::from(c.drives);
+        let r = c.run(TargetKind::Reel).and_then(|r| r.storage.as_ref());
+        let t = c.run(TargetKind::Tgt).and_then(|t| t.storage.as_ref());
+        rows.push(vec![
+            format!("{}{}", c.label(), if c.flat { " (flat)" } else { "" }),
+            format!("{:.2}", logical as f64 / 1e9),
+            opt(r.map(|s| s.disk_bytes as f64 / 1e9), 3),
+            opt(r.and_then(|s| s.dedup), 2),
+            opt(r.and_then(|s| s.compression), 2),
+            opt(r.and_then(|s| s.reduction), 2),
+            opt(t.map(|s| s.disk_bytes as f64 / 1e9), 3),
+        ]);
+    }
+    rows
+}
+
+const STORAGE_HEADER: [&str; 7] = [
+    "cell",
+    "written GB",
+    "reel on disk GB",
+    "reel dedup",
+    "reel compression",
+    "reel reduction",
+    "tgt on disk GB",
+];
+
+fn negotiated_rows(report: &Report) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut runs: Vec<&TargetRun> = Vec::new();
+    for c in &report.cells {
+        for r in &c.runs {
+            if !runs.iter().any(|x| x.target == r.target) {
+                runs.push(r);
+            }
+        }
+    }
+    let header: Vec<String> = std::iter::once("parameter".to_string())
+        .chain(runs.iter().map(|r| r.target.name().to_string()))
+        .collect();
+    let yes = |b: bool| if b { "Yes" } else { "No" }.to_string();
+    let row = |name: &str, f: &dyn Fn(&NegotiatedReport) -> String| {
+        std::iter::once(name.to_string())
+            .chain(runs.iter().map(|r| f(&r.negotiated)))
+            .collect::<Vec<_>>()
+    };
+    let rows = vec![
+        row(
+            "MaxRecvDataSegmentLength (target's: our Data-Out PDUs)",
+            &|n| n.target_max_recv_data_segment_length.to_string(),
+        ),
+        row(
+            "MaxRecvDataSegmentLength (initiator's: Data-In PDUs)",
+            &|n| n.initiator_max_recv_data_segment_length.to_string(),
+        ),
+        row("MaxBurstLength", &|n| n.max_burst_length.to_string()),
+        row("FirstBurstLength", &|n| n.first_burst_length.to_string()),
+        row("ImmediateData", &|n| yes(n.immediate_data)),
+        row("InitialR2T", &|n| yes(n.initial_r2t)),
+        row("HeaderDigest / DataDigest", &|n| {
+            format!("{} / {}", yes(n.header_digest), yes(n.data_digest))
+        }),
+        row("command window after login", &|n| {
+            n.window_after_login.to_string()
+        }),
+    ];
+    (header, rows)
+}
+
+pub fn terminal(report: &Report) -> String {
+    let mut out = String::new();
+    let rows = matrix_rows(report);
+    if !rows.is_empty() {
+        out.push_str(&text_table(&MATRIX_HEADER, &rows));
+    }
+    let flat = flat_rows(report);
+    if !flat.is_empty() {
+        out.push('\n');
+        out.push_str(&text_table(&FLAT_HEADER, &flat));
+    }
+    out.push('\n');
+    out.push_str(&text_table(&STORAGE_HEADER, &storage_rows(report)));
+    out.push('\n');
+    for g in &report.goals {
+        let _ = writeln!(out, "{}: {} — {}", met_word(g.met), g.goal, g.detail);
+    }
+    out
+}
+
+/// The report as Markdown; `charts` are (title, relative path) pairs to link.
+pub fn markdown(report: &Report, charts: &[(String, String)]) -> String {
+    let mut out = String::new();
+    let w = &report.workload;
+    let _ = writeln!(out, "### reel-bench\n");
+    let _ = writeln!(
+        out,
+        "{} per drive per cell (flat run: see below), tapewrite-style data from reel-datagen \
+         (randomness {}, redundancy R = {}, {} blocks, scattered in {}-block windows, seed {}{}), \
+         variable-length records, {} WRITE(6)/READ(6) in flight per drive, {}. Every byte read \
+         back is compared with the regenerated stream. MB = 10^6 bytes. Initiator: {}.\n",
+        size_label(w.size),
+        w.randomness,
+        w.redundancy,
+        size_label(w.block_size as u64),
+        w.window_blocks,
+        w.seed,
+        if w.same_data {
+            ", every drive the same stream"
+        } else {
+            " + drive index"
+        },
+        w.queue_depth,
+        match w.filemark_every {
+            Some(k) => format!(
+                "a filemark every {} ({}) and one IMMED=0 filemark at the end",
+                size_label(k),
+                if w.filemark_immed {
+                    "IMMED=1"
+                } else {
+                    "IMMED=0"
+                }
+            ),
+            None => "one filemark (IMMED=0) at the end".into(),
+        },
+        report.initiator
+    );
+    let _ = writeln!(
+        out,
+        "Load average at start: {}; at end: {}.\n",
+        report.machine.load_average_start, report.machine.load_average_end
+    );
+    let mut seen = Vec::new();
+    let _ = writeln!(out, "Targets:\n");
+    for c in &report.cells {
+        for r in &c.runs {
+            if seen.contains(&r.target) {
+                continue;
+            }
+            seen.push(r.target);
+            let product = r
+                .drives
+                .first()
+                .map(|d| d.drive_product.clone())
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "- **{}**: {} — `{}`, drives: {}, cartridges {}{}",
+                r.target.name(),
+                r.software,
+                r.iqn,
+                product,
+                if r.media == "changer" {
+                    "loaded with MOVE MEDIUM through the target's changer"
+                } else {
+                    "preloaded in the drives (no changer)"
+                },
+                if r.launched {
+                    ", started fresh for every cell"
+                } else {
+                    ", already running"
+                }
+            );
+        }
+    }
+    let _ = writeln!(out);
+    let rows = matrix_rows(report);
+    if !rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "Throughput (write: first WRITE to the final filemark's GOOD status; read: first to last READ; all drives together). \
+             CPU s/GB: CPU seconds (user + system) of the target process per 10^9 bytes; client: this process \
+             (initiator, data generation, verification).\n"
+        );
+        out.push_str(&markdown_table(&MATRIX_HEADER, &rows, 2));
+        out.push('\n');
+    }
+    let flat = flat_rows(report);
+    if !flat.is_empty() {
+        let _ = writeln!(
+            out,
+            "Flat-throughput run (one drive; 1 s samples while data moved; judged after the first {FLAT_SKIP_SECONDS} s against their median):\n"
+        );
+        out.push_str(&markdown_table(&FLAT_HEADER, &flat, 3));
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "Storage after each run (reel: `reel stats` and its data directory's allocated size; tgt: its tape image files):\n"
+    );
+    out.push_str(&markdown_table(&STORAGE_HEADER, &storage_rows(report), 1));
+    out.push('\n');
+    let (header, rows) = negotiated_rows(report);
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let _ = writeln!(out, "Negotiated:\n");
+    out.push_str(&markdown_table(&header, &rows, 1));
+    out.push('\n');
+    if !charts.is_empty() {
+        let _ = writeln!(out, "Charts:\n");
+        for (title, path) in charts {
+            let _ = writeln!(out, "- [{title}]({path})");
+        }
+        out.push('\n');
+        for (title, path) in charts {
+            let _ = writeln!(out, "![{title}]({path})\n");
+        }
+    }
+    let _ = writeln!(out, "Goals:\n");
+    for g in &report.goals {
+        let _ = writeln!(out, "- **{}** {} — {}", met_word(g.met), g.goal, g.detail);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0]), Some(3.0));
+        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[f64::NAN, 2.0]), Some(2.0));
+    }
+
+    #[test]
+    fn flatness_skips_the_start_and_flags_dips() {
+        // A slow start does not count; a later dip of 25 % does.
+        let mut samples = vec![10.0, 50.0, 80.0, 90.0, 95.0];
+        samples.extend([100.0, 102.0, 98.0, 75.0, 101.0, 100.0]);
+        let f = flatness(&samples, 5, 0.2).unwrap();
+        assert_eq!(f.samples, 6);
+        assert_eq!(f.median, 100.0);
+        assert_eq!((f.min, f.max), (75.0, 102.0));
+        assert_eq!(f.below, vec![(9, 75.0)]);
+        assert!(!f.flat);
+        assert!((f.worst_dip - 0.25).abs() < 1e-12);
+        // 19 % below is within the tolerance.
+        samples[8] = 81.0;
+        let f = flatness(&samples, 5, 0.2).unwrap();
+        assert!(f.flat && f.below.is_empty());
+        // Nothing after the skipped seconds: nothing to judge.
+        assert!(flatness(&samples[..5], 5, 0.2).is_none());
+        assert!(flatness(&[], 0, 0.2).is_none());
+    }
+
+    #[test]
+    fn per_second_rates_stop_when_data_stops() {
+        let cumulative = [100_000_000, 250_000_000, 400_000_000, 420_000_000];
+        assert_eq!(per_second(&cumulative, 3.5), vec![100.0, 150.0, 150.0]);
+        assert_eq!(per_second(&cumulative, 10.0).len(), 4);
+        assert!(per_second(&cumulative, 0.9).is_empty());
+        assert_eq!(per_second(&cumulative, 3.0).len(), 3);
+    }
+
+    #[test]
+    fn size_labels() {
+        assert_eq!(size_label(64 << 10), "64K");
+        assert_eq!(size_label(1 << 20), "1M");
+        assert_eq!(size_label(20 << 30), "20G");
+        assert_eq!(size_label(1000), "1000");
+    }
+
+    fn phase(mb_per_s: f64) -> PhaseResult {
+        PhaseResult {
+            started_unix: 0.0,
+            bytes: 1,
+            records: 1,
+            filemarks: 1,
+            seconds: 1.0,
+            mb_per_s,
+            data_seconds: 1.0,
+            per_drive_mb_per_s: vec![mb_per_s],
+            server_cpu_s_per_gb: Some(1.0),
+            server_cores: Some(1.0),
+            client_cpu_s_per_gb: 0.5,
+            client_cores: 0.5,
+            samples_mb_per_s: Vec::new(),
+            samples_server_cores: Vec::new(),
+            flatness: None,
+        }
+    }
+
+    fn run(target: TargetKind, write: f64, read: f64) -> TargetRun {
+        TargetRun {
+            target,
+            software: "x".into(),
+            addr: "127.0.0.1:1".into(),
+            iqn: "iqn.x".into(),
+            pid: None,
+            launched: true,
+            negotiated: NegotiatedReport {
+                target_max_recv_data_segment_length: 262144,
+                initiator_max_recv_data_segment_length: 262144,
+                max_burst_length: 1 << 20,
+                first_burst_length: 262144,
+                immediate_data: true,
+                initial_r2t: true,
+                max_outstanding_r2t: 1,
+                header_digest: false,
+                data_digest: false,
+                window_after_login: 64,
+            },
+            media: "changer".into(),
+            drives: Vec::new(),
+            steps: Steps::default(),
+            write: phase(write),
+            read: phase(read),
+            storage: None,
+        }
+    }
+
+    fn workload(record_size: u32) -> Workload {
+        Workload {
+            size: 1 << 30,
+            record_size,
+            queue_depth: 8,
+            filemark_every: None,
+            filemark_immed: false,
+            same_data: false,
+            randomness: 0.25,
+            redundancy: 8,
+            block_size: 256 << 10,
+            window_blocks: 1024,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn goals_are_judged_with_margins() {
+        let cells = vec![
+            CellReport::new(
+                1,
+                &workload(256 << 10),
+                false,
+                vec![
+                    run(TargetKind::Reel, 600.0, 700.0),
+                    run(TargetKind::Tgt, 400.0, 500.0),
+                ],
+            ),
+            CellReport::new(
+                4,
+                &workload(256 << 10),
+                false,
+                vec![
+                    run(TargetKind::Reel, 700.0, 650.0),
+                    run(TargetKind::Tgt, 500.0, 900.0),
+                ],
+            ),
+        ];
+        assert_eq!(cells[0].write_ratio, Some(1.5));
+        let g = goals(&cells);
+        assert_eq!(g[0].met, Some(true));
+        assert!(
+            g[0].detail
+                .starts_with("1.50x (600 vs 400 MB/s; margin +25 %)"),
+            "{}",
+            g[0].detail
+        );
+        assert_eq!(g[1].met, Some(false));
+        assert!(
+            g[1].detail.contains("1.40x") && g[1].detail.contains("margin -7 %"),
+            "{}",
+            g[1].detail
+        );
+        assert_eq!(g[2].met, Some(false));
+        assert!(
+            g[2].detail
+                .contains("4 drives x 256K: read 650 < write 700"),
+            "{}",
+            g[2].detail
+        );
+        assert_eq!(g[3].met, None);
+        // Without tgt there is no ratio.
+        let alone = vec![CellReport::new(
+            1,
+            &workload(256 << 10),
+            false,
+            vec![run(TargetKind::Reel, 1.0, 2.0)],
+        )];
+        assert_eq!(goals(&alone)[0].met, None);
+    }
+
+    #[test]
+    fn markdown_has_the_tables() {
+        let cells = vec![CellReport::new(
+            1,
+            &workload(64 << 10),
+            false,
+            vec![
+                run(TargetKind::Reel, 600.0, 700.0),
+                run(TargetKind::Tgt, 400.0, 500.0),
+            ],
+        )];
+        let report = Report {
+            tool: "reel-bench".into(),
+            command: "reel-bench".into(),
+            started_unix: 0,
+            finished_unix: 0,
+            machine: Machine {
+                nproc: 2,
+                cpu_model: "cpu".into(),
+                memory: "1 GiB".into(),
+                kernel: "6".into(),
+                load_average_start: "0".into(),
+                load_average_end: "0".into(),
+            },
+            workload: workload(64 << 10),
+            initiator: "reel_iscsi_net::Client".into(),
+            goals: goals(&cells),
+            cells,
+        };
+        let md = markdown(&report, &[("write".into(), "w.svg".into())]);
+        // A saved report reads back (--from-json) and renders the same.
+        let json = serde_json::to_string(&report).unwrap();
+        let back: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(markdown(&back, &[("write".into(), "w.svg".into())]), md);
+        assert!(
+            md.contains("| 1 | 64K | 600 | 400 | 1.50x | 700 | 500 | 1.40x |"),
+            "{md}"
+        );
+        assert!(md.contains("![write](w.svg)"));
+        assert!(md.contains("| InitialR2T | Yes | Yes |"), "{md}");
+        let text = terminal(&report);
+        assert!(
+            text.contains("1.50x") && text.contains("n/a: one reel drive"),
+            "{text}"
+        );
+    }
+}
