@@ -160,7 +160,7 @@ mod tests {
         assert_eq!(lun.check_conditions[5], 1);
         assert_eq!(lun.other_errors, 1);
         assert_eq!(lun.latency_buckets[0], 3, "40 µs and two 0 µs commands");
-        assert_eq!(lun.latency_buckets[5], 1, "3 ms is in the 2.5–5 ms bucket");
+        assert_eq!(lun.latency_buckets[6], 1, "3 ms is in the 2.5–5 ms bucket");
         assert_eq!(
             lun.latency_buckets[LATENCY_BUCKETS_US.len()],
             1,
