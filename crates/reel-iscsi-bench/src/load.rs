@@ -15,8 +15,8 @@ use reel_iscsi_net::{Client, ClientOptions};
 use serde::Serialize;
 
 use crate::args::{BLOCK, Cell, Direction};
-use crate::cpu::{self, Proc};
 use crate::probe::login_config;
+use reel_bench::cpu::{self, Proc};
 
 /// Set by Ctrl-C / SIGTERM: the run stops at the next check and the targets are stopped.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);

@@ -8,7 +8,6 @@
 //! BENCHMARKING.md ("iSCSI data path") for what each column means.
 
 mod args;
-mod cpu;
 mod load;
 mod probe;
 mod report;

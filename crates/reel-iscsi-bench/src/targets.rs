@@ -63,7 +63,7 @@ pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
             (Source::External { addr, pid, .. }, kind) => {
                 procs::check_reachable(&format!("the {} target", kind.name()), *addr)?;
                 if let Some(pid) = pid {
-                    crate::cpu::cpu_seconds(crate::cpu::Proc::Pid(*pid))
+                    reel_bench::cpu::cpu_seconds(reel_bench::cpu::Proc::Pid(*pid))
                         .with_context(|| format!("--{}-pid {pid}: no such process", kind.name()))?;
                 }
             }
