@@ -17,6 +17,7 @@
 //! response (never a panic).
 
 pub mod cdb;
+pub mod conformance;
 mod device;
 mod inquiry;
 mod log;
