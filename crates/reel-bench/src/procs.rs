@@ -69,6 +69,24 @@ pub fn free_loopback() -> anyhow::Result<SocketAddr> {
 }
 
 /// Connects once to see that something listens (a clear error instead of a failed login).
+/// Refuses output files whose directory does not exist, before a benchmark starts.
+pub fn check_output_dirs<'a>(paths: impl IntoIterator<Item = &'a Path>) -> anyhow::Result<()> {
+    for path in paths {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            bail!(
+                "{}: directory {} does not exist",
+                path.display(),
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn check_reachable(what: &str, addr: SocketAddr) -> anyhow::Result<()> {
     TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .map(drop)

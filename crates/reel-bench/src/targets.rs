@@ -75,19 +75,12 @@ pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
             }
         }
     }
-    for path in [&plan.json, &plan.markdown].into_iter().flatten() {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if !dir.is_dir() {
-            bail!(
-                "{}: directory {} does not exist",
-                path.display(),
-                dir.display()
-            );
-        }
-    }
+    crate::procs::check_output_dirs(
+        [&plan.json, &plan.markdown]
+            .into_iter()
+            .flatten()
+            .map(|p| p.as_path()),
+    )?;
     if let Some(dir) = &plan.charts {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

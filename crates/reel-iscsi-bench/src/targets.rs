@@ -12,9 +12,8 @@
 use std::fs;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::Path;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use reel_bench::procs::{self, ReelServe, Tgtd};
 
 use crate::args::{Plan, Source, TargetKind};
@@ -69,19 +68,12 @@ pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
             }
         }
     }
-    for path in [&plan.json, &plan.markdown].into_iter().flatten() {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if !dir.is_dir() {
-            bail!(
-                "{}: directory {} does not exist",
-                path.display(),
-                dir.display()
-            );
-        }
-    }
+    procs::check_output_dirs(
+        [&plan.json, &plan.markdown]
+            .into_iter()
+            .flatten()
+            .map(|p| p.as_path()),
+    )?;
     Ok(())
 }
 

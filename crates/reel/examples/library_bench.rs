@@ -23,16 +23,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
-    f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)
-}
-
 fn summary(mut samples: Vec<Duration>) -> (f64, f64, f64) {
     samples.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
@@ -173,7 +163,8 @@ fn main() {
     }
     // CPU of the server per /metrics scrape, as a share of one core at a 15 s interval.
     let pid = child.id();
-    let before = cpu_ticks(pid);
+    let cpu_of = || reel_bench::cpu::cpu_seconds(reel_bench::cpu::Proc::Pid(pid)).unwrap();
+    let before = cpu_of();
     let started = Instant::now();
     let mut metrics_bytes = 0;
     let scrapes = 50;
@@ -187,7 +178,7 @@ fn main() {
             .len();
     }
     let wall = started.elapsed();
-    let cpu = (cpu_ticks(pid) - before) as f64 / 100.0;
+    let cpu = cpu_of() - before;
     let per_scrape = cpu / scrapes as f64;
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])

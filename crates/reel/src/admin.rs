@@ -1,5 +1,5 @@
 //! Administration commands that work directly on a data directory (while no server runs).
-//! The REST API will take these over once the server has one; the output stays the same.
+//! With the server running, `reel ctl` does the same through the REST API.
 
 use anyhow::{Context, bail};
 use reel_media::{Barcode, CartridgeInfo, MediaType, PartitionStore, UnixTime};

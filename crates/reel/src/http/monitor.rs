@@ -87,7 +87,7 @@ pub struct MonitorSample {
 #[derive(Clone, Default)]
 struct Counters {
     at: Option<Instant>,
-    cpu_ticks: u64,
+    cpu_seconds: f64,
     drives: HashMap<(usize, usize), [u64; 4]>,
     initiators: HashMap<(String, Option<String>), [u64; 3]>,
 }
@@ -102,30 +102,9 @@ pub struct Monitor {
     store: Mutex<(Option<Instant>, StoreView)>,
 }
 
-/// Clock ticks per second of /proc/self/stat (USER_HZ is 100 on Linux).
-const TICKS_PER_SECOND: f64 = 100.0;
-
-fn process_cpu_ticks() -> u64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0;
-    };
-    // Fields after the command name (which may contain spaces) start after ')'.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return 0;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after ')'.
-    let get = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    get(11) + get(12)
-}
-
-pub fn now_secs() -> u64 {
-    super::auth::now()
+/// CPU seconds (user + system) of this process so far; 0 if /proc is unreadable.
+fn process_cpu_seconds() -> f64 {
+    reel_bench::cpu::cpu_seconds(reel_bench::cpu::Proc::This).unwrap_or(0.0)
 }
 
 impl Monitor {
@@ -213,7 +192,7 @@ impl Monitor {
         let now = Instant::now();
         let mut current = Counters {
             at: Some(now),
-            cpu_ticks: process_cpu_ticks(),
+            cpu_seconds: process_cpu_seconds(),
             ..Counters::default()
         };
         let mut drives = Vec::new();
@@ -310,15 +289,14 @@ impl Monitor {
             .collect();
         initiators.sort_by(|a, b| (&a.initiator, &a.target).cmp(&(&b.initiator, &b.target)));
         let cpu_percent = if seconds > 0.0 {
-            current.cpu_ticks.saturating_sub(previous.cpu_ticks) as f64 / TICKS_PER_SECOND / seconds
-                * 100.0
+            (current.cpu_seconds - previous.cpu_seconds).max(0.0) / seconds * 100.0
         } else {
             0.0
         };
         *previous = current;
         drop(previous);
         let sample = MonitorSample {
-            time: now_secs(),
+            time: super::auth::now(),
             cpu_percent,
             drives,
             initiators,
@@ -457,222 +435,218 @@ const SENSE_KEYS: [&str; 16] = [
     "completed",
 ];
 
-fn label(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// Prometheus text exposition format 0.0.4, written family by family.
+struct Exposition(String);
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    /// One sample; label values are escaped here.
+    fn sample<S: AsRef<str>>(
+        &mut self,
+        name: &str,
+        labels: &[(&str, S)],
+        value: impl std::fmt::Display,
+    ) {
+        self.0.push_str(name);
+        if !labels.is_empty() {
+            let escaped: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| {
+                    let v = v
+                        .as_ref()
+                        .replace('\\', "\\\\")
+                        .replace('"', "\\\"")
+                        .replace('\n', "\\n");
+                    format!("{k}=\"{v}\"")
+                })
+                .collect();
+            let _ = write!(self.0, "{{{}}}", escaped.join(","));
+        }
+        let _ = writeln!(self.0, " {value}");
+    }
 }
 
-/// Prometheus text exposition format 0.0.4.
 pub fn render_metrics(state: &AppState) -> String {
-    let mut out = String::with_capacity(16 * 1024);
-    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    family(
-        &mut out,
-        "reel_drive_bytes_total",
-        "counter",
-        "Bytes moved by a tape drive, by direction.",
-    );
-    let mut drive_lines = Vec::new();
+    let mut m = Exposition(String::with_capacity(16 * 1024));
+    // (library, drive index, counters, loaded)
+    let mut drives = Vec::new();
     for lib in &state.libraries {
         for (i, drive) in lib.drives().iter().enumerate() {
             let (stats, st) = drive.with_personality(|d| (d.stats(), d.state()));
-            drive_lines.push((lib.spec().name.clone(), i, stats, state_name(st)));
+            drives.push((
+                lib.spec().name.clone(),
+                i.to_string(),
+                stats,
+                state_name(st).0 == "loaded",
+            ));
         }
     }
-    for (lib, i, s, _) in &drive_lines {
-        let l = format!("library=\"{}\",drive=\"{i}\"", label(lib));
-        let _ = writeln!(
-            out,
-            "reel_drive_bytes_total{{{l},direction=\"read\"}} {}",
-            s.bytes_read
-        );
-        let _ = writeln!(
-            out,
-            "reel_drive_bytes_total{{{l},direction=\"write\"}} {}",
-            s.bytes_written
-        );
-    }
-    family(
-        &mut out,
-        "reel_drive_commands_total",
-        "counter",
-        "READ and WRITE commands of a tape drive.",
-    );
-    for (lib, i, s, _) in &drive_lines {
-        let l = format!("library=\"{}\",drive=\"{i}\"", label(lib));
-        let _ = writeln!(
-            out,
-            "reel_drive_commands_total{{{l},direction=\"read\"}} {}",
-            s.read_commands
-        );
-        let _ = writeln!(
-            out,
-            "reel_drive_commands_total{{{l},direction=\"write\"}} {}",
-            s.write_commands
-        );
-    }
-    family(
-        &mut out,
-        "reel_drive_filemarks_total",
-        "counter",
-        "Filemarks written by a tape drive.",
-    );
-    for (lib, i, s, _) in &drive_lines {
-        let _ = writeln!(
-            out,
-            "reel_drive_filemarks_total{{library=\"{}\",drive=\"{i}\"}} {}",
-            label(lib),
-            s.filemarks_written
-        );
-    }
-    family(
-        &mut out,
-        "reel_drive_loads_total",
-        "counter",
-        "Cartridge loads of a tape drive.",
-    );
-    for (lib, i, s, _) in &drive_lines {
-        let _ = writeln!(
-            out,
-            "reel_drive_loads_total{{library=\"{}\",drive=\"{i}\"}} {}",
-            label(lib),
-            s.loads
-        );
-    }
-    family(
-        &mut out,
-        "reel_drive_loaded",
-        "gauge",
-        "1 when a cartridge is threaded in the drive.",
-    );
-    for (lib, i, _, (st, _)) in &drive_lines {
-        let _ = writeln!(
-            out,
-            "reel_drive_loaded{{library=\"{}\",drive=\"{i}\"}} {}",
-            label(lib),
-            u8::from(*st == "loaded")
-        );
+    /// A drive's value from its counters and whether it is loaded.
+    type DriveValue = fn(&reel_ssc::DriveStats, bool) -> u64;
+    let per_drive: [(&str, &str, &str, Option<&str>, DriveValue); 7] = [
+        (
+            "reel_drive_bytes_total",
+            "counter",
+            "Bytes moved by a tape drive, by direction.",
+            Some("read"),
+            |s, _| s.bytes_read,
+        ),
+        (
+            "reel_drive_bytes_total",
+            "counter",
+            "",
+            Some("write"),
+            |s, _| s.bytes_written,
+        ),
+        (
+            "reel_drive_commands_total",
+            "counter",
+            "READ and WRITE commands of a tape drive.",
+            Some("read"),
+            |s, _| s.read_commands,
+        ),
+        (
+            "reel_drive_commands_total",
+            "counter",
+            "",
+            Some("write"),
+            |s, _| s.write_commands,
+        ),
+        (
+            "reel_drive_filemarks_total",
+            "counter",
+            "Filemarks written by a tape drive.",
+            None,
+            |s, _| s.filemarks_written,
+        ),
+        (
+            "reel_drive_loads_total",
+            "counter",
+            "Cartridge loads of a tape drive.",
+            None,
+            |s, _| s.loads,
+        ),
+        (
+            "reel_drive_loaded",
+            "gauge",
+            "1 when a cartridge is threaded in the drive.",
+            None,
+            |_, loaded| u64::from(loaded),
+        ),
+    ];
+    for (name, kind, help, direction, value) in per_drive {
+        // A family's second direction continues the family started by the first.
+        if !help.is_empty() {
+            m.family(name, kind, help);
+        }
+        for (lib, i, stats, loaded) in &drives {
+            let mut labels = vec![("library", lib.as_str()), ("drive", i.as_str())];
+            if let Some(d) = direction {
+                labels.push(("direction", d));
+            }
+            m.sample(name, &labels, value(stats, *loaded));
+        }
     }
 
     let stats = state.monitor.initiator_stats();
-    family(
-        &mut out,
+    let rows: Vec<(Vec<(&str, String)>, &reel_iscsi_net::LunCounters)> = stats
+        .iter()
+        .flat_map(|s| {
+            s.by_lun.iter().map(move |(lun, c)| {
+                let labels = vec![
+                    ("initiator", s.initiator.clone()),
+                    ("target", s.target.clone().unwrap_or_default()),
+                    ("lun", lun.to_string()),
+                ];
+                (labels, c)
+            })
+        })
+        .collect();
+    let with =
+        |labels: &[(&'static str, String)],
+         extra: &[(&'static str, String)]|
+         -> Vec<(&'static str, String)> { labels.iter().chain(extra).cloned().collect() };
+    m.family(
         "reel_initiator_bytes_total",
         "counter",
         "Bytes moved per initiator and LUN, by direction.",
     );
-    for s in &stats {
-        for (lun, c) in &s.by_lun {
-            let l = format!(
-                "initiator=\"{}\",target=\"{}\",lun=\"{lun}\"",
-                label(&s.initiator),
-                label(s.target.as_deref().unwrap_or(""))
-            );
-            let _ = writeln!(
-                out,
-                "reel_initiator_bytes_total{{{l},direction=\"read\"}} {}",
-                c.bytes_read
-            );
-            let _ = writeln!(
-                out,
-                "reel_initiator_bytes_total{{{l},direction=\"write\"}} {}",
-                c.bytes_written
-            );
-        }
+    for (l, c) in &rows {
+        m.sample(
+            "reel_initiator_bytes_total",
+            &with(l, &[("direction", "read".into())]),
+            c.bytes_read,
+        );
+        m.sample(
+            "reel_initiator_bytes_total",
+            &with(l, &[("direction", "write".into())]),
+            c.bytes_written,
+        );
     }
-    family(
-        &mut out,
+    m.family(
         "reel_initiator_commands_total",
         "counter",
         "SCSI commands per initiator and LUN.",
     );
-    for s in &stats {
-        for (lun, c) in &s.by_lun {
-            let _ = writeln!(
-                out,
-                "reel_initiator_commands_total{{initiator=\"{}\",target=\"{}\",lun=\"{lun}\"}} {}",
-                label(&s.initiator),
-                label(s.target.as_deref().unwrap_or("")),
-                c.commands
-            );
-        }
+    for (l, c) in &rows {
+        m.sample("reel_initiator_commands_total", l, c.commands);
     }
-    family(
-        &mut out,
+    m.family(
         "reel_scsi_errors_total",
         "counter",
         "Commands that ended in CHECK CONDITION, by sense key, per initiator and LUN.",
     );
-    for s in &stats {
-        for (lun, c) in &s.by_lun {
-            for (key, n) in c
-                .check_conditions
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| **n > 0)
-            {
-                let _ = writeln!(
-                    out,
-                    "reel_scsi_errors_total{{initiator=\"{}\",target=\"{}\",lun=\"{lun}\",sense_key=\"{}\"}} {n}",
-                    label(&s.initiator),
-                    label(s.target.as_deref().unwrap_or("")),
-                    SENSE_KEYS[key]
-                );
-            }
+    for (l, c) in &rows {
+        for (key, n) in c
+            .check_conditions
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+        {
+            m.sample(
+                "reel_scsi_errors_total",
+                &with(l, &[("sense_key", SENSE_KEYS[key].into())]),
+                n,
+            );
         }
     }
-    family(
-        &mut out,
+    m.family(
         "reel_command_latency_seconds",
         "histogram",
         "SCSI command latency per initiator and LUN (target side, from dispatch to completion).",
     );
-    for s in &stats {
-        for (lun, c) in &s.by_lun {
-            let l = format!(
-                "initiator=\"{}\",target=\"{}\",lun=\"{lun}\"",
-                label(&s.initiator),
-                label(s.target.as_deref().unwrap_or(""))
-            );
-            let mut cumulative = 0;
-            for (i, bound) in LATENCY_BUCKETS_US.iter().enumerate() {
-                cumulative += c.latency_buckets[i];
-                let _ = writeln!(
-                    out,
-                    "reel_command_latency_seconds_bucket{{{l},le=\"{}\"}} {cumulative}",
-                    *bound as f64 / 1e6
-                );
-            }
-            cumulative += c.latency_buckets[LATENCY_BUCKETS_US.len()];
-            let _ = writeln!(
-                out,
-                "reel_command_latency_seconds_bucket{{{l},le=\"+Inf\"}} {cumulative}"
-            );
-            let _ = writeln!(
-                out,
-                "reel_command_latency_seconds_sum{{{l}}} {}",
-                c.latency_sum_us as f64 / 1e6
-            );
-            let _ = writeln!(
-                out,
-                "reel_command_latency_seconds_count{{{l}}} {}",
-                c.commands
+    for (l, c) in &rows {
+        let mut cumulative = 0;
+        let bounds = LATENCY_BUCKETS_US
+            .iter()
+            .map(|b| (*b as f64 / 1e6).to_string())
+            .chain(["+Inf".to_string()]);
+        for (count, le) in c.latency_buckets.iter().zip(bounds) {
+            cumulative += count;
+            m.sample(
+                "reel_command_latency_seconds_bucket",
+                &with(l, &[("le", le)]),
+                cumulative,
             );
         }
+        m.sample(
+            "reel_command_latency_seconds_sum",
+            l,
+            c.latency_sum_us as f64 / 1e6,
+        );
+        m.sample("reel_command_latency_seconds_count", l, c.commands);
     }
-    family(
-        &mut out,
-        "reel_iscsi_sessions",
-        "gauge",
-        "Logged-in iSCSI sessions.",
-    );
-    let _ = writeln!(out, "reel_iscsi_sessions {}", state.target.sessions().len());
 
     let store = state.monitor.store_view();
-    for (name, help, value) in [
+    let gauges: [(&str, &str, f64); 11] = [
+        (
+            "reel_iscsi_sessions",
+            "Logged-in iSCSI sessions.",
+            state.target.sessions().len() as f64,
+        ),
         (
             "reel_store_logical_bytes",
             "Bytes the hosts wrote that the store keeps.",
@@ -710,33 +684,23 @@ pub fn render_metrics(state: &AppState) -> String {
             "Size of the data directory's file system.",
             store.disk_total as f64,
         ),
-    ] {
-        family(&mut out, name, "gauge", help);
-        let _ = writeln!(out, "{name} {value}");
+        (
+            "reel_verify_progress_ratio",
+            "Share of packs the current (or last) verify has checked; 1 when done.",
+            super::verify::progress(&state.verify),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        m.family(name, "gauge", help);
+        m.sample::<&str>(name, &[], value);
     }
-    family(
-        &mut out,
-        "reel_verify_progress_ratio",
-        "gauge",
-        "Share of packs the current (or last) verify has checked; 1 when done.",
-    );
-    let _ = writeln!(
-        out,
-        "reel_verify_progress_ratio {}",
-        super::verify::progress(&state.verify)
-    );
-    family(
-        &mut out,
+    m.family(
         "reel_process_cpu_seconds_total",
         "counter",
         "CPU time of the reel process.",
     );
-    let _ = writeln!(
-        out,
-        "reel_process_cpu_seconds_total {}",
-        process_cpu_ticks() as f64 / TICKS_PER_SECOND
-    );
-    out
+    m.sample::<&str>("reel_process_cpu_seconds_total", &[], process_cpu_seconds());
+    m.0
 }
 
 pub async fn metrics(State(state): State<Arc<AppState>>) -> ApiResult<impl IntoResponse> {
