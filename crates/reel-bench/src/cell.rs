@@ -3,25 +3,110 @@
 //! second, with the CPU time of the target process and of this one.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
 
-use crate::args::{Cell, Workload};
+use crate::api::ReelApi;
+use crate::args::{Cell, TargetKind, Workload};
 use crate::cpu::{self, Proc};
+use crate::filemode;
 use crate::report::{self, PhaseResult, Steps, TargetRun};
-use crate::session::{self, Drive};
+use crate::session::{self, Drive, DrivePlan, NegotiatedReport};
 use crate::tape::{self, Aborted, DrivePhase, Shared};
 use crate::targets::Running;
 
+/// Where one drive's data goes: a drive behind an iSCSI session, or a path written with
+/// write(2) (the `file` target).
+#[derive(Clone)]
+enum Lane {
+    Scsi(Drive),
+    Path(PathBuf),
+}
+
+impl Lane {
+    async fn data(
+        self,
+        write: bool,
+        w: Workload,
+        i: usize,
+        sh: Arc<Shared>,
+    ) -> anyhow::Result<DrivePhase> {
+        match self {
+            Lane::Scsi(d) if write => tape::write(&d, &w, i, &sh).await,
+            Lane::Scsi(d) => tape::read(&d, &w, i, &sh).await,
+            Lane::Path(p) => tokio::task::spawn_blocking(move || {
+                if write {
+                    filemode::write(&p, &w, i, &sh)
+                } else {
+                    filemode::read(&p, &w, i, &sh)
+                }
+            })
+            .await
+            .context("a file writer thread failed")?,
+        }
+    }
+
+    /// Load through the changer and set variable block mode; for a path, rewind it.
+    async fn prepare(self, record_size: u32) -> anyhow::Result<()> {
+        match self {
+            Lane::Scsi(d) => tape::load_and_prepare(&d, record_size).await,
+            Lane::Path(p) => blocking(move || filemode::prepare(&p)).await,
+        }
+    }
+
+    async fn rewind(self) -> anyhow::Result<()> {
+        match self {
+            Lane::Scsi(d) => tape::rewind(&d, "rewind before reading").await,
+            Lane::Path(p) => blocking(move || filemode::rewind(&p)).await,
+        }
+    }
+
+    /// Check the end, rewind and unload; for a path, rewind it.
+    async fn finish(self, record_size: u32) -> anyhow::Result<()> {
+        match self {
+            Lane::Scsi(d) => tape::finish(&d, record_size).await,
+            Lane::Path(p) => blocking(move || filemode::rewind(&p)).await,
+        }
+    }
+}
+
+async fn blocking(f: impl FnOnce() -> anyhow::Result<()> + Send + 'static) -> anyhow::Result<()> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .context("a file thread failed")?
+}
+
+/// Where the target's CPU time comes from: its process (a PID on this machine) and its API.
+struct ServerCpu {
+    pid: Option<u32>,
+    api: Option<ReelApi>,
+}
+
+impl ServerCpu {
+    fn proc_seconds(&self) -> anyhow::Result<Option<f64>> {
+        server_cpu(self.pid)
+    }
+
+    async fn api_seconds(&self) -> Option<f64> {
+        let api = self.api.clone()?;
+        tokio::task::spawn_blocking(move || api.cpu_seconds().ok())
+            .await
+            .ok()
+            .flatten()
+    }
+}
+
 /// Runs `f` for every drive at once; the first real error (not a drive that stopped because
 /// of another's failure) wins, and a failure makes the other drives stop issuing commands.
-async fn all<T, F, Fut>(drives: &[Drive], shared: &Arc<Shared>, f: F) -> anyhow::Result<Vec<T>>
+async fn all<D, T, F, Fut>(drives: &[D], shared: &Arc<Shared>, f: F) -> anyhow::Result<Vec<T>>
 where
+    D: Clone,
     T: Send + 'static,
-    F: Fn(usize, Drive, Arc<Shared>) -> Fut,
+    F: Fn(usize, D, Arc<Shared>) -> Fut,
     Fut: Future<Output = anyhow::Result<T>> + Send + 'static,
 {
     let handles: Vec<_> = drives
@@ -71,14 +156,16 @@ fn server_cpu(pid: Option<u32>) -> anyhow::Result<Option<f64>> {
 
 /// One data phase on every drive, sampled every second.
 async fn data_phase(
-    drives: &[Drive],
+    lanes: &[Lane],
     workload: &Workload,
     shared: &Arc<Shared>,
-    pid: Option<u32>,
+    cpu: &ServerCpu,
     write: bool,
 ) -> anyhow::Result<PhaseResult> {
     shared.reset();
-    let server0 = server_cpu(pid)?;
+    let pid = cpu.pid;
+    let api0 = cpu.api_seconds().await;
+    let server0 = cpu.proc_seconds()?;
     let client0 = cpu::cpu_seconds(Proc::This)?;
     let t0 = Instant::now();
     let started_unix = std::time::SystemTime::now()
@@ -99,20 +186,14 @@ async fn data_phase(
             }
         })
     };
-    let phases: anyhow::Result<Vec<DrivePhase>> = all(drives, shared, |i, d, sh| {
-        let w = workload.clone();
-        async move {
-            if write {
-                tape::write(&d, &w, i, &sh).await
-            } else {
-                tape::read(&d, &w, i, &sh).await
-            }
-        }
+    let phases: anyhow::Result<Vec<DrivePhase>> = all(lanes, shared, |i, lane, sh| {
+        lane.data(write, workload.clone(), i, sh)
     })
     .await;
     sampler.abort();
     let phases = phases?;
-    let server1 = server_cpu(pid)?;
+    let server1 = cpu.proc_seconds()?;
+    let api1 = cpu.api_seconds().await;
     let client1 = cpu::cpu_seconds(Proc::This)?;
     let since = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
     let bytes: u64 = phases.iter().map(|p| p.bytes).sum();
@@ -159,6 +240,7 @@ async fn data_phase(
             })
             .collect(),
         server_cpu_s_per_gb: server.map(per_gb),
+        server_api_cpu_s_per_gb: api0.zip(api1).map(|(a, b)| per_gb(b - a)),
         server_cores: server.map(|s| s / seconds.max(1e-9)),
         client_cpu_s_per_gb: per_gb(client),
         client_cores: client / seconds.max(1e-9),
@@ -170,6 +252,38 @@ async fn data_phase(
 
 /// Runs `cell` on `target`; nothing is written until every drive is loaded and prepared.
 pub async fn run(target: &Running, cell: &Cell, timeout: Duration) -> anyhow::Result<TargetRun> {
+    let cpu = ServerCpu {
+        pid: target.pid,
+        api: target.api.clone(),
+    };
+    if target.kind == TargetKind::File {
+        let lanes: Vec<Lane> = target.paths.iter().cloned().map(Lane::Path).collect();
+        let (steps, write, read) = phases(target, cell, &lanes, &cpu).await?;
+        return Ok(TargetRun {
+            target: target.kind,
+            software: target.software.clone(),
+            addr: String::new(),
+            iqn: String::new(),
+            pid: None,
+            launched: target.launched,
+            negotiated: NegotiatedReport::default(),
+            media: target.media.clone(),
+            drives: target
+                .paths
+                .iter()
+                .map(|p| DrivePlan {
+                    lun: 0,
+                    changer: None,
+                    barcode: None,
+                    drive_product: p.display().to_string(),
+                })
+                .collect(),
+            steps,
+            write,
+            read,
+            storage: None,
+        });
+    }
     let kind = target.kind.name();
     let addr = target.addr;
     let iqn = match &target.iqn {
@@ -208,7 +322,8 @@ pub async fn run(target: &Running, cell: &Cell, timeout: Duration) -> anyhow::Re
         drive.clear_attentions(plan.lun).await?;
         drives.push(drive);
     }
-    let result = phases(target, cell, &drives).await;
+    let lanes: Vec<Lane> = drives.iter().cloned().map(Lane::Scsi).collect();
+    let result = phases(target, cell, &lanes, &cpu).await;
     if result.is_err() && !target.launched {
         // Leave an external library as it was (a launched target is simply stopped).
         for d in &drives {
@@ -239,26 +354,24 @@ pub async fn run(target: &Running, cell: &Cell, timeout: Duration) -> anyhow::Re
 async fn phases(
     target: &Running,
     cell: &Cell,
-    drives: &[Drive],
+    lanes: &[Lane],
+    cpu: &ServerCpu,
 ) -> anyhow::Result<(Steps, PhaseResult, PhaseResult)> {
-    let shared = Shared::new(drives.len());
+    let shared = Shared::new(lanes.len());
     let w = &cell.workload;
     let record_size = w.record_size;
     let mut steps = Steps::default();
     let kind = target.kind.name();
 
     let t = Instant::now();
-    all(drives, &shared, |_, d, _| async move {
-        tape::load_and_prepare(&d, record_size).await
-    })
-    .await?;
+    all(lanes, &shared, |_, lane, _| lane.prepare(record_size)).await?;
     steps.load_and_prepare_s = t.elapsed().as_secs_f64();
     eprintln!(
         "reel-bench:   {kind}: {} drive(s) loaded and in variable block mode",
-        drives.len()
+        lanes.len()
     );
 
-    let write = data_phase(drives, w, &shared, target.pid, true).await?;
+    let write = data_phase(lanes, w, &shared, cpu, true).await?;
     eprintln!(
         "reel-bench:   {kind}: wrote {:.2} GB in {:.1} s: {:.0} MB/s (target {} CPU s/GB)",
         write.bytes as f64 / 1e9,
@@ -266,31 +379,27 @@ async fn phases(
         write.mb_per_s,
         write
             .server_cpu_s_per_gb
+            .or(write.server_api_cpu_s_per_gb)
             .map_or("-".into(), |v| format!("{v:.2}"))
     );
 
     let t = Instant::now();
-    all(drives, &shared, |_, d, _| async move {
-        tape::rewind(&d, "rewind before reading").await
-    })
-    .await?;
+    all(lanes, &shared, |_, lane, _| lane.rewind()).await?;
     steps.rewind_s = t.elapsed().as_secs_f64();
 
-    let read = data_phase(drives, w, &shared, target.pid, false).await?;
+    let read = data_phase(lanes, w, &shared, cpu, false).await?;
     eprintln!(
         "reel-bench:   {kind}: read and verified {:.2} GB in {:.1} s: {:.0} MB/s (target {} CPU s/GB)",
         read.bytes as f64 / 1e9,
         read.seconds,
         read.mb_per_s,
         read.server_cpu_s_per_gb
+            .or(read.server_api_cpu_s_per_gb)
             .map_or("-".into(), |v| format!("{v:.2}"))
     );
 
     let t = Instant::now();
-    all(drives, &shared, |_, d, _| async move {
-        tape::finish(&d, record_size).await
-    })
-    .await?;
+    all(lanes, &shared, |_, lane, _| lane.finish(record_size)).await?;
     steps.finish_and_unload_s = t.elapsed().as_secs_f64();
     Ok((steps, write, read))
 }

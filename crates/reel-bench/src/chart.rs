@@ -1,10 +1,10 @@
-//! Line charts as plain SVG (no dependencies): throughput against record size, and
-//! throughput over time for the flat run.
+//! Line charts as plain SVG (no dependencies): throughput against each swept dimension
+//! (record size, compressible share, drives, …), and throughput over time for the flat run.
 
 use std::fmt::Write as _;
 
 use crate::args::TargetKind;
-use crate::report::{CellReport, size_label};
+use crate::report::{CellReport, Dim, size_label, targets_in, varying};
 
 pub const REEL_COLOR: &str = "#1f6fb4";
 pub const TGT_COLOR: &str = "#e0701b";
@@ -285,34 +285,56 @@ impl LineChart {
 }
 
 fn color(kind: TargetKind) -> &'static str {
+    palette(kind)[0]
+}
+
+/// Shades of each target's colour, for several lines of one target in a chart.
+fn palette(kind: TargetKind) -> &'static [&'static str] {
     match kind {
-        TargetKind::Reel => REEL_COLOR,
-        TargetKind::Tgt => TGT_COLOR,
+        TargetKind::Reel => &[
+            REEL_COLOR, "#0b3d66", "#5aa0d8", "#123f8c", "#8cc4ec", "#3d5a80",
+        ],
+        TargetKind::Tgt => &[
+            TGT_COLOR, "#9c4a0c", "#f2a65a", "#c0392b", "#f7c89b", "#7a5230",
+        ],
+        TargetKind::File => &[
+            "#2a9d3a", "#146b22", "#73c77f", "#4d7c0f", "#a3d9a5", "#1b4d2b",
+        ],
     }
 }
 
-/// Throughput against record size, one line per target and drive count.
-pub fn by_record_size(cells: &[CellReport], write: bool) -> Option<LineChart> {
+/// Throughput against one swept dimension: one line per target and combination of the other
+/// swept dimensions, peers in the same chart. `None` when `dim` does not vary.
+pub fn by_dim(cells: &[CellReport], dim: Dim, write: bool) -> Option<LineChart> {
     let matrix: Vec<&CellReport> = cells.iter().filter(|c| !c.flat).collect();
-    let mut sizes: Vec<u32> = matrix.iter().map(|c| c.record_size).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    let mut drive_counts: Vec<u32> = matrix.iter().map(|c| c.drives).collect();
-    drive_counts.sort_unstable();
-    drive_counts.dedup();
-    if sizes.is_empty() {
+    let dims = varying(cells);
+    if !dims.contains(&dim) {
         return None;
     }
+    let others: Vec<Dim> = dims.iter().copied().filter(|d| *d != dim).collect();
+    let mut xs: Vec<(f64, String)> = matrix
+        .iter()
+        .map(|c| (dim.value(c), dim.label(c)))
+        .collect();
+    xs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    xs.dedup_by(|a, b| a.0 == b.0);
+    let key = |c: &CellReport| -> Vec<String> { others.iter().map(|d| d.label(c)).collect() };
+    let mut keys: Vec<Vec<String>> = Vec::new();
+    for c in &matrix {
+        let k = key(c);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
     let mut series = Vec::new();
-    for kind in [TargetKind::Reel, TargetKind::Tgt] {
-        for (n, &drives) in drive_counts.iter().enumerate() {
-            let points: Vec<(f64, f64)> = sizes
+    for kind in targets_in(cells) {
+        let shades = palette(kind);
+        for (n, k) in keys.iter().enumerate() {
+            let points: Vec<(f64, f64)> = xs
                 .iter()
                 .enumerate()
-                .filter_map(|(i, &size)| {
-                    let cell = matrix
-                        .iter()
-                        .find(|c| c.record_size == size && c.drives == drives)?;
+                .filter_map(|(i, (v, _))| {
+                    let cell = matrix.iter().find(|c| dim.value(c) == *v && key(c) == *k)?;
                     let run = cell.run(kind)?;
                     let p = if write { &run.write } else { &run.read };
                     Some((i as f64, p.mb_per_s))
@@ -321,34 +343,31 @@ pub fn by_record_size(cells: &[CellReport], write: bool) -> Option<LineChart> {
             if points.is_empty() {
                 continue;
             }
+            let mut name = kind.name().to_string();
+            for (d, value) in others.iter().zip(k) {
+                name.push_str(&format!(", {} {value}", d.short()));
+            }
             series.push(Series {
-                name: format!(
-                    "{} {} drive{}",
-                    kind.name(),
-                    drives,
-                    if drives == 1 { "" } else { "s" }
-                ),
-                color: color(kind).into(),
+                name,
+                color: shades[n % shades.len()].into(),
                 dashed: n % 2 == 1,
                 points,
                 markers: true,
             });
         }
     }
+    let word = if write { "write" } else { "read" };
     Some(LineChart {
         title: format!(
-            "Tape {} throughput vs record size (all drives together)",
-            if write { "write" } else { "read" }
+            "Tape {word} throughput vs {} (all drives together)",
+            dim.short()
         ),
-        x_label: "record size (bytes, K/M = 2^10/2^20)".into(),
-        y_label: format!(
-            "{} MB/s (10^6 bytes/s)",
-            if write { "write" } else { "read" }
-        ),
-        x_ticks: sizes
+        x_label: dim.axis().into(),
+        y_label: format!("{word} MB/s (10^6 bytes/s)"),
+        x_ticks: xs
             .iter()
             .enumerate()
-            .map(|(i, &s)| (i as f64, size_label(u64::from(s))))
+            .map(|(i, (_, label))| (i as f64, label.clone()))
             .collect(),
         series,
         rules: Vec::new(),

@@ -12,10 +12,12 @@
 //! [`procs`] (starting and stopping `reel serve` and `tgtd`) is shared with
 //! `reel-iscsi-bench`.
 
+pub mod api;
 mod args;
 mod cell;
 mod chart;
 pub mod cpu;
+mod filemode;
 pub mod procs;
 mod report;
 mod scsi;
@@ -30,8 +32,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 
-pub use args::{BenchArgs, TargetKind};
-pub use report::{CellReport, Flatness, Goal, PhaseResult, Report, TargetRun, flatness};
+pub use args::{BenchArgs, Sweep, TargetKind};
+pub use report::{CellReport, Dim, Flatness, Goal, PhaseResult, Report, TargetRun, flatness};
 pub use scsi::{CommandFailure, describe_sense};
 
 /// Set by Ctrl-C / SIGTERM: drives stop issuing commands and the targets are stopped.
@@ -142,8 +144,9 @@ pub fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
                     )));
                 }
             };
+            let logical = cell.workload.size * u64::from(cell.drives);
             run.storage = running
-                .finish()
+                .finish(logical)
                 .with_context(|| format!("stopping {}", t.kind.name()))?;
             runs.push(run);
         }
@@ -186,36 +189,27 @@ fn running_log_hint(running: &targets::Running) -> String {
         .unwrap_or_default()
 }
 
-/// Writes the charts into `dir`; (title, file name) of each.
+/// Writes the charts into `dir`: write and read throughput against every swept dimension,
+/// and the flat run over time; (title, file name) of each.
 fn write_charts(report: &Report, dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let mut charts = Vec::new();
+    for dim in Dim::ALL {
+        for (write, word) in [(true, "write"), (false, "read")] {
+            if let Some(chart) = chart::by_dim(&report.cells, dim, write) {
+                charts.push((format!("throughput-{word}-vs-{}.svg", dim.slug()), chart));
+            }
+        }
+    }
+    for (write, word) in [(true, "write"), (false, "read")] {
+        if let Some(chart) = chart::over_time(&report.cells, write) {
+            charts.push((format!("flat-{word}.svg"), chart));
+        }
+    }
     let mut out = Vec::new();
-    let charts = [
-        (
-            "throughput-write.svg",
-            "Write throughput vs record size",
-            chart::by_record_size(&report.cells, true),
-        ),
-        (
-            "throughput-read.svg",
-            "Read throughput vs record size",
-            chart::by_record_size(&report.cells, false),
-        ),
-        (
-            "flat-write.svg",
-            "Flat run: write throughput over time",
-            chart::over_time(&report.cells, true),
-        ),
-        (
-            "flat-read.svg",
-            "Flat run: read throughput over time",
-            chart::over_time(&report.cells, false),
-        ),
-    ];
-    for (file, title, chart) in charts {
-        let Some(chart) = chart else { continue };
-        let path = dir.join(file);
+    for (file, chart) in charts {
+        let path = dir.join(&file);
         fs::write(&path, chart.render()).with_context(|| format!("writing {}", path.display()))?;
-        out.push((title.to_string(), file.to_string()));
+        out.push((chart.title.clone(), file));
     }
     Ok(out)
 }
@@ -226,8 +220,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(path) => {
             let text =
                 fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            serde_json::from_str::<Report>(&text)
-                .with_context(|| format!("{}: not a reel-bench report", path.display()))?
+            let mut report = serde_json::from_str::<Report>(&text)
+                .with_context(|| format!("{}: not a reel-bench report", path.display()))?;
+            report.fill_workloads();
+            report
         }
         None => {
             let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));

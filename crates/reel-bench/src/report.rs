@@ -12,6 +12,10 @@ use crate::session::{DrivePlan, NegotiatedReport};
 pub const GOAL_ONE_DRIVE: f64 = 1.2;
 pub const GOAL_FOUR_DRIVES: f64 = 1.5;
 pub const GOAL_RECORD_SIZE: u32 = 256 << 10;
+pub const GOAL_DEDUP_OF_IDEAL: f64 = 0.97;
+/// The API's ratios and those from the pack files are computed from the same bytes: they
+/// may differ only by what the catalog counts that the files do not (nothing, today).
+pub const GOAL_RATIO_AGREEMENT: f64 = 0.01;
 /// Flatness: samples after the first `FLAT_SKIP_SECONDS` may be at most this far below the
 /// median.
 pub const FLAT_TOLERANCE: f64 = 0.20;
@@ -123,6 +127,10 @@ pub struct PhaseResult {
     /// Target process CPU seconds (user + system) per 10^9 bytes, and in cores.
     pub server_cpu_s_per_gb: Option<f64>,
     pub server_cores: Option<f64>,
+    /// The same from the server's own counter (reel's `reel_process_cpu_seconds_total` in
+    /// `/metrics`), when its API is reachable.
+    #[serde(default)]
+    pub server_api_cpu_s_per_gb: Option<f64>,
     /// This process (initiator, data generation and verification) likewise.
     pub client_cpu_s_per_gb: f64,
     pub client_cores: f64,
@@ -149,12 +157,16 @@ pub struct Storage {
     /// Disk space (allocated blocks) of the target's data: reel's data directory, tgt's
     /// tape image files.
     pub disk_bytes: u64,
-    /// reel: `reel stats` figures.
+    /// reel: the ratios its API reports (`api`).
     pub dedup: Option<f64>,
     pub compression: Option<f64>,
     pub reduction: Option<f64>,
-    /// `reel stats` output as printed.
-    pub stats_text: Option<String>,
+    /// reel: `/api/v1/stats` after the cell.
+    #[serde(default)]
+    pub api: Option<crate::api::ApiStore>,
+    /// reel: the same ratios from its pack files (launched reel only).
+    #[serde(default)]
+    pub packs: Option<crate::api::DiskStore>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -181,6 +193,10 @@ pub struct CellReport {
     pub record_size: u32,
     pub size_per_drive: u64,
     pub flat: bool,
+    /// The cell's whole workload (reports before sweeps lack it: see
+    /// [`Report::fill_workloads`]).
+    #[serde(default)]
+    pub workload: Option<Workload>,
     pub runs: Vec<TargetRun>,
     /// reel MB/s ÷ tgt MB/s.
     pub write_ratio: Option<f64>,
@@ -203,6 +219,7 @@ impl CellReport {
             record_size: workload.record_size,
             size_per_drive: workload.size,
             flat,
+            workload: Some(workload.clone()),
             runs,
             write_ratio,
             read_ratio,
@@ -221,6 +238,148 @@ impl CellReport {
             size_label(u64::from(self.record_size))
         )
     }
+
+    /// The label with the values of `dims` (the swept dimensions besides drives and record
+    /// size).
+    pub fn label_with(&self, dims: &[Dim]) -> String {
+        let mut out = self.label();
+        for d in dims {
+            if !matches!(d, Dim::Drives | Dim::RecordSize) {
+                let _ = write!(out, ", {} {}", d.short(), d.label(self));
+            }
+        }
+        out
+    }
+
+    pub fn workload(&self) -> &Workload {
+        self.workload
+            .as_ref()
+            .expect("Report::fill_workloads runs after loading")
+    }
+
+    /// The workload the issue's goals are stated for: 25 % random, R = 8, every block
+    /// compressible, no intermediate filemarks.
+    pub fn is_tapewrite_default(&self) -> bool {
+        let w = self.workload();
+        w.randomness == 0.25
+            && w.redundancy == 8
+            && w.incompressible_share == 0.0
+            && w.filemark_every.is_none()
+    }
+}
+
+/// A workload dimension a sweep can vary (one column and one chart axis each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dim {
+    RecordSize,
+    Drives,
+    CompressibleShare,
+    Randomness,
+    Redundancy,
+    QueueDepth,
+    FilemarkEvery,
+    FilemarkImmed,
+}
+
+impl Dim {
+    pub const ALL: [Dim; 8] = [
+        Dim::RecordSize,
+        Dim::Drives,
+        Dim::CompressibleShare,
+        Dim::Randomness,
+        Dim::Redundancy,
+        Dim::QueueDepth,
+        Dim::FilemarkEvery,
+        Dim::FilemarkImmed,
+    ];
+
+    /// Column header / legend word.
+    pub fn short(self) -> &'static str {
+        match self {
+            Dim::RecordSize => "record",
+            Dim::Drives => "drives",
+            Dim::CompressibleShare => "compressible",
+            Dim::Randomness => "random",
+            Dim::Redundancy => "R",
+            Dim::QueueDepth => "QD",
+            Dim::FilemarkEvery => "filemark every",
+            Dim::FilemarkImmed => "IMMED",
+        }
+    }
+
+    /// Chart axis label, with units.
+    pub fn axis(self) -> &'static str {
+        match self {
+            Dim::RecordSize => "record size (bytes, K/M = 2^10/2^20)",
+            Dim::Drives => "drives writing at once",
+            Dim::CompressibleShare => "share of compressible blocks (the rest random)",
+            Dim::Randomness => "random share of each compressible block",
+            Dim::Redundancy => "redundancy R (appearances of each unique block)",
+            Dim::QueueDepth => "commands in flight per drive",
+            Dim::FilemarkEvery => "filemark interval (bytes of records)",
+            Dim::FilemarkImmed => "intermediate filemarks with IMMED=1",
+        }
+    }
+
+    /// File-name part of the chart.
+    pub fn slug(self) -> &'static str {
+        match self {
+            Dim::RecordSize => "record-size",
+            Dim::Drives => "drives",
+            Dim::CompressibleShare => "compressible-share",
+            Dim::Randomness => "randomness",
+            Dim::Redundancy => "redundancy",
+            Dim::QueueDepth => "queue-depth",
+            Dim::FilemarkEvery => "filemark-interval",
+            Dim::FilemarkImmed => "filemark-immed",
+        }
+    }
+
+    /// The cell's value, for ordering (no intermediate filemark sorts first).
+    pub fn value(self, c: &CellReport) -> f64 {
+        let w = c.workload();
+        match self {
+            Dim::RecordSize => f64::from(c.record_size),
+            Dim::Drives => f64::from(c.drives),
+            Dim::CompressibleShare => 1.0 - w.incompressible_share,
+            Dim::Randomness => w.randomness,
+            Dim::Redundancy => f64::from(w.redundancy),
+            Dim::QueueDepth => f64::from(w.queue_depth),
+            Dim::FilemarkEvery => w.filemark_every.map_or(0.0, |k| k as f64),
+            Dim::FilemarkImmed => f64::from(u8::from(w.filemark_immed)),
+        }
+    }
+
+    pub fn label(self, c: &CellReport) -> String {
+        let w = c.workload();
+        match self {
+            Dim::RecordSize => size_label(u64::from(c.record_size)),
+            Dim::Drives => c.drives.to_string(),
+            Dim::CompressibleShare => format!("{:.0} %", (1.0 - w.incompressible_share) * 100.0),
+            Dim::Randomness => format!("{:.0} %", w.randomness * 100.0),
+            Dim::Redundancy => w.redundancy.to_string(),
+            Dim::QueueDepth => w.queue_depth.to_string(),
+            Dim::FilemarkEvery => w.filemark_every.map_or("end only".into(), size_label),
+            Dim::FilemarkImmed => if w.filemark_immed { "yes" } else { "no" }.into(),
+        }
+    }
+}
+
+/// The dimensions whose value differs between the (non-flat) cells, in [`Dim::ALL`] order.
+pub fn varying(cells: &[CellReport]) -> Vec<Dim> {
+    let matrix: Vec<&CellReport> = cells.iter().filter(|c| !c.flat).collect();
+    Dim::ALL
+        .into_iter()
+        .filter(|d| matrix.iter().any(|c| d.value(c) != d.value(matrix[0])))
+        .collect()
+}
+
+/// The targets that took part, in [`TargetKind::ALL`] order.
+pub fn targets_in(cells: &[CellReport]) -> Vec<TargetKind> {
+    TargetKind::ALL
+        .into_iter()
+        .filter(|k| cells.iter().any(|c| c.run(*k).is_some()))
+        .collect()
 }
 
 /// One of the issue's goals.
@@ -255,6 +414,22 @@ pub struct Report {
     pub goals: Vec<Goal>,
 }
 
+impl Report {
+    /// Gives every cell of a report written before sweeps existed its workload: the
+    /// report's, with the cell's record size and size.
+    pub fn fill_workloads(&mut self) {
+        for c in &mut self.cells {
+            if c.workload.is_none() {
+                c.workload = Some(Workload {
+                    record_size: c.record_size,
+                    size: c.size_per_drive,
+                    ..self.workload.clone()
+                });
+            }
+        }
+    }
+}
+
 /// `64K`, `256K`, `1M`, `2G`, or plain bytes.
 pub fn size_label(bytes: u64) -> String {
     for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
@@ -277,10 +452,21 @@ fn ratio(v: Option<f64>) -> String {
 /// The issue's goals judged on the cells of this run.
 pub fn goals(cells: &[CellReport]) -> Vec<Goal> {
     let mut out = Vec::new();
+    // The cell of the goals' workload (at the default queue depth when several were run).
     let matrix = |drives: u32| {
-        cells
-            .iter()
-            .find(|c| !c.flat && c.drives == drives && c.record_size == GOAL_RECORD_SIZE)
+        let mut found = cells.iter().filter(|c| {
+            !c.flat
+                && c.drives == drives
+                && c.record_size == GOAL_RECORD_SIZE
+                && c.is_tapewrite_default()
+        });
+        let first = found.next()?;
+        Some(
+            std::iter::once(first)
+                .chain(found)
+                .find(|c| c.workload().queue_depth == 8)
+                .unwrap_or(first),
+        )
     };
     for (drives, goal) in [(1, GOAL_ONE_DRIVE), (4, GOAL_FOUR_DRIVES)] {
         let name = format!(
@@ -308,6 +494,68 @@ pub fn goals(cells: &[CellReport]) -> Vec<Goal> {
             detail,
         });
     }
+    // Data reduction: dedup within 3 % of R on the goals' workload (tgt stores everything).
+    let reduced: Vec<(&CellReport, &Storage)> = cells
+        .iter()
+        .filter(|c| !c.flat && c.is_tapewrite_default())
+        .filter_map(|c| Some((c, c.run(TargetKind::Reel)?.storage.as_ref()?)))
+        .filter(|(_, s)| s.dedup.is_some())
+        .collect();
+    out.push(Goal {
+        goal: format!("reel's dedup >= {GOAL_DEDUP_OF_IDEAL} of the ideal R (25 % random, R = 8)"),
+        met: (!reduced.is_empty()).then(|| {
+            reduced.iter().all(|(c, s)| {
+                s.dedup.unwrap_or(0.0) >= GOAL_DEDUP_OF_IDEAL * f64::from(c.workload().redundancy)
+            })
+        }),
+        detail: if reduced.is_empty() {
+            "not measured in this run".into()
+        } else {
+            reduced
+                .iter()
+                .map(|(c, s)| {
+                    format!(
+                        "{}: dedup {:.2} of {} ({:.1} %), compression {:.2}, reduction {:.1}:1",
+                        c.label(),
+                        s.dedup.unwrap_or(0.0),
+                        c.workload().redundancy,
+                        s.dedup.unwrap_or(0.0) / f64::from(c.workload().redundancy) * 100.0,
+                        s.compression.unwrap_or(0.0),
+                        s.reduction.unwrap_or(0.0)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        },
+    });
+    // reel's reported ratios against those computed from its pack files.
+    let checked: Vec<(&CellReport, f64)> = cells
+        .iter()
+        .filter_map(|c| {
+            let s = c.run(TargetKind::Reel)?.storage.as_ref()?;
+            Some((
+                c,
+                crate::api::disagreement(s.api.as_ref()?, s.packs.as_ref()?),
+            ))
+        })
+        .collect();
+    let worst = checked.iter().map(|(_, d)| *d).fold(0.0, f64::max);
+    out.push(Goal {
+        goal: format!(
+            "reel's API ratios = ratios from its pack files (within {:.0} %)",
+            GOAL_RATIO_AGREEMENT * 100.0
+        ),
+        met: (!checked.is_empty()).then_some(worst <= GOAL_RATIO_AGREEMENT),
+        detail: if checked.is_empty() {
+            "not measured in this run".into()
+        } else {
+            format!(
+                "{} cells; largest difference {:.2} %",
+                checked.len(),
+                worst * 100.0
+            )
+        },
+    });
     // Reads at least as fast as writes, for reel in every cell.
     let mut slower = Vec::new();
     let mut judged = 0;
@@ -385,54 +633,79 @@ fn met_word(met: Option<bool>) -> &'static str {
     }
 }
 
-/// The main table as aligned text (also the Markdown table's content).
-fn matrix_rows(report: &Report) -> Vec<Vec<String>> {
+/// The main table (aligned text on the terminal, Markdown in the report): one row per cell,
+/// the swept dimensions first, then every target's throughput, reel/tgt ratios and CPU.
+fn matrix_table(report: &Report) -> (Vec<String>, Vec<Vec<String>>, usize) {
+    let dims = varying(&report.cells);
+    let extra: Vec<Dim> = dims
+        .iter()
+        .copied()
+        .filter(|d| !matches!(d, Dim::Drives | Dim::RecordSize))
+        .collect();
+    let targets = targets_in(&report.cells);
+    let both = targets.contains(&TargetKind::Reel) && targets.contains(&TargetKind::Tgt);
+    let mut header: Vec<String> = vec!["drives".into(), "record".into()];
+    header.extend(extra.iter().map(|d| d.short().to_string()));
+    let first_number = header.len();
+    for phase in ["write", "read"] {
+        for t in &targets {
+            header.push(format!("{} {phase} MB/s", t.name()));
+        }
+        if both {
+            header.push("reel/tgt".into());
+        }
+    }
+    for t in targets.iter().filter(|t| **t != TargetKind::File) {
+        header.push(format!("{} CPU s/GB (w/r)", t.name()));
+    }
+    header.push(format!(
+        "client CPU s/GB write ({})",
+        targets
+            .iter()
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join("/")
+    ));
     let mut rows = Vec::new();
     for c in report.cells.iter().filter(|c| !c.flat) {
-        let r = c.run(TargetKind::Reel);
-        let t = c.run(TargetKind::Tgt);
-        rows.push(vec![
-            c.drives.to_string(),
-            size_label(u64::from(c.record_size)),
-            opt(r.map(|r| r.write.mb_per_s), 0),
-            opt(t.map(|t| t.write.mb_per_s), 0),
-            ratio(c.write_ratio),
-            opt(r.map(|r| r.read.mb_per_s), 0),
-            opt(t.map(|t| t.read.mb_per_s), 0),
-            ratio(c.read_ratio),
-            format!(
+        let mut row = vec![c.drives.to_string(), size_label(u64::from(c.record_size))];
+        row.extend(extra.iter().map(|d| d.label(c)));
+        for (write, ratio_value) in [(true, c.write_ratio), (false, c.read_ratio)] {
+            for t in &targets {
+                row.push(opt(
+                    c.run(*t)
+                        .map(|r| if write { &r.write } else { &r.read }.mb_per_s),
+                    0,
+                ));
+            }
+            if both {
+                row.push(ratio(ratio_value));
+            }
+        }
+        for t in targets.iter().filter(|t| **t != TargetKind::File) {
+            let r = c.run(*t);
+            let cpu = |p: &PhaseResult| p.server_cpu_s_per_gb.or(p.server_api_cpu_s_per_gb);
+            row.push(format!(
                 "{} / {}",
-                opt(r.and_then(|r| r.write.server_cpu_s_per_gb), 2),
-                opt(r.and_then(|r| r.read.server_cpu_s_per_gb), 2)
-            ),
-            format!(
-                "{} / {}",
-                opt(t.and_then(|t| t.write.server_cpu_s_per_gb), 2),
-                opt(t.and_then(|t| t.read.server_cpu_s_per_gb), 2)
-            ),
-            format!(
-                "{} / {}",
-                opt(r.map(|r| r.write.client_cpu_s_per_gb), 2),
-                opt(t.map(|t| t.write.client_cpu_s_per_gb), 2)
-            ),
-        ]);
+                opt(r.and_then(|r| cpu(&r.write)), 2),
+                opt(r.and_then(|r| cpu(&r.read)), 2)
+            ));
+        }
+        row.push(
+            targets
+                .iter()
+                .map(|t| opt(c.run(*t).map(|r| r.write.client_cpu_s_per_gb), 2))
+                .collect::<Vec<_>>()
+                .join(" / "),
+        );
+        rows.push(row);
     }
-    rows
+    (header, rows, first_number)
 }
 
-const MATRIX_HEADER: [&str; 11] = [
-    "drives",
-    "record",
-    "reel write MB/s",
-    "tgt write MB/s",
-    "reel/tgt",
-    "reel read MB/s",
-    "tgt read MB/s",
-    "reel/tgt",
-    "reel CPU s/GB (w/r)",
-    "tgt CPU s/GB (w/r)",
-    "client CPU s/GB write (reel/tgt)",
-];
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
 
 fn markdown_table(header: &[&str], rows: &[Vec<String>], right_from: usize) -> String {
     let mut out = String::new();
@@ -513,34 +786,65 @@ const FLAT_HEADER: [&str; 11] = [
     "flat",
 ];
 
-fn storage_rows(report: &Report) -> Vec<Vec<String>> {
+/// What each target kept: reel's ratios as its API reports them and as its pack files give
+/// them, the targets' disk use.
+fn storage_table(report: &Report) -> (Vec<String>, Vec<Vec<String>>) {
+    let dims = varying(&report.cells);
+    let targets = targets_in(&report.cells);
+    let reel = targets.contains(&TargetKind::Reel);
+    let mut header: Vec<String> = vec!["cell".into(), "written GB".into()];
+    if reel {
+        header.extend(
+            [
+                "reel on disk GB",
+                "reel dedup",
+                "reel compression",
+                "reel reduction",
+                "from pack files (dedup / compression / reduction)",
+                "reel CPU s/GB write (API)",
+            ]
+            .map(String::from),
+        );
+    }
+    for t in targets.iter().filter(|t| **t != TargetKind::Reel) {
+        header.push(format!("{} on disk GB", t.name()));
+    }
     let mut rows = Vec::new();
     for c in &report.cells {
         let logical = c.size_per_drive * u64::from(c.drives);
-        let r = c.run(TargetKind::Reel).and_then(|r| r.storage.as_ref());
-        let t = c.run(TargetKind::Tgt).and_then(|t| t.storage.as_ref());
-        rows.push(vec![
-            format!("{}{}", c.label(), if c.flat { " (flat)" } else { "" }),
+        let mut row = vec![
+            format!(
+                "{}{}",
+                c.label_with(&dims),
+                if c.flat { " (flat)" } else { "" }
+            ),
             format!("{:.2}", logical as f64 / 1e9),
-            opt(r.map(|s| s.disk_bytes as f64 / 1e9), 3),
-            opt(r.and_then(|s| s.dedup), 2),
-            opt(r.and_then(|s| s.compression), 2),
-            opt(r.and_then(|s| s.reduction), 2),
-            opt(t.map(|s| s.disk_bytes as f64 / 1e9), 3),
-        ]);
+        ];
+        if reel {
+            let run = c.run(TargetKind::Reel);
+            let r = run.and_then(|r| r.storage.as_ref());
+            row.extend([
+                opt(r.map(|s| s.disk_bytes as f64 / 1e9), 3),
+                opt(r.and_then(|s| s.dedup), 2),
+                opt(r.and_then(|s| s.compression), 2),
+                opt(r.and_then(|s| s.reduction), 2),
+                r.and_then(|s| s.packs.as_ref()).map_or("-".into(), |p| {
+                    format!(
+                        "{:.2} / {:.2} / {:.2}",
+                        p.dedup_ratio, p.compression_ratio, p.reduction_ratio
+                    )
+                }),
+                opt(run.and_then(|r| r.write.server_api_cpu_s_per_gb), 2),
+            ]);
+        }
+        for t in targets.iter().filter(|t| **t != TargetKind::Reel) {
+            let s = c.run(*t).and_then(|r| r.storage.as_ref());
+            row.push(opt(s.map(|s| s.disk_bytes as f64 / 1e9), 3));
+        }
+        rows.push(row);
     }
-    rows
+    (header, rows)
 }
-
-const STORAGE_HEADER: [&str; 7] = [
-    "cell",
-    "written GB",
-    "reel on disk GB",
-    "reel dedup",
-    "reel compression",
-    "reel reduction",
-    "tgt on disk GB",
-];
 
 fn negotiated_rows(report: &Report) -> (Vec<String>, Vec<Vec<String>>) {
     let mut runs: Vec<&TargetRun> = Vec::new();
@@ -585,9 +889,9 @@ fn negotiated_rows(report: &Report) -> (Vec<String>, Vec<Vec<String>>) {
 
 pub fn terminal(report: &Report) -> String {
     let mut out = String::new();
-    let rows = matrix_rows(report);
+    let (header, rows, _) = matrix_table(report);
     if !rows.is_empty() {
-        out.push_str(&text_table(&MATRIX_HEADER, &rows));
+        out.push_str(&text_table(&strs(&header), &rows));
     }
     let flat = flat_rows(report);
     if !flat.is_empty() {
@@ -595,7 +899,8 @@ pub fn terminal(report: &Report) -> String {
         out.push_str(&text_table(&FLAT_HEADER, &flat));
     }
     out.push('\n');
-    out.push_str(&text_table(&STORAGE_HEADER, &storage_rows(report)));
+    let (header, rows) = storage_table(report);
+    out.push_str(&text_table(&strs(&header), &rows));
     out.push('\n');
     for g in &report.goals {
         let _ = writeln!(out, "{}: {} — {}", met_word(g.met), g.goal, g.detail);
@@ -665,10 +970,11 @@ pub fn markdown(report: &Report, charts: &[(String, String)]) -> String {
                 r.software,
                 r.iqn,
                 product,
-                if r.media == "changer" {
-                    "loaded with MOVE MEDIUM through the target's changer"
-                } else {
-                    "preloaded in the drives (no changer)"
+                match r.media.as_str() {
+                    "changer" => "loaded with MOVE MEDIUM through the target's changer",
+                    "file" => "are plain files written with write(2)",
+                    "device" => "are tape devices written with write(2) (one record each)",
+                    _ => "preloaded in the drives (no changer)",
                 },
                 if r.launched {
                     ", started fresh for every cell"
@@ -679,7 +985,7 @@ pub fn markdown(report: &Report, charts: &[(String, String)]) -> String {
         }
     }
     let _ = writeln!(out);
-    let rows = matrix_rows(report);
+    let (header, rows, first_number) = matrix_table(report);
     if !rows.is_empty() {
         let _ = writeln!(
             out,
@@ -687,7 +993,7 @@ pub fn markdown(report: &Report, charts: &[(String, String)]) -> String {
              CPU s/GB: CPU seconds (user + system) of the target process per 10^9 bytes; client: this process \
              (initiator, data generation, verification).\n"
         );
-        out.push_str(&markdown_table(&MATRIX_HEADER, &rows, 2));
+        out.push_str(&markdown_table(&strs(&header), &rows, first_number));
         out.push('\n');
     }
     let flat = flat_rows(report);
@@ -701,9 +1007,13 @@ pub fn markdown(report: &Report, charts: &[(String, String)]) -> String {
     }
     let _ = writeln!(
         out,
-        "Storage after each run (reel: `reel stats` and its data directory's allocated size; tgt: its tape image files):\n"
+        "Storage after each run (reel: the ratios from its REST API `/api/v1/stats`, the same \
+         computed independently from its pack files' trailers with the bytes this run wrote as the \
+         logical side, its data directory's allocated size, and its CPU from `/metrics`; tgt: its \
+         tape image files; file: the files written):\n"
     );
-    out.push_str(&markdown_table(&STORAGE_HEADER, &storage_rows(report), 1));
+    let (header, rows) = storage_table(report);
+    out.push_str(&markdown_table(&strs(&header), &rows, 1));
     out.push('\n');
     let (header, rows) = negotiated_rows(report);
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
@@ -789,6 +1099,7 @@ mod tests {
             data_seconds: 1.0,
             per_drive_mb_per_s: vec![mb_per_s],
             server_cpu_s_per_gb: Some(1.0),
+            server_api_cpu_s_per_gb: None,
             server_cores: Some(1.0),
             client_cpu_s_per_gb: 0.5,
             client_cores: 0.5,
@@ -837,6 +1148,7 @@ mod tests {
             same_data: false,
             randomness: 0.25,
             redundancy: 8,
+            incompressible_share: 0.0,
             block_size: 256 << 10,
             window_blocks: 1024,
             seed: 1,
@@ -880,14 +1192,20 @@ mod tests {
             "{}",
             g[1].detail
         );
-        assert_eq!(g[2].met, Some(false));
+        let named = |start: &str| g.iter().find(|g| g.goal.starts_with(start)).unwrap();
+        let reads = named("reel reads >= reel writes");
+        assert_eq!(reads.met, Some(false));
         assert!(
-            g[2].detail
+            reads
+                .detail
                 .contains("4 drives x 256K: read 650 < write 700"),
             "{}",
-            g[2].detail
+            reads.detail
         );
-        assert_eq!(g[3].met, None);
+        assert_eq!(named("flat write").met, None);
+        // No storage figures: neither reduction nor agreement was measured.
+        assert_eq!(named("reel's dedup").met, None);
+        assert_eq!(named("reel's API ratios").met, None);
         // Without tgt there is no ratio.
         let alone = vec![CellReport::new(
             1,
@@ -896,6 +1214,140 @@ mod tests {
             vec![run(TargetKind::Reel, 1.0, 2.0)],
         )];
         assert_eq!(goals(&alone)[0].met, None);
+    }
+
+    fn storage(dedup: f64, packs_dedup: f64) -> Storage {
+        Storage {
+            disk_bytes: 1,
+            dedup: Some(dedup),
+            compression: Some(3.6),
+            reduction: Some(dedup * 3.6),
+            api: Some(crate::api::ApiStore {
+                dedup_ratio: dedup,
+                compression_ratio: 3.6,
+                reduction_ratio: dedup * 3.6,
+                ..Default::default()
+            }),
+            packs: Some(crate::api::DiskStore {
+                dedup_ratio: packs_dedup,
+                compression_ratio: 3.6,
+                reduction_ratio: packs_dedup * 3.6,
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn reduction_and_ratio_agreement_goals() {
+        let with = |dedup: f64, packs: f64, w: Workload| {
+            let mut r = run(TargetKind::Reel, 1.0, 1.0);
+            r.storage = Some(storage(dedup, packs));
+            CellReport::new(1, &w, false, vec![r])
+        };
+        let judged = |cells: &[CellReport], start: &str| {
+            goals(cells)
+                .into_iter()
+                .find(|g| g.goal.starts_with(start))
+                .unwrap()
+        };
+        let good = [with(7.9, 7.9, workload(256 << 10))];
+        assert_eq!(judged(&good, "reel's dedup").met, Some(true));
+        assert_eq!(judged(&good, "reel's API ratios").met, Some(true));
+        let poor = [with(7.7, 7.9, workload(256 << 10))];
+        let dedup = judged(&poor, "reel's dedup");
+        assert_eq!(dedup.met, Some(false));
+        assert!(
+            dedup.detail.contains("dedup 7.70 of 8 (96.2 %)"),
+            "{}",
+            dedup.detail
+        );
+        let agreement = judged(&poor, "reel's API ratios");
+        assert_eq!(agreement.met, Some(false));
+        assert!(agreement.detail.contains("2.53 %"), "{}", agreement.detail);
+        // Another workload (R = 1) is not what the reduction goal is stated for.
+        let other = [with(
+            1.0,
+            1.0,
+            Workload {
+                redundancy: 1,
+                ..workload(256 << 10)
+            },
+        )];
+        assert_eq!(judged(&other, "reel's dedup").met, None);
+        assert_eq!(judged(&other, "reel's API ratios").met, Some(true));
+    }
+
+    #[test]
+    fn swept_dimensions_get_columns_labels_and_charts() {
+        let w = |share: f64, record: u32| Workload {
+            incompressible_share: 1.0 - share,
+            redundancy: 1,
+            ..workload(record)
+        };
+        let mut cells = Vec::new();
+        for record in [64 << 10, 1 << 20] {
+            for share in [0.0, 0.5, 1.0] {
+                cells.push(CellReport::new(
+                    1,
+                    &w(share, record),
+                    false,
+                    vec![
+                        run(TargetKind::Reel, 100.0 + share * 100.0, 1.0),
+                        run(TargetKind::Tgt, 100.0, 1.0),
+                    ],
+                ));
+            }
+        }
+        assert_eq!(varying(&cells), [Dim::RecordSize, Dim::CompressibleShare]);
+        assert_eq!(
+            cells[1].label_with(&varying(&cells)),
+            "1 drive x 64K, compressible 50 %"
+        );
+        let (header, rows, first) = matrix_table(&Report {
+            tool: String::new(),
+            command: String::new(),
+            started_unix: 0,
+            finished_unix: 0,
+            machine: Machine {
+                nproc: 2,
+                cpu_model: String::new(),
+                memory: String::new(),
+                kernel: String::new(),
+                load_average_start: String::new(),
+                load_average_end: String::new(),
+            },
+            workload: w(0.0, 64 << 10),
+            initiator: String::new(),
+            goals: Vec::new(),
+            cells: cells.clone(),
+        });
+        assert_eq!(
+            header[..4],
+            ["drives", "record", "compressible", "reel write MB/s"]
+        );
+        assert_eq!(first, 3);
+        assert_eq!(rows[2][..6], ["1", "64K", "100 %", "200", "100", "2.00x"]);
+        // One line per target and record size against the compressible share.
+        let chart = crate::chart::by_dim(&cells, Dim::CompressibleShare, true).unwrap();
+        let names: Vec<&str> = chart.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "reel, record 64K",
+                "reel, record 1M",
+                "tgt, record 64K",
+                "tgt, record 1M"
+            ]
+        );
+        assert_eq!(
+            chart.series[0].points,
+            [(0.0, 100.0), (1.0, 150.0), (2.0, 200.0)]
+        );
+        let ticks: Vec<&str> = chart.x_ticks.iter().map(|t| t.1.as_str()).collect();
+        assert_eq!(ticks, ["0 %", "50 %", "100 %"]);
+        assert!(chart.x_label.contains("compressible"));
+        // Drives do not vary: no chart for them.
+        assert!(crate::chart::by_dim(&cells, Dim::Drives, true).is_none());
     }
 
     #[test]

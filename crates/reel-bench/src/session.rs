@@ -88,8 +88,9 @@ pub async fn connect(addr: SocketAddr, iqn: &str) -> anyhow::Result<Client> {
     }
 }
 
-/// What was negotiated with a target, in the report's words.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// What was negotiated with a target, in the report's words (all zero for the `file`
+/// target, which has no session).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct NegotiatedReport {
     /// What we may send per PDU (the target's MaxRecvDataSegmentLength).
     pub target_max_recv_data_segment_length: u32,

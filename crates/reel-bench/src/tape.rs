@@ -665,6 +665,7 @@ mod tests {
             same_data: false,
             randomness: 0.25,
             redundancy: 8,
+            incompressible_share: 0.0,
             block_size: 4096,
             window_blocks: 64,
             seed: 5,

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+use crate::api::ReelApi;
 use crate::args::{Plan, Source, TargetKind, TargetPlan};
 use crate::procs::{ReelServe, Tgtd};
 use crate::report::Storage;
@@ -28,8 +29,12 @@ pub struct Running {
     pub pid: Option<u32>,
     pub launched: bool,
     pub software: String,
-    /// "changer" or "preloaded".
+    /// "changer", "preloaded", or "file" / "device" for the `file` target.
     pub media: String,
+    /// reel's REST API (a launched reel, or `--reel-url`): its own counters.
+    pub api: Option<ReelApi>,
+    /// `file` target: the paths written, one per drive.
+    pub paths: Vec<PathBuf>,
     guard: Guard,
     /// The cell's directory (launched targets), removed by [`Running::finish`] and on errors
     /// unless `keep`.
@@ -41,9 +46,10 @@ enum Guard {
     None,
     Reel {
         serve: ReelServe,
-        bin: PathBuf,
         data: PathBuf,
     },
+    /// Files the `file` target created in the cell's directory (removed with it).
+    Files,
     Tgt {
         tgtd: Tgtd,
         tapes: Vec<PathBuf>,
@@ -64,6 +70,16 @@ pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
                         "{} not found (install Debian's tgt package or pass --tgtimg)",
                         plan.tgtimg
                     );
+                }
+            }
+            (Source::Launch, TargetKind::File) => {}
+            (Source::Paths(paths), _) => {
+                for p in paths {
+                    // A tape device must exist; a plain file is created (its directory must).
+                    let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+                    if !p.exists() && dir.is_some_and(|d| !d.is_dir()) {
+                        bail!("--device {}: its directory does not exist", p.display());
+                    }
                 }
             }
             (Source::External { addr, pid, .. }, kind) => {
@@ -169,11 +185,37 @@ pub fn start(
             launched: false,
             software: format!("already running at {addr}"),
             media: "changer".into(),
+            api: match (t.kind, &plan.reel_url) {
+                (TargetKind::Reel, Some(url)) => Some(ReelApi::with_token(
+                    url,
+                    plan.reel_token.as_deref().unwrap_or_default(),
+                )?),
+                _ => None,
+            },
+            paths: Vec::new(),
             guard: Guard::None,
             dir: None,
             keep: plan.keep,
         }),
-        Source::Launch => {
+        Source::Paths(paths) if !paths.is_empty() => Ok(Running {
+            kind: t.kind,
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            iqn: None,
+            pid: None,
+            launched: false,
+            software: "write(2)/read(2) on the paths given".into(),
+            media: if paths.iter().all(|p| is_char_device(p)) {
+                "device".into()
+            } else {
+                "file".into()
+            },
+            api: None,
+            paths: paths[..drives as usize].to_vec(),
+            guard: Guard::None,
+            dir: None,
+            keep: plan.keep,
+        }),
+        Source::Launch | Source::Paths(_) => {
             let dir = plan.work_dir.join(format!("{cell_name}-{}", t.kind.name()));
             if dir.exists() {
                 fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
@@ -182,6 +224,22 @@ pub fn start(
             let started = match t.kind {
                 TargetKind::Reel => start_reel(plan, &dir, drives),
                 TargetKind::Tgt => start_tgt(plan, &dir, drives, size),
+                TargetKind::File => Ok(Running {
+                    kind: TargetKind::File,
+                    addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+                    iqn: None,
+                    pid: None,
+                    launched: true,
+                    software: "write(2)/read(2) on files in the work directory".into(),
+                    media: "file".into(),
+                    api: None,
+                    paths: (1..=drives)
+                        .map(|i| dir.join(format!("drive{i}.tape")))
+                        .collect(),
+                    guard: Guard::Files,
+                    dir: None,
+                    keep: plan.keep,
+                }),
             };
             match started {
                 Ok(mut running) => {
@@ -212,6 +270,7 @@ fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
         "reel cartridges create",
     )?;
     let addr = crate::procs::free_loopback()?;
+    let http = crate::procs::free_loopback()?;
     let config = dir.join("reel.toml");
     let text = format!(
         "# written by reel-bench\n\
@@ -223,7 +282,7 @@ fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
          first_burst_length = {FIRST_BURST}\n\
          \n\
          [http]\n\
-         enabled = false\n\
+         listen = \"{http}\"\n\
          \n\
          [[iscsi.target]]\n\
          name = \"{REEL_IQN}\"\n\
@@ -234,6 +293,20 @@ fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
     );
     fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
     let serve = ReelServe::start(&bin, &config, &data, &dir.join("reel.log"), addr, &[])?;
+    // The first start writes the admin's password next to the data once its console listens,
+    // which may be just after the iSCSI portal.
+    let password_file = data.join("initial-admin-password");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let password = loop {
+        match fs::read_to_string(&password_file) {
+            Ok(p) if p.ends_with('\n') => break p,
+            Err(e) if std::time::Instant::now() >= deadline => {
+                return Err(e).with_context(|| format!("reading {}", password_file.display()));
+            }
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    let api = ReelApi::login(&format!("http://{http}"), "admin", password.trim())?;
     Ok(Running {
         kind: TargetKind::Reel,
         addr,
@@ -242,7 +315,9 @@ fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
         launched: true,
         software: serve.software(),
         media: "changer".into(),
-        guard: Guard::Reel { serve, bin, data },
+        api: Some(api),
+        paths: Vec::new(),
+        guard: Guard::Reel { serve, data },
         dir: None,
         keep: false,
     })
@@ -370,22 +445,17 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
             "preloaded"
         }
         .into(),
+        api: None,
+        paths: Vec::new(),
         guard: Guard::Tgt { tgtd, tapes: paths },
         dir: None,
         keep: false,
     })
 }
 
-/// Parses `reel stats` output: dedup, compression and reduction ratios (`N.NN:1`).
-pub fn parse_reel_stats(text: &str) -> (Option<f64>, Option<f64>, Option<f64>) {
-    let ratio = |key: &str| {
-        text.lines()
-            .find(|l| l.split_whitespace().next() == Some(key))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.strip_suffix(":1"))
-            .and_then(|v| v.parse::<f64>().ok())
-    };
-    (ratio("dedup"), ratio("compression"), ratio("reduction"))
+fn is_char_device(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device())
 }
 
 impl Running {
@@ -394,32 +464,45 @@ impl Running {
         let log = match &self.guard {
             Guard::Reel { serve, .. } => serve.log(),
             Guard::Tgt { tgtd, .. } => tgtd.log(),
-            Guard::None => return None,
+            Guard::None | Guard::Files => return None,
         };
         Some(crate::procs::tail(log))
     }
 
-    /// Stops a launched target in an orderly way, reports what it stored, and removes its
-    /// directory (unless `keep`).
-    pub fn finish(mut self) -> anyhow::Result<Option<Storage>> {
+    /// Reads reel's counters through its API (while it still runs), stops a launched target
+    /// in an orderly way, reports what it stored — for reel also the ratios computed from its
+    /// pack files, with `logical_bytes` (what this run wrote) as the logical side — and
+    /// removes its directory (unless `keep`).
+    pub fn finish(mut self, logical_bytes: u64) -> anyhow::Result<Option<Storage>> {
+        let api = match &self.api {
+            Some(api) => Some(api.store().context("reading reel's /api/v1/stats")?),
+            None => None,
+        };
         let guard = std::mem::replace(&mut self.guard, Guard::None);
         let storage = match guard {
-            Guard::None => None,
-            Guard::Reel { serve, bin, data } => {
+            Guard::None => api.map(|api| Storage {
+                dedup: Some(api.dedup_ratio),
+                compression: Some(api.compression_ratio),
+                reduction: Some(api.reduction_ratio),
+                api: Some(api),
+                ..Storage::default()
+            }),
+            Guard::Reel { serve, data, .. } => {
                 serve.stop(Duration::from_secs(120))?;
-                let text = run_tool(
-                    Command::new(&bin).arg("stats").arg("--data").arg(&data),
-                    "reel stats",
-                )?;
-                let (dedup, compression, reduction) = parse_reel_stats(&text);
+                let disk = crate::api::scan_packs(&data, logical_bytes)?;
                 Some(Storage {
                     disk_bytes: disk_usage(&data),
-                    dedup,
-                    compression,
-                    reduction,
-                    stats_text: Some(text.trim_end().to_string()),
+                    dedup: api.as_ref().map(|a| a.dedup_ratio),
+                    compression: api.as_ref().map(|a| a.compression_ratio),
+                    reduction: api.as_ref().map(|a| a.reduction_ratio),
+                    api,
+                    packs: Some(disk),
                 })
             }
+            Guard::Files => Some(Storage {
+                disk_bytes: self.paths.iter().map(|p| disk_usage(p)).sum(),
+                ..Storage::default()
+            }),
             Guard::Tgt { tgtd, tapes } => {
                 tgtd.stop()?;
                 Some(Storage {
@@ -452,15 +535,6 @@ impl Drop for Running {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reel_stats_ratios() {
-        let text = "cartridges        4\nwritten (logical) 8.6 GB\nunique            1.1 GB\n\
-                    stored (packs)    300.2 MB\ndedup             7.95:1\ncompression       3.61:1\n\
-                    reduction         28.70:1\nchunks            1000  in 12 packs\n";
-        assert_eq!(parse_reel_stats(text), (Some(7.95), Some(3.61), Some(28.7)));
-        assert_eq!(parse_reel_stats("nothing"), (None, None, None));
-    }
 
     #[test]
     fn disk_usage_counts_files_below_a_directory() {

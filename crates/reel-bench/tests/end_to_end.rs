@@ -140,9 +140,101 @@ fn tiny_workload_on_reel_writes_and_verifies_every_byte() {
         assert!(storage["dedup"].as_f64().unwrap() > 1.0, "{storage}");
         assert!(u(&storage["disk_bytes"]) > 0);
         assert!(run["negotiated"]["immediate_data"].as_bool().unwrap());
+        // reel's own counters (REST API) against its pack files read independently: the
+        // logical side is what this run wrote, the rest is the packs' trailers.
+        let (api, packs) = (&storage["api"], &storage["packs"]);
+        assert_eq!(u(&api["logical_bytes"]), drives * (8 << 20), "{storage}");
+        assert_eq!(u(&packs["logical_bytes"]), drives * (8 << 20));
+        assert_eq!(
+            u(&api["stored_bytes"]),
+            u(&packs["pack_bytes"]),
+            "{storage}"
+        );
+        assert_eq!(u(&api["unique_bytes"]), u(&packs["raw_bytes"]), "{storage}");
+        assert!(u(&packs["pack_files"]) >= 1);
+        for ratio in ["dedup_ratio", "compression_ratio", "reduction_ratio"] {
+            let (a, d) = (api[ratio].as_f64().unwrap(), packs[ratio].as_f64().unwrap());
+            assert!(
+                (a / d - 1.0).abs() < 1e-6,
+                "{ratio}: API {a}, pack files {d}"
+            );
+        }
+        // Server CPU from reel's /metrics as well as from /proc.
+        assert!(run["write"]["server_api_cpu_s_per_gb"].as_f64().unwrap() > 0.0);
     }
-    assert!(charts.join("throughput-write.svg").is_file());
-    assert!(charts.join("throughput-read.svg").is_file());
+    let goal = report["goals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["goal"].as_str().unwrap().starts_with("reel's API ratios"))
+        .unwrap();
+    assert_eq!(goal["met"], true, "{goal}");
+    // Only the drive count varies: one chart pair against it (and none against record size).
+    assert!(charts.join("throughput-write-vs-drives.svg").is_file());
+    assert!(charts.join("throughput-read-vs-drives.svg").is_file());
+    assert!(!charts.join("throughput-write-vs-record-size.svg").exists());
+}
+
+#[test]
+fn obltape_style_sweep_on_files_and_reel() {
+    let dir = tempfile::tempdir().unwrap();
+    let charts = dir.path().join("charts");
+    let report = run_to_json(
+        dir.path(),
+        &[
+            "--targets",
+            "reel,file",
+            "--drives",
+            "1",
+            "--record-size",
+            "32K,100000",
+            "--compressible-share",
+            "0,1",
+            "--redundancy",
+            "1",
+            "--size",
+            "2M",
+            "--block-size",
+            "64K",
+            "--window-blocks",
+            "32",
+            "--charts",
+            charts.to_str().unwrap(),
+        ],
+    );
+    let cells = report["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    for cell in cells {
+        let w = &cell["workload"];
+        let share = 1.0 - w["incompressible_share"].as_f64().unwrap();
+        for run in cell["runs"].as_array().unwrap() {
+            assert_eq!(u(&run["read"]["bytes"]), 2 << 20, "{run}");
+            if run["target"] == "file" {
+                assert_eq!(run["media"], "file");
+                // The file holds exactly the records.
+                assert!(u(&run["storage"]["disk_bytes"]) >= 2 << 20);
+            } else {
+                // All-random blocks do not compress; compressible ones do.
+                let compression = run["storage"]["compression"].as_f64().unwrap();
+                if share == 0.0 {
+                    assert!(compression < 1.05, "{compression}");
+                } else {
+                    assert!(compression > 2.0, "{compression}");
+                }
+            }
+        }
+    }
+    for chart in [
+        "throughput-write-vs-compressible-share.svg",
+        "throughput-read-vs-record-size.svg",
+    ] {
+        let svg = std::fs::read_to_string(charts.join(chart)).unwrap();
+        assert!(
+            svg.contains("file, record 32K") || svg.contains("file, compressible"),
+            "{chart}"
+        );
+        assert!(svg.contains("reel, "), "{chart}");
+    }
 }
 
 #[test]

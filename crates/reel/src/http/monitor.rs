@@ -156,11 +156,13 @@ impl Monitor {
     }
 
     /// Store statistics, refreshed at most every 5 s (they read the catalog).
-    pub fn store_view(&self) -> StoreView {
+    /// The store's figures, at most 5 s old unless `fresh` (the catalog is read again).
+    pub fn store_view(&self, fresh: bool) -> StoreView {
         let mut cached = self.store.lock();
-        if cached
-            .0
-            .is_some_and(|t| t.elapsed() < Duration::from_secs(5))
+        if !fresh
+            && cached
+                .0
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(5))
         {
             return cached.1.clone();
         }
@@ -301,7 +303,7 @@ impl Monitor {
             drives,
             initiators,
             totals,
-            store: self.store_view(),
+            store: self.store_view(false),
         };
         self.latest.send_replace(Arc::new(sample));
     }
@@ -352,7 +354,8 @@ pub async fn stats(
     caller: Caller,
 ) -> ApiResult<Json<StoreView>> {
     caller.require(Role::Viewer)?;
-    blocking(state, |s| Ok(s.monitor.store_view()))
+    // Fresh: a caller comparing before and after (a benchmark, a script) needs this moment's.
+    blocking(state, |s| Ok(s.monitor.store_view(true)))
         .await
         .map(Json)
 }
@@ -640,7 +643,7 @@ pub fn render_metrics(state: &AppState) -> String {
         m.sample("reel_command_latency_seconds_count", l, c.commands);
     }
 
-    let store = state.monitor.store_view();
+    let store = state.monitor.store_view(false);
     let gauges: [(&str, &str, f64); 11] = [
         (
             "reel_iscsi_sessions",
