@@ -14,6 +14,8 @@
 #                helpers); delivered over 9p with guest/boot.sh and guest/lib.sh,
 #                so no image rebuild is needed when they change.
 #   --env K=V    exported to the script (repeatable).
+#   --file PATH  copied into the share: the guest finds it as /vm/bin/NAME
+#                (repeatable; e.g. a host program built for the same Debian).
 #   --timeout S  limit for the whole run, boot included (default 900); exit 124.
 #   --out DIR    logs (default: a new /tmp/reel-vm-run.XXXXXX).
 #   --hook CMD   host command for guest requests: when the guest calls
@@ -40,13 +42,14 @@ VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PORTAL="" SCRIPT="" TIMEOUT=900 OUT="" HOOK="" NET=auto
 INITIATOR=iqn.2026-11.org.reel.test:vm-initiator
 MEM=1536 SMP=2 ACCEL=${REEL_VM_ACCEL:-tcg}
-ENVS=()
+ENVS=() FILES=()
 die() { echo "run.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--portal) PORTAL=${2:-}; shift 2 ;;
 	--script) SCRIPT=${2:-}; shift 2 ;;
 	--env) ENVS+=("${2:-}"); shift 2 ;;
+	--file) FILES+=("${2:-}"); shift 2 ;;
 	--timeout) TIMEOUT=${2:-}; shift 2 ;;
 	--out) OUT=${2:-}; shift 2 ;;
 	--hook) HOOK=${2:-}; shift 2 ;;
@@ -55,7 +58,7 @@ while [ $# -gt 0 ]; do
 	--mem) MEM=${2:-}; shift 2 ;;
 	--smp) SMP=${2:-}; shift 2 ;;
 	--accel) ACCEL=${2:-}; shift 2 ;;
-	-h | --help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option '$1' (see --help)" ;;
 	esac
 done
@@ -88,6 +91,11 @@ rm -rf "$SHARE" "$OUT/.guest-done" "$OUT/.timed-out"
 mkdir -p "$SHARE/guest" "$SHARE/ctl" "$SHARE/out"
 cp "$VM_DIR/guest/boot.sh" "$VM_DIR/guest/lib.sh" "$SHARE/guest/"
 cp "$SCRIPT" "$SHARE/script.sh"
+for f in "${FILES[@]+"${FILES[@]}"}"; do
+	[ -f "$f" ] || die "--file $f: no such file"
+	mkdir -p "$SHARE/bin"
+	cp "$f" "$SHARE/bin/"
+done
 qv() { printf '%q' "$1"; }
 {
 	echo "REEL_VM_PORTAL=$(qv "$PORTAL_IP:$PORT")"

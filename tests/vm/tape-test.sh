@@ -164,6 +164,7 @@ if [ -z "$REEL_BIN" ]; then
 fi
 [ -n "$REEL_BIN" ] && [ -x "$REEL_BIN" ] || die "no reel binary (build it, or give --reel-bin PATH)"
 REEL_BIN=$(cd "$(dirname "$REEL_BIN")" && pwd)/$(basename "$REEL_BIN")
+ORIG_REEL_BIN=$REEL_BIN
 "$REEL_BIN" cartridges create --help 2>&1 | grep -q -- '--capacity' || die "$REEL_BIN cannot create small cartridges (cartridges create --capacity)"
 case "$FILL_MB" in '' | *[!0-9]*) die "--fill-mb wants MiB" ;; esac
 [ -n "$TIMEOUT" ] || { [ "$MODE" = changers ] && TIMEOUT=600 || TIMEOUT=1800; }
@@ -285,6 +286,10 @@ say "reel pid $(cat "$STATE/target.pid") on 127.0.0.1:$PORT ($MODE), started in 
 ENVS=(--env "TAPE_MODE=$MODE" --env "CHANGER_SPECS=${SPECS# }" --env "IQN_BASE=$BASE" --env "LIB_IQN=$LIB_IQN"
 	--env "FILL_IQN=$FILL_IQN" --env "FILL_CAP_MB=$FILL_MB" --env "TINY_CAP_MB=16")
 [ -n "$SECTIONS" ] && ENVS+=(--env "TAPE_SECTIONS=$SECTIONS")
+# reel-bench next to the reel binary: the guest's `bench` section runs its file mode on
+# /dev/nst* (the same workload through the kernel's initiator and st).
+BENCH_BIN=$(dirname "$ORIG_REEL_BIN")/reel-bench
+[ -x "$BENCH_BIN" ] && ENVS+=(--file "$BENCH_BIN")
 HOOK=$(printf '%q __hook %q' "$SELF" "$STATE")
 if [ "$SETUP_ONLY" = 1 ]; then
 	say "left running. The checks:  $VM_DIR/run.sh --portal 127.0.0.1:$PORT --script $VM_DIR/tape-checks.sh --hook '$HOOK' --timeout $TIMEOUT $(printf '%q ' "${ENVS[@]}")"
