@@ -8,11 +8,13 @@
 //! [`VirtualLibrary`] composes a changer, drives and slots over them (the SCSI devices a
 //! target serves).
 
+mod barcodes;
 mod cartridges;
 mod partition;
 mod record_map;
 mod vtl;
 
+pub use barcodes::{BarcodeFilter, BarcodeRangeError};
 pub use cartridges::{CartridgeError, Cartridges, stream_of};
 pub use partition::ChunkPartition;
 pub use vtl::{Bay, Drive, LibraryError, LibrarySpec, VirtualLibrary};

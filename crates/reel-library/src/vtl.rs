@@ -23,6 +23,7 @@ use reel_smc::{
 };
 use reel_ssc::{DriveModel, InsertError, RemoveError, TapeDrive};
 
+use crate::barcodes::BarcodeFilter;
 use crate::cartridges::{CartridgeError, Cartridges};
 use crate::partition::ChunkPartition;
 
@@ -37,8 +38,11 @@ pub struct LibrarySpec {
     pub changer: &'static ChangerModel,
     pub drive: &'static DriveModel,
     pub layout: Layout,
-    /// Only cartridges whose barcode starts with this go to this library ("" = any).
-    pub barcode_prefix: String,
+    /// Only these cartridges go into this library's free slots when it opens (its pool).
+    pub barcodes: BarcodeFilter,
+    /// The physical library this one is a logical partition of (for display; each
+    /// partition is a library of its own with its own changer and element addresses).
+    pub physical: Option<String>,
     /// Distinguishes serial numbers of several libraries (0, 1, …).
     pub index: u16,
 }
@@ -171,7 +175,7 @@ impl VirtualLibrary {
                 .collect();
             let newcomers: Vec<String> = existing
                 .iter()
-                .filter(|b| !claimed.contains(*b) && b.starts_with(&spec.barcode_prefix))
+                .filter(|b| !claimed.contains(*b) && spec.barcodes.matches(b))
                 .take(free.len())
                 .cloned()
                 .collect();

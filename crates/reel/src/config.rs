@@ -6,8 +6,9 @@
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use reel_library::BarcodeFilter;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize, Default)]
@@ -17,6 +18,83 @@ pub struct Config {
     pub iscsi: IscsiConfig,
     #[serde(default)]
     pub http: HttpConfig,
+    #[serde(default)]
+    pub store: StoreSection,
+    /// Cartridge pools: named barcode ranges that libraries and partitions take from.
+    #[serde(default, rename = "pool")]
+    pub pools: Vec<PoolEntry>,
+}
+
+/// Where the data lives.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    /// The data directory (`--data` overrides it; default ./reel-data).
+    pub data_dir: Option<PathBuf>,
+    /// The back end that holds the chunk packs and the catalog.
+    #[serde(default)]
+    pub backend: BackendKind,
+}
+
+#[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendKind {
+    /// Files under the data directory (docs/design/backend.md). The only back end so far:
+    /// an S3 back end plugs into the same trait (reel_backend::Backend) but is not built.
+    #[default]
+    Local,
+}
+
+/// A cartridge pool: the cartridges whose barcodes fall in its ranges or start with its
+/// prefixes.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PoolEntry {
+    pub name: String,
+    /// Inclusive ranges, `FIRST-LAST` (e.g. "DLY000L9-DLY499L9").
+    #[serde(default)]
+    pub barcodes: Vec<String>,
+    #[serde(default)]
+    pub prefixes: Vec<String>,
+}
+
+impl PoolEntry {
+    pub fn filter(&self) -> anyhow::Result<BarcodeFilter> {
+        let mut filter = BarcodeFilter::any();
+        for p in &self.prefixes {
+            filter = filter.with_prefix(p);
+        }
+        for range in &self.barcodes {
+            let (first, last) = BarcodeFilter::parse_range(range)
+                .map_err(|e| anyhow::anyhow!("pool {}: {e}", self.name))?;
+            filter = filter
+                .with_range(&first, &last)
+                .map_err(|e| anyhow::anyhow!("pool {}: {e}", self.name))?;
+        }
+        Ok(filter)
+    }
+}
+
+/// A logical partition of a physical library target: a library of its own (changer at LUN 0,
+/// its drives, its slots and import/export elements, its own element addresses) under its
+/// own iSCSI name, given to its own initiators — like an IBM TS4500 logical library.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionEntry {
+    /// iSCSI name of the partition's target.
+    pub name: String,
+    pub alias: Option<String>,
+    pub drives: u16,
+    pub slots: u16,
+    #[serde(default)]
+    pub import_export: u16,
+    /// The cartridge pool this partition takes its cartridges from.
+    pub pool: Option<String>,
+    #[serde(default)]
+    pub barcode_prefix: String,
+    pub allow_initiators: Option<Vec<String>>,
+    pub chap: Option<Chap>,
+    pub mutual_chap: Option<Chap>,
 }
 
 /// The web console, REST API and metrics.
@@ -104,9 +182,12 @@ impl Default for IscsiConfig {
                 slots: None,
                 import_export: None,
                 barcode_prefix: String::new(),
+                pool: None,
                 allow_initiators: None,
                 chap: None,
                 mutual_chap: None,
+                partitions: Vec::new(),
+                physical: None,
             }],
         }
     }
@@ -246,12 +327,21 @@ pub struct TargetEntry {
     /// Library targets: only cartridges whose barcode starts with this are placed here.
     #[serde(default)]
     pub barcode_prefix: String,
+    /// Library targets: only cartridges of this pool are placed here.
+    pub pool: Option<String>,
     /// Only these initiators may log in (all when absent).
     pub allow_initiators: Option<Vec<String>>,
     /// Initiators must authenticate with these credentials (one-way CHAP).
     pub chap: Option<Chap>,
     /// The target authenticates itself with these (mutual CHAP; needs `chap`).
     pub mutual_chap: Option<Chap>,
+    /// Library targets: split into logical libraries. The target itself is then not served:
+    /// each partition is, with the physical library's changer and drive models.
+    #[serde(default, rename = "partition")]
+    pub partitions: Vec<PartitionEntry>,
+    /// Set by [`parse`] on the targets made from partitions: the physical library's name.
+    #[serde(skip)]
+    pub physical: Option<String>,
 }
 
 fn one() -> u32 {
@@ -317,11 +407,207 @@ pub fn load(path: &Path) -> anyhow::Result<Config> {
     parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
-/// Parses and validates configuration text.
+/// Parses and validates configuration text; partitioned libraries come back as one library
+/// target per partition (with `physical` set).
 pub fn parse(text: &str) -> anyhow::Result<Config> {
-    let config: Config = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
-    validate(&config)?;
+    let mut config: Config = toml::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?;
+    validate(&config).map_err(|e| match locate(text, &e.to_string()) {
+        Some(line) => anyhow::anyhow!("line {line}: {e}"),
+        None => e,
+    })?;
+    expand_partitions(&mut config)?;
     Ok(config)
+}
+
+/// The line of the `name = "…"` that a semantic error's message names first (errors about a
+/// target, partition or pool start with its name), so every error points into the file.
+fn locate(text: &str, message: &str) -> Option<usize> {
+    let mut best: Option<(usize, usize, usize)> = None; // (position in message, -length, line)
+    for (n, line) in text.lines().enumerate() {
+        let Some(rest) = line.trim_start().strip_prefix("name") else {
+            continue;
+        };
+        let Some(value) = rest.trim_start().strip_prefix('=') else {
+            continue;
+        };
+        let name = value.trim().trim_matches('"');
+        // The name mentioned first wins; at the same place the longer one (a partition
+        // "x:lib-a" over its library "x:lib").
+        let Some(at) = message.find(name).filter(|_| !name.is_empty()) else {
+            continue;
+        };
+        let key = (at, usize::MAX - name.len(), n + 1);
+        if best.is_none_or(|b| key < b) {
+            best = Some(key);
+        }
+    }
+    best.map(|(_, _, line)| line)
+}
+
+impl Config {
+    /// The cartridges library target `entry` takes: its pool's and its barcode prefix's.
+    pub fn barcode_filter(&self, entry: &TargetEntry) -> anyhow::Result<BarcodeFilter> {
+        let mut filter = match &entry.pool {
+            Some(name) => self
+                .pools
+                .iter()
+                .find(|p| &p.name == name)
+                .ok_or_else(|| anyhow::anyhow!("target {}: no pool {name:?}", entry.name))?
+                .filter()?,
+            None => BarcodeFilter::any(),
+        };
+        filter = filter.with_prefix(&entry.barcode_prefix);
+        Ok(filter)
+    }
+}
+
+/// Replaces every partitioned library target by one library target per partition.
+fn expand_partitions(config: &mut Config) -> anyhow::Result<()> {
+    let mut out = Vec::new();
+    for target in std::mem::take(&mut config.iscsi.targets) {
+        if target.partitions.is_empty() {
+            out.push(target);
+            continue;
+        }
+        let (changer, drive, _) = target.library_layout()?;
+        for p in &target.partitions {
+            out.push(TargetEntry {
+                name: p.name.clone(),
+                alias: p.alias.clone(),
+                kind: TargetKind::Library,
+                luns: 1,
+                preset: None,
+                changer: Some(changer.name().to_string()),
+                drive: Some(drive.name().to_string()),
+                drives: Some(p.drives),
+                slots: Some(p.slots),
+                import_export: Some(p.import_export),
+                barcode_prefix: p.barcode_prefix.clone(),
+                pool: p.pool.clone(),
+                // A partition without its own access rules has the physical library's.
+                allow_initiators: p
+                    .allow_initiators
+                    .clone()
+                    .or_else(|| target.allow_initiators.clone()),
+                chap: p.chap.clone().or_else(|| target.chap.clone()),
+                mutual_chap: p.mutual_chap.clone().or_else(|| target.mutual_chap.clone()),
+                partitions: Vec::new(),
+                physical: Some(target.name.clone()),
+            });
+        }
+    }
+    config.iscsi.targets = out;
+    Ok(())
+}
+
+fn validate_pools(config: &Config) -> anyhow::Result<()> {
+    let mut filters: Vec<(&str, BarcodeFilter)> = Vec::new();
+    for pool in &config.pools {
+        if pool.name.is_empty() || pool.name.len() > 64 {
+            anyhow::bail!("pool {:?}: the name must be 1 to 64 characters", pool.name);
+        }
+        if filters.iter().any(|(n, _)| *n == pool.name) {
+            anyhow::bail!("pool {} is defined twice", pool.name);
+        }
+        if pool.barcodes.is_empty() && pool.prefixes.is_empty() {
+            anyhow::bail!(
+                "pool {}: give barcodes = [\"FIRST-LAST\", …] or prefixes = [\"…\"]",
+                pool.name
+            );
+        }
+        let filter = pool.filter()?;
+        if let Some((other, _)) = filters.iter().find(|(_, f)| f.overlaps(&filter)) {
+            anyhow::bail!(
+                "pool {}: its barcodes ({}) overlap pool {other}'s: a cartridge belongs to one pool",
+                pool.name,
+                filter.describe()
+            );
+        }
+        filters.push((&pool.name, filter));
+    }
+    Ok(())
+}
+
+fn validate_partitions(config: &Config, target: &TargetEntry) -> anyhow::Result<()> {
+    if target.partitions.is_empty() {
+        return Ok(());
+    }
+    if target.kind != TargetKind::Library {
+        anyhow::bail!(
+            "target {}: only library targets have partitions",
+            target.name
+        );
+    }
+    let (changer, _, layout) = target.library_layout()?;
+    if layout.magazines.is_some() {
+        anyhow::bail!(
+            "target {}: the {} is an autoloader with magazines; it has no logical partitions",
+            target.name,
+            changer.name()
+        );
+    }
+    let (mut drives, mut slots, mut import_export) = (0u32, 0u32, 0u32);
+    for p in &target.partitions {
+        if !valid_iscsi_name(&p.name) {
+            anyhow::bail!(
+                "partition {:?} of target {}: not a valid iSCSI name",
+                p.name,
+                target.name
+            );
+        }
+        if p.drives == 0 || p.slots == 0 {
+            anyhow::bail!(
+                "partition {} of target {}: needs at least one drive and one slot",
+                p.name,
+                target.name
+            );
+        }
+        if let Some(pool) = &p.pool
+            && !config.pools.iter().any(|q| &q.name == pool)
+        {
+            anyhow::bail!(
+                "partition {}: no pool {pool:?} (define it with [[pool]])",
+                p.name
+            );
+        }
+        for initiator in p.allow_initiators.iter().flatten() {
+            if !valid_iscsi_name(initiator) {
+                anyhow::bail!(
+                    "partition {}: allow_initiators: {initiator:?} is not a valid iSCSI name",
+                    p.name
+                );
+            }
+        }
+        if let Some(chap) = &p.chap {
+            validate_chap(&p.name, "chap", chap)?;
+        }
+        if let Some(mutual) = &p.mutual_chap {
+            validate_chap(&p.name, "mutual_chap", mutual)?;
+            if p.chap.is_none() && target.chap.is_none() {
+                anyhow::bail!("partition {}: mutual_chap needs chap", p.name);
+            }
+        }
+        drives += u32::from(p.drives);
+        slots += u32::from(p.slots);
+        import_export += u32::from(p.import_export);
+    }
+    for (what, used, have) in [
+        ("drives", drives, u32::from(layout.drives)),
+        ("slots", slots, u32::from(layout.slots)),
+        (
+            "import_export",
+            import_export,
+            u32::from(layout.import_export),
+        ),
+    ] {
+        if used > have {
+            anyhow::bail!(
+                "target {}: its partitions have {used} {what} together; the library has {have}",
+                target.name
+            );
+        }
+    }
+    Ok(())
 }
 
 /// A valid iSCSI name (RFC 7143 §4.2.7.1–§4.2.7.4, RFC 3722 stringprep aside: we
@@ -406,8 +692,23 @@ fn validate(config: &Config) -> anyhow::Result<()> {
     if let Some(chap) = &iscsi.discovery_chap {
         validate_chap("(discovery)", "discovery_chap", chap)?;
     }
+    validate_pools(config)?;
     let mut names = HashSet::new();
+    for partition in iscsi.targets.iter().flat_map(|t| &t.partitions) {
+        if !names.insert(partition.name.as_str()) {
+            anyhow::bail!("iscsi.target: {} is defined twice", partition.name);
+        }
+    }
     for target in &iscsi.targets {
+        validate_partitions(config, target)?;
+        if let Some(pool) = &target.pool
+            && !config.pools.iter().any(|q| &q.name == pool)
+        {
+            anyhow::bail!(
+                "target {}: no pool {pool:?} (define it with [[pool]])",
+                target.name
+            );
+        }
         if !valid_iscsi_name(&target.name) {
             anyhow::bail!(
                 "iscsi.target: {:?} is not a valid iSCSI name (lowercase iqn.yyyy-mm.domain[:id], eui.<16 hex> or naa.<hex>)",
@@ -522,6 +823,118 @@ mod tests {
             }
         );
         assert!(!debug.contains("hunter2"));
+    }
+
+    const PARTITIONED: &str = r#"
+[store]
+data_dir = "/var/lib/reel"
+backend = "local"
+
+[[pool]]
+name = "finance"
+barcodes = ["FIN000L9-FIN099L9"]
+
+[[pool]]
+name = "eng"
+prefixes = ["ENG"]
+
+[[iscsi.target]]
+name = "iqn.2026-11.org.reel:large"
+kind = "library"
+preset = "large"
+allow_initiators = ["iqn.2026-11.org.reel.test:backup"]
+
+  [[iscsi.target.partition]]
+  name = "iqn.2026-11.org.reel:large-finance"
+  drives = 8
+  slots = 500
+  import_export = 4
+  pool = "finance"
+  allow_initiators = ["iqn.2026-11.org.reel.test:finance"]
+
+  [[iscsi.target.partition]]
+  name = "iqn.2026-11.org.reel:large-eng"
+  drives = 16
+  slots = 1500
+  import_export = 6
+  pool = "eng"
+"#;
+
+    #[test]
+    fn partitions_become_libraries_of_their_own() {
+        let config = parse(PARTITIONED).unwrap();
+        assert_eq!(
+            config.store.data_dir.as_deref(),
+            Some(Path::new("/var/lib/reel"))
+        );
+        let names: Vec<&str> = config
+            .iscsi
+            .targets
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "iqn.2026-11.org.reel:large-finance",
+                "iqn.2026-11.org.reel:large-eng"
+            ]
+        );
+        let finance = &config.iscsi.targets[0];
+        let (changer, drive, layout) = finance.library_layout().unwrap();
+        assert_eq!((changer.name(), drive.name()), ("ibm-3584", "ibm-td9"));
+        assert_eq!(
+            (layout.drives, layout.slots, layout.import_export),
+            (8, 500, 4)
+        );
+        assert_eq!(
+            finance.physical.as_deref(),
+            Some("iqn.2026-11.org.reel:large")
+        );
+        assert_eq!(
+            finance.allow_initiators.as_deref(),
+            Some(&["iqn.2026-11.org.reel.test:finance".to_string()][..])
+        );
+        // Without its own list, a partition has the physical library's.
+        assert_eq!(
+            config.iscsi.targets[1].allow_initiators.as_deref(),
+            Some(&["iqn.2026-11.org.reel.test:backup".to_string()][..])
+        );
+        let pool = config.barcode_filter(finance).unwrap();
+        assert!(pool.matches("FIN042L9") && !pool.matches("ENG001L9"));
+        let eng = config.barcode_filter(&config.iscsi.targets[1]).unwrap();
+        assert!(eng.matches("ENG001L9") && !eng.matches("FIN001L9"));
+    }
+
+    #[test]
+    fn partition_and_pool_errors_name_the_line() {
+        let err = |text: &str| parse(text).unwrap_err().to_string();
+        let over = PARTITIONED.replace("drives = 16", "drives = 17");
+        let e = err(&over);
+        assert!(
+            e.contains("25 drives together; the library has 24") && e.contains("line 15"),
+            "{e}"
+        );
+        let e = err(&PARTITIONED.replace("pool = \"eng\"", "pool = \"ops\""));
+        assert!(
+            e.contains("no pool \"ops\"") && e.contains("line 29"),
+            "{e}"
+        );
+        let e = err(&PARTITIONED.replace("prefixes = [\"ENG\"]", "prefixes = [\"FIN0\"]"));
+        assert!(
+            e.contains("overlap pool finance") && e.contains("line 11"),
+            "{e}"
+        );
+        let e = err(&PARTITIONED.replace("FIN000L9-FIN099L9", "FIN099L9-FIN000L9"));
+        assert!(e.contains("first is after the last"), "{e}");
+        let e = err(&PARTITIONED.replace("backend = \"local\"", "backend = \"s4\""));
+        assert!(e.contains("line 4") && e.contains("local"), "{e}");
+        let e = err(&PARTITIONED.replace("preset = \"large\"", "preset = \"autoloader\""));
+        assert!(e.contains("no logical partitions"), "{e}");
+        let e = err(&PARTITIONED.replace("large-eng", "large-finance"));
+        assert!(e.contains("defined twice"), "{e}");
+        let e = err(&PARTITIONED.replace("slots = 500", "slots = 0"));
+        assert!(e.contains("at least one drive and one slot"), "{e}");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use reel_scsi::{Identity, LunTable, NullDisk, ScsiDevice};
 
 use crate::admin::{barcodes, human, now};
 use crate::config::{self, Chap, Config, TargetKind};
-use crate::data_dir::{self, DataDirArg};
+use crate::data_dir::{self, DEFAULT_DATA_DIR};
 use crate::http;
 
 /// Writes a file only its owner can read (first-login password).
@@ -42,8 +42,10 @@ fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    #[command(flatten)]
-    pub data: DataDirArg,
+    /// Data directory (created if missing; default: the configuration's store.data_dir, else
+    /// ./reel-data). Several instances need several directories.
+    #[arg(long = "data", value_name = "DIR")]
+    pub data: Option<PathBuf>,
     /// Blank LTO-9 cartridges to create when the data directory is new.
     #[arg(long, default_value_t = 20)]
     pub cartridges: u32,
@@ -92,7 +94,8 @@ fn open_libraries(
             changer,
             drive,
             layout,
-            barcode_prefix: entry.barcode_prefix.clone(),
+            barcodes: config.barcode_filter(entry)?,
+            physical: entry.physical.clone(),
             index: specs.len() as u16,
         });
     }
@@ -188,8 +191,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let dir = &args.data.dir;
-    let carts = Arc::new(data_dir::open(dir)?);
+    let dir = &args
+        .data
+        .clone()
+        .or_else(|| config.store.data_dir.clone())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+    let carts = Arc::new(match config.store.backend {
+        config::BackendKind::Local => data_dir::open(dir)?,
+    });
     if carts.list()?.is_empty() && args.cartridges > 0 {
         for b in barcodes("REL", 1, args.cartridges, MediaType::Lto9)? {
             carts.create(&CartridgeInfo::new(b, MediaType::Lto9, now()))?;
@@ -250,8 +259,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                     .changer()
                     .with_personality(|c| c.inventory().barcodes().len());
                 println!(
-                    "iSCSI target: {name} — tape library: {} changer at LUN 0, {} {} drives at LUN 1-{}, \
+                    "iSCSI target: {name} — tape library{}: {} changer at LUN 0, {} {} drives at LUN 1-{}, \
                      {} slots, {} import/export, {} cartridges",
+                    spec.physical
+                        .as_deref()
+                        .map(|p| format!(" (logical partition of {p})"))
+                        .unwrap_or_default(),
                     spec.changer.name(),
                     spec.layout.drives,
                     spec.drive.name(),

@@ -15,10 +15,20 @@ use common::{Server, free_portal};
 const IQN: &str = "iqn.2026-11.org.reel:preset";
 
 async fn connect(portal: std::net::SocketAddr) -> Client {
+    connect_as(portal, IQN, "iqn.2026-11.org.reel.test:presets")
+        .await
+        .unwrap()
+}
+
+async fn connect_as(
+    portal: std::net::SocketAddr,
+    target: &str,
+    initiator: &str,
+) -> Result<Client, reel_iscsi_net::ClientError> {
     let config = InitiatorLoginConfig {
-        initiator_name: "iqn.2026-11.org.reel.test:presets".into(),
+        initiator_name: initiator.into(),
         initiator_alias: None,
-        target_name: Some(IQN.into()),
+        target_name: Some(target.into()),
         isid: [0x80, 0, 0, 0, 0, 2],
         tsih: 0,
         cid: 0,
@@ -27,9 +37,7 @@ async fn connect(portal: std::net::SocketAddr) -> Client {
         limits: Limits::initiator_default(),
         cmd_sn: 1,
     };
-    Client::connect(portal, config, ClientOptions::default())
-        .await
-        .unwrap()
+    Client::connect(portal, config, ClientOptions::default()).await
 }
 
 /// READ ELEMENT STATUS of one element type with volume tags: (elements reported, full ones).
@@ -143,4 +151,185 @@ fn an_unknown_preset_is_refused_with_the_key_and_line() {
         "{err}"
     );
     assert!(!dir.path().join("data").exists(), "nothing started: {err}");
+}
+
+/// The large preset split into two logical libraries: each is a target of its own with its
+/// own elements, takes its own pool's cartridges, and admits only its own initiators; the
+/// physical library is not a target. The data directory comes from the configuration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_are_libraries_with_their_own_pools_and_initiators() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data-from-config");
+    for prefix in ["FIN", "ENG"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_reel"))
+            .args([
+                "cartridges",
+                "create",
+                "--prefix",
+                prefix,
+                "--count",
+                "3",
+                "--data",
+            ])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let config = dir.path().join("reel.toml");
+    let text = format!(
+        r#"
+[store]
+data_dir = "{}"
+
+[[pool]]
+name = "finance"
+barcodes = ["FIN000L9-FIN099L9"]
+
+[[pool]]
+name = "eng"
+prefixes = ["ENG"]
+
+[[iscsi.target]]
+name = "iqn.2026-11.org.reel:large"
+kind = "library"
+preset = "large"
+
+  [[iscsi.target.partition]]
+  name = "iqn.2026-11.org.reel:large-finance"
+  drives = 8
+  slots = 500
+  import_export = 4
+  pool = "finance"
+  allow_initiators = ["iqn.2026-11.org.reel.test:finance"]
+
+  [[iscsi.target.partition]]
+  name = "iqn.2026-11.org.reel:large-eng"
+  drives = 16
+  slots = 1500
+  import_export = 6
+  pool = "eng"
+  allow_initiators = ["iqn.2026-11.org.reel.test:eng"]
+"#,
+        data.display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let portal = free_portal();
+    // No --data: the configuration's store.data_dir is used.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args([
+            "serve",
+            "--http",
+            "off",
+            "--listen",
+            &portal.to_string(),
+            "--config",
+        ])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            banner.push_str(&line);
+            banner.push('\n');
+            if line.starts_with("Ctrl-C") {
+                break;
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+    }
+    assert!(banner.contains("data-from-config"), "{banner}");
+    assert!(
+        banner.contains(
+            "large-finance — tape library (logical partition of iqn.2026-11.org.reel:large)"
+        ),
+        "{banner}"
+    );
+
+    for (target, initiator, drives, slots, mail, prefix) in [
+        (
+            "iqn.2026-11.org.reel:large-finance",
+            "iqn.2026-11.org.reel.test:finance",
+            8,
+            500,
+            4,
+            "FIN",
+        ),
+        (
+            "iqn.2026-11.org.reel:large-eng",
+            "iqn.2026-11.org.reel.test:eng",
+            16,
+            1500,
+            6,
+            "ENG",
+        ),
+    ] {
+        let client = connect_as(portal, target, initiator).await.unwrap();
+        let (d, _, _) = element_count(&client, 4).await;
+        let (s, full, _) = element_count(&client, 2).await;
+        let (m, _, _) = element_count(&client, 3).await;
+        assert_eq!((d, s, m, full), (drives, slots, mail, 3), "{target}");
+        // The three full slots hold this pool's cartridges (volume tags at descriptor
+        // offset 12 of the storage page).
+        let tags = volume_tags(&client).await;
+        assert_eq!(tags.len(), 3, "{tags:?}");
+        assert!(
+            tags.iter().all(|t| t.starts_with(prefix)),
+            "{target}: {tags:?}"
+        );
+        let _ = client.logout().await;
+        // The other partition's initiator is refused.
+        let other = if prefix == "FIN" {
+            "iqn.2026-11.org.reel.test:eng"
+        } else {
+            "iqn.2026-11.org.reel.test:finance"
+        };
+        assert!(
+            connect_as(portal, target, other).await.is_err(),
+            "{target} admitted {other}"
+        );
+    }
+    // The physical library is not a target of its own.
+    assert!(
+        connect_as(
+            portal,
+            "iqn.2026-11.org.reel:large",
+            "iqn.2026-11.org.reel.test:finance"
+        )
+        .await
+        .is_err()
+    );
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(child.wait().unwrap().success());
+}
+
+/// Volume tags of the full storage elements (READ ELEMENT STATUS, VolTag).
+async fn volume_tags(client: &Client) -> Vec<String> {
+    let alloc: u32 = 0xFF_FFFF;
+    let a = alloc.to_be_bytes();
+    let cdb = [0xB8, 0x12, 0, 0, 0xFF, 0xFF, 0, a[1], a[2], a[3], 0, 0];
+    let response = client.execute(0, &cdb, Bytes::new(), alloc).await.unwrap();
+    assert_eq!(response.status, 0);
+    let data = response.data;
+    let descriptor_len = u16::from_be_bytes([data[10], data[11]]) as usize;
+    let mut tags = Vec::new();
+    let mut d = 16;
+    while d + descriptor_len <= data.len() {
+        if data[d + 2] & 0x01 != 0 {
+            let tag = String::from_utf8_lossy(&data[d + 12..d + 44])
+                .trim()
+                .to_string();
+            tags.push(tag);
+        }
+        d += descriptor_len;
+    }
+    tags
 }

@@ -47,6 +47,12 @@ pub struct LibraryView {
     pub magazines: Option<MagazinesView>,
     /// Cartridges inside the library (slots, drives, import/export).
     pub cartridges: usize,
+    /// The physical library this one is a logical partition of, if it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub physical: Option<String>,
+    /// The cartridges it takes into free slots when it opens: "any", or its pool's barcode
+    /// prefixes (`ABC*`) and ranges (`ABC000L9-ABC099L9`).
+    pub pool: String,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -160,6 +166,8 @@ pub fn library_view(lib: &VirtualLibrary) -> LibraryView {
         .changer()
         .with_personality(|c| c.inventory().barcodes().len());
     LibraryView {
+        physical: spec.physical.clone(),
+        pool: spec.barcodes.describe(),
         name: spec.name.clone(),
         changer: ChangerView {
             model: spec.changer.name().to_string(),
