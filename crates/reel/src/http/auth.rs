@@ -3,7 +3,8 @@
 //! - `auth/user/<name>`: a [`User`] with an Argon2id PHC password hash.
 //! - `auth/token/<id>`: a [`TokenRecord`]; the secret itself is never stored, only its
 //!   BLAKE3 hash. A token is presented as `<id>.<secret>`.
-//! - `audit/<seq, 20 digits>`: an [`AuditEvent`] per change.
+//! - `audit/<seq, 20 digits>`: an [`AuditEvent`] per change; the newest [`AUDIT_KEEP`] are
+//!   kept.
 //!
 //! Invariant: every change goes to the store (and is synced) before the in-memory copy
 //! changes, so a crash never leaves a token valid that the store does not know.
@@ -202,13 +203,18 @@ impl Auth {
 
     pub fn login(&self, username: &str, password: &str) -> ApiResult<(String, Caller, u64)> {
         let user = self.users.lock().get(username).cloned();
-        let ok = user.as_ref().is_some_and(|u| {
-            PasswordHash::new(&u.password_hash).is_ok_and(|h| {
-                Argon2::default()
-                    .verify_password(password.as_bytes(), &h)
-                    .is_ok()
-            })
+        // An unknown user costs the same Argon2 verification as a known one, so the answer's
+        // timing does not tell which usernames exist.
+        let hash = match &user {
+            Some(u) => u.password_hash.clone(),
+            None => unknown_user_hash().to_string(),
+        };
+        let verified = PasswordHash::new(&hash).is_ok_and(|h| {
+            Argon2::default()
+                .verify_password(password.as_bytes(), &h)
+                .is_ok()
         });
+        let ok = user.is_some() && verified;
         let Some(user) = user.filter(|_| ok) else {
             return Err(ApiError::unauthenticated("wrong username or password"));
         };
@@ -454,6 +460,25 @@ impl Auth {
         if let Err(e) = self.put(format!("audit/{seq:020}"), Some(&event)) {
             tracing::warn!(error = %e, "could not record an audit event");
         }
+        if seq > AUDIT_KEEP && seq % AUDIT_TRIM_BATCH == 0 {
+            self.trim_audit(seq - AUDIT_KEEP);
+        }
+    }
+
+    /// Deletes the audit events numbered below `keep_from` (the oldest batch), synchronised
+    /// once at the end.
+    fn trim_audit(&self, keep_from: u64) {
+        let first = keep_from.saturating_sub(AUDIT_TRIM_BATCH * 2);
+        let mut result = Ok(());
+        for seq in first..keep_from {
+            result = result.and(
+                self.store
+                    .put_record(format!("audit/{seq:020}").as_bytes(), None),
+            );
+        }
+        if let Err(e) = result.and_then(|()| self.store.sync()) {
+            tracing::warn!(error = %e, "could not trim the audit log");
+        }
     }
 
     pub fn events(&self, limit: usize) -> ApiResult<Vec<AuditEvent>> {
@@ -466,6 +491,22 @@ impl Auth {
             .collect())
     }
 }
+
+/// An Argon2id hash of a random password nobody knows, verified against when a login names
+/// an unknown user.
+fn unknown_user_hash() -> &'static str {
+    static HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HASH.get_or_init(|| {
+        Argon2::default()
+            .hash_password(random_hex(16).as_bytes())
+            .map(|h| h.to_string())
+            .unwrap_or_default()
+    })
+}
+
+/// Audit events kept: older ones are deleted in batches as new ones arrive.
+pub const AUDIT_KEEP: u64 = 100_000;
+const AUDIT_TRIM_BATCH: u64 = 1_000;
 
 fn check_password(password: &str) -> ApiResult<()> {
     if password.len() < 8 || password.len() > 1024 {
