@@ -223,6 +223,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             let mut report = serde_json::from_str::<Report>(&text)
                 .with_context(|| format!("{}: not a reel-bench report", path.display()))?;
             report.fill_workloads();
+            // Judged again: the goals may have changed since the run.
+            report.goals = report::goals(&report.cells);
             report
         }
         None => {
