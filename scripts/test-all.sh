@@ -21,6 +21,8 @@ need_pkgs=()
 command -v pkg-config >/dev/null || need_pkgs+=(pkg-config)
 # libiscsi's clients and test suite run against `reel serve` (crates/reel/tests/libiscsi.rs).
 command -v iscsi-test-cu >/dev/null || need_pkgs+=(libiscsi-bin)
+[ -f /usr/include/iscsi/iscsi.h ] || need_pkgs+=(libiscsi-dev)
+[ -x /usr/sbin/tgtd ] && [ -x /usr/sbin/tgtadm ] && [ -x /usr/sbin/tgtimg ] || need_pkgs+=(tgt)
 command -v openssl >/dev/null || need_pkgs+=(openssl)
 command -v curl >/dev/null || need_pkgs+=(curl)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -39,6 +41,7 @@ cargo clippy --workspace --all-targets --all-features --release -- -D warnings
 
 step "tests (release profile; crash test: ${REEL_CRASH_KILLS:-200} kills)"
 cargo test --workspace --release
+step "tape cross-check smoke run: libiscsi client (gcc -Werror) and reel-bench against tgt, 32 MiB" && bench/compare/crosscheck.sh --smoke
 
 # The web console in headless Debian chromium (Playwright) against a real `reel serve`;
 # installs chromium and a Python venv on first use.
@@ -62,7 +65,7 @@ if [ "$vm" -eq 1 ]; then
     *)
       step "kernel initiator in a VM: tape drives and changers (all but btape test and amtapetype)"
       tests/vm/tape-test.sh --reel-bin target/release/reel \
-        --sections "inventory map basics tar eod ili dd cartridge wp multi restart kill partition fill changers" ;;
+        --sections "inventory map basics tar eod ili dd bench cartridge wp multi restart kill partition fill changers" ;;
   esac
 fi
 
