@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 /// Largest record: READ(6)/WRITE(6) carry a 24-bit transfer length.
 pub const MAX_RECORD: u32 = (1 << 24) - 1;
-pub const MAX_DRIVES: u32 = 64;
+/// A big VTL node has 256 drives (the vtl-node preset).
+pub const MAX_DRIVES: u32 = 256;
 pub const MAX_QUEUE_DEPTH: u32 = 64;
 /// More cells than this is a typo, not a plan (each cell starts every target afresh).
 pub const MAX_CELLS: usize = 200;
@@ -766,7 +767,7 @@ mod tests {
         assert!(err(&["--record-size", "64K,0"]).contains("at least 1 byte"));
         assert!(err(&["--targets", "reel,lio"]).contains("unknown target \"lio\""));
         assert!(err(&["--drives", "0"]).contains("--drives 0"));
-        assert!(err(&["--drives", "65"]).contains("1 to 64"));
+        assert!(err(&["--drives", "257"]).contains("1 to 256"));
         assert!(err(&["--queue-depth", "0"]).contains("--queue-depth 0"));
         assert!(err(&["--size", "0"]).contains("--size"));
         assert!(err(&["--randomness", "1.5"]).contains("--randomness"));

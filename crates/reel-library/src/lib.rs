@@ -17,7 +17,7 @@ mod vtl;
 pub use barcodes::{BarcodeFilter, BarcodeRangeError};
 pub use cartridges::{CartridgeError, Cartridges, stream_of};
 pub use partition::ChunkPartition;
-pub use vtl::{Bay, Drive, LibraryError, LibrarySpec, VirtualLibrary};
+pub use vtl::{Bay, Drive, DriveStatus, LibraryError, LibrarySpec, VirtualLibrary};
 
 /// Fuzz entry points: each must return without panicking on any input.
 #[doc(hidden)]

@@ -71,6 +71,37 @@ pub struct VirtualLibrary {
     spec: LibrarySpec,
     changer: Arc<ScsiDevice<Changer>>,
     drives: Vec<Arc<Drive>>,
+    /// Each drive's state as of its last command (see [`DriveStatus`]).
+    statuses: Vec<Arc<std::sync::Mutex<DriveStatus>>>,
+}
+
+/// What a status display shows of a drive. Each drive publishes it after every command, so
+/// reading it never waits behind a long command holding the drive (with 256 drives writing,
+/// asking each drive in turn would wait for each one's current WRITE).
+#[derive(Clone, Debug)]
+pub struct DriveStatus {
+    pub state: reel_ssc::DriveState,
+    pub stats: reel_ssc::DriveStats,
+    pub barcode: Option<String>,
+    /// PREVENT ALLOW MEDIUM REMOVAL in force.
+    pub removal_prevented: bool,
+    pub serial: String,
+}
+
+impl DriveStatus {
+    fn publish(board: &std::sync::Mutex<DriveStatus>, drive: &TapeDrive<ChunkPartition>) {
+        let Ok(mut status) = board.lock() else {
+            return;
+        };
+        status.state = drive.state();
+        status.stats = drive.stats();
+        status.removal_prevented = drive.removal_prevented();
+        let barcode = drive.medium().map(|c| c.barcode().as_str());
+        // Most commands change no cartridge: no allocation then.
+        if status.barcode.as_deref() != barcode {
+            status.barcode = barcode.map(str::to_string);
+        }
+    }
 }
 
 /// The identity used for actions of the library itself (start-up remounts).
@@ -201,6 +232,7 @@ impl VirtualLibrary {
         inventory: Inventory,
     ) -> Result<VirtualLibrary, LibraryError> {
         let mut drives = Vec::new();
+        let mut statuses = Vec::new();
         let mut bays: Vec<Arc<dyn DriveBay>> = Vec::new();
         for d in 0..spec.layout.drives {
             // 10 characters: what PBS expects to parse the changer's DVCID (docs/design/smc.md).
@@ -218,7 +250,19 @@ impl VirtualLibrary {
                         .map_err(|e| reel_chunkstore::StoreError::Invalid(e.to_string()))?;
                     factory_carts.open_partition(number, partition)
                 }));
-            let drive = Arc::new(ScsiDevice::new(drive));
+            let board = Arc::new(std::sync::Mutex::new(DriveStatus {
+                state: drive.state(),
+                stats: drive.stats(),
+                barcode: None,
+                removal_prevented: false,
+                serial: serial.clone(),
+            }));
+            let publisher = board.clone();
+            let drive = Arc::new(
+                ScsiDevice::new(drive)
+                    .with_observer(move |d| DriveStatus::publish(&publisher, d)),
+            );
+            statuses.push(board);
             bays.push(Arc::new(Bay {
                 drive: drive.clone(),
                 cartridges: cartridges.clone(),
@@ -274,7 +318,19 @@ impl VirtualLibrary {
             spec,
             changer: Arc::new(ScsiDevice::new(changer)),
             drives,
+            statuses,
         })
+    }
+
+    /// Every drive's status as of its last command, without waiting for any drive.
+    pub fn drive_statuses(&self) -> Vec<DriveStatus> {
+        self.statuses
+            .iter()
+            .map(|s| match s.lock() {
+                Ok(s) => s.clone(),
+                Err(poisoned) => poisoned.into_inner().clone(),
+            })
+            .collect()
     }
 
     pub fn spec(&self) -> &LibrarySpec {

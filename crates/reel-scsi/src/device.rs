@@ -326,7 +326,13 @@ pub struct ScsiDevice<P: Personality> {
     core: Mutex<CoreState>,
     clock: TimestampClock,
     transport_id: TransportIdEncoder,
+    /// Called with the personality after every command and every `with_*` access, before
+    /// its lock is released: publishes what a status display needs, so the display never
+    /// waits for the lock behind a long command (a WRITE waiting for the store).
+    observer: Option<Observer<P>>,
 }
+
+type Observer<P> = Box<dyn Fn(&P) + Send + Sync>;
 
 impl<P: Personality> ScsiDevice<P> {
     /// A device around `personality` with the system clock.
@@ -344,6 +350,63 @@ impl<P: Personality> ScsiDevice<P> {
             }),
             clock: Arc::new(system_clock_ms),
             transport_id: Arc::new(default_transport_id),
+            observer: None,
+        }
+    }
+
+    /// Installs the observer (see the field) and calls it once for the initial state.
+    pub fn with_observer(mut self, observer: impl Fn(&P) + Send + Sync + 'static) -> Self {
+        observer(&self.personality.lock());
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
+    fn observe(&self, personality: &P) {
+        if let Some(observer) = &self.observer {
+            observer(personality);
+        }
+    }
+
+    /// The command with the personality locked: reservations, then SPC or the personality.
+    fn execute_locked(
+        &self,
+        personality: &mut P,
+        nexus: &ItNexus,
+        opcode: u8,
+        cdb: Cdb<'_>,
+        spc: Option<SpcCommand>,
+        request: &Request<'_>,
+    ) -> Response {
+        let access = match &spc {
+            Some(command) => core_access(command),
+            None => personality.access(&cdb),
+        };
+        if self.core.lock().reservations.conflicts(nexus, access) {
+            return Response::status(Status::ReservationConflict);
+        }
+        if let Some(command) = spc {
+            return self
+                .execute_spc(personality, command, request)
+                .unwrap_or_else(|sense| self.check(&sense));
+        }
+        let command = Command {
+            cdb,
+            data_out: &request.data_out,
+            data_in_len: request.data_in_len,
+            attribute: request.attribute,
+        };
+        if let Some(response) = personality.execute(&mut self.context(nexus), &command) {
+            return response;
+        }
+        // SPC-4 §4.5.6: an unknown service action of a known operation code is a bad field.
+        let known_opcode = self
+            .descriptors(personality)
+            .iter()
+            .any(|d| d.opcode == opcode && d.service_action.is_some());
+        if known_opcode && has_service_action(opcode) {
+            self.check(&Sense::invalid_field_in_cdb(1, Some(4)))
+        } else {
+            self.check(&Sense::invalid_opcode())
         }
     }
 
@@ -362,7 +425,10 @@ impl<P: Personality> ScsiDevice<P> {
 
     /// Runs `f` on the personality (for the composition root and tests).
     pub fn with_personality<R>(&self, f: impl FnOnce(&mut P) -> R) -> R {
-        f(&mut self.personality.lock())
+        let mut personality = self.personality.lock();
+        let result = f(&mut personality);
+        self.observe(&personality);
+        result
     }
 
     /// Runs `f` on the personality with a context for `nexus` (e.g. a medium changed by the
@@ -374,7 +440,9 @@ impl<P: Personality> ScsiDevice<P> {
     ) -> R {
         let mut personality = self.personality.lock();
         let mut ctx = self.context(nexus);
-        f(&mut personality, &mut ctx)
+        let result = f(&mut personality, &mut ctx);
+        self.observe(&personality);
+        result
     }
 
     fn context<'a>(&'a self, nexus: &'a ItNexus) -> DeviceContext<'a> {
@@ -816,37 +884,9 @@ impl<P: Personality> LogicalUnit for ScsiDevice<P> {
             Err(sense) => return self.check(&sense),
         };
         let mut personality = self.personality.lock();
-        let access = match &spc {
-            Some(command) => core_access(command),
-            None => personality.access(&cdb),
-        };
-        if self.core.lock().reservations.conflicts(nexus, access) {
-            return Response::status(Status::ReservationConflict);
-        }
-        if let Some(command) = spc {
-            return self
-                .execute_spc(&mut personality, command, &request)
-                .unwrap_or_else(|sense| self.check(&sense));
-        }
-        let command = Command {
-            cdb,
-            data_out: &request.data_out,
-            data_in_len: request.data_in_len,
-            attribute: request.attribute,
-        };
-        if let Some(response) = personality.execute(&mut self.context(nexus), &command) {
-            return response;
-        }
-        // SPC-4 §4.5.6: an unknown service action of a known operation code is a bad field.
-        let known_opcode = self
-            .descriptors(&personality)
-            .iter()
-            .any(|d| d.opcode == opcode && d.service_action.is_some());
-        if known_opcode && has_service_action(opcode) {
-            self.check(&Sense::invalid_field_in_cdb(1, Some(4)))
-        } else {
-            self.check(&Sense::invalid_opcode())
-        }
+        let response = self.execute_locked(&mut personality, nexus, opcode, cdb, spc, &request);
+        self.observe(&personality);
+        response
     }
 
     fn task_management(&self, function: TaskManagement, nexus: &ItNexus) {
@@ -871,6 +911,7 @@ impl<P: Personality> LogicalUnit for ScsiDevice<P> {
         }
         let mut personality = self.personality.lock();
         personality.task_management(&mut self.context(nexus), function);
+        self.observe(&personality);
     }
 
     fn nexus_lost(&self, nexus: &ItNexus) {

@@ -14,6 +14,8 @@ use reel_iscsi_net::{Client, ClientOptions};
 
 const IQN: &str = "iqn.2026-11.org.reel:bench";
 const RUNS: usize = 30;
+/// Bytes each of the 256 drives writes (and reads back) in the streaming phase.
+const STREAM_SIZE: &str = "48M";
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -180,6 +182,117 @@ fn main() {
     let wall = started.elapsed();
     let cpu = cpu_of() - before;
     let per_scrape = cpu / scrapes as f64;
+
+    // The console while 256 drives stream: reel-bench loads a cartridge into every drive and
+    // writes (then reads back) on all of them at once, while this process asks what the
+    // console asks — the library view and the monitor — and listens to the live stream.
+    let streaming = std::env::args().nth(2).map(|bench| {
+        let work = dir.path().join("bench-work");
+        let mut writer = Command::new(&bench)
+            .args([
+                "--targets",
+                "reel",
+                "--reel-addr",
+                &format!("127.0.0.1:{portal}"),
+                "--reel-iqn",
+                IQN,
+                "--reel-pid",
+                &pid.to_string(),
+                "--drives",
+                "256",
+                "--record-size",
+                "256K",
+                "--size",
+                STREAM_SIZE,
+                "--queue-depth",
+                "2",
+                "--window-blocks",
+                "64",
+                "--work-dir",
+            ])
+            .arg(&work)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = BufReader::new(writer.stderr.take().unwrap());
+        // Wait until the drives are loaded and writing, then measure until the writer ends.
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut log = Vec::new();
+        for line in rx.iter() {
+            let loaded = line.contains("loaded and in variable block mode");
+            log.push(line);
+            if loaded {
+                break;
+            }
+        }
+        let events =
+            std::sync::Arc::new(std::sync::Mutex::new(Vec::<(Instant, usize, usize)>::new()));
+        {
+            let (events, base, token) = (events.clone(), base.clone(), token.clone());
+            std::thread::spawn(move || {
+                let response = ureq::get(format!("{base}/api/v1/monitor/stream?token={token}"))
+                    .call()
+                    .unwrap();
+                let reader = BufReader::new(response.into_body().into_reader());
+                for line in reader.lines().map_while(Result::ok) {
+                    if let Some(data) = line.strip_prefix("data:") {
+                        let v: serde_json::Value =
+                            serde_json::from_str(data.trim()).unwrap_or_default();
+                        let moving = v["drives"].as_array().map_or(0, |d| {
+                            d.iter()
+                                .filter(|d| {
+                                    d["write_bps"].as_f64().unwrap_or(0.0) > 0.0
+                                        || d["read_bps"].as_f64().unwrap_or(0.0) > 0.0
+                                })
+                                .count()
+                        });
+                        events
+                            .lock()
+                            .unwrap()
+                            .push((Instant::now(), data.len(), moving));
+                    }
+                }
+            });
+        }
+        let (mut library, mut monitor) = (Vec::new(), Vec::new());
+        let cpu0 = cpu_of();
+        let t0 = Instant::now();
+        while writer.try_wait().unwrap().is_none() {
+            library.push(get(&format!("/api/v1/libraries/{IQN}")).0);
+            monitor.push(get("/api/v1/monitor").0);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        let cores = (cpu_of() - cpu0) / seconds;
+        log.extend(rx.try_iter());
+        let ok = writer.wait().unwrap().success();
+        assert!(ok, "reel-bench failed:\n{}", log.join("\n"));
+        let events = events.lock().unwrap().clone();
+        let gaps: Vec<Duration> = events.windows(2).map(|w| w[1].0 - w[0].0).collect();
+        let most_moving = events.iter().map(|e| e.2).max().unwrap_or(0);
+        let event_bytes = events.iter().map(|e| e.1).max().unwrap_or(0);
+        let throughput: Vec<String> = log
+            .iter()
+            .filter(|l| l.contains("wrote") || l.contains("read and verified"))
+            .cloned()
+            .collect();
+        (
+            library,
+            monitor,
+            gaps,
+            most_moving,
+            event_bytes,
+            seconds,
+            cores,
+            throughput,
+        )
+    });
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();
@@ -215,4 +328,42 @@ fn main() {
         per_scrape * 1e3,
         per_scrape / 15.0 * 100.0
     );
+    if let Some((library, monitor, gaps, moving, event_bytes, seconds, cores, throughput)) =
+        streaming
+    {
+        println!();
+        println!(
+            "While 256 drives streamed (reel-bench, {STREAM_SIZE} per drive written and read back, 256K records, 2 in flight per drive; {seconds:.0} s measured, reel at {cores:.2} cores):"
+        );
+        println!();
+        println!("| What the console asks | median ms | p95 ms | max ms | samples |");
+        println!("|---|---:|---:|---:|---:|");
+        let n = (library.len(), monitor.len(), gaps.len());
+        let row = |what: &str, s: Vec<Duration>, count: usize| {
+            let (m, p, x) = summary(s);
+            println!("| {what} | {m:.1} | {p:.1} | {x:.1} | {count} |");
+        };
+        row(
+            "GET /api/v1/libraries/{name} (the library view)",
+            library,
+            n.0,
+        );
+        row(
+            "GET /api/v1/monitor (the monitor's first paint)",
+            monitor,
+            n.1,
+        );
+        row(
+            "interval between live-stream events (SSE, every 1 s)",
+            gaps,
+            n.2,
+        );
+        println!();
+        println!(
+            "Live stream: up to {moving} drives moving data in one event, events up to {event_bytes} bytes."
+        );
+        for line in throughput {
+            println!("- {}", line.trim_start_matches("reel-bench:").trim());
+        }
+    }
 }

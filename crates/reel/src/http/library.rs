@@ -186,35 +186,36 @@ pub fn library_view(lib: &VirtualLibrary) -> LibraryView {
     }
 }
 
+/// The drives as of their last commands (published by each drive; no waiting for a drive
+/// busy with a command).
 pub fn drive_views(lib: &VirtualLibrary, addresses: &HashMap<u16, u16>) -> Vec<DriveView> {
-    lib.drives()
-        .iter()
+    let model = lib.spec().drive;
+    lib.drive_statuses()
+        .into_iter()
         .enumerate()
-        .map(|(i, drive)| {
-            drive.with_personality(|d| {
-                let (state, activity) = state_name(d.state());
-                let stats = d.stats();
-                DriveView {
-                    index: i as u16,
-                    address: addresses.get(&(i as u16)).copied().unwrap_or(0),
-                    lun: i as u16 + 1,
-                    serial: d.serial().to_string(),
-                    vendor: d.model().vendor().to_string(),
-                    product: d.model().product().to_string(),
-                    state: state.to_string(),
-                    activity: activity.to_string(),
-                    barcode: d.medium().map(|c| c.barcode().as_str().to_string()),
-                    removal_prevented: d.removal_prevented(),
-                    stats: DriveStatsView {
-                        bytes_read: stats.bytes_read,
-                        bytes_written: stats.bytes_written,
-                        read_commands: stats.read_commands,
-                        write_commands: stats.write_commands,
-                        filemarks_written: stats.filemarks_written,
-                        loads: stats.loads,
-                    },
-                }
-            })
+        .map(|(i, d)| {
+            let (state, activity) = state_name(d.state);
+            let stats = d.stats;
+            DriveView {
+                index: i as u16,
+                address: addresses.get(&(i as u16)).copied().unwrap_or(0),
+                lun: i as u16 + 1,
+                serial: d.serial,
+                vendor: model.vendor().to_string(),
+                product: model.product().to_string(),
+                state: state.to_string(),
+                activity: activity.to_string(),
+                barcode: d.barcode,
+                removal_prevented: d.removal_prevented,
+                stats: DriveStatsView {
+                    bytes_read: stats.bytes_read,
+                    bytes_written: stats.bytes_written,
+                    read_commands: stats.read_commands,
+                    write_commands: stats.write_commands,
+                    filemarks_written: stats.filemarks_written,
+                    loads: stats.loads,
+                },
+            }
         })
         .collect()
 }
