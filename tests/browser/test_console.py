@@ -337,6 +337,71 @@ def test_cartridge_details_write_protect_and_delete(page):
     expect(page.locator('[data-testid^="cartridge-row-"]')).to_have_count(9)
 
 
+def test_cartridge_usage_and_erase(page):
+    loaded = state["loaded"]
+    name = library_name(page)
+    # Erasing the cartridge the writer filled is refused while it is in a drive (409).
+    state["allow_http_errors"] = True
+    page.goto(URL + f"#/cartridge/{loaded}")
+    expect(page.get_by_test_id("cartridge-usage")).to_be_visible()
+    page.get_by_test_id("cartridge-erase").click()
+    expect(page.get_by_test_id("confirm-dialog")).to_contain_text(f"Erase {loaded}")
+    page.get_by_test_id("confirm-ok").click()
+    error = page.get_by_test_id("message-error").last
+    expect(error).to_contain_text("409")
+    state["allow_http_errors"] = False
+    error.get_by_role("button", name="Dismiss message").click()
+    # Unloaded into a free slot (which flushes it), it shows its space and ratios.
+    detail = api(page, "GET", "/libraries/" + urllib.request.quote(name, safe=""))
+    drive0 = next(e for e in detail["elements"] if e["kind"] == "drive" and e["barcode"] == loaded)
+    free = next(e for e in detail["elements"] if e["kind"] == "slot" and not e["barcode"])
+    api(page, "POST", "/libraries/" + urllib.request.quote(name, safe="") + "/move",
+        {"from": drive0["address"], "to": free["address"]})
+    page.reload()
+    usage = api(page, "GET", f"/cartridges/{loaded}")["usage"]
+    assert usage["logical_bytes"] > 0 and usage["dedup_ratio"] > 1, usage
+    expect(page.get_by_test_id("usage-logical")).not_to_have_text("0 B")
+    expect(page.get_by_test_id("usage-dedup")).to_contain_text(":")
+    expect(page.get_by_test_id("usage-compression")).to_contain_text(":")
+    page.get_by_test_id("usage-count-exclusive").click()
+    expect(page.get_by_test_id("usage-exclusive")).to_contain_text("stored")
+    shot(page, "cartridge-usage")
+    # Erase it: confirmed, then empty and still in its slot.
+    page.get_by_test_id("cartridge-erase").click()
+    page.get_by_test_id("confirm-ok").click()
+    expect(page.get_by_test_id("message-success").last).to_contain_text(f"Erased {loaded}")
+    expect(page.get_by_test_id("usage-logical")).to_have_text("0 B")
+    expect(page.get_by_test_id("cartridge-facts")).to_contain_text("slot")
+    assert api(page, "GET", f"/cartridges/{loaded}")["usage"]["logical_bytes"] == 0
+    state["erased_bytes"] = usage["stored_bytes"]
+
+
+def test_maintenance_verify_and_reclaim(page):
+    goto(page, "maintenance")
+    expect(page.get_by_test_id("verify-state")).to_be_visible()
+    page.get_by_test_id("start-verify").click()
+    expect(page.get_by_test_id("job-verify")).to_have_attribute("data-state", "clean", timeout=60000)
+    expect(page.get_by_test_id("verify-state")).to_contain_text("clean")
+    # Reclaim frees the erased cartridge's data; the bar ends full.
+    page.get_by_test_id("reclaim-rewrite-below").select_option("0.5")
+    page.get_by_test_id("start-reclaim").click()
+    expect(page.get_by_test_id("job-reclaim")).to_have_attribute("data-state", "done", timeout=60000)
+    expect(page.get_by_test_id("reclaim-progress-text")).to_contain_text("(100 %)")
+    assert page.get_by_test_id("reclaim-progress").evaluate("p => p.value") == 1
+    status = api(page, "GET", "/reclaim")
+    assert status["bytes_freed"] > 0, status
+    expect(page.get_by_test_id("reclaim-facts")).to_contain_text("Freed")
+    shot(page, "maintenance-after-reclaim")
+    # The store still verifies clean after the reclaim.
+    page.get_by_test_id("start-verify").click()
+    expect(page.get_by_test_id("job-verify")).to_have_attribute("data-state", "clean", timeout=60000)
+    page.set_viewport_size({"width": 390, "height": 844})
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 1, f"the maintenance page scrolls sideways by {overflow}px at 390px"
+    shot(page, "narrow-maintenance")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
 def test_events_and_users(page):
     goto(page, "events")
     expect(page.get_by_test_id("event-row").first).to_be_visible()
@@ -380,7 +445,7 @@ UNLABELLED_JS = """
 
 
 def test_every_input_has_a_label(page):
-    for route in ["library", "cartridges", "monitor", "sessions", "events", "users"]:
+    for route in ["library", "cartridges", "monitor", "sessions", "events", "maintenance", "users"]:
         goto(page, route)
         page.wait_for_timeout(300)
         assert page.evaluate(UNLABELLED_JS) == [], route

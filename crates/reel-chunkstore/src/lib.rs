@@ -20,6 +20,7 @@
 //! | `Stream::flush`    | anything but `sync`'s critical section         | `sync` holds the commit lock so nothing new is referenced while packs are made durable |
 //! | `ChunkStore::reclaim` | nothing: appends, flushes and reads wait  | it holds the ingest lock exclusively: no chunk is referenced (or moved under a reader) while it decides what is dead |
 //! | `ChunkStore::scrub`   | everything                                  | read-only, after briefly holding the commit lock to store open packs |
+//! | `ChunkStore::usage`   | everything                                  | read-only, one catalog snapshot |
 
 mod catalog;
 mod catalog_file;
@@ -32,6 +33,7 @@ mod reclaim;
 mod scrub;
 mod store;
 mod stream;
+mod usage;
 
 pub use chunker::ChunkerParams;
 pub use format::{ChunkId, FormatError};
@@ -40,6 +42,7 @@ pub use reclaim::ReclaimReport;
 pub use scrub::{Damage, ScrubReport};
 pub use store::{ChunkStore, StoreConfig, StoreStats};
 pub use stream::{Stream, StreamId};
+pub use usage::{EXACT_CHUNKS, Exclusive, ExclusiveUsage, StreamUsage};
 
 use reel_backend::BackendError;
 
@@ -63,6 +66,9 @@ pub enum StoreError {
     /// The caller asked for something impossible (offset past the end, a bad config).
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// The stream is open through another handle (one handle per stream at a time).
+    #[error("stream {0} is in use")]
+    InUse(u64),
     /// An earlier fatal error stopped the store; reopen it.
     #[error("store stopped after an earlier error: {0}")]
     Stopped(String),

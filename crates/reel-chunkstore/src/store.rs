@@ -964,10 +964,7 @@ impl Inner {
     ) -> Result<()> {
         let mut streams = self.streams.lock();
         if streams.get(&id).is_some_and(|w| w.strong_count() > 0) {
-            return Err(StoreError::Invalid(format!(
-                "stream {} is already open",
-                id.0
-            )));
+            return Err(StoreError::InUse(id.0));
         }
         streams.retain(|_, w| w.strong_count() > 0);
         streams.insert(id, Arc::downgrade(state));

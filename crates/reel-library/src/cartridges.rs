@@ -3,8 +3,8 @@
 //! Record `cartridge/<barcode>` = cartridge number u64 LE | `CartridgeInfo::to_bytes()`.
 //! Partition `p` of cartridge number `n` is stream `n * 4 + p` (at most 4 partitions, SSC-5).
 
-use reel_chunkstore::{ChunkStore, Damage, StoreError, StreamId};
-use reel_media::{Cartridge, CartridgeInfo, DecodeError, MediaError};
+use reel_chunkstore::{ChunkStore, Damage, Exclusive, StoreError, StreamId, StreamUsage};
+use reel_media::{Cartridge, CartridgeInfo, DecodeError, MediaError, UnixTime};
 
 use crate::ChunkPartition;
 
@@ -21,6 +21,11 @@ pub enum CartridgeError {
     NotFound(String),
     #[error("cartridge {0} is WORM: its data can never be erased or deleted")]
     Worm(String),
+    #[error("cartridge {0} is write-protected")]
+    WriteProtected(String),
+    /// Its partitions are open: it is in a drive.
+    #[error("cartridge {0} is mounted in a drive")]
+    Mounted(String),
     #[error("cartridge record {barcode} is damaged: {source}")]
     Decode {
         barcode: String,
@@ -178,6 +183,42 @@ impl Cartridges {
             });
         }
         Ok(out)
+    }
+
+    /// Erases a cartridge, durably: every partition becomes empty; barcode, media, partitioning
+    /// and cartridge memory stay (`Cartridge::erase_all`). Refused while it is mounted in a
+    /// drive, when it is write-protected, and for WORM media with data. The space comes back
+    /// with the next reclaim.
+    pub fn erase(&self, barcode: &str, now: UnixTime) -> Result<CartridgeInfo, CartridgeError> {
+        // Mounting opens its streams, which also keeps a drive from mounting it meanwhile.
+        let mut cartridge = self.mount(barcode).map_err(|e| match e {
+            CartridgeError::Store(StoreError::InUse(_)) => {
+                CartridgeError::Mounted(barcode.to_string())
+            }
+            other => other,
+        })?;
+        cartridge.erase_all(now).map_err(|e| match e {
+            MediaError::WriteProtected => CartridgeError::WriteProtected(barcode.to_string()),
+            MediaError::WormOverwrite => CartridgeError::Worm(barcode.to_string()),
+            other => CartridgeError::Media(other),
+        })?;
+        self.save(&cartridge)?;
+        self.store.sync()?;
+        Ok(cartridge.info().clone())
+    }
+
+    /// Space the cartridge's partitions use in the store, taken together
+    /// (`ChunkStore::usage`).
+    pub fn usage(
+        &self,
+        barcode: &str,
+        exclusive: Exclusive,
+    ) -> Result<StreamUsage, CartridgeError> {
+        let (number, _) = self.info(barcode)?;
+        let streams: Vec<StreamId> = (0..MAX_PARTITIONS as u8)
+            .map(|p| stream_of(number, p))
+            .collect();
+        Ok(self.store.usage(&streams, exclusive)?)
     }
 
     /// Deletes a cartridge and its data (space comes back with the next reclaim). WORM

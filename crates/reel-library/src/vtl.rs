@@ -259,8 +259,7 @@ impl VirtualLibrary {
             }));
             let publisher = board.clone();
             let drive = Arc::new(
-                ScsiDevice::new(drive)
-                    .with_observer(move |d| DriveStatus::publish(&publisher, d)),
+                ScsiDevice::new(drive).with_observer(move |d| DriveStatus::publish(&publisher, d)),
             );
             statuses.push(board);
             bays.push(Arc::new(Bay {

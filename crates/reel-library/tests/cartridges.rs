@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use reel_backend::MemoryBackend;
-use reel_chunkstore::{ChunkStore, StoreConfig};
+use reel_chunkstore::{ChunkStore, Exclusive, StoreConfig};
 use reel_library::{CartridgeError, Cartridges};
-use reel_media::{Barcode, CartridgeInfo, MediaType, ReadOutcome, UnixTime};
+use reel_media::{Barcode, CartridgeInfo, MediaType, PartitionStore, ReadOutcome, UnixTime};
 
 fn catalog() -> (tempfile::TempDir, Cartridges) {
     let dir = tempfile::tempdir().unwrap();
@@ -132,4 +132,73 @@ fn scrub_damage_names_cartridge_and_records() {
             "records {first}..={last} outside the 10 written"
         );
     }
+}
+
+#[test]
+fn erase_empties_a_cartridge_and_usage_follows() {
+    let (_dir, carts) = catalog();
+    carts.create(&info("ERA001L9", MediaType::Lto9)).unwrap();
+    carts.create(&info("ERA002L9", MediaType::Lto9)).unwrap();
+    let record = vec![7u8; 64 * 1024];
+    let mut c = carts.mount("ERA001L9").unwrap();
+    c.load(UnixTime(1_700_000_100)).unwrap();
+    for _ in 0..4 {
+        c.write_record(&record).unwrap();
+    }
+    c.write_filemarks(1).unwrap();
+    c.sync().unwrap();
+    carts.save(&c).unwrap();
+    let usage = carts.usage("ERA001L9", Exclusive::Count).unwrap();
+    assert_eq!(usage.logical_bytes, 4 * 64 * 1024);
+    assert!(
+        usage.dedup_ratio() > 3.0,
+        "the same record four times: {usage:?}"
+    );
+    assert!(usage.compression_ratio() > 10.0, "{usage:?}");
+    assert_eq!(usage.exclusive.unwrap().unique_bytes, usage.unique_bytes);
+
+    // Mounted (as in a drive): refused, nothing changed.
+    assert!(matches!(
+        carts.erase("ERA001L9", UnixTime(1_700_000_200)),
+        Err(CartridgeError::Mounted(_))
+    ));
+    c.unload().unwrap();
+    carts.save(&c).unwrap();
+    drop(c);
+    let erased = carts.erase("ERA001L9", UnixTime(1_700_000_300)).unwrap();
+    assert_eq!(erased.last_written(), Some(UnixTime(1_700_000_300)));
+    assert_eq!(erased.load_count(), 1, "identity and counters stay");
+    let usage = carts.usage("ERA001L9", Exclusive::Skip).unwrap();
+    assert_eq!((usage.logical_bytes, usage.unique_bytes), (0, 0));
+    let mut c = carts.mount("ERA001L9").unwrap();
+    assert_eq!(c.partitions()[0].object_count(), 0);
+    c.load(UnixTime(1_700_000_400)).unwrap();
+    c.write_record(b"writable again").unwrap();
+    drop(c);
+
+    // Write-protected, WORM with data, unknown.
+    let (_, wp) = carts.info("ERA002L9").unwrap();
+    carts.update(&wp.with_write_protected(true)).unwrap();
+    assert!(matches!(
+        carts.erase("ERA002L9", UnixTime(0)),
+        Err(CartridgeError::WriteProtected(_))
+    ));
+    carts
+        .create(&info("ERA003LY", MediaType::Lto9Worm))
+        .unwrap();
+    carts.erase("ERA003LY", UnixTime(0)).unwrap();
+    let mut w = carts.mount("ERA003LY").unwrap();
+    w.load(UnixTime(0)).unwrap();
+    w.write_record(b"kept forever").unwrap();
+    w.unload().unwrap();
+    carts.save(&w).unwrap();
+    drop(w);
+    assert!(matches!(
+        carts.erase("ERA003LY", UnixTime(0)),
+        Err(CartridgeError::Worm(_))
+    ));
+    assert!(matches!(
+        carts.erase("NOPE01L9", UnixTime(0)),
+        Err(CartridgeError::NotFound(_))
+    ));
 }

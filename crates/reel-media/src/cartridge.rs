@@ -675,6 +675,34 @@ impl<S: PartitionStore> Cartridge<S> {
         Ok(removed)
     }
 
+    /// Erase the whole cartridge, as an operator does before relabelling it
+    /// (not a drive command, so it does not need the cartridge loaded): every
+    /// partition loses its records and filemarks and is synced empty; the
+    /// barcode, media, partitioning, cartridge memory and counters stay. The
+    /// position, if loaded, becomes BOP of partition 0.
+    ///
+    /// Refused when write protected, and on WORM media holding any object
+    /// (an empty WORM cartridge has nothing to erase: a no-op).
+    pub fn erase_all(&mut self, now: UnixTime) -> Res<(), S> {
+        if self.info.write_protected {
+            return Err(MediaError::WriteProtected);
+        }
+        let holds_objects = self.partitions.iter().any(|p| p.object_count() > 0);
+        if self.info.is_worm() && holds_objects {
+            return Err(MediaError::WormOverwrite);
+        }
+        for p in &mut self.partitions {
+            p.truncate(0).map_err(MediaError::Store)?;
+            p.sync().map_err(MediaError::Store)?;
+        }
+        if holds_objects {
+            self.info.last_written = Some(now);
+        }
+        self.partition = 0;
+        self.object = 0;
+        Ok(())
+    }
+
     fn device_values(&self, partition: u8) -> Res<DeviceAttributeValues, S> {
         let c = self.info.counters;
         Ok(DeviceAttributeValues {

@@ -266,6 +266,45 @@ fn worm_allows_only_appending() {
 }
 
 #[test]
+fn erase_all_empties_every_partition_but_keeps_the_identity() {
+    let mut c = cart();
+    c.format(&[1 << 20, 1 << 20], |_| Ok(MemoryPartition::new()))
+        .unwrap();
+    layout(&mut c, "RRF");
+    c.set_partition(1).unwrap();
+    c.write_record(b"second partition").unwrap();
+    let before = c.info().clone();
+    c.unload().unwrap();
+    c.erase_all(UnixTime(1_800_000_000)).unwrap();
+    assert!(c.partitions().iter().all(|p| p.object_count() == 0));
+    assert!(c.partitions().iter().all(|p| p.sync_count() > 0), "synced");
+    assert_eq!(c.partition_count(), 2, "the partitioning stays");
+    assert_eq!(c.barcode(), before.barcode());
+    assert_eq!(c.counters(), before.counters());
+    assert_eq!(c.load_count(), before.load_count());
+    assert_eq!(c.info().last_written(), Some(UnixTime(1_800_000_000)));
+    // Writable again from BOP.
+    c.load(UnixTime(1_800_000_001)).unwrap();
+    c.write_record(b"new").unwrap();
+    assert_eq!(pos(&c), (1, 0, 1));
+}
+
+#[test]
+fn erase_all_refuses_write_protected_and_worm_with_data() {
+    let mut c = cart();
+    layout(&mut c, "R");
+    c.set_write_protected(true);
+    assert_eq!(kind(c.erase_all(UnixTime(0))), "WriteProtected");
+    assert_eq!(c.partitions()[0].object_count(), 1);
+    let mut w = cart_with(MediaType::Lto8Worm, 1 << 20, 98);
+    w.erase_all(UnixTime(0)).unwrap();
+    assert_eq!(w.info().last_written(), None, "nothing to erase");
+    layout(&mut w, "F");
+    assert_eq!(kind(w.erase_all(UnixTime(0))), "WormOverwrite");
+    assert_eq!(w.partitions()[0].object_count(), 1);
+}
+
+#[test]
 fn write_protect_refuses_all_writes_but_allows_reads() {
     let mut c = cart();
     layout(&mut c, "RF");

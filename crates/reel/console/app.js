@@ -16,6 +16,7 @@ import { mountCartridges, mountCartridgeDetail } from "./cartridges.js";
 import { mountMonitor, startFeed, stopFeed } from "./monitor.js";
 import { mountSessions, mountEvents } from "./activity.js";
 import { mountUsers } from "./users.js";
+import { mountMaintenance } from "./maintenance.js";
 
 const routes = {
   library: { title: "Library", mount: mountLibrary },
@@ -24,6 +25,7 @@ const routes = {
   monitor: { title: "Monitor", mount: mountMonitor },
   sessions: { title: "Sessions", mount: mountSessions },
   events: { title: "Events", mount: mountEvents },
+  maintenance: { title: "Maintenance", mount: mountMaintenance },
   users: { title: "Users & tokens", mount: mountUsers },
 };
 

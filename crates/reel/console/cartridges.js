@@ -1,5 +1,5 @@
-// Cartridges: the list with search, bulk creation, and one cartridge's details with its
-// actions (write protection, import, export/vault, delete).
+// Cartridges: the list with search, bulk creation, and one cartridge's details (with its space
+// in the store) and actions (write protection, import, export/vault, erase, delete).
 
 import { del, get, hasRole, patch, post, seg } from "./api.js";
 import {
@@ -14,6 +14,7 @@ import {
   openDialog,
   options,
   parseSize,
+  ratio,
   showError,
   showMessage,
   time,
@@ -235,6 +236,54 @@ export function mountCartridges(view) {
   };
 }
 
+/** The cartridge's space in the store (docs/design/api.md, `Usage`). */
+function usagePanel(c, onExclusive) {
+  const u = c.usage;
+  const body = [];
+  if (!u) {
+    body.push(h("p", { class: "muted", text: "The store could not say." }));
+  } else {
+    const estimate = u.exact ? "" : " (estimated)";
+    const rows = [
+      ["Host bytes", bytes(u.logical_bytes), "usage-logical"],
+      ["Unique", bytes(u.unique_bytes) + estimate, "usage-unique"],
+      ["Stored", bytes(u.stored_bytes) + estimate, "usage-stored"],
+      ["Dedup", ratio(u.dedup_ratio), "usage-dedup"],
+      ["Compression", ratio(u.compression_ratio), "usage-compression"],
+      ["Reduction", ratio(u.reduction_ratio), "usage-reduction"],
+    ];
+    if (u.exclusive_stored_bytes !== undefined) {
+      rows.push(["Only here", `${bytes(u.exclusive_stored_bytes)} stored, ${bytes(u.exclusive_unique_bytes)} unique`, "usage-exclusive"]);
+    }
+    body.push(
+      h(
+        "dl",
+        { class: "kv", "data-testid": "cartridge-usage" },
+        rows.map(([k, v, testid]) => [h("dt", { text: k }), h("dd", { text: v, "data-testid": testid })]),
+      ),
+      h(
+        "p",
+        { class: "hint" },
+        "Host bytes: what the cartridge holds now. Unique: its distinct chunks before compression. " +
+          "Stored: their estimated share of the compressed blobs on disk. " +
+          "Data written since the drive's last flush is not counted yet.",
+      ),
+    );
+    if (u.exclusive_stored_bytes === undefined) {
+      body.push(
+        h("button", {
+          type: "button",
+          class: "button small",
+          text: "Count what only this cartridge holds",
+          "data-testid": "usage-count-exclusive",
+          onclick: onExclusive,
+        }),
+      );
+    }
+  }
+  return h("section", { class: "panel", "aria-labelledby": "cd-usage" }, h("h2", { id: "cd-usage", text: "Space in the store" }), body);
+}
+
 export function mountCartridgeDetail(view, params) {
   const barcode = params[0];
   const isAdmin = hasRole("admin");
@@ -373,6 +422,29 @@ export function mountCartridgeDetail(view, params) {
         h("button", {
           type: "button",
           class: "button danger",
+          text: "Erase…",
+          "data-testid": "cartridge-erase",
+          onclick: () =>
+            attempt(`Erasing ${c.barcode}`, async () => {
+              const held = c.usage ? bytes(c.usage.logical_bytes) : "all its data";
+              const ok = await confirmDialog(
+                `Erase ${c.barcode}?`,
+                `Everything on it (${held}) is discarded for good. It keeps its barcode and place and can be written again; ` +
+                  "the disk space comes back with the next reclaim. " +
+                  "reel refuses while it is in a drive, write-protected, or WORM with data.",
+                "Erase",
+              );
+              if (!ok) return;
+              const answer = await post(`/cartridges/${seg(c.barcode)}/erase`, {});
+              showMessage(`Erased ${c.barcode}.`, "success");
+              render(answer);
+            }),
+        }),
+      );
+      actions.appendChild(
+        h("button", {
+          type: "button",
+          class: "button danger",
           text: "Delete…",
           "data-testid": "cartridge-delete",
           onclick: () =>
@@ -420,6 +492,12 @@ export function mountCartridgeDetail(view, params) {
             !isAdmin ? h("small", { class: "hint", text: " (admins only)" }) : inDrive ? h("small", { class: "hint", text: " (not while loaded in a drive)" }) : null,
           ),
           h("p", {}, usage(c)),
+        ),
+        usagePanel(c, () =>
+          attempt("Counting what only this cartridge holds", async () => {
+            const answer = await get(`/cartridges/${seg(c.barcode)}?exclusive=true`);
+            if (state.alive) render(answer);
+          }),
         ),
         h("section", { class: "panel", "aria-labelledby": "cd-mam" }, h("h2", { id: "cd-mam", text: "Medium auxiliary memory (MAM)" }), kvList(c.mam)),
         h("section", { class: "panel", "aria-labelledby": "cd-counters" }, h("h2", { id: "cd-counters", text: "Counters" }), kvList(c.counters)),

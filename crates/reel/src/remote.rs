@@ -32,8 +32,14 @@ pub enum CtlCommand {
     },
     /// Cartridges (optionally matching a barcode substring).
     Cartridges { search: Option<String> },
-    /// One cartridge in detail (MAM, counters, location).
-    Show { barcode: String },
+    /// One cartridge in detail (location, space in the store with dedup and compression
+    /// ratios, MAM, counters).
+    Show {
+        barcode: String,
+        /// Also count what no other cartridge references (reads the whole catalog).
+        #[arg(long)]
+        exclusive: bool,
+    },
     /// Create cartridges in bulk (into the vault, or a library's free slots).
     Create {
         #[arg(long, default_value = "REL")]
@@ -58,8 +64,16 @@ pub enum CtlCommand {
     },
     /// Take a cartridge from its mail slot into the vault.
     Vault { barcode: String },
-    /// Delete a vaulted cartridge and its data (`reel reclaim` frees the space).
+    /// Delete a vaulted cartridge and its data (`reel ctl reclaim` frees the space).
     Delete { barcode: String },
+    /// Erase all data on a cartridge (not loaded in a drive, not write-protected, not WORM
+    /// with data); it keeps its barcode and stays where it is. Asks first unless --yes.
+    Erase {
+        barcode: String,
+        /// Do not ask.
+        #[arg(long)]
+        yes: bool,
+    },
     /// Move a cartridge between element addresses (MOVE MEDIUM).
     Move { library: String, from: u16, to: u16 },
     /// Put a vaulted cartridge into a mail slot.
@@ -75,9 +89,19 @@ pub enum CtlCommand {
     },
     /// Throughput per drive and initiator now, store ratios.
     Monitor,
+    /// Space, dedup and compression ratios, disk capacity, and throughput per drive and per
+    /// initiator now.
+    Stats,
     /// Re-read and re-hash the whole store while it serves, with progress; damage is named
     /// by cartridge and record. Exits non-zero when something is damaged.
     Verify,
+    /// Free the space of deleted, erased and overwritten data, with progress. Writes wait
+    /// while it runs.
+    Reclaim {
+        /// Rewrite packs with less than this share live (0 to 1).
+        #[arg(long, default_value_t = 0.5)]
+        rewrite_below: f64,
+    },
 }
 
 struct Client {
@@ -151,16 +175,23 @@ fn mb(v: &Value) -> String {
     format!("{:.1}", v.as_f64().unwrap_or(0.0) / 1e6)
 }
 
-/// Starts a verify (or joins a running one) and follows it with a progress line on stderr.
-fn verify(client: &Client) -> anyhow::Result<Value> {
-    // A verify already running (409) is joined.
-    if let Err(e) = client.request("POST", "/verify", None)
-        && !e.to_string().starts_with("conflict")
-    {
-        return Err(e);
+/// Starts a maintenance job at `path` (`/verify`, `/reclaim`), or joins it when it already
+/// runs, and follows it with a progress bar on stderr until it ends. Returns its last status.
+fn follow_job(
+    client: &Client,
+    path: &str,
+    verb: &str,
+    body: Option<Value>,
+) -> anyhow::Result<Value> {
+    if let Err(e) = client.request("POST", path, body) {
+        // 409: this job (joined) or the other one runs.
+        let running = client.request("GET", path, None)?;
+        if !e.to_string().starts_with("conflict") || running["state"] != "running" {
+            return Err(e);
+        }
     }
     loop {
-        let v = client.request("GET", "/verify", None)?;
+        let v = client.request("GET", path, None)?;
         let (done, total) = (
             v["packs_done"].as_u64().unwrap_or(0),
             v["packs_total"].as_u64().unwrap_or(0),
@@ -168,7 +199,7 @@ fn verify(client: &Client) -> anyhow::Result<Value> {
         let width = 40;
         let filled = (done * width).checked_div(total).unwrap_or(0).min(width) as usize;
         eprint!(
-            "\rverifying [{}{}] {done}/{total} packs",
+            "\r{verb} [{}{}] {done}/{total} packs",
             "#".repeat(filled),
             "-".repeat(width as usize - filled)
         );
@@ -177,6 +208,63 @@ fn verify(client: &Client) -> anyhow::Result<Value> {
             return Ok(v);
         }
         std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
+fn human(v: &Value) -> String {
+    crate::admin::human(v.as_u64().unwrap_or(0))
+}
+
+fn ratio(v: &Value) -> String {
+    format!("{:.2}:1", v.as_f64().unwrap_or(1.0))
+}
+
+/// `reel ctl show`: the facts, then the space in the store.
+fn print_cartridge(c: &Value) {
+    let location = if c["location"]["vault"] == true {
+        "vault".to_string()
+    } else {
+        format!(
+            "{} {} ({})",
+            s(&c["location"]["kind"]),
+            s(&c["location"]["address"]),
+            s(&c["location"]["library"])
+        )
+    };
+    println!("barcode          {}", s(&c["barcode"]));
+    println!(
+        "media            {}{}",
+        s(&c["media"]),
+        if c["write_protected"] == true {
+            ", write-protected"
+        } else {
+            ""
+        }
+    );
+    println!("location         {location}");
+    println!("capacity         {}", human(&c["capacity"]));
+    println!("written (life)   {}", human(&c["written"]));
+    println!("loads            {}", s(&c["load_count"]));
+    let u = &c["usage"];
+    if u.is_object() {
+        let estimate = if u["exact"] == false {
+            " (estimated)"
+        } else {
+            ""
+        };
+        println!("host bytes       {}", human(&u["logical_bytes"]));
+        println!("unique           {}{estimate}", human(&u["unique_bytes"]));
+        println!("stored           {}{estimate}", human(&u["stored_bytes"]));
+        println!("dedup            {}", ratio(&u["dedup_ratio"]));
+        println!("compression      {}", ratio(&u["compression_ratio"]));
+        println!("reduction        {}", ratio(&u["reduction_ratio"]));
+        if u["exclusive_stored_bytes"].is_u64() {
+            println!(
+                "only on this one {} stored ({} unique)",
+                human(&u["exclusive_stored_bytes"]),
+                human(&u["exclusive_unique_bytes"])
+            );
+        }
     }
 }
 
@@ -280,11 +368,13 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                 }
             }),
         ),
-        CtlCommand::Show { barcode } => (
-            client.request("GET", &format!("/cartridges/{barcode}"), None)?,
-            Box::new(|v: &Value| {
-                println!("{}", serde_json::to_string_pretty(v).unwrap_or_default())
-            }),
+        CtlCommand::Show { barcode, exclusive } => (
+            client.request(
+                "GET",
+                &format!("/cartridges/{barcode}?exclusive={exclusive}"),
+                None,
+            )?,
+            Box::new(print_cartridge),
         ),
         CtlCommand::Create {
             prefix,
@@ -329,6 +419,14 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             client.request("DELETE", &format!("/cartridges/{barcode}"), None)?;
             let line = format!("deleted {barcode}; `reel reclaim` frees its space");
             (Value::Null, Box::new(move |_: &Value| println!("{line}")))
+        }
+        CtlCommand::Erase { barcode, yes } => {
+            if !yes && !confirm(&format!("Erase all data on {barcode}?"))? {
+                bail!("not erased: pass --yes to erase {barcode}");
+            }
+            let v = client.request("POST", &format!("/cartridges/{barcode}/erase"), None)?;
+            let line = format!("erased {barcode}; `reel ctl reclaim` frees its space");
+            (v, Box::new(move |_: &Value| println!("{line}")))
         }
         CtlCommand::Move { library, from, to } => {
             client.request(
@@ -399,8 +497,41 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                 }
             }),
         ),
+        CtlCommand::Reclaim { rewrite_below } => {
+            let status = follow_job(
+                &client,
+                "/reclaim",
+                "reclaiming",
+                Some(json!({"rewrite_below": rewrite_below})),
+            )?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                println!(
+                    "reclaim {}: {} packs examined, {} deleted, {} rewritten, {} chunks dropped, {} freed",
+                    s(&status["state"]),
+                    s(&status["packs_total"]),
+                    s(&status["packs_deleted"]),
+                    s(&status["packs_rewritten"]),
+                    s(&status["chunks_dropped"]),
+                    human(&status["bytes_freed"])
+                );
+            }
+            if status["state"] != "done" {
+                bail!("reclaim {}: {}", s(&status["state"]), s(&status["error"]));
+            }
+            return Ok(());
+        }
+        CtlCommand::Stats => {
+            let stats = client.request("GET", "/stats", None)?;
+            let monitor = client.request("GET", "/monitor", None)?;
+            (
+                json!({"stats": stats, "monitor": monitor}),
+                Box::new(print_stats),
+            )
+        }
         CtlCommand::Verify => {
-            let status = verify(&client)?;
+            let status = follow_job(&client, "/verify", "verifying", None)?;
             let damaged = status["state"] != "clean";
             let printer: Printer = Box::new(|v: &Value| {
                 println!(
@@ -465,4 +596,85 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
         table(&value);
     }
     Ok(())
+}
+
+/// Asks a yes/no question on the terminal; false (without asking) when stdin is no terminal.
+fn confirm(question: &str) -> anyhow::Result<bool> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !std::io::stdin().is_terminal() {
+        return Ok(false);
+    }
+    eprint!("{question} [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// `reel ctl stats`: the store, the disk, then throughput now.
+fn print_stats(v: &Value) {
+    let st = &v["stats"];
+    let (total, free) = (
+        st["disk_total"].as_u64().unwrap_or(0),
+        st["disk_free"].as_u64().unwrap_or(0),
+    );
+    println!("host bytes       {}", human(&st["logical_bytes"]));
+    println!("unique           {}", human(&st["unique_bytes"]));
+    println!(
+        "stored           {}  ({} chunks in {} packs)",
+        human(&st["stored_bytes"]),
+        s(&st["chunks"]),
+        s(&st["packs"])
+    );
+    println!("dedup            {}", ratio(&st["dedup_ratio"]));
+    println!("compression      {}", ratio(&st["compression_ratio"]));
+    println!("reduction        {}", ratio(&st["reduction_ratio"]));
+    println!(
+        "disk             {} free of {} ({:.0} % used)",
+        crate::admin::human(free),
+        crate::admin::human(total),
+        if total > 0 {
+            total.saturating_sub(free) as f64 * 100.0 / total as f64
+        } else {
+            0.0
+        }
+    );
+    let m = &v["monitor"];
+    println!(
+        "throughput       read {} MB/s, write {} MB/s, cpu {:.0} %",
+        mb(&m["totals"]["read_bps"]),
+        mb(&m["totals"]["write_bps"]),
+        m["cpu_percent"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "{:<40} {:<6} {:<10} {:>10} {:>10}",
+        "LIBRARY", "DRIVE", "BARCODE", "READ MB/s", "WRITE MB/s"
+    );
+    for d in m["drives"].as_array().into_iter().flatten() {
+        println!(
+            "{:<40} {:<6} {:<10} {:>10} {:>10}",
+            s(&d["library"]),
+            s(&d["index"]),
+            s(&d["barcode"]),
+            mb(&d["read_bps"]),
+            mb(&d["write_bps"])
+        );
+    }
+    println!(
+        "{:<50} {:>10} {:>10} {:>10}",
+        "INITIATOR", "READ MB/s", "WRITE MB/s", "CMD/s"
+    );
+    let initiators = m["initiators"].as_array().map_or(&[][..], |a| a.as_slice());
+    if initiators.is_empty() {
+        println!("(no initiator logged in)");
+    }
+    for i in initiators {
+        println!(
+            "{:<50} {:>10} {:>10} {:>10.0}",
+            s(&i["initiator"]),
+            mb(&i["read_bps"]),
+            mb(&i["write_bps"]),
+            i["commands_per_s"].as_f64().unwrap_or(0.0)
+        );
+    }
 }

@@ -299,7 +299,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             auth,
             target: server.clone(),
             monitor,
-            verify: http::verify::new_job(),
+            maintenance: http::maintenance::Jobs::new(),
         });
         let addr = listener.local_addr()?;
         let tls = match (&config.http.tls_cert, &config.http.tls_key) {

@@ -17,8 +17,12 @@ struct Api {
 
 impl Api {
     fn new(server: &Server) -> Api {
+        // A fresh connection per request: hyper closes a connection when it answers before the
+        // request body has arrived (a 401 from the token check, here on purpose), and a pooled
+        // connection the server is closing fails the next request with "peer disconnected".
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            .max_idle_connections(0)
             .build()
             .into();
         Api {
@@ -937,6 +941,50 @@ fn ctl_talks_to_the_running_server() {
     let (ok, out, err) = ctl(&["verify"]);
     assert!(ok && out.contains("verify clean"), "{out}{err}");
     assert!(err.contains("packs"), "a progress line: {err}");
+    let (ok, out, err) = ctl(&["show", "CLI001L8"]);
+    assert!(ok, "{err}");
+    for line in [
+        "host bytes",
+        "stored",
+        "dedup",
+        "compression",
+        "write-protected",
+    ] {
+        assert!(out.contains(line), "{line} in {out}");
+    }
+    let (ok, out, _) = ctl(&["show", "--exclusive", "CLI003L8"]);
+    assert!(ok && out.contains("only on this one"), "{out}");
+    let (ok, _, err) = ctl(&["erase", "CLI003L8"]);
+    assert!(!ok && err.contains("--yes"), "asks first: {err}");
+    let (ok, out, err) = ctl(&["erase", "CLI003L8", "--yes"]);
+    assert!(ok && out.contains("erased CLI003L8"), "{out}{err}");
+    let (ok, _, err) = ctl(&["erase", "CLI001L8", "--yes"]);
+    assert!(!ok && err.contains("write-protected"), "{err}");
+    let (ok, out, err) = ctl(&["reclaim"]);
+    assert!(ok && out.contains("reclaim done"), "{out}{err}");
+    assert!(
+        err.contains("reclaiming [") && err.contains("packs"),
+        "a progress bar: {err}"
+    );
+    let (ok, _, err) = ctl(&["reclaim", "--rewrite-below", "3"]);
+    assert!(!ok && err.contains("rewrite_below"), "{err}");
+    let (ok, out, err) = ctl(&["stats"]);
+    assert!(ok, "{err}");
+    for line in [
+        "dedup",
+        "compression",
+        "disk",
+        "free of",
+        "DRIVE",
+        "INITIATOR",
+    ] {
+        assert!(out.contains(line), "{line} in {out}");
+    }
+    let (ok, out, _) = ctl(&["--json", "stats"]);
+    assert!(ok);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(v["stats"]["disk_total"].as_u64().unwrap() > 0);
+    assert_eq!(v["monitor"]["drives"].as_array().unwrap().len(), 4);
     let (ok, out, _) = ctl(&["events"]);
     assert!(ok && out.contains("move"), "{out}");
     // Without credentials: a clear error before any request.
@@ -1040,5 +1088,425 @@ fn https_with_a_configured_certificate() {
         "200",
         "no plain HTTP on the TLS port"
     );
+    server.stop();
+}
+
+// ---------------------------------------------------------------- maintenance, erase, usage
+
+/// An iSCSI session to the default library (reel's own initiator), for writing tapes.
+struct Tapes {
+    runtime: tokio::runtime::Runtime,
+    client: reel_iscsi_net::Client,
+}
+
+impl Tapes {
+    fn connect(portal: std::net::SocketAddr) -> Tapes {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let config = reel_iscsi::initiator_login::InitiatorLoginConfig {
+            initiator_name: "iqn.2026-11.org.reel.test:api".into(),
+            initiator_alias: None,
+            target_name: Some(LIB.into()),
+            isid: [0x80, 0, 0, 0, 0, 2],
+            tsih: 0,
+            cid: 0,
+            chap: None,
+            mutual_chap: None,
+            limits: reel_iscsi::params::Limits::initiator_default(),
+            cmd_sn: 1,
+        };
+        let client = runtime
+            .block_on(reel_iscsi_net::Client::connect(
+                portal,
+                config,
+                reel_iscsi_net::ClientOptions::default(),
+            ))
+            .unwrap();
+        Tapes { runtime, client }
+    }
+
+    /// (status, sense) of one command.
+    fn run(&self, lun: u64, cdb: &[u8], data: Vec<u8>, data_in: u32) -> (u8, Vec<u8>) {
+        let r = self
+            .runtime
+            .block_on(
+                self.client
+                    .execute(lun, cdb, bytes::Bytes::from(data), data_in),
+            )
+            .unwrap();
+        (r.status, r.sense.map(|s| s.to_vec()).unwrap_or_default())
+    }
+
+    fn good(&self, lun: u64, cdb: &[u8], data: Vec<u8>) {
+        let (status, sense) = self.run(lun, cdb, data, 0);
+        assert_eq!(status, 0, "CDB {cdb:02x?} on LUN {lun}: sense {sense:02x?}");
+    }
+
+    /// TEST UNIT READY until the unit attentions (power on, medium changed) are reported.
+    fn ready(&self, lun: u64) {
+        for _ in 0..5 {
+            if self.run(lun, &[0; 6], Vec::new(), 0).0 == 0 {
+                return;
+            }
+        }
+        panic!("LUN {lun} never became ready");
+    }
+
+    /// Writes the records at the current position, then a filemark (a synchronising point).
+    fn write(&self, lun: u64, records: &[Vec<u8>]) {
+        self.ready(lun);
+        for r in records {
+            let n = (r.len() as u32).to_be_bytes();
+            self.good(lun, &[0x0A, 0, n[1], n[2], n[3], 0], r.clone());
+        }
+        self.good(lun, &[0x10, 0, 0, 0, 1, 0], Vec::new());
+    }
+
+    /// Rewinds and reads `count` records of `len` bytes.
+    fn read(&self, lun: u64, count: usize, len: u32) -> Vec<Vec<u8>> {
+        self.ready(lun);
+        self.good(lun, &[0x01, 0, 0, 0, 0, 0], Vec::new());
+        let n = len.to_be_bytes();
+        (0..count)
+            .map(|_| {
+                let r = self
+                    .runtime
+                    .block_on(self.client.execute(
+                        lun,
+                        &[0x08, 0, n[1], n[2], n[3], 0],
+                        bytes::Bytes::new(),
+                        len,
+                    ))
+                    .unwrap();
+                assert_eq!(r.status, 0, "READ on LUN {lun}");
+                r.data.to_vec()
+            })
+            .collect()
+    }
+}
+
+/// 64 KiB that zstd shrinks (a repeating ramp, different per seed).
+fn compressible(seed: usize) -> Vec<u8> {
+    (0..65536)
+        .map(|j| ((seed * 31 + j * 7) % 251) as u8)
+        .collect()
+}
+
+/// 64 KiB that does not compress.
+fn noise(seed: u64) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..65536)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+/// Moves a cartridge through the API.
+fn move_medium(api: &Api, token: &str, from: u64, to: u64) {
+    api.ok(
+        "POST",
+        &lib_path("/move"),
+        token,
+        Some(json!({"from": from, "to": to})),
+    );
+}
+
+/// Follows a maintenance job to its end; returns its last status.
+fn wait_for_job(api: &Api, token: &str, path: &str) -> Value {
+    for _ in 0..600 {
+        let v = api.ok("GET", path, token, None);
+        if v["state"] != "running" {
+            return v;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{path} still running after 30 s");
+}
+
+/// Per-cartridge usage and ratios, erase (with every refusal), reclaim as a job with progress
+/// (freeing the space of a deleted cartridge while the others stay intact), and one
+/// maintenance job at a time.
+#[test]
+fn usage_erase_and_reclaim() {
+    let dir = tempfile::tempdir().unwrap();
+    let portal = free_portal();
+    let server = Server::start(dir.path(), portal, &[]);
+    let api = Api::new(&server);
+    let admin = api.login("admin", &admin_password(dir.path()));
+    for (user, role) in [("vera", "viewer"), ("otto", "operator")] {
+        api.ok(
+            "POST",
+            "/api/v1/users",
+            &admin,
+            Some(json!({"username": user, "password": format!("{user}-password"), "role": role})),
+        );
+    }
+    let viewer = api.login("vera", "vera-password");
+    let operator = api.login("otto", "otto-password");
+
+    // Who may do what, and bad bodies.
+    for (method, path) in [
+        ("POST", "/api/v1/reclaim"),
+        ("POST", "/api/v1/cartridges/REL001L9/erase"),
+    ] {
+        api.err(method, path, None, None, 401, "unauthenticated");
+        api.err(method, path, Some(&viewer), None, 403, "forbidden");
+        api.err(method, path, Some(&operator), None, 403, "forbidden");
+    }
+    let idle = api.ok("GET", "/api/v1/reclaim", &viewer, None);
+    assert_eq!(idle["state"], "idle");
+    for body in [
+        r#"{"rewrite_below": 2}"#,
+        r#"{"rewrite_below": -0.1}"#,
+        r#"{"rewrite_below": "half"}"#,
+        r#"{"rewrite": 0.5}"#,
+        "not json",
+    ] {
+        api.err(
+            "POST",
+            "/api/v1/reclaim",
+            Some(&admin),
+            Some(body),
+            400,
+            "bad_request",
+        );
+    }
+    api.err(
+        "POST",
+        "/api/v1/cartridges/NOPE01L9/erase",
+        Some(&admin),
+        None,
+        404,
+        "not_found",
+    );
+    api.err(
+        "GET",
+        "/api/v1/cartridges/REL001L9?exclusive=maybe",
+        Some(&admin),
+        None,
+        400,
+        "bad_request",
+    );
+    let blank = api.ok("GET", "/api/v1/cartridges/REL001L9", &viewer, None);
+    assert_eq!(blank["usage"]["logical_bytes"], 0);
+    assert_eq!(blank["usage"]["dedup_ratio"], 1.0);
+    assert_eq!(blank["usage"]["exact"], true);
+
+    // Three cartridges written over iSCSI: REL001 with 8 records written 4 times each
+    // (compressible), REL002 with 16 of its own noise records and 4 it shares with REL003,
+    // REL003 with those 4 and 4 of its own.
+    let detail = api.ok("GET", &lib_path(""), &admin, None);
+    let slot = |i| element(&detail, "slot", i)["address"].as_u64().unwrap();
+    let drive = |i| element(&detail, "drive", i)["address"].as_u64().unwrap();
+    for i in 0..3 {
+        move_medium(&api, &admin, slot(i), drive(i));
+    }
+    let tapes = Tapes::connect(portal);
+    let repeated: Vec<Vec<u8>> = (0..32).map(|i| compressible(i % 8)).collect();
+    let shared: Vec<Vec<u8>> = (0..4).map(noise).collect();
+    let own2: Vec<Vec<u8>> = (100..116).map(noise).collect();
+    let own3: Vec<Vec<u8>> = (200..204).map(noise).collect();
+    let third: Vec<Vec<u8>> = [shared.clone(), own3].concat();
+    tapes.write(1, &repeated);
+    tapes.write(2, &[shared.clone(), own2].concat());
+    tapes.write(3, &third);
+
+    let c1 = api.ok("GET", "/api/v1/cartridges/REL001L9", &viewer, None);
+    let u = &c1["usage"];
+    assert_eq!(u["logical_bytes"], 32 * 65536, "{c1}");
+    assert!(u["dedup_ratio"].as_f64().unwrap() > 3.5, "{u}");
+    assert!(u["compression_ratio"].as_f64().unwrap() > 1.5, "{u}");
+    assert!(u["reduction_ratio"].as_f64().unwrap() > 6.0, "{u}");
+    assert!(u["stored_bytes"].as_u64().unwrap() < u["unique_bytes"].as_u64().unwrap());
+    assert!(u.get("exclusive_stored_bytes").is_none(), "only when asked");
+    let c3 = api.ok(
+        "GET",
+        "/api/v1/cartridges/REL003L9?exclusive=true",
+        &viewer,
+        None,
+    );
+    let u = &c3["usage"];
+    assert_eq!(u["logical_bytes"], 8 * 65536);
+    assert_eq!(
+        u["unique_bytes"],
+        8 * 65536,
+        "noise records share no chunks"
+    );
+    assert_eq!(
+        u["exclusive_unique_bytes"],
+        4 * 65536,
+        "half is on REL002 too"
+    );
+    assert!(u["compression_ratio"].as_f64().unwrap() < 1.01, "{u}");
+
+    // Erase refusals: loaded, write-protected, WORM with data.
+    let msg = api.err(
+        "POST",
+        "/api/v1/cartridges/REL001L9/erase",
+        Some(&admin),
+        None,
+        409,
+        "conflict",
+    );
+    assert!(msg.contains("loaded in a drive"), "{msg}");
+    for i in 0..3 {
+        move_medium(&api, &admin, drive(i), slot(i));
+    }
+    api.ok(
+        "PATCH",
+        "/api/v1/cartridges/REL004L9",
+        &admin,
+        Some(json!({"write_protected": true})),
+    );
+    let msg = api.err(
+        "POST",
+        "/api/v1/cartridges/REL004L9/erase",
+        Some(&admin),
+        None,
+        409,
+        "conflict",
+    );
+    assert!(msg.contains("write-protected"), "{msg}");
+    let worm = api.ok(
+        "POST",
+        "/api/v1/cartridges",
+        &admin,
+        Some(
+            json!({"prefix": "WRM", "first": 1, "count": 1, "media": "lto9-worm", "library": LIB}),
+        ),
+    );
+    let worm_slot = worm[0]["location"]["address"].as_u64().unwrap();
+    api.ok("POST", "/api/v1/cartridges/WRM001LZ/erase", &admin, None);
+    move_medium(&api, &admin, worm_slot, drive(3));
+    tapes.write(4, &[noise(300)]);
+    move_medium(&api, &admin, drive(3), worm_slot);
+    let msg = api.err(
+        "POST",
+        "/api/v1/cartridges/WRM001LZ/erase",
+        Some(&admin),
+        None,
+        409,
+        "conflict",
+    );
+    assert!(msg.contains("WORM"), "{msg}");
+
+    // Erase REL001: empty, same identity and place, writable again.
+    let erased = api.ok("POST", "/api/v1/cartridges/REL001L9/erase", &admin, None);
+    assert_eq!(erased["usage"]["logical_bytes"], 0, "{erased}");
+    assert_eq!(erased["usage"]["unique_bytes"], 0);
+    assert_eq!(erased["barcode"], "REL001L9");
+    assert_eq!(erased["mam"]["serial"], "REL001L9");
+    assert_eq!(erased["load_count"], 1);
+    assert_eq!(erased["location"]["address"], slot(0));
+    assert_eq!(erased["write_protected"], false);
+
+    // Delete REL002 (through a mail slot into the vault), then reclaim.
+    let mail = element(&detail, "import_export", 0)["address"]
+        .as_u64()
+        .unwrap();
+    move_medium(&api, &admin, slot(1), mail);
+    api.ok(
+        "POST",
+        &lib_path("/export"),
+        &admin,
+        Some(json!({"from": mail})),
+    );
+    api.ok("DELETE", "/api/v1/cartridges/REL002L9", &admin, None);
+    let stats_before = api.ok("GET", "/api/v1/stats", &admin, None);
+    let started = api.ok("POST", "/api/v1/reclaim", &admin, Some(json!({})));
+    assert_eq!(started["state"], "running");
+    assert_eq!(started["rewrite_below"], 0.5);
+    let done = wait_for_job(&api, &viewer, "/api/v1/reclaim");
+    assert_eq!(done["state"], "done", "{done}");
+    assert!(done["packs_total"].as_u64().unwrap() > 0, "{done}");
+    assert_eq!(done["packs_done"], done["packs_total"]);
+    assert!(done["finished"].as_u64() >= done["started"].as_u64());
+    let freed = done["bytes_freed"].as_u64().unwrap();
+    // REL002's 16 own records and REL001's 8 distinct ones were only there.
+    assert!(freed > 16 * 65536, "{done}");
+    assert_eq!(
+        done["stored_before"].as_u64().unwrap() - done["stored_after"].as_u64().unwrap(),
+        freed
+    );
+    // The stats follow (they are cached for up to 5 s).
+    let before = stats_before["stored_bytes"].as_u64().unwrap();
+    let mut after = before;
+    for _ in 0..150 {
+        after = api.ok("GET", "/api/v1/stats", &admin, None)["stored_bytes"]
+            .as_u64()
+            .unwrap();
+        if after < before {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(after + 16 * 65536 < before, "{before} -> {after}");
+
+    // What stays is intact: REL003 (half of it shared with the deleted REL002) reads back, the
+    // store verifies clean, and the erased REL001 takes new data.
+    move_medium(&api, &admin, slot(2), drive(2));
+    assert!(tapes.read(3, 8, 65536) == third, "REL003 reads back");
+    move_medium(&api, &admin, slot(0), drive(0));
+    tapes.write(1, &[noise(400)]);
+    let c1 = api.ok("GET", "/api/v1/cartridges/REL001L9", &viewer, None);
+    assert_eq!(c1["usage"]["logical_bytes"], 65536);
+    api.ok("POST", "/api/v1/verify", &operator, None);
+    let verified = wait_for_job(&api, &viewer, "/api/v1/verify");
+    assert_eq!(verified["state"], "clean", "{verified}");
+
+    // One maintenance job at a time: a second start while one runs is refused.
+    let mut refused = None;
+    for _ in 0..20 {
+        api.ok("POST", "/api/v1/verify", &operator, None);
+        let (status, v) = api.call("POST", "/api/v1/reclaim", Some(&admin), None);
+        if status == 409 {
+            refused = Some(v["error"]["message"].as_str().unwrap_or("").to_string());
+        }
+        wait_for_job(&api, &viewer, "/api/v1/verify");
+        wait_for_job(&api, &viewer, "/api/v1/reclaim");
+        if refused.is_some() {
+            break;
+        }
+    }
+    let refused = refused.expect("a reclaim started while a verify ran was refused");
+    assert!(refused.contains("verify is running"), "{refused}");
+
+    // Audit log and metrics.
+    let events = api.ok("GET", "/api/v1/events?limit=200", &admin, None);
+    let actions: Vec<String> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| format!("{} {} {}", e["action"], e["target"], e["result"]))
+        .collect();
+    for wanted in [
+        r#""reclaim" "store" "started""#,
+        r#""reclaim" "store" "done""#,
+        r#""erase cartridge" "REL001L9" "ok""#,
+        r#""erase cartridge" "REL004L9" "conflict"#,
+    ] {
+        assert!(
+            actions.iter().any(|a| a.starts_with(wanted)),
+            "{wanted} in {actions:#?}"
+        );
+    }
+    let metrics = ureq::get(format!("{}/metrics", api.base))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    assert!(
+        metrics.contains("reel_reclaim_progress_ratio 1"),
+        "{metrics}"
+    );
+    drop(tapes);
     server.stop();
 }

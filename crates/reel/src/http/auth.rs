@@ -460,7 +460,7 @@ impl Auth {
         if let Err(e) = self.put(format!("audit/{seq:020}"), Some(&event)) {
             tracing::warn!(error = %e, "could not record an audit event");
         }
-        if seq > AUDIT_KEEP && seq % AUDIT_TRIM_BATCH == 0 {
+        if seq > AUDIT_KEEP && seq.is_multiple_of(AUDIT_TRIM_BATCH) {
             self.trim_audit(seq - AUDIT_KEEP);
         }
     }

@@ -1,4 +1,5 @@
-//! Cartridges: list, create in bulk, details, write protection, delete, vault.
+//! Cartridges: list, create in bulk, details (with their space in the store), write protection,
+//! erase, delete, vault.
 
 use std::sync::Arc;
 
@@ -6,6 +7,8 @@ use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use reel_chunkstore::{Exclusive, StreamUsage};
+use reel_library::CartridgeError;
 use reel_media::CartridgeInfo;
 use reel_scsi::ItNexus;
 use serde::{Deserialize, Serialize};
@@ -14,6 +17,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::{Caller, Role};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::library::Place;
+use super::maintenance::IgnoredBody;
 use super::{AppState, blocking};
 use crate::admin::{barcodes, now as unix_now, parse_media};
 
@@ -64,6 +68,50 @@ pub struct MamView {
     pub space_remaining: u64,
 }
 
+/// What a cartridge takes in the store (docs/design/api.md defines each number). Counts the
+/// data as of each partition's last flush: a drive flushes at least every 256 MiB and at every
+/// synchronising point.
+#[derive(Serialize, ToSchema)]
+pub struct UsageView {
+    /// Host bytes the cartridge holds now, all partitions (overwritten data is gone).
+    pub logical_bytes: u64,
+    /// Raw bytes of the distinct chunks those bytes are made of.
+    pub unique_bytes: u64,
+    /// Estimated bytes on disk: each chunk's share of its compressed blob.
+    pub stored_bytes: u64,
+    /// Referenced bytes (each chunk reference counted, = logical_bytes) / unique_bytes.
+    pub dedup_ratio: f64,
+    /// unique_bytes / stored_bytes.
+    pub compression_ratio: f64,
+    /// logical_bytes / stored_bytes.
+    pub reduction_ratio: f64,
+    /// Of unique_bytes, what no other cartridge references (only with `?exclusive=true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exclusive_unique_bytes: Option<u64>,
+    /// Of stored_bytes, what no other cartridge references: about what erasing or deleting it
+    /// and then reclaiming frees (only with `?exclusive=true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exclusive_stored_bytes: Option<u64>,
+    /// False when the chunk sums are estimated from a sample (more than about 2 GiB unique).
+    pub exact: bool,
+}
+
+impl From<StreamUsage> for UsageView {
+    fn from(u: StreamUsage) -> Self {
+        UsageView {
+            logical_bytes: u.logical_bytes,
+            unique_bytes: u.unique_bytes,
+            stored_bytes: u.stored_bytes,
+            dedup_ratio: u.dedup_ratio(),
+            compression_ratio: u.compression_ratio(),
+            reduction_ratio: u.reduction_ratio(),
+            exclusive_unique_bytes: u.exclusive.map(|e| e.unique_bytes),
+            exclusive_stored_bytes: u.exclusive.map(|e| e.stored_bytes),
+            exact: u.exact,
+        }
+    }
+}
+
 #[derive(Serialize, ToSchema)]
 pub struct CartridgeDetail {
     #[serde(flatten)]
@@ -74,6 +122,14 @@ pub struct CartridgeDetail {
     pub early_warning_percent: u8,
     pub mam: MamView,
     pub counters: CountersView,
+    /// Space in the store; absent if it could not be read.
+    pub usage: Option<UsageView>,
+}
+
+#[derive(Deserialize, IntoParams)]
+pub struct ShowQuery {
+    /// Also count what no other cartridge references (reads the whole catalog).
+    pub exclusive: Option<bool>,
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -140,7 +196,11 @@ fn view(info: &CartridgeInfo, place: Option<&Place>) -> CartridgeView {
     }
 }
 
-fn detail(info: &CartridgeInfo, place: Option<&Place>) -> CartridgeDetail {
+fn detail(
+    info: &CartridgeInfo,
+    place: Option<&Place>,
+    usage: Option<UsageView>,
+) -> CartridgeDetail {
     let c = info.counters();
     let mam = info.mam();
     CartridgeDetail {
@@ -162,6 +222,7 @@ fn detail(info: &CartridgeInfo, place: Option<&Place>) -> CartridgeDetail {
             records_read: c.records_read,
             filemarks_written: c.filemarks_written,
         },
+        usage,
     }
 }
 
@@ -171,6 +232,17 @@ impl AppState {
             .info(barcode)
             .map(|(_, info)| info)
             .map_err(|_| ApiError::not_found(format!("no cartridge {barcode}")))
+    }
+
+    /// The cartridge's space in the store, or `None` (logged) if the catalog cannot say.
+    fn usage(&self, barcode: &str, exclusive: Exclusive) -> Option<UsageView> {
+        match self.cartridges.usage(barcode, exclusive) {
+            Ok(u) => Some(u.into()),
+            Err(e) => {
+                tracing::warn!(barcode, error = %e, "cartridge usage");
+                None
+            }
+        }
     }
 
     /// The freshest info: a loaded cartridge's drive holds a newer copy than the store.
@@ -341,21 +413,28 @@ impl AppState {
 }
 
 #[utoipa::path(get, path = "/api/v1/cartridges/{barcode}", tag = "cartridges",
-    params(("barcode" = String, Path)),
-    responses((status = 200, body = CartridgeDetail), (status = 404, body = ErrorBody)),
+    params(("barcode" = String, Path), ShowQuery),
+    responses((status = 200, body = CartridgeDetail), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn show(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     path: Result<Path<String>, PathRejection>,
+    query: Result<Query<ShowQuery>, QueryRejection>,
 ) -> ApiResult<Json<CartridgeDetail>> {
     caller.require(Role::Viewer)?;
     let Path(barcode) = path?;
+    let Query(q) = query?;
+    let exclusive = if q.exclusive.unwrap_or(false) {
+        Exclusive::Count
+    } else {
+        Exclusive::Skip
+    };
     blocking(state, move |s| {
         let places = s.locations();
         let place = places.get(&barcode);
         let info = s.live_info(&barcode, place)?;
-        Ok(detail(&info, place))
+        Ok(detail(&info, place, s.usage(&barcode, exclusive)))
     })
     .await
     .map(Json)
@@ -393,7 +472,7 @@ pub async fn update(
             s.cartridges
                 .update(&info)
                 .map_err(|e| ApiError::internal(e.to_string()))?;
-            Ok(detail(&info, place))
+            Ok(detail(&info, place, s.usage(&barcode, Exclusive::Skip)))
         })();
         s.audit(&caller, action, &barcode, &result);
         result
@@ -449,6 +528,7 @@ pub async fn vault(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     path: Result<Path<String>, PathRejection>,
+    _body: IgnoredBody,
 ) -> ApiResult<Json<CartridgeDetail>> {
     caller.require(Role::Operator)?;
     let Path(barcode) = path?;
@@ -463,7 +543,7 @@ pub async fn vault(
                 Some(p) if p.kind == "import_export" || p.kind == "slot" => {
                     // Slots only when the operator can reach them (magazines).
                     s.export(&p.library, p.address)?;
-                    Ok(detail(&info, None))
+                    Ok(detail(&info, None, s.usage(&barcode, Exclusive::Skip)))
                 }
                 Some(p) => Err(ApiError::conflict(format!(
                     "{barcode} is in a {} of {}; move it to an import/export element first",
@@ -472,6 +552,49 @@ pub async fn vault(
             }
         })();
         s.audit(&caller, "vault", &barcode, &result);
+        result
+    })
+    .await
+    .map(Json)
+}
+
+#[utoipa::path(post, path = "/api/v1/cartridges/{barcode}/erase", tag = "cartridges",
+    params(("barcode" = String, Path)),
+    responses((status = 200, body = CartridgeDetail), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn erase(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+    _body: IgnoredBody,
+) -> ApiResult<Json<CartridgeDetail>> {
+    caller.require(Role::Admin)?;
+    let Path(barcode) = path?;
+    blocking(state, move |s| {
+        let result = (|| {
+            s.cartridge_info(&barcode)?;
+            let places = s.locations();
+            let place = places.get(&barcode);
+            if let Some(p) = place.filter(|p| p.kind == "drive") {
+                return Err(ApiError::conflict(format!(
+                    "{barcode} is loaded in a drive of {}; move it to a slot first",
+                    p.library
+                )));
+            }
+            let info = s
+                .cartridges
+                .erase(&barcode, unix_now())
+                .map_err(|e| match e {
+                    CartridgeError::NotFound(_) => ApiError::not_found(e.to_string()),
+                    CartridgeError::Mounted(_)
+                    | CartridgeError::WriteProtected(_)
+                    | CartridgeError::Worm(_) => ApiError::conflict(e.to_string()),
+                    other => ApiError::internal(other.to_string()),
+                })?;
+            Ok(detail(&info, place, s.usage(&barcode, Exclusive::Skip)))
+        })();
+        s.audit(&caller, "erase cartridge", &barcode, &result);
         result
     })
     .await

@@ -8,6 +8,7 @@ pub mod auth;
 mod cartridges;
 pub mod error;
 mod library;
+pub mod maintenance;
 pub mod monitor;
 mod users;
 pub mod verify;
@@ -38,7 +39,8 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     pub target: Arc<TargetServer>,
     pub monitor: Arc<Monitor>,
-    pub verify: verify::VerifyJob,
+    /// The maintenance jobs, verify and reclaim (one runs at a time).
+    pub maintenance: maintenance::Jobs,
 }
 
 impl AppState {
@@ -107,9 +109,9 @@ impl FromRequestParts<Arc<AppState>> for Caller {
     paths(
         users::login, users::logout, users::me,
         library::list_libraries, library::get_library, library::move_medium, library::import, library::export,
-        cartridges::list, cartridges::create, cartridges::show, cartridges::update, cartridges::delete, cartridges::vault,
+        cartridges::list, cartridges::create, cartridges::show, cartridges::update, cartridges::delete, cartridges::vault, cartridges::erase,
         monitor::stats, monitor::monitor, monitor::stream, monitor::sessions, monitor::events,
-        verify::status, verify::start,
+        verify::status, verify::start, maintenance::reclaim_status, maintenance::start_reclaim,
         users::list_users, users::create_user, users::delete_user, users::set_password,
         users::list_tokens, users::create_token, users::revoke_token,
     ),
@@ -191,12 +193,17 @@ pub fn router(state: Arc<AppState>) -> Router {
                 .delete(cartridges::delete),
         )
         .route("/cartridges/{barcode}/vault", post(cartridges::vault))
+        .route("/cartridges/{barcode}/erase", post(cartridges::erase))
         .route("/stats", get(monitor::stats))
         .route("/monitor", get(monitor::monitor))
         .route("/monitor/stream", get(monitor::stream))
         .route("/sessions", get(monitor::sessions))
         .route("/events", get(monitor::events))
         .route("/verify", get(verify::status).post(verify::start))
+        .route(
+            "/reclaim",
+            get(maintenance::reclaim_status).post(maintenance::start_reclaim),
+        )
         .route("/users", get(users::list_users).post(users::create_user))
         .route(
             "/users/{username}",

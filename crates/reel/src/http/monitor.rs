@@ -199,14 +199,9 @@ impl Monitor {
         };
         let mut drives = Vec::new();
         for (li, lib) in self.libraries.iter().enumerate() {
-            for (di, drive) in lib.drives().iter().enumerate() {
-                let (stats, state, barcode) = drive.with_personality(|d| {
-                    (
-                        d.stats(),
-                        d.state(),
-                        d.medium().map(|c| c.barcode().as_str().to_string()),
-                    )
-                });
+            // Published by each drive after its last command: no waiting for busy drives.
+            for (di, status) in lib.drive_statuses().into_iter().enumerate() {
+                let (stats, state, barcode) = (status.stats, status.state, status.barcode);
                 current.drives.insert(
                     (li, di),
                     [
@@ -477,8 +472,8 @@ pub fn render_metrics(state: &AppState) -> String {
     // (library, drive index, counters, loaded)
     let mut drives = Vec::new();
     for lib in &state.libraries {
-        for (i, drive) in lib.drives().iter().enumerate() {
-            let (stats, st) = drive.with_personality(|d| (d.stats(), d.state()));
+        for (i, status) in lib.drive_statuses().into_iter().enumerate() {
+            let (stats, st) = (status.stats, status.state);
             drives.push((
                 lib.spec().name.clone(),
                 i.to_string(),
@@ -644,7 +639,7 @@ pub fn render_metrics(state: &AppState) -> String {
     }
 
     let store = state.monitor.store_view(false);
-    let gauges: [(&str, &str, f64); 11] = [
+    let gauges: [(&str, &str, f64); 12] = [
         (
             "reel_iscsi_sessions",
             "Logged-in iSCSI sessions.",
@@ -690,7 +685,12 @@ pub fn render_metrics(state: &AppState) -> String {
         (
             "reel_verify_progress_ratio",
             "Share of packs the current (or last) verify has checked; 1 when done.",
-            super::verify::progress(&state.verify),
+            super::verify::progress(state.jobs()),
+        ),
+        (
+            "reel_reclaim_progress_ratio",
+            "Share of packs the current (or last) reclaim has examined; 1 when done.",
+            state.jobs().reclaim.lock().progress.ratio(),
         ),
     ];
     for (name, help, value) in gauges {

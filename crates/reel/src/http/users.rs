@@ -87,7 +87,12 @@ pub async fn login(
 
 #[utoipa::path(post, path = "/api/v1/logout", tag = "session",
     responses((status = 204), (status = 401, body = ErrorBody)), security(("bearer" = [])))]
-pub async fn logout(State(state): State<Arc<AppState>>, caller: Caller) -> ApiResult<StatusCode> {
+pub async fn logout(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    // Read so that a client's empty chunked body does not close the connection.
+    _body: super::maintenance::IgnoredBody,
+) -> ApiResult<StatusCode> {
     blocking(state, move |s| s.auth.revoke(&caller.token_id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

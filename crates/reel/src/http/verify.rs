@@ -1,5 +1,6 @@
-//! Verify (scrub) of the live store as a background job: re-read and re-hash every pack,
-//! name damage by cartridge and record. Read-only, so it runs while initiators write.
+//! Verify (scrub) of the live store as a maintenance job (`maintenance.rs`): re-read and
+//! re-hash every pack, name damage by cartridge and record. Read-only, so initiators keep
+//! writing while it runs.
 
 use std::sync::Arc;
 
@@ -11,8 +12,9 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::auth::{Caller, Role, now};
-use super::error::{ApiError, ApiResult, ErrorBody};
+use super::auth::{Caller, Role};
+use super::error::{ApiResult, ErrorBody};
+use super::maintenance::{IgnoredBody, JobProgress, JobStatus, Jobs, progress_of, start_job};
 
 #[derive(Clone, Debug, Default, Serialize, ToSchema)]
 pub struct DamageView {
@@ -25,26 +27,19 @@ pub struct DamageView {
 
 #[derive(Clone, Debug, Default, Serialize, ToSchema)]
 pub struct VerifyStatus {
-    /// idle, running, clean, damaged or failed.
-    pub state: String,
-    pub started: Option<u64>,
-    pub finished: Option<u64>,
-    pub packs_done: u64,
-    pub packs_total: u64,
+    /// `state` is idle, running, clean, damaged or failed.
+    #[serde(flatten)]
+    pub progress: JobProgress,
     pub bytes_checked: u64,
     pub chunks_checked: u64,
     pub bad_chunks: usize,
     pub damage: Vec<DamageView>,
-    pub error: Option<String>,
 }
 
-pub type VerifyJob = Arc<Mutex<VerifyStatus>>;
-
-pub fn new_job() -> VerifyJob {
-    Arc::new(Mutex::new(VerifyStatus {
-        state: "idle".into(),
-        ..VerifyStatus::default()
-    }))
+impl JobStatus for VerifyStatus {
+    fn progress(&mut self) -> &mut JobProgress {
+        &mut self.progress
+    }
 }
 
 #[utoipa::path(get, path = "/api/v1/verify", tag = "store",
@@ -55,7 +50,7 @@ pub async fn status(
     caller: Caller,
 ) -> ApiResult<Json<VerifyStatus>> {
     caller.require(Role::Viewer)?;
-    Ok(Json(state.verify.lock().clone()))
+    Ok(Json(state.jobs().verify.lock().clone()))
 }
 
 #[utoipa::path(post, path = "/api/v1/verify", tag = "store",
@@ -64,82 +59,57 @@ pub async fn status(
 pub async fn start(
     State(state): State<Arc<AppState>>,
     caller: Caller,
+    _body: IgnoredBody,
 ) -> ApiResult<(StatusCode, Json<VerifyStatus>)> {
     caller.require(Role::Operator)?;
-    {
-        let mut job = state.verify.lock();
-        if job.state == "running" {
-            return Err(ApiError::conflict("a verify is already running"));
-        }
-        *job = VerifyStatus {
-            state: "running".into(),
-            started: Some(now()),
-            ..VerifyStatus::default()
-        };
-    }
-    state
-        .auth
-        .audit(&caller.username, "verify", "store", "started");
-    let s = state.clone();
-    tokio::task::spawn_blocking(move || run(&s, &caller));
-    let snapshot = state.verify.lock().clone();
+    let snapshot = start_job(
+        &state,
+        &caller,
+        "verify",
+        |jobs| &jobs.verify,
+        VerifyStatus::default(),
+        run,
+    )?;
     Ok((StatusCode::ACCEPTED, Json(snapshot)))
 }
 
-fn run(state: &AppState, caller: &Caller) {
-    let job = state.verify.clone();
-    let result = state.cartridges.store().scrub(&mut |done, total| {
-        let mut j = job.lock();
-        j.packs_done = done;
-        j.packs_total = total;
-    });
-    let mut j = job.lock();
-    j.finished = Some(now());
-    match result {
-        Ok(report) => {
-            j.bytes_checked = report.bytes_checked;
-            j.chunks_checked = report.chunks_checked;
-            j.bad_chunks = report.bad_chunks.len();
-            j.packs_done = report.packs_checked;
-            j.damage = state
-                .cartridges
-                .locate_damage(&report.damage)
-                .map(|list| {
-                    list.into_iter()
-                        .map(|d| DamageView {
-                            barcode: d.barcode,
-                            partition: d.partition,
-                            records: d.records,
-                            reason: d.reason,
-                        })
-                        .collect()
+fn run(state: &AppState, slot: &Mutex<VerifyStatus>) -> Result<(), String> {
+    let report = state
+        .cartridges
+        .store()
+        .scrub(&mut progress_of(slot))
+        .map_err(|e| e.to_string())?;
+    // Naming damage reads the catalog: done before taking the status lock.
+    let damage = state
+        .cartridges
+        .locate_damage(&report.damage)
+        .map(|list| {
+            list.into_iter()
+                .map(|d| DamageView {
+                    barcode: d.barcode,
+                    partition: d.partition,
+                    records: d.records,
+                    reason: d.reason,
                 })
-                .unwrap_or_default();
-            j.state = if report.is_clean() {
-                "clean"
-            } else {
-                "damaged"
-            }
-            .into();
-        }
-        Err(e) => {
-            j.state = "failed".into();
-            j.error = Some(e.to_string());
-        }
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut j = slot.lock();
+    j.bytes_checked = report.bytes_checked;
+    j.chunks_checked = report.chunks_checked;
+    j.bad_chunks = report.bad_chunks.len();
+    j.progress.packs_done = report.packs_checked;
+    j.damage = damage;
+    j.progress.state = if report.is_clean() {
+        "clean"
+    } else {
+        "damaged"
     }
-    let outcome = j.state.clone();
-    drop(j);
-    state
-        .auth
-        .audit(&caller.username, "verify", "store", &outcome);
+    .into();
+    Ok(())
 }
 
 /// Fraction done of the current or last verify (for /metrics).
-pub fn progress(job: &VerifyJob) -> f64 {
-    let j = job.lock();
-    match j.state.as_str() {
-        "running" if j.packs_total > 0 => j.packs_done as f64 / j.packs_total as f64,
-        "running" | "idle" => 0.0,
-        _ => 1.0,
-    }
+pub fn progress(jobs: &Jobs) -> f64 {
+    jobs.verify.lock().progress.ratio()
 }

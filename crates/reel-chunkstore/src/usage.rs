@@ -1,0 +1,570 @@
+//! Space accounting for a set of streams (a cartridge's partitions): the bytes they hold, the
+//! distinct chunks they reference, what those take in packs, and — on request — what only they
+//! reference, which deleting them and reclaiming would free.
+//!
+//! Everything is read from one catalog snapshot, so it runs beside writers and reclaim, and it
+//! counts what the streams' owners flushed. Cost: one pass over the streams' extent rows, each
+//! span they name expanded once (while the span memo holds it), and one index lookup per distinct
+//! chunk. Memory is bounded: once more than [`EXACT_CHUNKS`] distinct chunks are seen, only
+//! chunks whose id lies below a threshold are tracked, and the threshold is halved whenever the
+//! sample fills up again (adaptive sampling: ids are BLAKE3 hashes, so a range of ids is a
+//! uniform sample). Sums over the sample are scaled up and [`StreamUsage::exact`] is false.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use redb::{ReadOnlyTable, ReadableDatabase, ReadableTable};
+
+use crate::catalog::{CHUNKS, EXTENTS, SPANS, STREAMS};
+use crate::format::{ChunkId, ChunkLoc, ChunkRef, Entry, SpanId, decode_extent_row, decode_refs};
+use crate::store::ChunkStore;
+use crate::stream::StreamId;
+use crate::{Result, StoreError};
+
+/// Distinct chunks counted one by one (about 2 GiB of unique data at the default chunk size,
+/// about 50 MB of memory); beyond that the chunk sums are estimated from a sample.
+pub const EXACT_CHUNKS: usize = 1 << 20;
+
+/// Spans remembered as already expanded. Forgetting one only costs time: expanding a span
+/// again adds chunks the sample already holds.
+const SPAN_MEMO: usize = 1 << 18;
+
+/// Whether [`ChunkStore::usage`] also finds the chunks no other stream references. That walks
+/// every stream's rows (the whole catalog), so it is asked for, not done by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exclusive {
+    Skip,
+    Count,
+}
+
+/// Space used by a set of streams.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamUsage {
+    /// Bytes the streams hold (their committed lengths): what the hosts wrote and kept.
+    pub logical_bytes: u64,
+    /// Stream bytes covered by chunk references, each reference counted: a chunk referenced
+    /// twice counts twice. Every stream byte is covered by exactly one reference, so this equals
+    /// `logical_bytes` for a consistent catalog.
+    pub referenced_bytes: u64,
+    /// Raw bytes of the distinct chunks referenced (a chunk a truncation cut short counts whole:
+    /// it is stored whole).
+    pub unique_bytes: u64,
+    /// What those chunks take in packs, estimated: each chunk is charged its blob's stored size
+    /// in proportion to its raw size (chunks are compressed together in blobs). Chunks not yet
+    /// in a stored pack count uncompressed. Pack headers and tables (well under 1 %) are not
+    /// charged.
+    pub stored_bytes: u64,
+    /// The part of `unique_bytes` and `stored_bytes` no other stream references; `None` unless
+    /// asked for with [`Exclusive::Count`].
+    pub exclusive: Option<ExclusiveUsage>,
+    /// False when the chunk sums were estimated from a sample (see the module doc).
+    pub exact: bool,
+}
+
+/// Chunks referenced by the streams and by no other stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExclusiveUsage {
+    pub unique_bytes: u64,
+    pub stored_bytes: u64,
+}
+
+impl StreamUsage {
+    /// Referenced bytes per unique byte (1 when nothing is stored).
+    pub fn dedup_ratio(&self) -> f64 {
+        ratio(self.referenced_bytes, self.unique_bytes)
+    }
+    /// Unique bytes per stored byte.
+    pub fn compression_ratio(&self) -> f64 {
+        ratio(self.unique_bytes, self.stored_bytes)
+    }
+    /// Logical bytes per stored byte: both reductions together.
+    pub fn reduction_ratio(&self) -> f64 {
+        ratio(self.logical_bytes, self.stored_bytes)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 1.0 } else { a as f64 / b as f64 }
+}
+
+impl ChunkStore {
+    /// Space used by `streams` taken together (chunks shared between them count once). Streams
+    /// that do not exist count as empty.
+    pub fn usage(&self, streams: &[StreamId], exclusive: Exclusive) -> Result<StreamUsage> {
+        self.usage_sampled(streams, exclusive, EXACT_CHUNKS)
+    }
+
+    pub(crate) fn usage_sampled(
+        &self,
+        streams: &[StreamId],
+        exclusive: Exclusive,
+        budget: usize,
+    ) -> Result<StreamUsage> {
+        let wanted: BTreeSet<u64> = streams.iter().map(|s| s.0).collect();
+        let txn = self.inner.db.begin_read()?;
+        let lengths = txn.open_table(STREAMS)?;
+        let extents = txn.open_table(EXTENTS)?;
+        let spans = txn.open_table(SPANS)?;
+        let mut usage = StreamUsage::default();
+        let mut sample = ChunkSample::new(budget);
+        let mut memo = SpanMemo::default();
+        for &stream in &wanted {
+            usage.logical_bytes += lengths.get(stream)?.map_or(0, |v| v.value());
+            for row in extents.range((stream, 0)..=(stream, u64::MAX))? {
+                for entry in decode_extent_row(row?.1.value())? {
+                    usage.referenced_bytes += u64::from(entry.bytes());
+                    for r in refs_of(&spans, &mut memo, entry)? {
+                        sample.add(r);
+                    }
+                }
+            }
+        }
+
+        // Chunks of the sample that some other stream references too.
+        let mut shared: HashSet<ChunkId> = HashSet::new();
+        if exclusive == Exclusive::Count {
+            let mut memo = SpanMemo::default();
+            for row in extents.iter()? {
+                let (key, value) = row?;
+                if wanted.contains(&key.value().0) {
+                    continue;
+                }
+                for entry in decode_extent_row(value.value())? {
+                    for r in refs_of(&spans, &mut memo, entry)? {
+                        if sample.chunks.contains_key(&r.id) {
+                            shared.insert(r.id);
+                        }
+                    }
+                }
+            }
+        }
+
+        let index = txn.open_table(CHUNKS)?;
+        let mut tracked: Vec<(ChunkId, u32)> =
+            sample.chunks.iter().map(|(k, v)| (*k, *v)).collect();
+        // In key order: neighbouring lookups touch the same index pages.
+        tracked.sort_unstable_by_key(|(id, _)| *id);
+        let mut all = Charges::default();
+        let mut only_ours = Charges::default();
+        for (id, longest_ref) in tracked {
+            let loc = match index.get(&id.0)? {
+                Some(v) => Some(ChunkLoc::decode(v.value())?),
+                // Referenced but not indexed: its pack is still being built.
+                None => None,
+            };
+            all.add(loc, longest_ref);
+            if !shared.contains(&id) {
+                only_ours.add(loc, longest_ref);
+            }
+        }
+        usage.unique_bytes = sample.scale(all.unique);
+        usage.stored_bytes = sample.scale(all.stored());
+        if exclusive == Exclusive::Count {
+            usage.exclusive = Some(ExclusiveUsage {
+                unique_bytes: sample.scale(only_ours.unique),
+                stored_bytes: sample.scale(only_ours.stored()),
+            });
+        }
+        usage.exact = sample.halvings == 0;
+        Ok(usage)
+    }
+}
+
+/// The chunk references behind an extent entry: the chunk itself, or a span's chunks the first
+/// time the memo sees that span (nothing on a repeat).
+fn refs_of(
+    spans: &ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
+    memo: &mut SpanMemo,
+    entry: Entry,
+) -> Result<Vec<ChunkRef>> {
+    match entry {
+        Entry::Chunk(r) => Ok(vec![r]),
+        Entry::Span { id, len } => {
+            if !memo.first_time(id) {
+                return Ok(Vec::new());
+            }
+            let row = spans.get(&id.0)?.ok_or_else(|| {
+                StoreError::Corrupt(format!("span {id} is referenced but not stored"))
+            })?;
+            let refs = decode_refs(row.value())?;
+            let total: u64 = refs.iter().map(|r| u64::from(r.len)).sum();
+            if total != u64::from(len) {
+                return Err(StoreError::Corrupt(format!(
+                    "span {id} holds {total} bytes, not {len}"
+                )));
+            }
+            Ok(refs)
+        }
+    }
+}
+
+#[derive(Default)]
+struct SpanMemo {
+    seen: HashSet<SpanId>,
+}
+
+impl SpanMemo {
+    fn first_time(&mut self, id: SpanId) -> bool {
+        if self.seen.contains(&id) {
+            return false;
+        }
+        if self.seen.len() >= SPAN_MEMO {
+            self.seen.clear();
+        }
+        self.seen.insert(id);
+        true
+    }
+}
+
+/// The distinct chunks seen, or a uniform sample of them once there are too many.
+struct ChunkSample {
+    /// Tracked chunks with their longest reference (their size when the index lacks them).
+    chunks: HashMap<ChunkId, u32>,
+    /// Only chunks whose id key is at most `u64::MAX >> halvings` are tracked, so each tracked
+    /// chunk stands for `2^halvings`.
+    halvings: u32,
+    budget: usize,
+}
+
+impl ChunkSample {
+    fn new(budget: usize) -> ChunkSample {
+        ChunkSample {
+            chunks: HashMap::new(),
+            halvings: 0,
+            budget: budget.max(1),
+        }
+    }
+
+    fn key(id: &ChunkId) -> u64 {
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&id.0[..8]);
+        u64::from_be_bytes(first)
+    }
+
+    fn limit(&self) -> u64 {
+        u64::MAX.checked_shr(self.halvings).unwrap_or(0)
+    }
+
+    fn add(&mut self, r: ChunkRef) {
+        if Self::key(&r.id) > self.limit() {
+            return;
+        }
+        let longest = self.chunks.entry(r.id).or_insert(0);
+        *longest = (*longest).max(r.len);
+        while self.chunks.len() > self.budget {
+            self.halvings += 1;
+            let limit = self.limit();
+            self.chunks.retain(|id, _| Self::key(id) <= limit);
+        }
+    }
+
+    /// A sum over the sample, scaled to all chunks.
+    fn scale(&self, sum: u64) -> u64 {
+        let scaled = u128::from(sum) << self.halvings.min(64);
+        u64::try_from(scaled).unwrap_or(u64::MAX)
+    }
+}
+
+/// Raw bytes of chunks, and their shares of the blobs that hold them.
+#[derive(Default)]
+struct Charges {
+    unique: u64,
+    /// Raw bytes of chunks no stored pack holds yet (charged uncompressed).
+    unindexed: u64,
+    /// (pack, blob offset) → (blob stored size, blob raw size, raw bytes charged to it).
+    blobs: HashMap<(u64, u64), (u32, u32, u64)>,
+}
+
+impl Charges {
+    fn add(&mut self, loc: Option<ChunkLoc>, longest_ref: u32) {
+        match loc {
+            Some(loc) => {
+                self.unique += u64::from(loc.len);
+                let blob = self.blobs.entry((loc.pack, loc.blob_offset)).or_insert((
+                    loc.blob_stored,
+                    loc.blob_raw,
+                    0,
+                ));
+                blob.2 += u64::from(loc.len);
+            }
+            None => {
+                self.unique += u64::from(longest_ref);
+                self.unindexed += u64::from(longest_ref);
+            }
+        }
+    }
+
+    /// Charged per blob, so a blob whose chunks are all charged costs exactly its stored size.
+    fn stored(&self) -> u64 {
+        let blobs: u64 = self
+            .blobs
+            .values()
+            .map(|&(stored, raw, charged)| {
+                if raw == 0 {
+                    return charged;
+                }
+                let share = u128::from(charged) * u128::from(stored) / u128::from(raw);
+                u64::try_from(share).unwrap_or(u64::MAX)
+            })
+            .sum();
+        blobs + self.unindexed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use reel_backend::{Backend, MemoryBackend};
+
+    use super::*;
+    use crate::format::decode_pack;
+    use crate::{ChunkerParams, StoreConfig};
+
+    /// Deterministic incompressible bytes (splitmix64).
+    fn noise(seed: u64, len: usize) -> Vec<u8> {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed;
+        let mut out = Vec::with_capacity(len + 8);
+        while out.len() < len {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// Text-like bytes that zstd shrinks well; a running counter keeps every chunk distinct.
+    fn text(seed: u64, len: usize) -> Vec<u8> {
+        let words = ["tape", "reel", "chunk", "pack", "blob", "span", "record"];
+        let mut out = Vec::with_capacity(len + 32);
+        let mut n = 0u64;
+        while out.len() < len {
+            let word = words[((n + seed) % 7) as usize];
+            out.extend_from_slice(format!("{word} {seed}.{n}\n").as_bytes());
+            n += 1;
+        }
+        out.truncate(len);
+        out
+    }
+
+    fn open(dir: &std::path::Path, config: StoreConfig) -> (ChunkStore, Arc<MemoryBackend>) {
+        let backend = Arc::new(MemoryBackend::new());
+        let store = ChunkStore::open(&dir.join("catalog"), backend.clone(), config).unwrap();
+        (store, backend)
+    }
+
+    fn write(store: &ChunkStore, id: u64, records: &[&[u8]]) -> crate::Stream {
+        let s = store.open_stream(StreamId(id)).unwrap();
+        for r in records {
+            s.append_record(r).unwrap();
+        }
+        s.flush().unwrap();
+        s
+    }
+
+    fn len(records: &[&[u8]]) -> u64 {
+        records.iter().map(|r| r.len() as u64).sum()
+    }
+
+    /// Stored raw (zstd off), so stored = unique, and every record at least the average chunk
+    /// size starts and ends on a chunk boundary: a stream's distinct chunks are exactly the bytes
+    /// of its distinct records, whatever the cuts inside them.
+    #[test]
+    fn two_streams_sharing_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StoreConfig {
+            zstd_level: 0,
+            ..StoreConfig::default()
+        };
+        let (store, _) = open(dir.path(), config);
+        let r: Vec<Vec<u8>> = (0..10)
+            .map(|i| noise(i, 10_000 + 3_000 * i as usize))
+            .collect();
+        let rs = |idx: &[usize]| idx.iter().map(|&i| r[i].as_slice()).collect::<Vec<_>>();
+        // A holds records 0..6; B holds 3..10 and repeats record 3 at its end.
+        let a = rs(&[0, 1, 2, 3, 4, 5]);
+        let b = rs(&[3, 4, 5, 6, 7, 8, 9, 3]);
+        let sa = write(&store, 1, &a);
+        let sb = write(&store, 2, &b);
+
+        // Before the sync the chunks are in open packs: charged uncompressed, still exact.
+        let early = store.usage(&[StreamId(1)], Exclusive::Skip).unwrap();
+        assert_eq!(early.unique_bytes, len(&a));
+        assert_eq!(early.stored_bytes, len(&a));
+        store.sync().unwrap();
+
+        let only_a = len(&rs(&[0, 1, 2]));
+        let shared = len(&rs(&[3, 4, 5]));
+        let only_b = len(&rs(&[6, 7, 8, 9]));
+        let ua = store.usage(&[StreamId(1)], Exclusive::Count).unwrap();
+        assert_eq!(
+            ua,
+            StreamUsage {
+                logical_bytes: only_a + shared,
+                referenced_bytes: only_a + shared,
+                unique_bytes: only_a + shared,
+                stored_bytes: only_a + shared,
+                exclusive: Some(ExclusiveUsage {
+                    unique_bytes: only_a,
+                    stored_bytes: only_a,
+                }),
+                exact: true,
+            }
+        );
+        assert_eq!(ua.dedup_ratio(), 1.0);
+        let ub = store.usage(&[StreamId(2)], Exclusive::Count).unwrap();
+        assert_eq!(ub.logical_bytes, len(&b));
+        assert_eq!(ub.referenced_bytes, len(&b));
+        assert_eq!(ub.unique_bytes, shared + only_b);
+        assert_eq!(ub.stored_bytes, shared + only_b);
+        assert_eq!(
+            ub.exclusive,
+            Some(ExclusiveUsage {
+                unique_bytes: only_b,
+                stored_bytes: only_b,
+            })
+        );
+        let want = len(&b) as f64 / (shared + only_b) as f64;
+        assert!((ub.dedup_ratio() - want).abs() < 1e-12);
+        // Both together (a cartridge's two partitions): shared chunks count once, and nothing
+        // outside references them.
+        let both = store
+            .usage(&[StreamId(1), StreamId(2), StreamId(2)], Exclusive::Count)
+            .unwrap();
+        let all = only_a + shared + only_b;
+        assert_eq!(both.logical_bytes, len(&a) + len(&b));
+        assert_eq!(both.unique_bytes, all);
+        assert_eq!(
+            both.exclusive,
+            Some(ExclusiveUsage {
+                unique_bytes: all,
+                stored_bytes: all,
+            })
+        );
+        assert!(both.exclusive.is_some());
+        // The store's own totals agree.
+        let stats = store.stats().unwrap();
+        assert_eq!(stats.unique_bytes, all);
+        // A stream that does not exist is empty.
+        let none = store.usage(&[StreamId(9)], Exclusive::Count).unwrap();
+        assert_eq!(
+            none,
+            StreamUsage {
+                exclusive: Some(ExclusiveUsage::default()),
+                exact: true,
+                ..StreamUsage::default()
+            }
+        );
+        assert_eq!(none.dedup_ratio(), 1.0);
+        // Deleting B leaves record 3..6 to A alone.
+        drop(sb);
+        store.delete_stream(StreamId(2)).unwrap();
+        let ua = store.usage(&[StreamId(1)], Exclusive::Count).unwrap();
+        assert_eq!(ua.exclusive.unwrap().unique_bytes, only_a + shared);
+        drop(sa);
+    }
+
+    /// Compressed blobs: a stream that references every chunk of its pack is charged exactly
+    /// the pack's blobs; one referencing the first blob's records, that blob.
+    #[test]
+    fn stored_bytes_are_blob_shares() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StoreConfig {
+            blob_target: 64 * 1024,
+            ..StoreConfig::default()
+        };
+        let (store, backend) = open(dir.path(), config);
+        // Records of 16 KiB, four to a blob: a blob closes once it holds 64 KiB raw, which
+        // happens exactly at the end of every fourth record.
+        let r: Vec<Vec<u8>> = (0..8).map(|i| text(i + 1, 16 * 1024)).collect();
+        let all: Vec<&[u8]> = r.iter().map(Vec::as_slice).collect();
+        let s1 = write(&store, 1, &all);
+        store.sync().unwrap();
+        let s2 = write(&store, 2, &all[..4]);
+        store.sync().unwrap();
+
+        let packs = backend.list("packs/").unwrap();
+        assert_eq!(packs.len(), 1, "stream 2 stored nothing new");
+        let bytes = backend.get(&packs[0].key).unwrap();
+        let (_, trailer) = decode_pack(&bytes).unwrap();
+        assert_eq!(trailer.blobs.len(), 2);
+        assert_eq!(trailer.blobs[0].raw, 64 * 1024);
+        let blob_stored = |b: usize| u64::from(trailer.blobs[b].stored);
+
+        let u1 = store.usage(&[StreamId(1)], Exclusive::Count).unwrap();
+        assert_eq!(u1.unique_bytes, 128 * 1024);
+        assert_eq!(u1.stored_bytes, blob_stored(0) + blob_stored(1));
+        assert!(u1.compression_ratio() > 1.5, "{u1:?}");
+        assert_eq!(u1.exclusive.unwrap().stored_bytes, blob_stored(1));
+        let u2 = store.usage(&[StreamId(2)], Exclusive::Count).unwrap();
+        assert_eq!(u2.unique_bytes, 64 * 1024);
+        assert_eq!(u2.stored_bytes, blob_stored(0));
+        assert_eq!(u2.exclusive, Some(ExclusiveUsage::default()));
+        drop((s1, s2));
+    }
+
+    /// A record that is one chunk, truncated inside: the reference covers the kept bytes, the
+    /// chunk is stored (and counted) whole.
+    #[test]
+    fn a_truncated_chunk_counts_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StoreConfig {
+            zstd_level: 0,
+            // No content cut before 4096 bytes; a 4096-byte record ends its chunk.
+            chunker: ChunkerParams {
+                min: 4096,
+                avg: 8192,
+                max: 65536,
+                boundary_min: 1024,
+            },
+            ..StoreConfig::default()
+        };
+        let (store, _) = open(dir.path(), config);
+        let s = write(&store, 1, &[&noise(7, 4096)]);
+        s.truncate(1000).unwrap();
+        s.flush().unwrap();
+        store.sync().unwrap();
+        let u = store.usage(&[StreamId(1)], Exclusive::Skip).unwrap();
+        assert_eq!(u.logical_bytes, 1000);
+        assert_eq!(u.referenced_bytes, 1000);
+        assert_eq!(u.unique_bytes, 4096);
+        assert_eq!(u.stored_bytes, 4096);
+        assert_eq!(u.exclusive, None);
+    }
+
+    /// Past the budget the sums come from a sample of chunk ids, close to the true values.
+    #[test]
+    fn many_chunks_are_sampled() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StoreConfig {
+            zstd_level: 0,
+            ..StoreConfig::default()
+        };
+        let (store, _) = open(dir.path(), config);
+        let records: Vec<Vec<u8>> = (0..64).map(|i| noise(100 + i, 128 * 1024)).collect();
+        let refs: Vec<&[u8]> = records.iter().map(Vec::as_slice).collect();
+        let s = write(&store, 1, &refs);
+        store.sync().unwrap();
+        let exact = store.usage(&[StreamId(1)], Exclusive::Skip).unwrap();
+        assert!(exact.exact);
+        assert_eq!(exact.unique_bytes, 64 * 128 * 1024);
+        let chunks = store.stats().unwrap().chunks;
+        assert!(chunks > 2000, "{chunks} chunks");
+        let sampled = store
+            .usage_sampled(&[StreamId(1)], Exclusive::Count, 256)
+            .unwrap();
+        assert!(!sampled.exact);
+        assert_eq!(sampled.logical_bytes, exact.logical_bytes);
+        assert_eq!(sampled.referenced_bytes, exact.referenced_bytes);
+        let error = sampled.unique_bytes as f64 / exact.unique_bytes as f64 - 1.0;
+        assert!(error.abs() < 0.25, "estimate off by {:.1} %", error * 100.0);
+        assert_eq!(sampled.stored_bytes, sampled.unique_bytes);
+        assert_eq!(
+            sampled.exclusive.unwrap().unique_bytes,
+            sampled.unique_bytes
+        );
+        drop(s);
+    }
+}
