@@ -18,7 +18,7 @@
 # `host_do kill-target` (SIGKILL, start).
 #
 # Tunables (run.sh --env): TAPE_MODE (full | changers), TAPE_SECTIONS (all,
-# or a list of: inventory map basics tar eod ili dd bench cartridge wp multi
+# or a list of: inventory map basics tar eod ili dd cartridge bench wp multi
 # restart kill partition btape amtapetype fill changers), BENCH_MB (8), DD_MB (24), DD_BLOCK_SIZES
 # ("64k 256k 1M"), CONC_MB (16), REPLACEMENT_TIMEOUT (120), CMD_TIMEOUT (180),
 # BTAPE_TIMEOUT (900), FILL_TIMEOUT (600), FILL_BLOCK (Bacula's Maximum Block
@@ -743,38 +743,6 @@ if [ "$MODE" = full ] && want dd; then
 fi
 
 # =============================================================================
-# reel-bench's file mode on /dev/nst*: its workload through the kernel's st
-# =============================================================================
-if [ "$MODE" = full ] && want bench; then
-	section bench "reel-bench --targets file on $T0DEV (the workload through st)"
-	if [ -x /vm/bin/reel-bench ]; then
-		ensure_loaded 0 1
-		run /vm/bin/reel-bench --targets file --device "$T0DEV" --drives 1 \
-			--record-size 64K,256K --size "${BENCH_MB:-8}M" --block-size 64K --window-blocks 32 \
-			--work-dir "$W/bench" --json "$ART/bench.json"
-		printf '%s\n' "$RUN_OUT" >"$ART/bench.log"
-		want_bytes=$((${BENCH_MB:-8} * 1048576))
-		if [ "$RUN_RC" = 0 ] && [ "$(grep -c "\"bytes\": $want_bytes," "$ART/bench.json")" -ge 4 ] &&
-			grep -q '"media": "device"' "$ART/bench.json"; then
-			ok "reel-bench file mode on $T0DEV: ${BENCH_MB:-8} MiB at 64K and 256K records written, read back and verified"
-		else
-			not_ok "reel-bench file mode on $T0DEV" "rc $RUN_RC" "$RUN_OUT"
-		fi
-		# The tape holds exactly what it wrote: two records of the last run, then the filemark.
-		run mt -f "$T0DEV" rewind
-		tape_read "$T0DEV" "$W/bench.rec" bs=256k count=1
-		if [ "$RD_RC" = 0 ] && [ "$RD_BYTES" = 262144 ]; then
-			ok "after reel-bench: the first record on tape is 256 KiB, as written by write(2)"
-		else
-			not_ok "after reel-bench: the first record on tape is 256 KiB" "rc $RD_RC, $RD_BYTES bytes" "$RD_ERR"
-		fi
-		rm -f "$W/bench.rec"
-	else
-		skip "reel-bench file mode" "no /vm/bin/reel-bench (tape-test.sh passes it when it is next to reel)"
-	fi
-fi
-
-# =============================================================================
 # cartridge handling: eject, unload, a blank cartridge, reload, transfer
 # =============================================================================
 if [ "$MODE" = full ] && want cartridge; then
@@ -839,6 +807,39 @@ if [ "$MODE" = full ] && want cartridge; then
 		fi
 	else
 		skip "mtx transfer slot to slot" "no empty slot or no cartridge in slot 2"
+	fi
+fi
+
+# =============================================================================
+# reel-bench's file mode on /dev/nst*: its workload through the kernel's st
+# =============================================================================
+if [ "$MODE" = full ] && want bench; then
+	# After the cartridge section: it rereads the dd section's data from slot 1's cartridge.
+	section bench "reel-bench --targets file on $T0DEV (the workload through st)"
+	if [ -x /vm/bin/reel-bench ]; then
+		ensure_loaded 0 1
+		run /vm/bin/reel-bench --targets file --device "$T0DEV" --drives 1 \
+			--record-size 64K,256K --size "${BENCH_MB:-8}M" --block-size 64K --window-blocks 32 \
+			--work-dir "$W/bench" --json "$ART/bench.json"
+		printf '%s\n' "$RUN_OUT" >"$ART/bench.log"
+		want_bytes=$((${BENCH_MB:-8} * 1048576))
+		if [ "$RUN_RC" = 0 ] && [ "$(grep -c "\"bytes\": $want_bytes," "$ART/bench.json")" -ge 4 ] &&
+			grep -q '"media": "device"' "$ART/bench.json"; then
+			ok "reel-bench file mode on $T0DEV: ${BENCH_MB:-8} MiB at 64K and 256K records written, read back and verified"
+		else
+			not_ok "reel-bench file mode on $T0DEV" "rc $RUN_RC" "$RUN_OUT"
+		fi
+		# The tape holds exactly what it wrote: two records of the last run, then the filemark.
+		run mt -f "$T0DEV" rewind
+		tape_read "$T0DEV" "$W/bench.rec" bs=256k count=1
+		if [ "$RD_RC" = 0 ] && [ "$RD_BYTES" = 262144 ]; then
+			ok "after reel-bench: the first record on tape is 256 KiB, as written by write(2)"
+		else
+			not_ok "after reel-bench: the first record on tape is 256 KiB" "rc $RD_RC, $RD_BYTES bytes" "$RD_ERR"
+		fi
+		rm -f "$W/bench.rec"
+	else
+		skip "reel-bench file mode" "no /vm/bin/reel-bench (tape-test.sh passes it when it is next to reel)"
 	fi
 fi
 
