@@ -71,7 +71,11 @@ pub enum InitiatorError {
 enum Kind {
     Scsi {
         data_out: Bytes,
+        /// Assembled Data-In, allocated when a second PDU (or one not at offset 0) arrives.
         data_in: BytesMut,
+        /// The first Data-In PDU's payload at offset 0, kept as it came (no copy): most reads
+        /// fit in one PDU.
+        first_in: Option<Bytes>,
         expected_in: u32,
         received_in: u32,
     },
@@ -290,11 +294,8 @@ impl InitiatorSession {
             bidi_read_length: None,
             data: data_out.slice(..immediate_len as usize),
         };
-        let data_in = if data_in_len > 0 && !self.config.discard_data_in {
-            BytesMut::zeroed(data_in_len as usize)
-        } else {
-            BytesMut::new()
-        };
+        // Allocated on demand (see `Kind::Scsi::first_in`).
+        let data_in = BytesMut::new();
         self.tasks.insert(
             itt,
             Task {
@@ -303,6 +304,7 @@ impl InitiatorSession {
                 kind: Kind::Scsi {
                     data_out: data_out.clone(),
                     data_in,
+                    first_in: None,
                     expected_in: data_in_len,
                     received_in: 0,
                 },
@@ -512,6 +514,7 @@ impl InitiatorSession {
                     kind:
                         Kind::Scsi {
                             data_in,
+                            first_in,
                             expected_in,
                             received_in,
                             ..
@@ -531,7 +534,17 @@ impl InitiatorSession {
                     ));
                 }
                 if !discard {
-                    data_in[d.buffer_offset as usize..end as usize].copy_from_slice(&d.data);
+                    if data_in.is_empty() && first_in.is_none() && d.buffer_offset == 0 {
+                        *first_in = Some(d.data.clone());
+                    } else {
+                        if data_in.is_empty() {
+                            *data_in = BytesMut::zeroed(*expected_in as usize);
+                            if let Some(first) = first_in.take() {
+                                data_in[..first.len()].copy_from_slice(&first);
+                            }
+                        }
+                        data_in[d.buffer_offset as usize..end as usize].copy_from_slice(&d.data);
+                    }
                 }
                 *received_in = (*received_in).max(end as u32);
                 if d.has_status {
@@ -707,6 +720,7 @@ impl InitiatorSession {
                 kind:
                     Kind::Scsi {
                         data_in,
+                        first_in,
                         received_in,
                         expected_in,
                         ..
@@ -718,6 +732,10 @@ impl InitiatorSession {
                 } else {
                     *received_in as usize
                 };
+                if let Some(mut first) = first_in.take() {
+                    first.truncate(valid.min(first.len()));
+                    return first;
+                }
                 let mut data = std::mem::take(data_in);
                 data.truncate(valid.min(data.len()));
                 data.freeze()
