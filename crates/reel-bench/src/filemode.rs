@@ -22,7 +22,8 @@ use anyhow::{Context, bail};
 use crate::args::Workload;
 use crate::tape::{Aborted, DrivePhase, RecordStream, Shared};
 
-fn is_tape_device(path: &Path) -> bool {
+/// A character device (a tape such as /dev/nst0), as opposed to a plain file.
+pub(crate) fn is_tape_device(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device())
 }
 

@@ -204,7 +204,7 @@ pub fn start(
             pid: None,
             launched: false,
             software: "write(2)/read(2) on the paths given".into(),
-            media: if paths.iter().all(|p| is_char_device(p)) {
+            media: if paths.iter().all(|p| crate::filemode::is_tape_device(p)) {
                 "device".into()
             } else {
                 "file".into()
@@ -451,11 +451,6 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
         dir: None,
         keep: false,
     })
-}
-
-fn is_char_device(path: &Path) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device())
 }
 
 impl Running {

@@ -19,16 +19,6 @@ pub(crate) enum ReadError {
     Closed,
 }
 
-/// The length of the frame starting at `buf` once its basic header segment is in: header,
-/// additional header segments, padded data segment, and room for both digests (RFC 7143
-/// §11.2.1); `None` before 48 bytes arrived.
-fn frame_len_hint(buf: &[u8]) -> Option<usize> {
-    let bhs = buf.get(..48)?;
-    let ahs = usize::from(bhs[4]) * 4;
-    let data = (usize::from(bhs[5]) << 16) | (usize::from(bhs[6]) << 8) | usize::from(bhs[7]);
-    Some(48 + ahs + data.div_ceil(4) * 4 + 8)
-}
-
 /// Reads bytes until the framer yields a frame, or an error it can name (which the
 /// protocol layer answers). Cancel-safe: bytes read stay in `buf`.
 pub(crate) async fn read_frame(
@@ -45,7 +35,9 @@ pub(crate) async fn read_frame(
         // Room for the rest of the frame being read plus slack for the next: a frame that
         // does not fit is copied into a new allocation, and a 256 KiB data segment never fits
         // a 256 KiB reservation (so every such frame used to be copied once).
-        let needed = frame_len_hint(buf).map_or(0, |total| total.saturating_sub(buf.len()));
+        let needed = framer
+            .frame_len(buf)
+            .map_or(0, |total| total.saturating_sub(buf.len()));
         if buf.capacity() - buf.len() < needed.max(64 * 1024) {
             buf.reserve(needed + 256 * 1024);
         }

@@ -485,7 +485,13 @@ impl Framer {
         Framer { limits }
     }
 
-    /// How many bytes the PDU that starts `buf` needs in total, if its BHS is complete.
+    /// How many bytes the PDU that starts `buf` takes in all (header, AHS, digests, padded
+    /// data), once its BHS is complete: what a reader needs room for.
+    pub fn frame_len(&self, buf: &[u8]) -> Option<usize> {
+        self.needed(buf).map(|(_, _, total)| total)
+    }
+
+    /// AHS length, data length and total length of the PDU that starts `buf`.
     fn needed(&self, buf: &[u8]) -> Option<(usize, usize, usize)> {
         if buf.len() < BHS_LEN {
             return None;

@@ -573,20 +573,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                     v["store"]["dedup_ratio"].as_f64().unwrap_or(1.0),
                     v["store"]["compression_ratio"].as_f64().unwrap_or(1.0)
                 );
-                println!(
-                    "{:<6} {:<10} {:<10} {:>10} {:>10}",
-                    "DRIVE", "BARCODE", "ACTIVITY", "READ MB/s", "WRITE MB/s"
-                );
-                for d in v["drives"].as_array().into_iter().flatten() {
-                    println!(
-                        "{:<6} {:<10} {:<10} {:>10} {:>10}",
-                        s(&d["index"]),
-                        s(&d["barcode"]),
-                        s(&d["activity"]),
-                        mb(&d["read_bps"]),
-                        mb(&d["write_bps"])
-                    );
-                }
+                print_drive_rates(&v["drives"]);
             }),
         ),
     };
@@ -646,20 +633,7 @@ fn print_stats(v: &Value) {
         mb(&m["totals"]["write_bps"]),
         m["cpu_percent"].as_f64().unwrap_or(0.0)
     );
-    println!(
-        "{:<40} {:<6} {:<10} {:>10} {:>10}",
-        "LIBRARY", "DRIVE", "BARCODE", "READ MB/s", "WRITE MB/s"
-    );
-    for d in m["drives"].as_array().into_iter().flatten() {
-        println!(
-            "{:<40} {:<6} {:<10} {:>10} {:>10}",
-            s(&d["library"]),
-            s(&d["index"]),
-            s(&d["barcode"]),
-            mb(&d["read_bps"]),
-            mb(&d["write_bps"])
-        );
-    }
+    print_drive_rates(&m["drives"]);
     println!(
         "{:<50} {:>10} {:>10} {:>10}",
         "INITIATOR", "READ MB/s", "WRITE MB/s", "CMD/s"
@@ -675,6 +649,25 @@ fn print_stats(v: &Value) {
             mb(&i["read_bps"]),
             mb(&i["write_bps"]),
             i["commands_per_s"].as_f64().unwrap_or(0.0)
+        );
+    }
+}
+
+/// The monitor's per-drive rates as a table (`ctl monitor`, `ctl stats`).
+fn print_drive_rates(drives: &Value) {
+    println!(
+        "{:<40} {:<6} {:<10} {:<10} {:>10} {:>10}",
+        "LIBRARY", "DRIVE", "BARCODE", "ACTIVITY", "READ MB/s", "WRITE MB/s"
+    );
+    for d in drives.as_array().into_iter().flatten() {
+        println!(
+            "{:<40} {:<6} {:<10} {:<10} {:>10} {:>10}",
+            s(&d["library"]),
+            s(&d["index"]),
+            s(&d["barcode"]),
+            s(&d["activity"]),
+            mb(&d["read_bps"]),
+            mb(&d["write_bps"])
         );
     }
 }

@@ -465,8 +465,9 @@ impl Auth {
         }
     }
 
-    /// Deletes the audit events numbered below `keep_from` (the oldest batch), synchronised
-    /// once at the end.
+    /// Deletes the audit events in the two batches below `keep_from`, synchronised once at the
+    /// end. Two, not one: a trim that failed (or a sequence number skipped by a restart)
+    /// is caught up by the next; deleting an absent record is harmless.
     fn trim_audit(&self, keep_from: u64) {
         let first = keep_from.saturating_sub(AUDIT_TRIM_BATCH * 2);
         let mut result = Ok(());
