@@ -6,6 +6,10 @@
 use reel_chunkstore::{ChunkStore, Damage, Exclusive, StoreError, StreamId, StreamUsage};
 use reel_media::{Cartridge, CartridgeInfo, DecodeError, MediaError, UnixTime};
 
+use std::sync::Arc;
+
+use parking_lot::{ReentrantMutex, ReentrantMutexGuard};
+
 use crate::ChunkPartition;
 
 const CARTRIDGE_PREFIX: &[u8] = b"cartridge/";
@@ -38,9 +42,16 @@ pub enum CartridgeError {
 }
 
 /// All cartridges in one store.
+///
+/// Clones share one catalog lock: create, delete and erase run under it, so a cartridge number
+/// is handed out once and a cartridge is never deleted between the check that it may be and the
+/// deletion. Callers whose own check-and-act spans more (e.g. "not in any library, then
+/// delete", or "in the vault, then import") hold [`Cartridges::lock_catalog`] around both; the
+/// lock is reentrant. Open a store's cartridges once and clone.
 #[derive(Clone)]
 pub struct Cartridges {
     store: ChunkStore,
+    catalog_lock: Arc<ReentrantMutex<()>>,
 }
 
 fn key(barcode: &str) -> Vec<u8> {
@@ -64,15 +75,25 @@ pub struct DamagedRecords {
 
 impl Cartridges {
     pub fn new(store: ChunkStore) -> Cartridges {
-        Cartridges { store }
+        Cartridges {
+            store,
+            catalog_lock: Arc::new(ReentrantMutex::new(())),
+        }
     }
 
     pub fn store(&self) -> &ChunkStore {
         &self.store
     }
 
+    /// Holds the catalog lock: no cartridge is created, deleted or erased by another thread
+    /// until the guard drops. Lock order: the catalog, then a changer, then a drive.
+    pub fn lock_catalog(&self) -> ReentrantMutexGuard<'_, ()> {
+        self.catalog_lock.lock()
+    }
+
     /// Creates a blank cartridge; durable when this returns. Returns its number.
     pub fn create(&self, info: &CartridgeInfo) -> Result<u64, CartridgeError> {
+        let _catalog = self.catalog_lock.lock();
         let barcode = info.barcode().as_str().to_string();
         if self.store.record(&key(&barcode))?.is_some() {
             return Err(CartridgeError::Exists(barcode));
@@ -136,6 +157,16 @@ impl Cartridges {
         Ok(Cartridge::new(info, partitions)?)
     }
 
+    /// Mounts a cartridge for a catalog operation: `Mounted` when a drive holds it.
+    fn mount_exclusive(&self, barcode: &str) -> Result<Cartridge<ChunkPartition>, CartridgeError> {
+        self.mount(barcode).map_err(|e| match e {
+            CartridgeError::Store(StoreError::InUse(_)) => {
+                CartridgeError::Mounted(barcode.to_string())
+            }
+            other => other,
+        })
+    }
+
     /// Opens partition `p` of cartridge `number` (for FORMAT MEDIUM adding partitions).
     pub fn open_partition(&self, number: u64, partition: u8) -> Result<ChunkPartition, StoreError> {
         ChunkPartition::open(self.store.open_stream(stream_of(number, partition))?)
@@ -190,13 +221,9 @@ impl Cartridges {
     /// drive, when it is write-protected, and for WORM media with data. The space comes back
     /// with the next reclaim.
     pub fn erase(&self, barcode: &str, now: UnixTime) -> Result<CartridgeInfo, CartridgeError> {
+        let _catalog = self.catalog_lock.lock();
         // Mounting opens its streams, which also keeps a drive from mounting it meanwhile.
-        let mut cartridge = self.mount(barcode).map_err(|e| match e {
-            CartridgeError::Store(StoreError::InUse(_)) => {
-                CartridgeError::Mounted(barcode.to_string())
-            }
-            other => other,
-        })?;
+        let mut cartridge = self.mount_exclusive(barcode)?;
         cartridge.erase_all(now).map_err(|e| match e {
             MediaError::WriteProtected => CartridgeError::WriteProtected(barcode.to_string()),
             MediaError::WormOverwrite => CartridgeError::Worm(barcode.to_string()),
@@ -222,15 +249,26 @@ impl Cartridges {
     }
 
     /// Deletes a cartridge and its data (space comes back with the next reclaim). WORM
-    /// cartridges are refused.
+    /// cartridges are refused, and so is a cartridge mounted in a drive.
     pub fn delete(&self, barcode: &str) -> Result<(), CartridgeError> {
+        let _catalog = self.catalog_lock.lock();
         let (number, info) = self.info(barcode)?;
         if info.media_type().is_worm() {
             return Err(CartridgeError::Worm(barcode.to_string()));
         }
+        // Holding every partition's stream open keeps a drive from mounting the cartridge until
+        // its record is gone; a drive that holds it now makes this fail with `Mounted`.
+        let held = (0..MAX_PARTITIONS as u8)
+            .map(|p| self.store.open_stream(stream_of(number, p)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| match e {
+                StoreError::InUse(_) => CartridgeError::Mounted(barcode.to_string()),
+                other => CartridgeError::Store(other),
+            })?;
         for p in 0..MAX_PARTITIONS as u8 {
             self.store.delete_stream(stream_of(number, p))?;
         }
+        drop(held);
         self.store.put_record(&key(barcode), None)?;
         self.store.sync()?;
         Ok(())

@@ -202,3 +202,70 @@ fn erase_empties_a_cartridge_and_usage_follows() {
         Err(CartridgeError::NotFound(_))
     ));
 }
+
+/// Concurrent creates never hand out one cartridge number twice: two cartridges sharing a
+/// number would share their partitions' streams.
+#[test]
+fn concurrent_creates_get_distinct_numbers() {
+    let (_dir, carts) = catalog();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let carts = carts.clone();
+            std::thread::spawn(move || {
+                for n in 0..25 {
+                    carts
+                        .create(&info(&format!("C{t}{n:03}L9"), MediaType::Lto9))
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let list = carts.list().unwrap();
+    assert_eq!(list.len(), 200);
+    let numbers: std::collections::BTreeSet<u64> = list.iter().map(|(n, _)| *n).collect();
+    assert_eq!(numbers.len(), 200, "every cartridge has a number of its own");
+}
+
+/// Creating the same barcode from many threads at once makes exactly one cartridge.
+#[test]
+fn concurrent_creates_of_one_barcode_make_one_cartridge() {
+    let (_dir, carts) = catalog();
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let carts = carts.clone();
+            std::thread::spawn(move || carts.create(&info("SAME01L9", MediaType::Lto9)).is_ok())
+        })
+        .collect();
+    let created = threads
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .filter(|ok| *ok)
+        .count();
+    assert_eq!(created, 1);
+}
+
+/// A mounted cartridge (in a drive) cannot be deleted: deleting it would empty the streams
+/// the drive is writing.
+#[test]
+fn a_mounted_cartridge_is_not_deleted() {
+    let (_dir, carts) = catalog();
+    carts.create(&info("MNT001L9", MediaType::Lto8)).unwrap();
+    let mut c = carts.mount("MNT001L9").unwrap();
+    c.load(UnixTime(1_700_000_000)).unwrap();
+    c.write_record(b"in the drive").unwrap();
+    c.write_filemarks(1).unwrap();
+    assert!(matches!(
+        carts.delete("MNT001L9"),
+        Err(CartridgeError::Mounted(_))
+    ));
+    c.rewind().unwrap();
+    let mut buf = Vec::new();
+    let outcome = c.read(1 << 20, &mut buf).unwrap();
+    assert!(matches!(outcome, ReadOutcome::Record { data_len: 12, .. }));
+    assert_eq!(&buf[..], b"in the drive");
+    drop(c);
+    carts.delete("MNT001L9").unwrap();
+}
