@@ -226,7 +226,11 @@ fn concurrent_creates_get_distinct_numbers() {
     let list = carts.list().unwrap();
     assert_eq!(list.len(), 200);
     let numbers: std::collections::BTreeSet<u64> = list.iter().map(|(n, _)| *n).collect();
-    assert_eq!(numbers.len(), 200, "every cartridge has a number of its own");
+    assert_eq!(
+        numbers.len(),
+        200,
+        "every cartridge has a number of its own"
+    );
 }
 
 /// Creating the same barcode from many threads at once makes exactly one cartridge.

@@ -358,6 +358,9 @@ impl AppState {
             .as_deref()
             .map(|n| self.library(n))
             .transpose()?;
+        // The existence check, the creation and the placement act as one (issue: two
+        // concurrent creates once got the same cartridge number).
+        let _catalog = self.cartridges.lock_catalog();
         for b in &labels {
             if self.cartridges.info(b.as_str()).is_ok() {
                 return Err(ApiError::conflict(format!(
@@ -460,20 +463,24 @@ pub async fn update(
             "write-enable"
         };
         let result = (|| {
-            let places = s.locations();
-            let place = places.get(&barcode);
             let info = s.cartridge_info(&barcode)?;
-            if place.is_some_and(|p| p.kind == "drive") {
-                return Err(ApiError::conflict(format!(
-                    "{barcode} is loaded in a drive; move it to a slot first"
-                )));
-            }
-            let info = info.with_write_protected(req.write_protected);
-            s.cartridges
-                .update(&info)
-                .map_err(|e| ApiError::internal(e.to_string()))?;
-            Ok(detail(&info, place, s.usage(&barcode, Exclusive::Skip)))
-        })();
+            // A load between the check and the update would let the drive save its older copy
+            // over this one: hold the cartridge's place while updating.
+            s.holding_place(&barcode, |place| {
+                if place.is_some_and(|p| p.kind == "drive") {
+                    return Err(ApiError::conflict(format!(
+                        "{barcode} is loaded in a drive; move it to a slot first"
+                    )));
+                }
+                let info = s.cartridge_info(&barcode).unwrap_or(info);
+                let info = info.with_write_protected(req.write_protected);
+                s.cartridges
+                    .update(&info)
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                Ok((info, place.cloned()))
+            })
+        })()
+        .map(|(info, place)| detail(&info, place.as_ref(), s.usage(&barcode, Exclusive::Skip)));
         s.audit(&caller, action, &barcode, &result);
         result
     })
@@ -494,6 +501,8 @@ pub async fn delete(
     let Path(barcode) = path?;
     blocking(state, move |s| {
         let result = (|| {
+            // No import can put it into a library between the check and the deletion.
+            let _catalog = s.cartridges.lock_catalog();
             let info = s.cartridge_info(&barcode)?;
             if let Some(p) = s.locations().get(&barcode) {
                 return Err(ApiError::conflict(if p.kind == "drive" {
@@ -510,9 +519,13 @@ pub async fn delete(
                     "{barcode} is a WORM cartridge with data"
                 )));
             }
-            s.cartridges
-                .delete(&barcode)
-                .map_err(|e| ApiError::conflict(e.to_string()))
+            s.cartridges.delete(&barcode).map_err(|e| match e {
+                CartridgeError::NotFound(_) => ApiError::not_found(e.to_string()),
+                CartridgeError::Mounted(_) | CartridgeError::Worm(_) => {
+                    ApiError::conflict(e.to_string())
+                }
+                other => ApiError::internal(other.to_string()),
+            })
         })();
         s.audit(&caller, "delete cartridge", &barcode, &result);
         result.map(|_| StatusCode::NO_CONTENT)
@@ -534,6 +547,7 @@ pub async fn vault(
     let Path(barcode) = path?;
     blocking(state, move |s| {
         let result = (|| {
+            let _catalog = s.cartridges.lock_catalog();
             let info = s.cartridge_info(&barcode)?;
             let places = s.locations();
             match places.get(&barcode) {
@@ -574,26 +588,27 @@ pub async fn erase(
     blocking(state, move |s| {
         let result = (|| {
             s.cartridge_info(&barcode)?;
-            let places = s.locations();
-            let place = places.get(&barcode);
-            if let Some(p) = place.filter(|p| p.kind == "drive") {
-                return Err(ApiError::conflict(format!(
-                    "{barcode} is loaded in a drive of {}; move it to a slot first",
-                    p.library
-                )));
-            }
-            let info = s
-                .cartridges
-                .erase(&barcode, unix_now())
-                .map_err(|e| match e {
-                    CartridgeError::NotFound(_) => ApiError::not_found(e.to_string()),
-                    CartridgeError::Mounted(_)
-                    | CartridgeError::WriteProtected(_)
-                    | CartridgeError::Worm(_) => ApiError::conflict(e.to_string()),
-                    other => ApiError::internal(other.to_string()),
-                })?;
-            Ok(detail(&info, place, s.usage(&barcode, Exclusive::Skip)))
-        })();
+            s.holding_place(&barcode, |place| {
+                if let Some(p) = place.filter(|p| p.kind == "drive") {
+                    return Err(ApiError::conflict(format!(
+                        "{barcode} is loaded in a drive of {}; move it to a slot first",
+                        p.library
+                    )));
+                }
+                let info = s
+                    .cartridges
+                    .erase(&barcode, unix_now())
+                    .map_err(|e| match e {
+                        CartridgeError::NotFound(_) => ApiError::not_found(e.to_string()),
+                        CartridgeError::Mounted(_)
+                        | CartridgeError::WriteProtected(_)
+                        | CartridgeError::Worm(_) => ApiError::conflict(e.to_string()),
+                        other => ApiError::internal(other.to_string()),
+                    })?;
+                Ok((info, place.cloned()))
+            })
+        })()
+        .map(|(info, place)| detail(&info, place.as_ref(), s.usage(&barcode, Exclusive::Skip)));
         s.audit(&caller, "erase cartridge", &barcode, &result);
         result
     })

@@ -448,6 +448,9 @@ impl AppState {
     /// A vaulted cartridge into an operator-accessible element of library `name`.
     pub fn import(&self, name: &str, barcode: &str, to: Option<u16>) -> ApiResult<()> {
         let lib = self.library(name)?;
+        // "In no library, then insert" as one step: two imports of one cartridge into two
+        // libraries, or an import racing a delete, would otherwise both pass the check.
+        let _catalog = self.cartridges.lock_catalog();
         self.cartridges
             .info(barcode)
             .map_err(|_| ApiError::not_found(format!("no cartridge {barcode}")))?;
@@ -475,10 +478,39 @@ impl AppState {
     /// The operator takes the cartridge out of element `from`; it goes to the vault.
     pub fn export(&self, name: &str, from: u16) -> ApiResult<String> {
         let lib = self.library(name)?;
+        let _catalog = self.cartridges.lock_catalog();
         let nexus = api_nexus();
         lib.changer()
             .with_context(&nexus, |c, ctx| c.operator_remove(from, ctx))
             .map_err(operator_error)
+    }
+
+    /// Runs `act` with the cartridge's place held: under the catalog lock (no cartridge enters
+    /// or leaves a library) and, when it is in a library, that library's changer lock (no move
+    /// loads or unloads it meanwhile). `act` must not take a changer lock itself.
+    pub fn holding_place<T>(
+        &self,
+        barcode: &str,
+        act: impl FnOnce(Option<&Place>) -> ApiResult<T>,
+    ) -> ApiResult<T> {
+        let _catalog = self.cartridges.lock_catalog();
+        let Some(place) = self.locations().remove(barcode) else {
+            return act(None);
+        };
+        let lib = self.library(&place.library)?;
+        lib.changer().with_personality(|c| {
+            // Inside the changer's lock, where it is now (a move may have run since).
+            let now = c
+                .elements()
+                .into_iter()
+                .find(|e| e.barcode.as_deref() == Some(barcode))
+                .map(|e| Place {
+                    library: place.library.clone(),
+                    kind: kind_name(e.element.kind),
+                    address: e.address,
+                });
+            act(now.as_ref())
+        })
     }
 
     /// Where every cartridge inside a library is.
