@@ -326,13 +326,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             );
         }
     }
-    println!("Ctrl-C or SIGTERM stops reel cleanly");
-
+    // The handler is in place before the line that says it is: a SIGTERM right after it must
+    // stop reel cleanly, not kill it.
     let (tx, rx) = std::sync::mpsc::channel();
     ctrlc::set_handler(move || {
         let _ = tx.send(());
     })
     .context("installing the signal handler")?;
+    println!("Ctrl-C or SIGTERM stops reel cleanly");
     let _ = rx.recv();
     let _ = stop_http.send(());
     if let Some(mut task) = http_task {
@@ -349,8 +350,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     runtime.block_on(server.shutdown(Duration::from_secs(10)));
     runtime.shutdown_timeout(Duration::from_secs(2));
+    let mut unsynced = 0;
     for library in &libraries {
         for (drive, why) in library.flush() {
+            unsynced += 1;
             eprintln!(
                 "reel: drive {drive} of {}: could not synchronise its cartridge: {why}",
                 library.spec().name
@@ -363,6 +366,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .sync()
         .context("syncing the store on shutdown")?;
     drop(carts);
+    if unsynced > 0 {
+        // What the drives held since their last synchronising point was never acknowledged as
+        // durable (SSC: only a synchronising point is), so it may be lost; say so, and fail.
+        anyhow::bail!(
+            "reel stopped, but {unsynced} drive(s) could not synchronise their cartridges: data \
+             written to them since their last synchronising point may be lost"
+        );
+    }
     println!("reel stopped; everything is synced");
     Ok(())
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::tape::Tape;
 use common::{Server, free_portal};
 use serde_json::{Value, json};
 
@@ -99,75 +100,6 @@ impl Api {
             .filter(|b| b.starts_with(prefix))
             .map(str::to_string)
             .collect()
-    }
-}
-
-/// One iSCSI session to a library, for one drive.
-struct Tape {
-    runtime: tokio::runtime::Runtime,
-    client: reel_iscsi_net::Client,
-    lun: u64,
-}
-
-impl Tape {
-    fn connect(portal: std::net::SocketAddr, target: &str, lun: u64, isid: u8) -> Tape {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let config = reel_iscsi::initiator_login::InitiatorLoginConfig {
-            initiator_name: format!("iqn.2026-11.org.reel.test:race{isid}"),
-            initiator_alias: None,
-            target_name: Some(target.into()),
-            isid: [0x80, 0, 0, 0, 1, isid],
-            tsih: 0,
-            cid: 0,
-            chap: None,
-            mutual_chap: None,
-            limits: reel_iscsi::params::Limits::initiator_default(),
-            cmd_sn: 1,
-        };
-        let client = runtime
-            .block_on(reel_iscsi_net::Client::connect(
-                portal,
-                config,
-                reel_iscsi_net::ClientOptions::default(),
-            ))
-            .unwrap();
-        Tape {
-            runtime,
-            client,
-            lun,
-        }
-    }
-
-    fn run(&self, cdb: &[u8], data: Vec<u8>, data_in: u32) -> (u8, Vec<u8>, Vec<u8>) {
-        let r = self
-            .runtime
-            .block_on(
-                self.client
-                    .execute(self.lun, cdb, bytes::Bytes::from(data), data_in),
-            )
-            .unwrap();
-        (
-            r.status,
-            r.data.to_vec(),
-            r.sense.map(|s| s.to_vec()).unwrap_or_default(),
-        )
-    }
-
-    fn good(&self, cdb: &[u8], data: Vec<u8>) {
-        let (status, _, sense) = self.run(cdb, data, 0);
-        assert_eq!(status, 0, "CDB {cdb:02x?}: sense {sense:02x?}");
-    }
-
-    fn ready(&self) {
-        for _ in 0..5 {
-            if self.run(&[0; 6], Vec::new(), 0).0 == 0 {
-                return;
-            }
-        }
-        panic!("LUN {} never became ready", self.lun);
     }
 }
 

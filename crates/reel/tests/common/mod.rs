@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses part of it
 
+pub mod tape;
+
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
@@ -28,6 +30,16 @@ impl Server {
     /// "Ctrl-C" line (after every portal and target is up). The console/API listens on a
     /// free loopback port unless `extra` says `--http`.
     pub fn start(data: &Path, portal: SocketAddr, extra: &[&str]) -> Server {
+        Self::start_with_stderr(data, portal, extra, Stdio::null())
+    }
+
+    /// `start`, with the server's standard error going to `stderr`.
+    pub fn start_with_stderr(
+        data: &Path,
+        portal: SocketAddr,
+        extra: &[&str],
+        stderr: Stdio,
+    ) -> Server {
         let http_default: &[&str] = if extra.contains(&"--http") {
             &[]
         } else {
@@ -39,7 +51,7 @@ impl Server {
             .args(http_default)
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -77,6 +89,14 @@ impl Server {
         let status = self.child.wait().unwrap();
         assert!(status.success(), "reel serve exited with {status:?}");
         std::mem::forget(self);
+    }
+
+    /// SIGTERM; returns how the server exited.
+    pub fn stop_status(mut self) -> std::process::ExitStatus {
+        self.terminate();
+        let status = self.child.wait().unwrap();
+        std::mem::forget(self);
+        status
     }
 
     /// SIGKILL: no clean stop, nothing synchronised beyond what the protocol made durable.

@@ -1,0 +1,58 @@
+//! How `reel serve` stops: a drive whose buffered data cannot be made durable on shutdown makes
+//! it say so and exit non-zero, and the store opens again afterwards at its last durable state.
+
+mod common;
+
+use std::process::Stdio;
+
+use common::tape::Tape;
+use common::{Server, free_portal};
+
+const LIB: &str = "iqn.2026-11.org.reel:library";
+
+#[test]
+fn a_failed_flush_on_shutdown_is_reported_and_exits_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let portal = free_portal();
+    let stderr_path = dir.path().join("stderr");
+    let stderr = std::fs::File::create(&stderr_path).unwrap();
+    let server = Server::start_with_stderr(&data, portal, &[], Stdio::from(stderr));
+
+    // MOVE MEDIUM (SMC-3 §6.10) through the changer at LUN 0: the first slot's cartridge into
+    // the first drive (IBM 3584 addresses: transport 0, drives from 0101h, slots from 0401h).
+    let changer = Tape::connect(portal, LIB, 0, 1);
+    changer.ready();
+    changer.good(
+        &[0xA5, 0, 0, 0, 0x04, 0x01, 0x01, 0x01, 0, 0, 0, 0],
+        Vec::new(),
+    );
+    let drive = Tape::connect(portal, LIB, 1, 2);
+    drive.ready();
+    // Records without a synchronising point: accepted into the drive's buffer.
+    let record = vec![0x5a_u8; 64 * 1024];
+    for _ in 0..16 {
+        drive.good(&[0x0A, 0, 0x01, 0x00, 0x00, 0], record.clone());
+    }
+    drop(drive);
+    drop(changer);
+
+    // The object store cannot take the buffered data any more.
+    std::fs::rename(data.join("objects/.tmp"), dir.path().join("gone")).unwrap();
+    let status = server.stop_status();
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap();
+    assert!(
+        !status.success(),
+        "reel serve exited with {status:?} after failing to flush; stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains("could not synchronise"),
+        "stderr names the failure: {stderr}"
+    );
+    assert!(!stderr.contains("everything is synced"), "{stderr}");
+
+    // The store is consistent: reel starts again on it and stops cleanly.
+    let stderr = std::fs::File::create(dir.path().join("stderr2")).unwrap();
+    let server = Server::start_with_stderr(&data, free_portal(), &[], Stdio::from(stderr));
+    server.stop();
+}
