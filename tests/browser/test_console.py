@@ -265,6 +265,9 @@ def test_live_monitor_moves_while_writing(page):
     )
     assert float(chart.get_attribute("data-peak-write-bps")) > 1e6
     expect(page.get_by_test_id("tile-dedup")).to_contain_text(":")
+    # Both reductions: the packs alone and the whole data directory (catalog included).
+    expect(page.get_by_test_id("tile-reduction-store")).to_contain_text(":")
+    expect(page.get_by_test_id("tile-reduction-disk")).to_contain_text(":")
     shot(page, "monitor-after-writing")
     assert soft_failures == [], soft_failures
 

@@ -250,8 +250,11 @@ function usagePanel(c, onExclusive) {
       ["Stored", bytes(u.stored_bytes) + estimate, "usage-stored"],
       ["Dedup", ratio(u.dedup_ratio), "usage-dedup"],
       ["Compression", ratio(u.compression_ratio), "usage-compression"],
-      ["Reduction", ratio(u.reduction_ratio), "usage-reduction"],
+      ["Reduction (store: packs)", ratio(u.reduction_ratio), "usage-reduction"],
     ];
+    if (u.reduction_ratio_on_disk !== undefined) {
+      rows.push(["Reduction (on disk, its estimated share)", `${ratio(u.reduction_ratio_on_disk)} (${bytes(u.on_disk_bytes)})`, "usage-reduction-disk"]);
+    }
     if (u.exclusive_stored_bytes !== undefined) {
       rows.push(["Only here", `${bytes(u.exclusive_stored_bytes)} stored, ${bytes(u.exclusive_unique_bytes)} unique`, "usage-exclusive"]);
     }

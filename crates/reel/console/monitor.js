@@ -289,6 +289,11 @@ export function mountMonitor(view) {
     const total = store.disk_total ?? (stats && stats.disk_total);
     const dedup = store.dedup_ratio ?? (stats && stats.dedup_ratio);
     const comp = store.compression_ratio ?? (stats && stats.compression_ratio);
+    // Two reductions: the packs alone, and everything the data directory takes (catalog too).
+    const reduction = store.reduction_ratio ?? (stats && stats.reduction_ratio);
+    const reductionOnDisk = store.reduction_ratio_on_disk ?? (stats && stats.reduction_ratio_on_disk);
+    const onDisk = store.on_disk_bytes ?? (stats && stats.on_disk_bytes);
+    const storeError = s && s.store_error;
     let bar = null;
     if (total && free !== undefined) {
       const usedPct = Math.max(0, Math.min(100, (100 * (total - free)) / total));
@@ -298,7 +303,9 @@ export function mountMonitor(view) {
         h("span", { style: `width:${usedPct.toFixed(1)}%` }),
       );
     }
+    const storeErrorNote = storeError ? [h("p", { class: "error", role: "alert", "data-testid": "store-error", text: storeError })] : [];
     clear(tiles).append(
+      ...storeErrorNote,
       tile("CPU", s && s.cpu_percent !== undefined ? `${Number(s.cpu_percent).toFixed(1)} %` : "–", "tile-cpu"),
       tile("Read", mbps(s && s.totals ? s.totals.read_bps : 0), "tile-read"),
       tile("Write", mbps(s && s.totals ? s.totals.write_bps : 0), "tile-write"),
@@ -306,6 +313,8 @@ export function mountMonitor(view) {
       tile("Compression ratio", ratio(comp), "tile-compression"),
       tile("Data on cartridges", bytes(logical), "tile-logical"),
       tile("Stored (after dedup + compression)", bytes(stored), "tile-stored"),
+      tile("Reduction: store (packs)", ratio(reduction), "tile-reduction-store"),
+      tile("Reduction: on disk (all of the data directory)", `${ratio(reductionOnDisk)} (${bytes(onDisk)})`, "tile-reduction-disk"),
       tile("Disk free", total ? `${bytes(free)} of ${bytes(total)}` : bytes(free), "tile-free", bar),
     );
   }

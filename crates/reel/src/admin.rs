@@ -214,7 +214,24 @@ pub fn stats(data: DataDirArg) -> anyhow::Result<()> {
     println!("stored (packs)    {}", human(s.stored_bytes));
     println!("dedup             {:.2}:1", s.dedup_ratio());
     println!("compression       {:.2}:1", s.compression_ratio());
-    println!("reduction         {:.2}:1", s.reduction_ratio());
+    let on_disk = crate::disk_usage::bytes_on_disk(&data.dir)?;
+    println!(
+        "on disk           {}  (everything under {})",
+        human(on_disk),
+        data.dir.display()
+    );
+    println!(
+        "reduction         {:.2}:1  (store: packs only)",
+        s.reduction_ratio()
+    );
+    println!(
+        "reduction         {:.2}:1  (on disk: the data directory, catalog included)",
+        if on_disk > 0 {
+            s.logical_bytes as f64 / on_disk as f64
+        } else {
+            1.0
+        }
+    );
     println!("chunks            {}  in {} packs", s.chunks, s.packs);
     Ok(())
 }

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod admin;
 mod config;
 mod data_dir;
+mod disk_usage;
 mod http;
 mod remote;
 mod serve;

@@ -257,7 +257,16 @@ fn print_cartridge(c: &Value) {
         println!("stored           {}{estimate}", human(&u["stored_bytes"]));
         println!("dedup            {}", ratio(&u["dedup_ratio"]));
         println!("compression      {}", ratio(&u["compression_ratio"]));
-        println!("reduction        {}", ratio(&u["reduction_ratio"]));
+        println!(
+            "reduction        {}  (store: packs only)",
+            ratio(&u["reduction_ratio"])
+        );
+        if u["reduction_ratio_on_disk"].is_number() {
+            println!(
+                "reduction        {}  (on disk: its share of the data directory, estimated)",
+                ratio(&u["reduction_ratio_on_disk"])
+            );
+        }
         if u["exclusive_stored_bytes"].is_u64() {
             println!(
                 "only on this one {} stored ({} unique)",
@@ -615,7 +624,15 @@ fn print_stats(v: &Value) {
     );
     println!("dedup            {}", ratio(&st["dedup_ratio"]));
     println!("compression      {}", ratio(&st["compression_ratio"]));
-    println!("reduction        {}", ratio(&st["reduction_ratio"]));
+    println!(
+        "reduction        {}  (store: packs only)",
+        ratio(&st["reduction_ratio"])
+    );
+    println!(
+        "reduction        {}  (on disk: the data directory, {}, catalog included)",
+        ratio(&st["reduction_ratio_on_disk"]),
+        human(&st["on_disk_bytes"])
+    );
     println!(
         "disk             {} free of {} ({:.0} % used)",
         crate::admin::human(free),

@@ -211,14 +211,22 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         env!("CARGO_PKG_VERSION"),
         dir.display()
     );
+    let on_disk = crate::disk_usage::bytes_on_disk(dir)
+        .with_context(|| format!("measuring {}", dir.display()))?;
     println!(
-        "library store ready: {} cartridges ({} … {}), {} written, {} stored ({:.2}:1)",
+        "library store ready: {} cartridges ({} … {}), {} written, {} in packs ({:.2}:1), {} on disk ({:.2}:1)",
         list.len(),
         list.first().map_or("-", |(_, i)| i.barcode().as_str()),
         list.last().map_or("-", |(_, i)| i.barcode().as_str()),
         human(stats.logical_bytes),
         human(stats.stored_bytes),
-        stats.reduction_ratio()
+        stats.reduction_ratio(),
+        human(on_disk),
+        if on_disk > 0 {
+            stats.logical_bytes as f64 / on_disk as f64
+        } else {
+            1.0
+        }
     );
     let libraries = open_libraries(&config, &carts)?;
     let server_config = target_server_config(&config, &libraries)?;

@@ -7,9 +7,10 @@ mod common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use common::api::Api;
 use common::tape::Tape;
 use common::{Server, free_portal};
 use serde_json::{Value, json};
@@ -17,50 +18,14 @@ use serde_json::{Value, json};
 const LIB_A: &str = "iqn.2026-11.org.reel:race-a";
 const LIB_B: &str = "iqn.2026-11.org.reel:race-b";
 
-#[derive(Clone)]
-struct Api {
-    base: String,
-    token: String,
-    agent: ureq::Agent,
-    /// 5xx answers seen (a race must end in a 4xx, never in a server error).
-    server_errors: Arc<AtomicU64>,
+/// What the race test asks of the libraries and the vault.
+trait Places {
+    fn occupied(&self) -> Vec<(String, String, u64, String)>;
+    fn addresses(&self, lib: &str, kind: &str) -> Vec<u64>;
+    fn vault_barcodes(&self, prefix: &str) -> Vec<String>;
 }
 
-impl Api {
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let url = format!("{}{path}", self.base);
-        let req = ureq::http::Request::builder()
-            .method(method)
-            .uri(&url)
-            .header("Authorization", format!("Bearer {}", self.token));
-        let response = match body {
-            Some(b) => self.agent.run(
-                req.header("Content-Type", "application/json")
-                    .body(b.to_string())
-                    .unwrap(),
-            ),
-            None => self.agent.run(req.body(()).unwrap()),
-        }
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let status = response.status().as_u16();
-        let text = response.into_body().read_to_string().unwrap_or_default();
-        let value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if status >= 500 {
-            eprintln!("{method} {path}: {status} {value}");
-            self.server_errors.fetch_add(1, Ordering::Relaxed);
-        }
-        (status, value)
-    }
-
-    fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        let (status, v) = self.call(method, path, body);
-        assert!(
-            (200..300).contains(&status),
-            "{method} {path}: {status} {v}"
-        );
-        v
-    }
-
+impl Places for Api {
     /// Every (library, kind, address, barcode) of a full element.
     fn occupied(&self) -> Vec<(String, String, u64, String)> {
         let mut out = Vec::new();
@@ -142,31 +107,7 @@ fn concurrent_catalog_changes_keep_every_cartridge_its_own() {
     .unwrap();
     let data = dir.path().join("data");
     let server = Server::start(&data, portal, &["--config", config_path.to_str().unwrap()]);
-    let password = std::fs::read_to_string(data.join("initial-admin-password")).unwrap();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_idle_connections(0)
-        .build()
-        .into();
-    let base = server.http.clone().unwrap();
-    let login = agent
-        .post(format!("{base}/api/v1/login"))
-        .header("Content-Type", "application/json")
-        .send(json!({"username": "admin", "password": password.trim()}).to_string())
-        .unwrap()
-        .into_body()
-        .read_to_string()
-        .unwrap();
-    let token = serde_json::from_str::<Value>(&login).unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let api = Api {
-        base,
-        token,
-        agent,
-        server_errors: Arc::new(AtomicU64::new(0)),
-    };
+    let api = Api::admin(&server, &data);
 
     // The written cartridges: one per drive of each library.
     let mut writers = Vec::new();

@@ -83,8 +83,15 @@ pub struct UsageView {
     pub dedup_ratio: f64,
     /// unique_bytes / stored_bytes.
     pub compression_ratio: f64,
-    /// logical_bytes / stored_bytes.
+    /// logical_bytes / stored_bytes (the packs alone).
     pub reduction_ratio: f64,
+    /// Its share of everything under the data directory (stored_bytes scaled by the store's
+    /// on-disk bytes per pack byte), estimated; absent when the store's figures are unreadable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_disk_bytes: Option<u64>,
+    /// logical_bytes / on_disk_bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reduction_ratio_on_disk: Option<f64>,
     /// Of unique_bytes, what no other cartridge references (only with `?exclusive=true`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exclusive_unique_bytes: Option<u64>,
@@ -105,6 +112,8 @@ impl From<StreamUsage> for UsageView {
             dedup_ratio: u.dedup_ratio(),
             compression_ratio: u.compression_ratio(),
             reduction_ratio: u.reduction_ratio(),
+            on_disk_bytes: None,
+            reduction_ratio_on_disk: None,
             exclusive_unique_bytes: u.exclusive.map(|e| e.unique_bytes),
             exclusive_stored_bytes: u.exclusive.map(|e| e.stored_bytes),
             exact: u.exact,
@@ -237,7 +246,22 @@ impl AppState {
     /// The cartridge's space in the store, or `None` (logged) if the catalog cannot say.
     fn usage(&self, barcode: &str, exclusive: Exclusive) -> Option<UsageView> {
         match self.cartridges.usage(barcode, exclusive) {
-            Ok(u) => Some(u.into()),
+            Ok(u) => {
+                let mut view = UsageView::from(u);
+                if let Ok(store) = self.monitor.store_view(false)
+                    && store.stored_bytes > 0
+                {
+                    let share = (view.stored_bytes as u128 * store.on_disk_bytes as u128
+                        / store.stored_bytes as u128) as u64;
+                    view.on_disk_bytes = Some(share);
+                    view.reduction_ratio_on_disk = Some(if share > 0 {
+                        view.logical_bytes as f64 / share as f64
+                    } else {
+                        1.0
+                    });
+                }
+                Some(view)
+            }
             Err(e) => {
                 tracing::warn!(barcode, error = %e, "cartridge usage");
                 None

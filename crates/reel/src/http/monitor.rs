@@ -54,19 +54,27 @@ pub struct Totals {
     pub write_bps: f64,
 }
 
+/// The store's figures. Two reductions, because the packs are not all a store takes: "store"
+/// is logical bytes over pack bytes, "on disk" is logical bytes over everything under the data
+/// directory (packs, catalog, audit log…), the figure `du -s DATA` gives.
 #[derive(Clone, Debug, Default, Serialize, ToSchema)]
 pub struct StoreView {
     /// Bytes the hosts wrote and the store keeps (all cartridges).
     pub logical_bytes: u64,
     /// Distinct chunk bytes before compression.
     pub unique_bytes: u64,
-    /// Bytes on the back end.
+    /// Bytes of pack objects on the back end.
     pub stored_bytes: u64,
+    /// Allocated bytes of everything under the data directory (as `du` counts them).
+    pub on_disk_bytes: u64,
     pub chunks: u64,
     pub packs: u64,
     pub dedup_ratio: f64,
     pub compression_ratio: f64,
+    /// logical_bytes / stored_bytes: the packs alone.
     pub reduction_ratio: f64,
+    /// logical_bytes / on_disk_bytes: what the data directory really takes.
+    pub reduction_ratio_on_disk: f64,
     /// File system of the data directory.
     pub disk_total: u64,
     pub disk_free: u64,
@@ -80,7 +88,10 @@ pub struct MonitorSample {
     pub drives: Vec<DriveRate>,
     pub initiators: Vec<InitiatorRate>,
     pub totals: Totals,
-    pub store: StoreView,
+    /// Absent when the store's figures could not be read (`store_error` says why).
+    pub store: Option<StoreView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store_error: Option<String>,
 }
 
 /// Raw counters of one moment.
@@ -99,7 +110,7 @@ pub struct Monitor {
     data_dir: PathBuf,
     previous: Mutex<Counters>,
     latest: watch::Sender<Arc<MonitorSample>>,
-    store: Mutex<(Option<Instant>, StoreView)>,
+    store: Mutex<(Option<Instant>, Result<StoreView, String>)>,
 }
 
 /// CPU seconds (user + system) of this process so far; 0 if /proc is unreadable.
@@ -122,7 +133,7 @@ impl Monitor {
             data_dir,
             previous: Mutex::new(Counters::default()),
             latest,
-            store: Mutex::new((None, StoreView::default())),
+            store: Mutex::new((None, Err("not read yet".into()))),
         });
         monitor.sample();
         monitor
@@ -155,9 +166,9 @@ impl Monitor {
         self.target.initiator_stats()
     }
 
-    /// Store statistics, refreshed at most every 5 s (they read the catalog).
-    /// The store's figures, at most 5 s old unless `fresh` (the catalog is read again).
-    pub fn store_view(&self, fresh: bool) -> StoreView {
+    /// The store's figures, at most 5 s old unless `fresh` (the catalog is read again). An error
+    /// when the catalog or the data directory cannot be read: never zeros in their place.
+    pub fn store_view(&self, fresh: bool) -> Result<StoreView, String> {
         let mut cached = self.store.lock();
         if !fresh
             && cached
@@ -166,28 +177,48 @@ impl Monitor {
         {
             return cached.1.clone();
         }
-        let mut view = StoreView::default();
-        if let Ok(s) = self.cartridges.store().stats() {
-            view = StoreView {
-                logical_bytes: s.logical_bytes,
-                unique_bytes: s.unique_bytes,
-                stored_bytes: s.stored_bytes,
-                chunks: s.chunks,
-                packs: s.packs,
-                dedup_ratio: s.dedup_ratio(),
-                compression_ratio: s.compression_ratio(),
-                reduction_ratio: s.reduction_ratio(),
-                disk_total: 0,
-                disk_free: 0,
-            };
-        }
-        if let Ok(fs) = nix::sys::statvfs::statvfs(&self.data_dir) {
-            let frag = fs.fragment_size();
-            view.disk_total = fs.blocks() * frag;
-            view.disk_free = fs.blocks_available() * frag;
-        }
+        let view = self.read_store_view();
         *cached = (Some(Instant::now()), view.clone());
         view
+    }
+
+    fn read_store_view(&self) -> Result<StoreView, String> {
+        let s = self
+            .cartridges
+            .store()
+            .stats()
+            .map_err(|e| format!("the store's statistics could not be read: {e}"))?;
+        let on_disk_bytes = crate::disk_usage::bytes_on_disk(&self.data_dir).map_err(|e| {
+            format!(
+                "the size of the data directory {} could not be read: {e}",
+                self.data_dir.display()
+            )
+        })?;
+        let fs = nix::sys::statvfs::statvfs(&self.data_dir).map_err(|e| {
+            format!(
+                "the file system of {} could not be read: {e}",
+                self.data_dir.display()
+            )
+        })?;
+        let frag = fs.fragment_size();
+        Ok(StoreView {
+            logical_bytes: s.logical_bytes,
+            unique_bytes: s.unique_bytes,
+            stored_bytes: s.stored_bytes,
+            on_disk_bytes,
+            chunks: s.chunks,
+            packs: s.packs,
+            dedup_ratio: s.dedup_ratio(),
+            compression_ratio: s.compression_ratio(),
+            reduction_ratio: s.reduction_ratio(),
+            reduction_ratio_on_disk: if on_disk_bytes > 0 {
+                s.logical_bytes as f64 / on_disk_bytes as f64
+            } else {
+                1.0
+            },
+            disk_total: fs.blocks() * frag,
+            disk_free: fs.blocks_available() * frag,
+        })
     }
 
     fn sample(&self) {
@@ -298,7 +329,18 @@ impl Monitor {
             drives,
             initiators,
             totals,
-            store: self.store_view(false),
+            store: None,
+            store_error: None,
+        };
+        let sample = match self.store_view(false) {
+            Ok(view) => MonitorSample {
+                store: Some(view),
+                ..sample
+            },
+            Err(why) => MonitorSample {
+                store_error: Some(why),
+                ..sample
+            },
         };
         self.latest.send_replace(Arc::new(sample));
     }
@@ -350,9 +392,11 @@ pub async fn stats(
 ) -> ApiResult<Json<StoreView>> {
     caller.require(Role::Viewer)?;
     // Fresh: a caller comparing before and after (a benchmark, a script) needs this moment's.
-    blocking(state, |s| Ok(s.monitor.store_view(true)))
-        .await
-        .map(Json)
+    blocking(state, |s| {
+        s.monitor.store_view(true).map_err(ApiError::internal)
+    })
+    .await
+    .map(Json)
 }
 
 #[derive(Serialize, ToSchema)]
@@ -467,7 +511,10 @@ impl Exposition {
     }
 }
 
-pub fn render_metrics(state: &AppState) -> String {
+/// The exposition, or why the store's figures could not be read (the scrape then fails, and
+/// Prometheus's `up` says so, rather than reporting zeros).
+pub fn render_metrics(state: &AppState) -> Result<String, String> {
+    let store = state.monitor.store_view(false)?;
     let mut m = Exposition(String::with_capacity(16 * 1024));
     // (library, drive index, counters, loaded)
     let mut drives = Vec::new();
@@ -638,8 +685,7 @@ pub fn render_metrics(state: &AppState) -> String {
         m.sample("reel_command_latency_seconds_count", l, c.commands);
     }
 
-    let store = state.monitor.store_view(false);
-    let gauges: [(&str, &str, f64); 12] = [
+    let gauges: [(&str, &str, f64); 15] = [
         (
             "reel_iscsi_sessions",
             "Logged-in iSCSI sessions.",
@@ -673,6 +719,21 @@ pub fn render_metrics(state: &AppState) -> String {
             store.compression_ratio,
         ),
         (
+            "reel_store_on_disk_bytes",
+            "Allocated bytes of everything under the data directory (packs, catalog, logs).",
+            store.on_disk_bytes as f64,
+        ),
+        (
+            "reel_store_reduction_ratio",
+            "Logical bytes per byte of pack objects.",
+            store.reduction_ratio,
+        ),
+        (
+            "reel_store_reduction_on_disk_ratio",
+            "Logical bytes per byte the data directory takes on disk.",
+            store.reduction_ratio_on_disk,
+        ),
+        (
             "reel_disk_free_bytes",
             "Free bytes on the data directory's file system.",
             store.disk_free as f64,
@@ -703,11 +764,11 @@ pub fn render_metrics(state: &AppState) -> String {
         "CPU time of the reel process.",
     );
     m.sample::<&str>("reel_process_cpu_seconds_total", &[], process_cpu_seconds());
-    m.0
+    Ok(m.0)
 }
 
 pub async fn metrics(State(state): State<Arc<AppState>>) -> ApiResult<impl IntoResponse> {
-    let text = blocking(state, |s| Ok(render_metrics(&s))).await?;
+    let text = blocking(state, |s| render_metrics(&s).map_err(ApiError::internal)).await?;
     Ok((
         [(
             header::CONTENT_TYPE,

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each test binary uses part of it
 
+pub mod api;
 pub mod tape;
 
 use std::io::{BufRead, BufReader};
