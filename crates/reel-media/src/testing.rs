@@ -1267,13 +1267,14 @@ mod tests {
     }
 
     #[test]
-    #[should_panic]
+    // The object after the truncation point survives: the next write lands one object late.
+    #[should_panic(expected = "step 5: position after Write")]
     fn reference_model_detects_wrong_truncate() {
         run_reference_model(buggy(Bug::TruncateKeepsOneMore), &overwrite_case());
     }
 
     #[test]
-    #[should_panic]
+    #[should_panic(expected = "p0 record 0 contents differ")]
     fn reference_model_detects_corrupt_data() {
         run_reference_model(buggy(Bug::CorruptsLastByte), &overwrite_case());
     }
