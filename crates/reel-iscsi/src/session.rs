@@ -16,6 +16,7 @@
 //!   answer in place ends the connection (§7.1.4.1 / §7.11).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
@@ -103,6 +104,11 @@ pub struct Command {
     pub attr: TaskAttr,
     pub data_out: Bytes,
     pub data_in_len: u32,
+    /// The command's Expected Data Transfer Length for Data-Out exceeded its LUN's
+    /// [`DataOutLimit`]: none of its Data-Out was solicited or kept (`data_out` is empty).
+    /// The transport must not execute it but answer it with the CHECK CONDITION its device
+    /// chooses (the protocol core knows no SCSI meaning).
+    pub data_out_refused: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,6 +155,8 @@ struct Task {
     unsolicited_data_sn: u32,
     /// Next offset we have not yet asked for with an R2T.
     next_r2t_offset: u32,
+    /// Over the LUN's Data-Out limit: its data is discarded as it arrives, never solicited.
+    refused: bool,
     /// Outstanding R2Ts: ttt -> (offset, length, received within it).
     r2ts: Vec<R2tWindow>,
     r2t_sn: u32,
@@ -172,6 +180,41 @@ struct PendingTmf {
     waiting_for: Vec<u32>,
 }
 
+/// The most Data-Out bytes one command may carry, by LUN field, as the transport's devices
+/// can take them. A command whose Expected Data Transfer Length exceeds it has none of its
+/// data buffered or solicited (see [`Command::data_out_refused`]), so what a peer makes us
+/// hold is bounded by the devices, not by the 4 GiB the field allows.
+#[derive(Clone)]
+pub struct DataOutLimit(Arc<dyn Fn(&[u8; 8]) -> u32 + Send + Sync>);
+
+impl DataOutLimit {
+    /// A limit computed from the 8-byte LUN field of each command.
+    pub fn new(limit: impl Fn(&[u8; 8]) -> u32 + Send + Sync + 'static) -> Self {
+        DataOutLimit(Arc::new(limit))
+    }
+
+    /// The same limit for every LUN.
+    pub fn fixed(bytes: u32) -> Self {
+        Self::new(move |_| bytes)
+    }
+
+    /// No limit but the field's own (tests, and peers we trust).
+    pub fn unlimited() -> Self {
+        Self::fixed(u32::MAX)
+    }
+
+    /// The limit for a command addressed to `lun`.
+    pub fn of(&self, lun: &[u8; 8]) -> u32 {
+        (self.0)(lun)
+    }
+}
+
+impl std::fmt::Debug for DataOutLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DataOutLimit(..)")
+    }
+}
+
 /// Settings that are not negotiated keys.
 #[derive(Clone, Debug)]
 pub struct ConnectionConfig {
@@ -179,6 +222,8 @@ pub struct ConnectionConfig {
     pub queue_depth: u32,
     /// True for a discovery session: only Text, NOP and Logout are allowed (RFC 7143 §4.3, discovery sessions).
     pub discovery: bool,
+    /// Most Data-Out bytes a command may carry, per LUN.
+    pub data_out_limit: DataOutLimit,
 }
 
 /// Target side of one full-feature connection.
@@ -633,6 +678,7 @@ impl TargetConnection {
             self.respond_status(cmd.itt, 0x02, Some(sense), 0, false);
             return;
         }
+        let refused = cmd.write && edtl > self.config.data_out_limit.of(&cmd.lun);
         let mut task = Task {
             lun: cmd.lun,
             cdb: cmd.cdb,
@@ -646,11 +692,17 @@ impl TargetConnection {
             unsolicited_left: 0,
             unsolicited_data_sn: 0,
             next_r2t_offset: 0,
+            refused,
             r2ts: Vec::new(),
             r2t_sn: 0,
         };
         let data_out = if cmd.write { edtl } else { 0 };
-        if data_out > 0 {
+        if refused {
+            // Too long for the device: keep none of it and solicit nothing (no R2T). The
+            // command goes out in CmdSN order to be answered with CHECK CONDITION; unsolicited
+            // Data-Out the initiator may still send (§13.10) is dropped on arrival.
+            drop(cmd.data);
+        } else if data_out > 0 {
             if immediate_len > 0 {
                 task.data.push((0, cmd.data));
             }
@@ -732,11 +784,19 @@ impl TargetConnection {
             // TASK the initiator may still send data it had in flight).
             return;
         };
+        let len = data.data.len() as u32;
+        if task.refused {
+            // Unsolicited data of a refused command (see on_command) is dropped; once the
+            // command is answered its tag is gone and late data is dropped as unknown.
+            if data.ttt != RESERVED_TAG {
+                self.protocol_error(bhs, "solicited Data-Out for a command we solicited none of");
+            }
+            return;
+        }
         if !matches!(task.state, TaskState::Collecting) {
             self.protocol_error(bhs, "Data-Out for a task that expects no more data");
             return;
         }
-        let len = data.data.len() as u32;
         let end = data.buffer_offset as u64 + len as u64;
         if end > task.expected_length as u64 {
             self.protocol_error(bhs, "Data-Out beyond the expected data transfer length");
@@ -804,7 +864,11 @@ impl TargetConnection {
             }
             self.dispatch_order.pop_front();
             task.state = TaskState::Executing;
-            let data_out = assemble(std::mem::take(&mut task.data), task.expected_length);
+            let data_out = if task.refused {
+                Bytes::new()
+            } else {
+                assemble(std::mem::take(&mut task.data), task.expected_length)
+            };
             let data_in_len = if task.read { task.expected_length } else { 0 };
             self.events.push_back(Event::Execute(Command {
                 itt,
@@ -813,6 +877,7 @@ impl TargetConnection {
                 attr: task.attr,
                 data_out,
                 data_in_len,
+                data_out_refused: task.refused,
             }));
         }
     }
