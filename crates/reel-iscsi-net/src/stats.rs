@@ -230,8 +230,14 @@ mod tests {
         let live = r.for_initiator("iqn.live", Some("t"));
         live.record(0, 1, 0, 0, &[], Duration::ZERO);
         for i in 0..100 {
-            r.for_initiator(&format!("iqn.gone-{i}"), Some("t"))
-                .record(0, 1, 0, 0, &[], Duration::ZERO);
+            r.for_initiator(&format!("iqn.gone-{i}"), Some("t")).record(
+                0,
+                1,
+                0,
+                0,
+                &[],
+                Duration::ZERO,
+            );
         }
         let snap = r.snapshot();
         assert_eq!(snap.len(), 3, "{snap:?}");

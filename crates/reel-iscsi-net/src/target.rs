@@ -18,8 +18,8 @@ use parking_lot::Mutex;
 use reel_iscsi::login::{LoginOutcome, LoginStep, PortalConfig, SessionKind, TargetLogin};
 use reel_iscsi::pdu::{Frame, FrameError, FrameLimits, Framer, Pdu};
 use reel_iscsi::session::{
-    CloseReason, ConnectionConfig, DataOutLimit, Event, ScsiOutcome, TargetConnection,
-    TmfFunction, tmf_response,
+    CloseReason, ConnectionConfig, DataOutLimit, Event, ScsiOutcome, TargetConnection, TmfFunction,
+    tmf_response,
 };
 use reel_iscsi::text::TextResponder;
 use reel_scsi::{ItNexus, LunTable, TaskManagement};

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use reel_iscsi::chap::ChapCredentials;
 use reel_iscsi::initiator_login::{InitiatorLoginConfig, LoginError};
+use reel_iscsi::login::status;
 use reel_iscsi::login::{PortalConfig, TargetConfig};
 use reel_iscsi::params::{DigestPreference, Limits};
 use reel_iscsi::session::TmfFunction;
-use reel_iscsi::login::status;
 use reel_iscsi_net::{
     Client, ClientError, ClientOptions, DEFAULT_MAX_SESSIONS, TargetServer, TargetServerConfig,
 };

@@ -408,8 +408,9 @@ mod tests {
     fn duplicate_key_check_is_linear() {
         // 200 000 distinct keys (more than a login can carry) and then a repeat: a quadratic
         // scan needs ~2*10^10 comparisons (minutes), a linear one milliseconds.
-        let mut pairs: Vec<(String, String)> =
-            (0..200_000).map(|i| (format!("X-k{i}"), String::new())).collect();
+        let mut pairs: Vec<(String, String)> = (0..200_000)
+            .map(|i| (format!("X-k{i}"), String::new()))
+            .collect();
         let started = std::time::Instant::now();
         assert_eq!(super::duplicate_key(&pairs), None);
         pairs.push(("X-k123".into(), "v".into()));

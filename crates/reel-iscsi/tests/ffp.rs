@@ -350,7 +350,13 @@ fn write_over_the_lun_limit_is_refused_without_buffering_or_r2t() {
         let r2t_itts: std::collections::BTreeSet<u32> = pair
             .pdus_to_initiator
             .iter()
-            .filter_map(|p| if let Pdu::R2t(r) = p { Some(r.itt) } else { None })
+            .filter_map(|p| {
+                if let Pdu::R2t(r) = p {
+                    Some(r.itt)
+                } else {
+                    None
+                }
+            })
             .collect();
         assert!(!r2t_itts.contains(&big) && !r2t_itts.contains(&other_lun));
         assert!(r2t_itts.contains(&small));

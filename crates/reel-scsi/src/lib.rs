@@ -34,8 +34,8 @@ use std::sync::Arc;
 pub use bytes::Bytes;
 pub use cdb::{Cdb, CdbError, Opcode, SpcCommand};
 pub use device::{
-    Command, DEFAULT_MAX_TRANSFER_LENGTH, DeviceContext, Identity, Personality, ScsiDevice, ScsiResult, TimestampClock,
-    TransportIdEncoder, default_transport_id,
+    Command, DEFAULT_MAX_TRANSFER_LENGTH, DeviceContext, Identity, Personality, ScsiDevice,
+    ScsiResult, TimestampClock, TransportIdEncoder, default_transport_id,
 };
 pub use log::{LogPageControl, LogParameter};
 pub use lun_table::{LunTable, WLUN_REPORT_LUNS, decode_lun, encode_lun};

@@ -253,7 +253,11 @@ mod tests {
         let mut table = LunTable::new();
         table.insert(0, Arc::new(ScsiDevice::new(NullDisk::new(512, 1 << 20))));
         assert_eq!(table.max_data_out(encode_lun(0)), 64 << 20);
-        assert_eq!(table.max_data_out(encode_lun(1)), 0, "absent LUNs take no data");
+        assert_eq!(
+            table.max_data_out(encode_lun(1)),
+            0,
+            "absent LUNs take no data"
+        );
         let nexus = ItNexus::new("iqn.t,i,0x000000000001", 1);
         let write10 = [0x2a, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0];
         let refuse = |lun| {
@@ -270,7 +274,10 @@ mod tests {
         };
         // The first command of a nexus reports the power-on unit attention (SAM-5 §5.14).
         let first = refuse(0);
-        assert_eq!(parse_sense(first.sense.as_deref().unwrap()).unwrap().key, crate::SenseKey::UNIT_ATTENTION);
+        assert_eq!(
+            parse_sense(first.sense.as_deref().unwrap()).unwrap().key,
+            crate::SenseKey::UNIT_ATTENTION
+        );
         let refused = refuse(0);
         assert_eq!(refused.status, Status::CheckCondition);
         let sense = parse_sense(refused.sense.as_deref().unwrap()).unwrap();

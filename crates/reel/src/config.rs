@@ -799,14 +799,20 @@ mod tests {
     #[test]
     fn max_sessions_defaults_parses_and_is_bounded() {
         let config = parse("[iscsi]\nlisten = [\"127.0.0.1:3260\"]\n").unwrap();
-        assert_eq!(config.iscsi.max_sessions, reel_iscsi_net::DEFAULT_MAX_SESSIONS);
+        assert_eq!(
+            config.iscsi.max_sessions,
+            reel_iscsi_net::DEFAULT_MAX_SESSIONS
+        );
         let config = parse("[iscsi]\nmax_sessions = 3\n").unwrap();
         assert_eq!(config.iscsi.max_sessions, 3);
         for bad in ["0", "4097"] {
             let err = parse(&format!("[iscsi]\nmax_sessions = {bad}\n"))
                 .unwrap_err()
                 .to_string();
-            assert!(err.contains("iscsi.max_sessions must be 1 to 4096"), "{err}");
+            assert!(
+                err.contains("iscsi.max_sessions must be 1 to 4096"),
+                "{err}"
+            );
         }
         let err = parse("[iscsi]\nmax_sessions = -1\n")
             .unwrap_err()

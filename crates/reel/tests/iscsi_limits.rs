@@ -172,14 +172,21 @@ async fn oversized_transfers_get_check_condition_and_memory_stays_bounded() {
     // Fixed mode with 512 KiB blocks, then a READ(6) of 2^24 - 1 blocks (8 TiB): refused
     // before the drive collects anything (SSC-4 READ(6), TRANSFER LENGTH at byte 2).
     let block = (512u32 << 10).to_be_bytes();
-    let mode = Bytes::from(vec![0, 0, 0x10, 8, 0, 0, 0, 0, 0, block[1], block[2], block[3]]);
+    let mode = Bytes::from(vec![
+        0, 0, 0x10, 8, 0, 0, 0, 0, 0, block[1], block[2], block[3],
+    ]);
     let r = tape
         .execute(1, &[0x15, 0x10, 0, 0, 12, 0], mode, 0)
         .await
         .unwrap();
     assert_eq!(r.status, 0, "MODE SELECT: {:02x?}", r.sense);
     let r = tape
-        .execute(1, &[0x08, 0x01, 0xff, 0xff, 0xff, 0], Bytes::new(), u32::MAX)
+        .execute(
+            1,
+            &[0x08, 0x01, 0xff, 0xff, 0xff, 0],
+            Bytes::new(),
+            u32::MAX,
+        )
         .await
         .unwrap();
     assert_eq!(r.status, 2);
@@ -218,11 +225,23 @@ async fn one_login_beyond_max_sessions_is_refused_out_of_resources() {
     let discovery = Client::connect(server.portal, login(None, 2), ClientOptions::default())
         .await
         .unwrap();
-    let refused = Client::connect(server.portal, login(Some(LIBRARY), 3), ClientOptions::default()).await;
+    let refused = Client::connect(
+        server.portal,
+        login(Some(LIBRARY), 3),
+        ClientOptions::default(),
+    )
+    .await;
     match refused {
-        Err(ClientError::Login(LoginError::Status { class, detail, message })) => {
+        Err(ClientError::Login(LoginError::Status {
+            class,
+            detail,
+            message,
+        })) => {
             // RFC 7143 §11.13.5: class 3 (target error), 02h "out of resources".
-            assert_eq!(u16::from(class) << 8 | u16::from(detail), status::OUT_OF_RESOURCES);
+            assert_eq!(
+                u16::from(class) << 8 | u16::from(detail),
+                status::OUT_OF_RESOURCES
+            );
             assert_eq!(message, "out of resources");
         }
         Err(other) => panic!("expected a login status, got {other}"),
@@ -234,7 +253,13 @@ async fn one_login_beyond_max_sessions_is_refused_out_of_resources() {
     assert_eq!(discovery.logout().await.unwrap(), 0);
     let deadline = Instant::now() + Duration::from_secs(10);
     let third = loop {
-        match Client::connect(server.portal, login(Some(LIBRARY), 3), ClientOptions::default()).await {
+        match Client::connect(
+            server.portal,
+            login(Some(LIBRARY), 3),
+            ClientOptions::default(),
+        )
+        .await
+        {
             Ok(client) => break client,
             Err(e) if Instant::now() < deadline => {
                 let _ = e;
