@@ -185,7 +185,10 @@ struct PendingTmf {
 /// data buffered or solicited (see [`Command::data_out_refused`]), so what a peer makes us
 /// hold is bounded by the devices, not by the 4 GiB the field allows.
 #[derive(Clone)]
-pub struct DataOutLimit(Arc<dyn Fn(&[u8; 8]) -> u32 + Send + Sync>);
+pub struct DataOutLimit(Arc<LimitFn>);
+
+/// Bytes of Data-Out allowed for a command to this 8-byte LUN field.
+type LimitFn = dyn Fn(&[u8; 8]) -> u32 + Send + Sync;
 
 impl DataOutLimit {
     /// A limit computed from the 8-byte LUN field of each command.
