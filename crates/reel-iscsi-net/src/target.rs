@@ -51,6 +51,11 @@ pub struct TargetServerConfig {
     pub max_sessions: usize,
 }
 
+/// Data-Out one connection admits at once beyond the oldest command (see
+/// [`ConnectionConfig::data_out_budget`]): a tape drive's commands run one at a time, so data
+/// solicited far ahead of them only waits in memory.
+pub const DATA_OUT_BUDGET: u64 = 32 << 20;
+
 /// [`TargetServerConfig::max_sessions`] when the configuration does not say.
 pub const DEFAULT_MAX_SESSIONS: usize = 64;
 
@@ -443,6 +448,7 @@ async fn full_feature(
                 }
                 None => DataOutLimit::fixed(0),
             },
+            data_out_budget: DATA_OUT_BUDGET,
         },
         Some(text),
         outcome.exp_cmd_sn,

@@ -157,6 +157,8 @@ struct Task {
     next_r2t_offset: u32,
     /// Over the LUN's Data-Out limit: its data is discarded as it arrives, never solicited.
     refused: bool,
+    /// Data-Out bytes admitted for this task (counted in `TargetConnection::committed`).
+    committed: u32,
     /// Outstanding R2Ts: ttt -> (offset, length, received within it).
     r2ts: Vec<R2tWindow>,
     r2t_sn: u32,
@@ -227,6 +229,12 @@ pub struct ConnectionConfig {
     pub discovery: bool,
     /// Most Data-Out bytes a command may carry, per LUN.
     pub data_out_limit: DataOutLimit,
+    /// Most Data-Out bytes the connection admits at once: immediate and unsolicited data it
+    /// allows plus what its R2Ts ask for, held until the task ends. A later command is
+    /// solicited only within it; the oldest command not yet handed out only waits for running
+    /// commands to end (never for later ones, which cannot run before it), so with them the
+    /// connection holds at most about twice the budget plus one command.
+    pub data_out_budget: u64,
 }
 
 /// Target side of one full-feature connection.
@@ -237,6 +245,8 @@ pub struct TargetConnection {
     stat_sn: u32,
     exp_cmd_sn: u32,
     tasks: HashMap<u32, Task>,
+    /// Sum of the tasks' admitted Data-Out (see [`ConnectionConfig::data_out_budget`]).
+    committed: u64,
     /// Non-immediate PDUs that arrived ahead of ExpCmdSN, by CmdSN.
     early: BTreeMap<u32, Pdu>,
     /// Tasks in CmdSN order, not yet handed out.
@@ -321,6 +331,7 @@ impl TargetConnection {
             stat_sn,
             exp_cmd_sn,
             tasks: HashMap::new(),
+            committed: 0,
             early: BTreeMap::new(),
             dispatch_order: VecDeque::new(),
             next_ttt: 1,
@@ -625,7 +636,7 @@ impl TargetConnection {
                     .map(|(itt, _)| *itt)
                     .collect();
                 for itt in collecting {
-                    self.tasks.remove(&itt);
+                    self.forget(itt);
                     self.dispatch_order.retain(|t| *t != itt);
                 }
                 self.maybe_finish_logout();
@@ -696,6 +707,7 @@ impl TargetConnection {
             unsolicited_data_sn: 0,
             next_r2t_offset: 0,
             refused,
+            committed: 0,
             r2ts: Vec::new(),
             r2t_sn: 0,
         };
@@ -718,6 +730,10 @@ impl TargetConnection {
             };
             task.unsolicited_left = unsolicited_total - immediate_len;
             task.next_r2t_offset = unsolicited_total;
+            // What the initiator may send unasked is admitted whatever the budget (at most
+            // FirstBurstLength per command, queue_depth commands).
+            task.committed = unsolicited_total;
+            self.committed += u64::from(unsolicited_total);
             if task.received < data_out {
                 task.state = TaskState::Collecting;
             }
@@ -736,10 +752,23 @@ impl TargetConnection {
     fn issue_r2ts(&mut self, itt: u32) {
         let max_outstanding = self.params.max_outstanding_r2t.max(1) as usize;
         let max_burst = self.params.max_burst_length.max(512);
+        // The oldest command not yet handed out must not wait for later ones (they cannot run
+        // before it): it waits only for commands already running, which end on their own.
+        let oldest = self.dispatch_order.front() == Some(&itt);
+        let running: u64 = if oldest {
+            self.tasks
+                .values()
+                .filter(|t| matches!(t.state, TaskState::Executing | TaskState::Aborted))
+                .map(|t| u64::from(t.committed))
+                .sum()
+        } else {
+            0
+        };
         loop {
             let (exp_cmd_sn, max_cmd_sn, stat_sn) =
                 (self.exp_cmd_sn, self.max_cmd_sn(), self.stat_sn);
             let ttt_candidate = self.next_ttt;
+            let committed = self.committed;
             let Some(task) = self.tasks.get_mut(&itt) else {
                 return;
             };
@@ -754,6 +783,18 @@ impl TargetConnection {
                 return;
             }
             let length = (task.expected_length - task.next_r2t_offset).min(max_burst);
+            let budget = self.config.data_out_budget;
+            let admitted = if oldest {
+                running == 0 || running + u64::from(task.committed + length) <= budget
+            } else {
+                committed + u64::from(length) <= budget
+            };
+            if !admitted {
+                // Asked for once running tasks release theirs (see `solicit_waiting`).
+                return;
+            }
+            task.committed += length;
+            self.committed += u64::from(length);
             let window = R2tWindow {
                 ttt: ttt_candidate,
                 offset: task.next_r2t_offset,
@@ -883,12 +924,14 @@ impl TargetConnection {
                 data_out_refused: task.refused,
             }));
         }
+        // The oldest command still collecting may have changed: it is always served.
+        self.solicit_waiting();
     }
 
     /// Ends a task that is still receiving data with CHECK CONDITION, ABORTED COMMAND and the
     /// given ASC/ASCQ (§11.4.7.2); Data-Out still in flight for it is discarded on arrival.
     fn fail_task(&mut self, itt: u32, asc: u8, ascq: u8) {
-        if self.tasks.remove(&itt).is_none() {
+        if self.forget(itt).is_none() {
             return;
         }
         self.dispatch_order.retain(|t| *t != itt);
@@ -903,7 +946,7 @@ impl TargetConnection {
 
     /// Reports the end of a command handed out with [`Event::Execute`].
     pub fn complete(&mut self, itt: u32, outcome: ScsiOutcome) {
-        let Some(task) = self.tasks.remove(&itt) else {
+        let Some(task) = self.forget(itt) else {
             return;
         };
         let aborted = matches!(task.state, TaskState::Aborted);
@@ -913,6 +956,35 @@ impl TargetConnection {
         }
         self.settle_tmfs(itt);
         self.maybe_finish_logout();
+        // Its admitted Data-Out is released: commands waiting for R2Ts may get them.
+        self.solicit_waiting();
+    }
+
+    /// Removes a task and releases its admitted Data-Out.
+    fn forget(&mut self, itt: u32) -> Option<Task> {
+        let task = self.tasks.remove(&itt)?;
+        self.committed -= u64::from(task.committed);
+        Some(task)
+    }
+
+    /// Sends the R2Ts the budget held back, oldest command first.
+    fn solicit_waiting(&mut self) {
+        if self.closed {
+            return;
+        }
+        let waiting: Vec<u32> = self
+            .dispatch_order
+            .iter()
+            .copied()
+            .filter(|itt| {
+                self.tasks
+                    .get(itt)
+                    .is_some_and(|t| matches!(t.state, TaskState::Collecting))
+            })
+            .collect();
+        for itt in waiting {
+            self.issue_r2ts(itt);
+        }
     }
 
     fn send_result(
@@ -1094,7 +1166,7 @@ impl TargetConnection {
                     waiting_for.push(itt);
                 }
                 _ => {
-                    self.tasks.remove(&itt);
+                    self.forget(itt);
                     self.dispatch_order.retain(|t| *t != itt);
                 }
             }
@@ -1173,6 +1245,7 @@ impl TargetConnection {
             }
             _ => false,
         });
+        self.committed = self.tasks.values().map(|t| u64::from(t.committed)).sum();
         self.dispatch_order.clear();
         self.early.clear();
         self.outbox.clear();

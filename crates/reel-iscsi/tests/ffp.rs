@@ -115,6 +115,7 @@ impl Pair {
                 queue_depth,
                 discovery: false,
                 data_out_limit: DataOutLimit::unlimited(),
+                data_out_budget: u64::MAX,
             },
             None,
             1,
@@ -323,6 +324,7 @@ fn write_over_the_lun_limit_is_refused_without_buffering_or_r2t() {
                 discovery: false,
                 // LUN 1 takes up to 1 MiB per command, others 4 KiB.
                 data_out_limit: DataOutLimit::new(|lun| if lun[1] == 1 { 1 << 20 } else { 4096 }),
+                data_out_budget: u64::MAX,
             },
             None,
             1,
@@ -362,6 +364,74 @@ fn write_over_the_lun_limit_is_refused_without_buffering_or_r2t() {
         assert!(r2t_itts.contains(&small));
         assert_eq!(pair.target.task_count(), 0);
     }
+}
+
+/// Bytes the target asked for with R2Ts so far.
+fn solicited(pair: &Pair) -> u64 {
+    pair.pdus_to_initiator
+        .iter()
+        .filter_map(|p| {
+            if let Pdu::R2t(r) = p {
+                Some(u64::from(r.desired_length))
+            } else {
+                None
+            }
+        })
+        .sum()
+}
+
+/// With commands held on the device, R2Ts stop at the connection's Data-Out budget and resume
+/// as running commands end; every write still completes, in order, with its data.
+#[test]
+fn data_out_beyond_the_budget_waits_for_running_commands() {
+    let p = params(|p| {
+        p.immediate_data = false;
+        p.initial_r2t = true;
+        p.max_outstanding_r2t = 4;
+    });
+    let mut pair = Pair::new(p.clone(), 16);
+    pair.target = TargetConnection::new(
+        p,
+        ConnectionConfig {
+            queue_depth: 16,
+            discovery: false,
+            data_out_limit: DataOutLimit::unlimited(),
+            data_out_budget: 1 << 20,
+        },
+        None,
+        1,
+        100,
+    );
+    pair.device.hold = true;
+    let data: Vec<Bytes> = (0..8)
+        .map(|i| Bytes::from(vec![i as u8; 512 << 10]))
+        .collect();
+    let itts: Vec<u32> = data
+        .iter()
+        .map(|d| {
+            pair.initiator
+                .scsi(0, &write_cdb(), d.clone(), 0, TaskAttr::Simple)
+        })
+        .collect();
+    pair.pump();
+    // Two 512 KiB writes fill the 1 MiB budget; they run (held), the rest wait for R2Ts.
+    assert_eq!(pair.device.held.len(), 2);
+    assert_eq!(solicited(&pair), 1 << 20);
+    let mut completed = 0u64;
+    while !pair.device.held.is_empty() {
+        let itt = pair.device.held.remove(0);
+        pair.target.complete(itt, ScsiOutcome::default());
+        completed += 512 << 10;
+        pair.pump();
+        assert!(
+            solicited(&pair) - completed <= 1 << 20,
+            "{} bytes admitted with {completed} released",
+            solicited(&pair)
+        );
+    }
+    assert_eq!(pair.device.written, data);
+    assert!(itts.iter().all(|itt| pair.result(*itt).status == 0));
+    assert_eq!(pair.target.task_count(), 0);
 }
 
 #[test]
@@ -831,7 +901,7 @@ proptest! {
     fn tampered_traffic_never_panics(flips in prop::collection::vec((0usize..5000, any::<u8>()), 1..8),
                                      digests in any::<bool>()) {
         let p = params(|p| { p.header_digest = digests; p.data_digest = digests; p.max_outstanding_r2t = 2; });
-        let mut target = TargetConnection::new(p.clone(), ConnectionConfig { queue_depth: 8, discovery: false, data_out_limit: DataOutLimit::fixed(2000) }, None, 1, 1);
+        let mut target = TargetConnection::new(p.clone(), ConnectionConfig { queue_depth: 8, discovery: false, data_out_limit: DataOutLimit::fixed(4096), data_out_budget: 2048 }, None, 1, 1);
         let mut initiator = InitiatorSession::new(p, SessionConfig::default(), 1, 1, 8);
         initiator.scsi(0, &write_cdb(), pattern(3000), 0, TaskAttr::Simple);
         initiator.scsi(0, &read_cdb(), Bytes::new(), 3000, TaskAttr::Ordered);
