@@ -48,7 +48,12 @@ fn execute(job: Job) -> (u32, ScsiOutcome) {
         data_in_len: job.command.data_in_len,
         attribute: attribute(job.command.attr),
     };
-    let response = job.luns.execute(lun, request);
+    // Data-Out beyond the unit's limit was never received: the unit answers without running it.
+    let response = if job.command.data_out_refused {
+        job.luns.refuse_data_out(lun, request)
+    } else {
+        job.luns.execute(lun, request)
+    };
     (job.command.itt, outcome_from(response))
 }
 

@@ -3,12 +3,23 @@
 //! Counters are kept per (initiator name, target) and survive reconnects, so they only
 //! grow (what Prometheus counters require). One connection task updates its session's
 //! counters; readers take snapshots.
+//!
+//! Bounded: initiator names are the peer's choice, so the registry keeps at most
+//! [`MAX_INITIATORS`] entries beyond those of live sessions, evicting the initiator idle the
+//! longest (its series end, as after a restart); one initiator's counters track at most
+//! [`MAX_LUNS_PER_INITIATOR`] LUNs (commands to further LUN numbers are not counted).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+
+/// Most (initiator, target) entries kept once their sessions have ended.
+pub const MAX_INITIATORS: usize = 1024;
+
+/// Most LUNs counted for one initiator on one target.
+pub const MAX_LUNS_PER_INITIATOR: usize = 1024;
 
 /// Upper bounds (µs) of the command latency histogram buckets; a last bucket counts the rest.
 pub const LATENCY_BUCKETS_US: [u64; 12] = [
@@ -78,8 +89,11 @@ impl InitiatorCounters {
         sense: &[u8],
         latency: Duration,
     ) {
-        self.by_lun
-            .lock()
+        let mut by_lun = self.by_lun.lock();
+        if by_lun.len() >= MAX_LUNS_PER_INITIATOR && !by_lun.contains_key(&lun) {
+            return;
+        }
+        by_lun
             .entry(lun)
             .or_default()
             .record(written, read, status, sense, latency);
@@ -104,30 +118,70 @@ pub struct InitiatorStats {
 type InitiatorKey = (String, Option<String>);
 
 /// All initiators' counters.
-#[derive(Default)]
 pub(crate) struct StatsRegistry {
-    counters: Mutex<HashMap<InitiatorKey, Arc<InitiatorCounters>>>,
+    capacity: usize,
+    inner: Mutex<Registry>,
+}
+
+#[derive(Default)]
+struct Registry {
+    /// Counters and the logical time of the last session that asked for them.
+    counters: HashMap<InitiatorKey, (Arc<InitiatorCounters>, u64)>,
+    clock: u64,
+}
+
+impl Default for StatsRegistry {
+    fn default() -> Self {
+        Self::with_capacity(MAX_INITIATORS)
+    }
 }
 
 impl StatsRegistry {
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
+        StatsRegistry {
+            capacity: capacity.max(1),
+            inner: Mutex::new(Registry::default()),
+        }
+    }
+
     pub(crate) fn for_initiator(
         &self,
         initiator: &str,
         target: Option<&str>,
     ) -> Arc<InitiatorCounters> {
-        self.counters
-            .lock()
-            .entry((initiator.to_string(), target.map(str::to_string)))
-            .or_default()
-            .clone()
+        let mut inner = self.inner.lock();
+        inner.clock += 1;
+        let now = inner.clock;
+        let key = (initiator.to_string(), target.map(str::to_string));
+        if let Some((counters, used)) = inner.counters.get_mut(&key) {
+            *used = now;
+            return counters.clone();
+        }
+        if inner.counters.len() >= self.capacity {
+            // Evict the entry idle the longest among those no session holds (a session holds
+            // a clone); with every entry live the map is bounded by the sessions instead.
+            let idle = inner
+                .counters
+                .iter()
+                .filter(|(_, (counters, _))| Arc::strong_count(counters) == 1)
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(key, _)| key.clone());
+            if let Some(idle) = idle {
+                inner.counters.remove(&idle);
+            }
+        }
+        let counters = Arc::new(InitiatorCounters::default());
+        inner.counters.insert(key, (counters.clone(), now));
+        counters
     }
 
     pub(crate) fn snapshot(&self) -> Vec<InitiatorStats> {
         let mut all: Vec<InitiatorStats> = self
-            .counters
+            .inner
             .lock()
+            .counters
             .iter()
-            .map(|((initiator, target), c)| InitiatorStats {
+            .map(|((initiator, target), (c, _))| InitiatorStats {
                 initiator: initiator.clone(),
                 target: target.clone(),
                 by_lun: c.snapshot(),
@@ -167,6 +221,44 @@ mod tests {
             "20 s overflows"
         );
         assert_eq!(lun.latency_sum_us, 20_003_040);
+    }
+
+    #[test]
+    fn registry_evicts_the_longest_idle_initiators_beyond_its_capacity() {
+        let r = StatsRegistry::with_capacity(3);
+        // A live session holds its counters; the others logged out long ago.
+        let live = r.for_initiator("iqn.live", Some("t"));
+        live.record(0, 1, 0, 0, &[], Duration::ZERO);
+        for i in 0..100 {
+            r.for_initiator(&format!("iqn.gone-{i}"), Some("t")).record(
+                0,
+                1,
+                0,
+                0,
+                &[],
+                Duration::ZERO,
+            );
+        }
+        let snap = r.snapshot();
+        assert_eq!(snap.len(), 3, "{snap:?}");
+        let names: Vec<&str> = snap.iter().map(|s| s.initiator.as_str()).collect();
+        assert_eq!(names, ["iqn.gone-98", "iqn.gone-99", "iqn.live"]);
+        // The live session's counters survived and still count.
+        live.record(0, 1, 0, 0, &[], Duration::ZERO);
+        let snap = r.snapshot();
+        assert_eq!(snap[2].by_lun[&0].bytes_written, 2);
+    }
+
+    #[test]
+    fn counters_of_one_initiator_track_a_bounded_number_of_luns() {
+        let c = InitiatorCounters::default();
+        for lun in 0..(MAX_LUNS_PER_INITIATOR as u64 + 500) {
+            c.record(lun, 1, 0, 0, &[], Duration::ZERO);
+        }
+        assert_eq!(c.snapshot().len(), MAX_LUNS_PER_INITIATOR);
+        // LUNs already tracked keep counting.
+        c.record(0, 1, 0, 0, &[], Duration::ZERO);
+        assert_eq!(c.snapshot()[&0].commands, 2);
     }
 
     #[test]

@@ -18,7 +18,8 @@ use parking_lot::Mutex;
 use reel_iscsi::login::{LoginOutcome, LoginStep, PortalConfig, SessionKind, TargetLogin};
 use reel_iscsi::pdu::{Frame, FrameError, FrameLimits, Framer, Pdu};
 use reel_iscsi::session::{
-    CloseReason, ConnectionConfig, Event, ScsiOutcome, TargetConnection, TmfFunction, tmf_response,
+    CloseReason, ConnectionConfig, DataOutLimit, Event, ScsiOutcome, TargetConnection, TmfFunction,
+    tmf_response,
 };
 use reel_iscsi::text::TextResponder;
 use reel_scsi::{ItNexus, LunTable, TaskManagement};
@@ -44,7 +45,19 @@ pub struct TargetServerConfig {
     pub nop_interval: Duration,
     /// How long a login may take before the connection is dropped.
     pub login_timeout: Duration,
+    /// Most sessions (normal and discovery) at once; a login beyond it is refused with
+    /// "out of resources" (RFC 7143 §11.13.5, 0302h). With `queue_depth` and the LUs' Data-Out
+    /// limits it bounds what initiators can make the server hold.
+    pub max_sessions: usize,
 }
+
+/// Data-Out one connection admits at once beyond the oldest command (see
+/// [`ConnectionConfig::data_out_budget`]): a tape drive's commands run one at a time, so data
+/// solicited far ahead of them only waits in memory.
+pub const DATA_OUT_BUDGET: u64 = 32 << 20;
+
+/// [`TargetServerConfig::max_sessions`] when the configuration does not say.
+pub const DEFAULT_MAX_SESSIONS: usize = 64;
 
 /// Key of a session for reinstatement (§6.3.5: same initiator name and ISID, same target).
 type SessionKey = (String, [u8; 6], Option<usize>);
@@ -71,6 +84,7 @@ struct Shared {
     queue_depth: u32,
     nop_interval: Duration,
     login_timeout: Duration,
+    max_sessions: usize,
     sessions: Mutex<HashMap<SessionKey, SessionEntry>>,
     info: Mutex<HashMap<u16, SessionInfo>>,
     next_tsih: AtomicU16,
@@ -107,6 +121,7 @@ impl TargetServer {
             queue_depth: config.queue_depth.max(1),
             nop_interval: config.nop_interval,
             login_timeout: config.login_timeout,
+            max_sessions: config.max_sessions.max(1),
             sessions: Mutex::new(HashMap::new()),
             info: Mutex::new(HashMap::new()),
             next_tsih: AtomicU16::new(1),
@@ -289,6 +304,7 @@ async fn serve_connection(
     // Session reinstatement (§6.3.5): the old session with this key ends first, with its
     // tasks drained, so the two never act on the same LU at once.
     let old = shared.sessions.lock().remove(&key);
+    let replaced = old.as_ref().map(|old| old.tsih);
     if let Some(old) = old {
         info!(initiator = %outcome.initiator_name, tsih = old.tsih, "reinstating session");
         let (done_tx, done_rx) = oneshot::channel();
@@ -296,11 +312,48 @@ async fn serve_connection(
             let _ = tokio::time::timeout(Duration::from_secs(30), done_rx).await;
         }
     }
-    let tsih = loop {
-        let t = shared.next_tsih.fetch_add(1, Ordering::Relaxed);
-        if t != 0 && !shared.info.lock().contains_key(&t) {
-            break t;
+    let target_name = target_index.map(|i| shared.portal.targets[i].name.clone());
+    // Count and claim under one lock, so concurrent logins cannot pass the cap together. A
+    // session being reinstated does not count: this login replaces it.
+    let admitted = {
+        let mut info = shared.info.lock();
+        let live = info.len() - replaced.map_or(0, |t| usize::from(info.contains_key(&t)));
+        if live >= shared.max_sessions {
+            None
+        } else {
+            let tsih = loop {
+                let t = shared.next_tsih.fetch_add(1, Ordering::Relaxed);
+                if t != 0 && !info.contains_key(&t) {
+                    break t;
+                }
+            };
+            info.insert(
+                tsih,
+                SessionInfo {
+                    initiator: outcome.initiator_name.clone(),
+                    isid: outcome.isid,
+                    tsih,
+                    target: target_name.clone(),
+                    peer,
+                },
+            );
+            Some(tsih)
         }
+    };
+    let Some(tsih) = admitted else {
+        warn!(%peer, initiator = %outcome.initiator_name, max = shared.max_sessions,
+            "login refused: the session limit is reached ([iscsi] max_sessions)");
+        let code = reel_iscsi::login::status::OUT_OF_RESOURCES;
+        response.status_class = (code >> 8) as u8;
+        response.status_detail = code as u8;
+        response.transit = false;
+        response.nsg = response.csg;
+        response.data = Default::default();
+        writer
+            .write_all(&Pdu::LoginResponse(response).to_bytes(&login_limits))
+            .await?;
+        let _ = writer.shutdown().await;
+        return Ok(());
     };
     response.tsih = tsih;
     let (stop_tx, stop_rx) = mpsc::unbounded_channel();
@@ -309,17 +362,6 @@ async fn serve_connection(
         SessionEntry {
             tsih,
             stop: stop_tx,
-        },
-    );
-    let target_name = target_index.map(|i| shared.portal.targets[i].name.clone());
-    shared.info.lock().insert(
-        tsih,
-        SessionInfo {
-            initiator: outcome.initiator_name.clone(),
-            isid: outcome.isid,
-            tsih,
-            target: target_name.clone(),
-            peer,
         },
     );
     info!(%peer, initiator = %outcome.initiator_name, target = ?target_name, tsih, "session started");
@@ -397,6 +439,16 @@ async fn full_feature(
         ConnectionConfig {
             queue_depth: shared.queue_depth,
             discovery,
+            // Each LU says how much Data-Out one command may carry; a discovery session has
+            // no LUs and takes none.
+            data_out_limit: match target_index {
+                Some(i) => {
+                    let luns = shared.luns[i].clone();
+                    DataOutLimit::new(move |lun| luns.max_data_out(*lun))
+                }
+                None => DataOutLimit::fixed(0),
+            },
+            data_out_budget: DATA_OUT_BUDGET,
         },
         Some(text),
         outcome.exp_cmd_sn,

@@ -9,10 +9,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use reel_iscsi::chap::ChapCredentials;
 use reel_iscsi::initiator_login::{InitiatorLoginConfig, LoginError};
+use reel_iscsi::login::status;
 use reel_iscsi::login::{PortalConfig, TargetConfig};
 use reel_iscsi::params::{DigestPreference, Limits};
 use reel_iscsi::session::TmfFunction;
-use reel_iscsi_net::{Client, ClientError, ClientOptions, TargetServer, TargetServerConfig};
+use reel_iscsi_net::{
+    Client, ClientError, ClientOptions, DEFAULT_MAX_SESSIONS, TargetServer, TargetServerConfig,
+};
 use reel_scsi::{LunTable, NullDisk, ScsiDevice};
 
 const INITIATOR: &str = "iqn.2026-11.org.reel.test:client";
@@ -29,6 +32,14 @@ fn target(name: &str) -> TargetConfig {
 }
 
 async fn start_with(targets: Vec<TargetConfig>, listen: SocketAddr) -> TargetServer {
+    start_capped(targets, listen, DEFAULT_MAX_SESSIONS).await
+}
+
+async fn start_capped(
+    targets: Vec<TargetConfig>,
+    listen: SocketAddr,
+    max_sessions: usize,
+) -> TargetServer {
     let luns = targets
         .iter()
         .map(|_| {
@@ -52,6 +63,7 @@ async fn start_with(targets: Vec<TargetConfig>, listen: SocketAddr) -> TargetSer
         queue_depth: 32,
         nop_interval: Duration::from_secs(5),
         login_timeout: Duration::from_secs(5),
+        max_sessions,
     })
     .await
     .expect("server starts")
@@ -291,6 +303,72 @@ async fn a_new_login_with_the_same_isid_reinstates_the_session() {
     third.nop().await.unwrap();
     second.nop().await.unwrap();
     assert_eq!(server.sessions().len(), 2);
+    server.shutdown(Duration::from_secs(5)).await;
+}
+
+/// `max_sessions` sessions log in; one more is refused with "out of resources" (RFC 7143
+/// §11.13.5) until a session ends; reinstating a session at the cap replaces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_beyond_max_sessions_is_refused_out_of_resources() {
+    let server = start_capped(vec![target("open")], "127.0.0.1:0".parse().unwrap(), 2).await;
+    let addr = server.local_addrs()[0];
+    let first = Client::connect(addr, login(Some("open"), 1), ClientOptions::default())
+        .await
+        .unwrap();
+    let second = Client::connect(addr, login(None, 2), ClientOptions::default())
+        .await
+        .unwrap();
+    let third = Client::connect(addr, login(Some("open"), 3), ClientOptions::default()).await;
+    assert_eq!(status_of(third), status::OUT_OF_RESOURCES);
+    assert_eq!(server.sessions().len(), 2);
+    first.nop().await.unwrap();
+    second.nop().await.unwrap();
+    // Reinstatement (same ISID) replaces a session: allowed at the cap.
+    let again = Client::connect(addr, login(Some("open"), 1), ClientOptions::default())
+        .await
+        .unwrap();
+    again.nop().await.unwrap();
+    // A session ends: room for one more.
+    assert_eq!(second.logout().await.unwrap(), 0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.sessions().len() > 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let third = Client::connect(addr, login(Some("open"), 3), ClientOptions::default())
+        .await
+        .unwrap();
+    third.nop().await.unwrap();
+    server.shutdown(Duration::from_secs(5)).await;
+}
+
+/// A write longer than the LU takes (the null disk's 64 MiB Block Limits) is answered
+/// CHECK CONDITION, ILLEGAL REQUEST, INVALID FIELD IN CDB at the TRANSFER LENGTH, without
+/// its data being solicited; the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_beyond_the_lu_limit_is_refused_and_the_session_goes_on() {
+    let (server, addr) = start(vec![target("open")]).await;
+    let client = Client::connect(addr, login(Some("open"), 1), ClientOptions::default())
+        .await
+        .unwrap();
+    clear_unit_attention(&client).await;
+    let mut cdb = [0u8; 12];
+    cdb[0] = 0xaa; // WRITE(12)
+    let blocks: u32 = (65 << 20) / 512;
+    cdb[6..10].copy_from_slice(&blocks.to_be_bytes());
+    let r = client
+        .execute(0, &cdb, Bytes::from(vec![0u8; 65 << 20]), 0)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 2);
+    let sense = r.sense.unwrap();
+    assert_eq!((sense[2] & 0x0f, sense[12], sense[13]), (0x05, 0x24, 0x00));
+    assert_eq!(&sense[15..18], &[0xc0, 0, 6], "field pointer: CDB byte 6");
+    let r = client
+        .execute(0, &write10(0, 128), Bytes::from(vec![1u8; 65536]), 0)
+        .await
+        .unwrap();
+    assert_eq!(r.status, 0);
+    assert_eq!(client.logout().await.unwrap(), 0);
     server.shutdown(Duration::from_secs(5)).await;
 }
 

@@ -325,10 +325,8 @@ impl TargetLogin {
         }
         let text = std::mem::take(&mut self.text);
         let pairs = parse_pairs(&text).map_err(|_| status::INITIATOR_ERROR)?;
-        for (i, (k, _)) in pairs.iter().enumerate() {
-            if pairs[..i].iter().any(|(other, _)| other == k) {
-                return Err(status::INITIATOR_ERROR);
-            }
+        if crate::text::duplicate_key(&pairs).is_some() {
+            return Err(status::INITIATOR_ERROR);
         }
 
         if self.kind.is_none() {

@@ -16,6 +16,7 @@
 //!   answer in place ends the connection (§7.1.4.1 / §7.11).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
@@ -103,6 +104,11 @@ pub struct Command {
     pub attr: TaskAttr,
     pub data_out: Bytes,
     pub data_in_len: u32,
+    /// The command's Expected Data Transfer Length for Data-Out exceeded its LUN's
+    /// [`DataOutLimit`]: none of its Data-Out was solicited or kept (`data_out` is empty).
+    /// The transport must not execute it but answer it with the CHECK CONDITION its device
+    /// chooses (the protocol core knows no SCSI meaning).
+    pub data_out_refused: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,6 +155,10 @@ struct Task {
     unsolicited_data_sn: u32,
     /// Next offset we have not yet asked for with an R2T.
     next_r2t_offset: u32,
+    /// Over the LUN's Data-Out limit: its data is discarded as it arrives, never solicited.
+    refused: bool,
+    /// Data-Out bytes admitted for this task (counted in `TargetConnection::committed`).
+    committed: u32,
     /// Outstanding R2Ts: ttt -> (offset, length, received within it).
     r2ts: Vec<R2tWindow>,
     r2t_sn: u32,
@@ -172,6 +182,44 @@ struct PendingTmf {
     waiting_for: Vec<u32>,
 }
 
+/// The most Data-Out bytes one command may carry, by LUN field, as the transport's devices
+/// can take them. A command whose Expected Data Transfer Length exceeds it has none of its
+/// data buffered or solicited (see [`Command::data_out_refused`]), so what a peer makes us
+/// hold is bounded by the devices, not by the 4 GiB the field allows.
+#[derive(Clone)]
+pub struct DataOutLimit(Arc<LimitFn>);
+
+/// Bytes of Data-Out allowed for a command to this 8-byte LUN field.
+type LimitFn = dyn Fn(&[u8; 8]) -> u32 + Send + Sync;
+
+impl DataOutLimit {
+    /// A limit computed from the 8-byte LUN field of each command.
+    pub fn new(limit: impl Fn(&[u8; 8]) -> u32 + Send + Sync + 'static) -> Self {
+        DataOutLimit(Arc::new(limit))
+    }
+
+    /// The same limit for every LUN.
+    pub fn fixed(bytes: u32) -> Self {
+        Self::new(move |_| bytes)
+    }
+
+    /// No limit but the field's own (tests, and peers we trust).
+    pub fn unlimited() -> Self {
+        Self::fixed(u32::MAX)
+    }
+
+    /// The limit for a command addressed to `lun`.
+    pub fn of(&self, lun: &[u8; 8]) -> u32 {
+        (self.0)(lun)
+    }
+}
+
+impl std::fmt::Debug for DataOutLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DataOutLimit(..)")
+    }
+}
+
 /// Settings that are not negotiated keys.
 #[derive(Clone, Debug)]
 pub struct ConnectionConfig {
@@ -179,6 +227,14 @@ pub struct ConnectionConfig {
     pub queue_depth: u32,
     /// True for a discovery session: only Text, NOP and Logout are allowed (RFC 7143 §4.3, discovery sessions).
     pub discovery: bool,
+    /// Most Data-Out bytes a command may carry, per LUN.
+    pub data_out_limit: DataOutLimit,
+    /// Most Data-Out bytes the connection admits at once: immediate and unsolicited data it
+    /// allows plus what its R2Ts ask for, held until the task ends. A later command is
+    /// solicited only within it; the oldest command not yet handed out only waits for running
+    /// commands to end (never for later ones, which cannot run before it), so with them the
+    /// connection holds at most about twice the budget plus one command.
+    pub data_out_budget: u64,
 }
 
 /// Target side of one full-feature connection.
@@ -189,6 +245,8 @@ pub struct TargetConnection {
     stat_sn: u32,
     exp_cmd_sn: u32,
     tasks: HashMap<u32, Task>,
+    /// Sum of the tasks' admitted Data-Out (see [`ConnectionConfig::data_out_budget`]).
+    committed: u64,
     /// Non-immediate PDUs that arrived ahead of ExpCmdSN, by CmdSN.
     early: BTreeMap<u32, Pdu>,
     /// Tasks in CmdSN order, not yet handed out.
@@ -273,6 +331,7 @@ impl TargetConnection {
             stat_sn,
             exp_cmd_sn,
             tasks: HashMap::new(),
+            committed: 0,
             early: BTreeMap::new(),
             dispatch_order: VecDeque::new(),
             next_ttt: 1,
@@ -577,7 +636,7 @@ impl TargetConnection {
                     .map(|(itt, _)| *itt)
                     .collect();
                 for itt in collecting {
-                    self.tasks.remove(&itt);
+                    self.forget(itt);
                     self.dispatch_order.retain(|t| *t != itt);
                 }
                 self.maybe_finish_logout();
@@ -633,6 +692,7 @@ impl TargetConnection {
             self.respond_status(cmd.itt, 0x02, Some(sense), 0, false);
             return;
         }
+        let refused = cmd.write && edtl > self.config.data_out_limit.of(&cmd.lun);
         let mut task = Task {
             lun: cmd.lun,
             cdb: cmd.cdb,
@@ -646,11 +706,18 @@ impl TargetConnection {
             unsolicited_left: 0,
             unsolicited_data_sn: 0,
             next_r2t_offset: 0,
+            refused,
+            committed: 0,
             r2ts: Vec::new(),
             r2t_sn: 0,
         };
         let data_out = if cmd.write { edtl } else { 0 };
-        if data_out > 0 {
+        if refused {
+            // Too long for the device: keep none of it and solicit nothing (no R2T). The
+            // command goes out in CmdSN order to be answered with CHECK CONDITION; unsolicited
+            // Data-Out the initiator may still send (§13.10) is dropped on arrival.
+            drop(cmd.data);
+        } else if data_out > 0 {
             if immediate_len > 0 {
                 task.data.push((0, cmd.data));
             }
@@ -663,6 +730,10 @@ impl TargetConnection {
             };
             task.unsolicited_left = unsolicited_total - immediate_len;
             task.next_r2t_offset = unsolicited_total;
+            // What the initiator may send unasked is admitted whatever the budget (at most
+            // FirstBurstLength per command, queue_depth commands).
+            task.committed = unsolicited_total;
+            self.committed += u64::from(unsolicited_total);
             if task.received < data_out {
                 task.state = TaskState::Collecting;
             }
@@ -681,10 +752,23 @@ impl TargetConnection {
     fn issue_r2ts(&mut self, itt: u32) {
         let max_outstanding = self.params.max_outstanding_r2t.max(1) as usize;
         let max_burst = self.params.max_burst_length.max(512);
+        // The oldest command not yet handed out must not wait for later ones (they cannot run
+        // before it): it waits only for commands already running, which end on their own.
+        let oldest = self.dispatch_order.front() == Some(&itt);
+        let running: u64 = if oldest {
+            self.tasks
+                .values()
+                .filter(|t| matches!(t.state, TaskState::Executing | TaskState::Aborted))
+                .map(|t| u64::from(t.committed))
+                .sum()
+        } else {
+            0
+        };
         loop {
             let (exp_cmd_sn, max_cmd_sn, stat_sn) =
                 (self.exp_cmd_sn, self.max_cmd_sn(), self.stat_sn);
             let ttt_candidate = self.next_ttt;
+            let committed = self.committed;
             let Some(task) = self.tasks.get_mut(&itt) else {
                 return;
             };
@@ -699,6 +783,18 @@ impl TargetConnection {
                 return;
             }
             let length = (task.expected_length - task.next_r2t_offset).min(max_burst);
+            let budget = self.config.data_out_budget;
+            let admitted = if oldest {
+                running == 0 || running + u64::from(task.committed + length) <= budget
+            } else {
+                committed + u64::from(length) <= budget
+            };
+            if !admitted {
+                // Asked for once running tasks release theirs (see `solicit_waiting`).
+                return;
+            }
+            task.committed += length;
+            self.committed += u64::from(length);
             let window = R2tWindow {
                 ttt: ttt_candidate,
                 offset: task.next_r2t_offset,
@@ -732,11 +828,19 @@ impl TargetConnection {
             // TASK the initiator may still send data it had in flight).
             return;
         };
+        let len = data.data.len() as u32;
+        if task.refused {
+            // Unsolicited data of a refused command (see on_command) is dropped; once the
+            // command is answered its tag is gone and late data is dropped as unknown.
+            if data.ttt != RESERVED_TAG {
+                self.protocol_error(bhs, "solicited Data-Out for a command we solicited none of");
+            }
+            return;
+        }
         if !matches!(task.state, TaskState::Collecting) {
             self.protocol_error(bhs, "Data-Out for a task that expects no more data");
             return;
         }
-        let len = data.data.len() as u32;
         let end = data.buffer_offset as u64 + len as u64;
         if end > task.expected_length as u64 {
             self.protocol_error(bhs, "Data-Out beyond the expected data transfer length");
@@ -804,7 +908,11 @@ impl TargetConnection {
             }
             self.dispatch_order.pop_front();
             task.state = TaskState::Executing;
-            let data_out = assemble(std::mem::take(&mut task.data), task.expected_length);
+            let data_out = if task.refused {
+                Bytes::new()
+            } else {
+                assemble(std::mem::take(&mut task.data), task.expected_length)
+            };
             let data_in_len = if task.read { task.expected_length } else { 0 };
             self.events.push_back(Event::Execute(Command {
                 itt,
@@ -813,14 +921,17 @@ impl TargetConnection {
                 attr: task.attr,
                 data_out,
                 data_in_len,
+                data_out_refused: task.refused,
             }));
         }
+        // The oldest command still collecting may have changed: it is always served.
+        self.solicit_waiting();
     }
 
     /// Ends a task that is still receiving data with CHECK CONDITION, ABORTED COMMAND and the
     /// given ASC/ASCQ (§11.4.7.2); Data-Out still in flight for it is discarded on arrival.
     fn fail_task(&mut self, itt: u32, asc: u8, ascq: u8) {
-        if self.tasks.remove(&itt).is_none() {
+        if self.forget(itt).is_none() {
             return;
         }
         self.dispatch_order.retain(|t| *t != itt);
@@ -835,7 +946,7 @@ impl TargetConnection {
 
     /// Reports the end of a command handed out with [`Event::Execute`].
     pub fn complete(&mut self, itt: u32, outcome: ScsiOutcome) {
-        let Some(task) = self.tasks.remove(&itt) else {
+        let Some(task) = self.forget(itt) else {
             return;
         };
         let aborted = matches!(task.state, TaskState::Aborted);
@@ -845,6 +956,35 @@ impl TargetConnection {
         }
         self.settle_tmfs(itt);
         self.maybe_finish_logout();
+        // Its admitted Data-Out is released: commands waiting for R2Ts may get them.
+        self.solicit_waiting();
+    }
+
+    /// Removes a task and releases its admitted Data-Out.
+    fn forget(&mut self, itt: u32) -> Option<Task> {
+        let task = self.tasks.remove(&itt)?;
+        self.committed -= u64::from(task.committed);
+        Some(task)
+    }
+
+    /// Sends the R2Ts the budget held back, oldest command first.
+    fn solicit_waiting(&mut self) {
+        if self.closed {
+            return;
+        }
+        let waiting: Vec<u32> = self
+            .dispatch_order
+            .iter()
+            .copied()
+            .filter(|itt| {
+                self.tasks
+                    .get(itt)
+                    .is_some_and(|t| matches!(t.state, TaskState::Collecting))
+            })
+            .collect();
+        for itt in waiting {
+            self.issue_r2ts(itt);
+        }
     }
 
     fn send_result(
@@ -1026,7 +1166,7 @@ impl TargetConnection {
                     waiting_for.push(itt);
                 }
                 _ => {
-                    self.tasks.remove(&itt);
+                    self.forget(itt);
                     self.dispatch_order.retain(|t| *t != itt);
                 }
             }
@@ -1105,6 +1245,7 @@ impl TargetConnection {
             }
             _ => false,
         });
+        self.committed = self.tasks.values().map(|t| u64::from(t.committed)).sum();
         self.dispatch_order.clear();
         self.early.clear();
         self.outbox.clear();

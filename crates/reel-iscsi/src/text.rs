@@ -56,6 +56,17 @@ fn valid_key(key: &str) -> bool {
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'+' | b'@' | b'_'))
 }
 
+/// The first key that occurs more than once in `pairs` (§6.1: a key is sent at most once in
+/// one negotiation; the caller answers an Initiator Error).
+/// Linear in the number of pairs: a login may carry 64 KiB of keys before authentication.
+pub fn duplicate_key(pairs: &[(String, String)]) -> Option<&str> {
+    let mut seen = std::collections::HashSet::with_capacity(pairs.len());
+    pairs
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .find(|k| !seen.insert(*k))
+}
+
 /// Parses a list of `key=value\0` pairs (§6.1). Empty strings between NULs (padding some peers
 /// send) are skipped; duplicate keys are returned as they come (the caller decides).
 pub fn parse_pairs(data: &[u8]) -> Result<Vec<(String, String)>, TextError> {
@@ -393,6 +404,22 @@ impl TextResponder {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn duplicate_key_check_is_linear() {
+        // 200 000 distinct keys (more than a login can carry) and then a repeat: a quadratic
+        // scan needs ~2*10^10 comparisons (minutes), a linear one milliseconds.
+        let mut pairs: Vec<(String, String)> = (0..200_000)
+            .map(|i| (format!("X-k{i}"), String::new()))
+            .collect();
+        let started = std::time::Instant::now();
+        assert_eq!(super::duplicate_key(&pairs), None);
+        pairs.push(("X-k123".into(), "v".into()));
+        assert_eq!(super::duplicate_key(&pairs), Some("X-k123"));
+        assert_eq!(super::duplicate_key(&[]), None);
+        // A generous bound that only a quadratic scan breaks.
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
     use super::*;
 
     #[test]

@@ -19,6 +19,21 @@ struct Device {
     held: Vec<u32>,
     /// Return this many bytes on reads instead of the requested length.
     short_read: Option<usize>,
+    /// Commands handed over with their Data-Out refused.
+    refused: usize,
+}
+
+fn check(key: u8, asc: u8) -> ScsiOutcome {
+    let mut sense = vec![0u8; 18];
+    sense[0] = 0x70;
+    sense[2] = key;
+    sense[7] = 10;
+    sense[12] = asc;
+    ScsiOutcome {
+        status: 2,
+        sense: Some(Bytes::from(sense)),
+        data_in: Bytes::new(),
+    }
 }
 
 fn pattern(len: usize) -> Bytes {
@@ -28,6 +43,12 @@ fn pattern(len: usize) -> Bytes {
 impl Device {
     fn run(&mut self, command: &Command) -> ScsiOutcome {
         self.executed += 1;
+        if command.data_out_refused {
+            // What a SCSI device answers: ILLEGAL REQUEST, INVALID FIELD IN CDB.
+            assert!(command.data_out.is_empty());
+            self.refused += 1;
+            return check(0x05, 0x24);
+        }
         match command.cdb[0] {
             0x28 => {
                 let len = self.short_read.unwrap_or(command.data_in_len as usize);
@@ -93,6 +114,8 @@ impl Pair {
             ConnectionConfig {
                 queue_depth,
                 discovery: false,
+                data_out_limit: DataOutLimit::unlimited(),
+                data_out_budget: u64::MAX,
             },
             None,
             1,
@@ -282,6 +305,133 @@ fn write_with_immediate_and_unsolicited_data_then_r2ts() {
         .count();
     // 64 KiB went unsolicited; the rest in bursts of at most 256 KiB.
     assert_eq!(r2ts, (1_000_000usize - 65536).div_ceil(262144));
+}
+
+/// A write longer than the LUN's limit: nothing of it is kept or solicited, the device answers
+/// it (CHECK CONDITION), the connection goes on, and a write within the limit still works.
+#[test]
+fn write_over_the_lun_limit_is_refused_without_buffering_or_r2t() {
+    for (immediate, initial_r2t) in [(true, false), (false, true), (true, true)] {
+        let p = params(|p| {
+            p.immediate_data = immediate;
+            p.initial_r2t = initial_r2t;
+        });
+        let mut pair = Pair::new(p.clone(), 8);
+        pair.target = TargetConnection::new(
+            p,
+            ConnectionConfig {
+                queue_depth: 8,
+                discovery: false,
+                // LUN 1 takes up to 1 MiB per command, others 4 KiB.
+                data_out_limit: DataOutLimit::new(|lun| if lun[1] == 1 { 1 << 20 } else { 4096 }),
+                data_out_budget: u64::MAX,
+            },
+            None,
+            1,
+            100,
+        );
+        let big = pair
+            .initiator
+            .scsi(1, &write_cdb(), pattern(4 << 20), 0, TaskAttr::Simple);
+        let small = pair
+            .initiator
+            .scsi(1, &write_cdb(), pattern(1 << 20), 0, TaskAttr::Simple);
+        let other_lun = pair
+            .initiator
+            .scsi(0, &write_cdb(), pattern(4097), 0, TaskAttr::Simple);
+        pair.pump();
+        assert!(pair.closed.is_none(), "{:?}", pair.closed);
+        let r = pair.result(big);
+        assert_eq!(r.status, 2);
+        assert_eq!(r.sense.as_ref().map(|s| (s[2], s[12])), Some((0x05, 0x24)));
+        assert_eq!(pair.result(small).status, 0);
+        assert_eq!(pair.result(other_lun).status, 2);
+        assert_eq!(pair.device.refused, 2);
+        assert_eq!(pair.device.written, vec![pattern(1 << 20)]);
+        // R2Ts only for the write within the limit.
+        let r2t_itts: std::collections::BTreeSet<u32> = pair
+            .pdus_to_initiator
+            .iter()
+            .filter_map(|p| {
+                if let Pdu::R2t(r) = p {
+                    Some(r.itt)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        assert!(!r2t_itts.contains(&big) && !r2t_itts.contains(&other_lun));
+        assert!(r2t_itts.contains(&small));
+        assert_eq!(pair.target.task_count(), 0);
+    }
+}
+
+/// Bytes the target asked for with R2Ts so far.
+fn solicited(pair: &Pair) -> u64 {
+    pair.pdus_to_initiator
+        .iter()
+        .filter_map(|p| {
+            if let Pdu::R2t(r) = p {
+                Some(u64::from(r.desired_length))
+            } else {
+                None
+            }
+        })
+        .sum()
+}
+
+/// With commands held on the device, R2Ts stop at the connection's Data-Out budget and resume
+/// as running commands end; every write still completes, in order, with its data.
+#[test]
+fn data_out_beyond_the_budget_waits_for_running_commands() {
+    let p = params(|p| {
+        p.immediate_data = false;
+        p.initial_r2t = true;
+        p.max_outstanding_r2t = 4;
+    });
+    let mut pair = Pair::new(p.clone(), 16);
+    pair.target = TargetConnection::new(
+        p,
+        ConnectionConfig {
+            queue_depth: 16,
+            discovery: false,
+            data_out_limit: DataOutLimit::unlimited(),
+            data_out_budget: 1 << 20,
+        },
+        None,
+        1,
+        100,
+    );
+    pair.device.hold = true;
+    let data: Vec<Bytes> = (0..8)
+        .map(|i| Bytes::from(vec![i as u8; 512 << 10]))
+        .collect();
+    let itts: Vec<u32> = data
+        .iter()
+        .map(|d| {
+            pair.initiator
+                .scsi(0, &write_cdb(), d.clone(), 0, TaskAttr::Simple)
+        })
+        .collect();
+    pair.pump();
+    // Two 512 KiB writes fill the 1 MiB budget; they run (held), the rest wait for R2Ts.
+    assert_eq!(pair.device.held.len(), 2);
+    assert_eq!(solicited(&pair), 1 << 20);
+    let mut completed = 0u64;
+    while !pair.device.held.is_empty() {
+        let itt = pair.device.held.remove(0);
+        pair.target.complete(itt, ScsiOutcome::default());
+        completed += 512 << 10;
+        pair.pump();
+        assert!(
+            solicited(&pair) - completed <= 1 << 20,
+            "{} bytes admitted with {completed} released",
+            solicited(&pair)
+        );
+    }
+    assert_eq!(pair.device.written, data);
+    assert!(itts.iter().all(|itt| pair.result(*itt).status == 0));
+    assert_eq!(pair.target.task_count(), 0);
 }
 
 #[test]
@@ -751,7 +901,7 @@ proptest! {
     fn tampered_traffic_never_panics(flips in prop::collection::vec((0usize..5000, any::<u8>()), 1..8),
                                      digests in any::<bool>()) {
         let p = params(|p| { p.header_digest = digests; p.data_digest = digests; p.max_outstanding_r2t = 2; });
-        let mut target = TargetConnection::new(p.clone(), ConnectionConfig { queue_depth: 8, discovery: false }, None, 1, 1);
+        let mut target = TargetConnection::new(p.clone(), ConnectionConfig { queue_depth: 8, discovery: false, data_out_limit: DataOutLimit::fixed(4096), data_out_budget: 2048 }, None, 1, 1);
         let mut initiator = InitiatorSession::new(p, SessionConfig::default(), 1, 1, 8);
         initiator.scsi(0, &write_cdb(), pattern(3000), 0, TaskAttr::Simple);
         initiator.scsi(0, &read_cdb(), Bytes::new(), 3000, TaskAttr::Ordered);

@@ -97,6 +97,9 @@ fn pad<const N: usize>(s: &str) -> [u8; N] {
     out
 }
 
+/// [`Personality::max_transfer_length`] of a device that does not say.
+pub const DEFAULT_MAX_TRANSFER_LENGTH: u32 = 8 << 20;
+
 /// A command handed to a personality.
 pub struct Command<'a> {
     pub cdb: Cdb<'a>,
@@ -115,6 +118,21 @@ pub trait Personality: Send {
     /// the device is created.
     fn may_block(&self) -> bool {
         true
+    }
+
+    /// The most bytes one command may transfer to the device (Data-Out); asked once, when the
+    /// device is created. A transport refuses a longer transfer before receiving its data
+    /// (see [`LogicalUnit::refuse_data_out`]), so this bounds the memory a command can take.
+    fn max_transfer_length(&self) -> u32 {
+        DEFAULT_MAX_TRANSFER_LENGTH
+    }
+
+    /// The sense for a command whose data transfer exceeds [`Self::max_transfer_length`]:
+    /// ILLEGAL REQUEST, INVALID FIELD IN CDB (what SBC-3 §6.5.3 prescribes for a transfer
+    /// beyond MAXIMUM TRANSFER LENGTH and SSC-4 for a block beyond READ BLOCK LIMITS), without
+    /// a field pointer unless the device knows where the CDB's transfer length is.
+    fn transfer_too_long(&self, _cdb: &Cdb<'_>) -> Sense {
+        Sense::illegal_request(Asc::INVALID_FIELD_IN_CDB)
     }
 
     /// TEST UNIT READY (and REQUEST SENSE when nothing else is pending): `Err` is the sense
@@ -322,6 +340,8 @@ pub struct ScsiDevice<P: Personality> {
     /// Read once at creation: asking the personality would wait for its lock while a
     /// long command runs.
     may_block: bool,
+    /// Read once at creation, for the same reason.
+    max_transfer_length: u32,
     personality: Mutex<P>,
     core: Mutex<CoreState>,
     clock: TimestampClock,
@@ -339,6 +359,7 @@ impl<P: Personality> ScsiDevice<P> {
     pub fn new(personality: P) -> Self {
         Self {
             may_block: personality.may_block(),
+            max_transfer_length: personality.max_transfer_length(),
             personality: Mutex::new(personality),
             core: Mutex::new(CoreState {
                 uas: UnitAttentions::default(),
@@ -455,6 +476,30 @@ impl<P: Personality> ScsiDevice<P> {
 
     fn check(&self, sense: &Sense) -> Response {
         Response::check_condition(sense, self.core.lock().format())
+    }
+
+    /// SAM-5 §5.14: a pending unit attention (then a deferred error) is reported on any
+    /// command but INQUIRY, REPORT LUNS and REQUEST SENSE, and the command is not executed.
+    fn pending_condition(&self, nexus: &ItNexus, opcode: u8) -> Option<Response> {
+        let reports_pending = !matches!(
+            Opcode(opcode),
+            Opcode::INQUIRY | Opcode::REPORT_LUNS | Opcode::REQUEST_SENSE
+        );
+        let mut core = self.core.lock();
+        core.uas.touch(nexus);
+        if reports_pending {
+            let format = core.format();
+            if let Some(asc) = core.uas.pop(nexus) {
+                return Some(Response::check_condition(
+                    &Sense::unit_attention(asc),
+                    format,
+                ));
+            }
+            if let Some(sense) = core.deferred.remove(nexus) {
+                return Some(Response::check_condition(&sense, format));
+            }
+        }
+        None
     }
 
     fn descriptors(&self, personality: &P) -> Vec<OpcodeDescriptor> {
@@ -851,29 +896,32 @@ impl<P: Personality> LogicalUnit for ScsiDevice<P> {
         self.may_block
     }
 
+    fn max_data_out(&self) -> u32 {
+        self.max_transfer_length
+    }
+
+    fn refuse_data_out(&self, request: Request<'_>) -> Response {
+        let Some(&opcode) = request.cdb.first() else {
+            return self.check(&Sense::invalid_opcode());
+        };
+        if let Some(pending) = self.pending_condition(request.nexus, opcode) {
+            return pending;
+        }
+        let cdb = match Cdb::parse(request.cdb) {
+            Ok(cdb) => cdb,
+            Err(error) => return self.check(&error.into()),
+        };
+        let sense = self.personality.lock().transfer_too_long(&cdb);
+        self.check(&sense)
+    }
+
     fn execute(&self, request: Request<'_>) -> Response {
         let nexus = request.nexus;
         let Some(&opcode) = request.cdb.first() else {
             return self.check(&Sense::invalid_opcode());
         };
-        // SAM-5 §5.14: a pending unit attention (then a deferred error) is reported on any
-        // command but INQUIRY, REPORT LUNS and REQUEST SENSE, and the command is not executed.
-        let reports_pending = !matches!(
-            Opcode(opcode),
-            Opcode::INQUIRY | Opcode::REPORT_LUNS | Opcode::REQUEST_SENSE
-        );
-        {
-            let mut core = self.core.lock();
-            core.uas.touch(nexus);
-            if reports_pending {
-                let format = core.format();
-                if let Some(asc) = core.uas.pop(nexus) {
-                    return Response::check_condition(&Sense::unit_attention(asc), format);
-                }
-                if let Some(sense) = core.deferred.remove(nexus) {
-                    return Response::check_condition(&sense, format);
-                }
-            }
+        if let Some(pending) = self.pending_condition(nexus, opcode) {
+            return pending;
         }
         let cdb = match Cdb::parse(request.cdb) {
             Ok(cdb) => cdb,

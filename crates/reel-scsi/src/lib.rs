@@ -34,8 +34,8 @@ use std::sync::Arc;
 pub use bytes::Bytes;
 pub use cdb::{Cdb, CdbError, Opcode, SpcCommand};
 pub use device::{
-    Command, DeviceContext, Identity, Personality, ScsiDevice, ScsiResult, TimestampClock,
-    TransportIdEncoder, default_transport_id,
+    Command, DEFAULT_MAX_TRANSFER_LENGTH, DeviceContext, Identity, Personality, ScsiDevice,
+    ScsiResult, TimestampClock, TransportIdEncoder, default_transport_id,
 };
 pub use log::{LogPageControl, LogParameter};
 pub use lun_table::{LunTable, WLUN_REPORT_LUNS, decode_lun, encode_lun};
@@ -174,6 +174,21 @@ pub trait LogicalUnit: Send + Sync {
     /// inline instead of handing their commands to a worker thread.
     fn may_block(&self) -> bool {
         true
+    }
+    /// The most bytes of Data-Out one command may carry ([`Personality::max_transfer_length`]);
+    /// must not wait for a running command. A transport refuses longer transfers before
+    /// receiving their data and answers them with [`Self::refuse_data_out`].
+    fn max_data_out(&self) -> u32 {
+        DEFAULT_MAX_TRANSFER_LENGTH
+    }
+    /// Answers a command whose Data-Out exceeded [`Self::max_data_out`] and was not received:
+    /// the command is not executed; CHECK CONDITION, ILLEGAL REQUEST, INVALID FIELD IN CDB
+    /// (SBC-3 §6.5.3, SSC-4 READ BLOCK LIMITS), after any pending unit attention.
+    fn refuse_data_out(&self, _request: Request<'_>) -> Response {
+        Response::check_condition(
+            &Sense::illegal_request(Asc::INVALID_FIELD_IN_CDB),
+            SenseFormat::Fixed,
+        )
     }
 }
 

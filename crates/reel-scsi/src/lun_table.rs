@@ -171,6 +171,28 @@ impl LunTable {
         Response::good(inquiry::truncate(data, allocation_length))
     }
 
+    /// The most Data-Out bytes one command to the LUN in this 8-byte LUN field may carry
+    /// ([`LogicalUnit::max_data_out`]); 0 for an absent LUN, which takes no data.
+    pub fn max_data_out(&self, lun: [u8; 8]) -> u32 {
+        self.units
+            .get(&decode_lun(lun))
+            .map_or(0, |unit| unit.max_data_out())
+    }
+
+    /// Answers a command whose Data-Out exceeded [`Self::max_data_out`] and was not received:
+    /// the unit's refusal ([`LogicalUnit::refuse_data_out`]); for an absent LUN, what any
+    /// command gets there (LOGICAL UNIT NOT SUPPORTED, or INVALID FIELD IN CDB from the
+    /// REPORT LUNS well-known LU).
+    pub fn refuse_data_out(&self, lun: u64, request: Request<'_>) -> Response {
+        match self.units.get(&lun) {
+            Some(unit) => unit.refuse_data_out(request),
+            None if lun == WLUN_REPORT_LUNS => {
+                fixed_check(Sense::illegal_request(Asc::INVALID_FIELD_IN_CDB))
+            }
+            None => fixed_check(lu_not_supported()),
+        }
+    }
+
     /// Applies a task management function to one LUN, or to all (`None`, target resets).
     pub fn task_management(&self, lun: Option<u64>, function: TaskManagement, nexus: &ItNexus) {
         match lun {
@@ -223,6 +245,46 @@ mod tests {
             decode_lun([0x01, 0x01, 0, 0, 0, 0, 0, 0]),
             0x0101_0000_0000_0000
         );
+    }
+
+    #[test]
+    fn data_out_limits_and_refusals() {
+        use crate::{Bytes, ItNexus, NullDisk, ScsiDevice, Status, TaskAttribute, parse_sense};
+        let mut table = LunTable::new();
+        table.insert(0, Arc::new(ScsiDevice::new(NullDisk::new(512, 1 << 20))));
+        assert_eq!(table.max_data_out(encode_lun(0)), 64 << 20);
+        assert_eq!(
+            table.max_data_out(encode_lun(1)),
+            0,
+            "absent LUNs take no data"
+        );
+        let nexus = ItNexus::new("iqn.t,i,0x000000000001", 1);
+        let write10 = [0x2a, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0];
+        let refuse = |lun| {
+            table.refuse_data_out(
+                lun,
+                Request {
+                    nexus: &nexus,
+                    cdb: &write10,
+                    data_out: Bytes::new(),
+                    data_in_len: 0,
+                    attribute: TaskAttribute::Simple,
+                },
+            )
+        };
+        // The first command of a nexus reports the power-on unit attention (SAM-5 §5.14).
+        let first = refuse(0);
+        assert_eq!(
+            parse_sense(first.sense.as_deref().unwrap()).unwrap().key,
+            crate::SenseKey::UNIT_ATTENTION
+        );
+        let refused = refuse(0);
+        assert_eq!(refused.status, Status::CheckCondition);
+        let sense = parse_sense(refused.sense.as_deref().unwrap()).unwrap();
+        assert_eq!(sense, Sense::invalid_field_in_cdb(7, None));
+        let absent = refuse(3);
+        let sense = parse_sense(absent.sense.as_deref().unwrap()).unwrap();
+        assert_eq!(sense.asc, Asc::LOGICAL_UNIT_NOT_SUPPORTED);
     }
 
     proptest! {

@@ -233,6 +233,24 @@ impl Personality for NullDisk {
         false
     }
 
+    /// The MAXIMUM TRANSFER LENGTH of the Block Limits VPD page, in bytes.
+    fn max_transfer_length(&self) -> u32 {
+        u32::try_from(MAX_TRANSFER_BYTES).unwrap_or(u32::MAX)
+    }
+
+    /// SBC-3 §6.5.3: INVALID FIELD IN CDB, pointing at the TRANSFER LENGTH field of the
+    /// commands that carry data to the disk.
+    fn transfer_too_long(&self, cdb: &Cdb<'_>) -> Sense {
+        let length_at = match cdb.opcode() {
+            Opcode::WRITE_6 => 4,
+            Opcode::WRITE_10 | Opcode::VERIFY_10 => 7,
+            Opcode::WRITE_12 => 6,
+            Opcode::WRITE_16 | Opcode::VERIFY_16 => 10,
+            _ => return Sense::illegal_request(Asc::INVALID_FIELD_IN_CDB),
+        };
+        Sense::invalid_field_in_cdb(length_at, None)
+    }
+
     fn identity(&self) -> &Identity {
         &self.identity
     }

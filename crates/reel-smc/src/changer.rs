@@ -453,9 +453,18 @@ fn default_naa(serial: &str) -> u64 {
     (0x3 << 60) | ((high << 28) ^ low) & 0x0FFF_FFFF_FFFF_FFFF
 }
 
+/// [`Personality::max_transfer_length`] of a changer.
+pub const MAX_PARAMETER_LIST: u32 = 64 * 1024;
+
 impl Personality for Changer {
     fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    /// A changer's parameter lists (MODE SELECT, SEND VOLUME TAG, PERSISTENT RESERVE OUT,
+    /// SET TIMESTAMP) are small: 64 KiB covers the largest (MODE SELECT(10)'s 16-bit length).
+    fn max_transfer_length(&self) -> u32 {
+        MAX_PARAMETER_LIST
     }
 
     fn mode_pages(&self) -> Vec<reel_scsi::ModePage> {

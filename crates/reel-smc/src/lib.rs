@@ -25,7 +25,7 @@ mod inventory;
 mod model;
 
 pub use bay::{BayError, DriveBay, DriveIdentification};
-pub use changer::{Changer, ChangerError, ElementStatus, OperatorError, Saver};
+pub use changer::{Changer, ChangerError, ElementStatus, MAX_PARAMETER_LIST, OperatorError, Saver};
 pub use inventory::{Cartridge, Inventory, InventoryError, VolumeTag, valid_barcode};
 pub use model::{AddressBases, ChangerModel, DvcidFormat, Element, ElementType, Layout};
 

@@ -12,6 +12,14 @@ use reel_scsi::{
 };
 
 use crate::errors::{self, InsertError, RemoveError};
+
+/// Fixed-block transfers may move this many of the largest records in one command.
+pub const FIXED_TRANSFER_FACTOR: u32 = 2;
+
+/// The most bytes one READ or WRITE moves: the largest record READ BLOCK LIMITS reports
+/// (`MAX_RECORD_LEN`) times [`FIXED_TRANSFER_FACTOR`]. Bounds what a command makes the drive
+/// (and the transport, for Data-Out) hold.
+pub const MAX_TRANSFER_LENGTH: u32 = reel_media::MAX_RECORD_LEN * FIXED_TRANSFER_FACTOR;
 use crate::format::PartitionSettings;
 use crate::model::DriveModel;
 
@@ -380,6 +388,19 @@ fn naa_of(model: &DriveModel, serial: &str) -> u64 {
 impl<S: PartitionStore + Send> Personality for TapeDrive<S> {
     fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    fn max_transfer_length(&self) -> u32 {
+        MAX_TRANSFER_LENGTH
+    }
+
+    /// SSC-4 READ(6)/WRITE(6): a transfer the drive cannot take is an invalid TRANSFER
+    /// LENGTH (bytes 2–4), as for a variable block beyond READ BLOCK LIMITS.
+    fn transfer_too_long(&self, cdb: &Cdb<'_>) -> Sense {
+        match cdb.opcode().0 {
+            0x08 | 0x0A => Sense::invalid_field_in_cdb(2, None),
+            _ => Sense::illegal_request(Asc::INVALID_FIELD_IN_CDB),
+        }
     }
 
     fn ready(&self) -> ScsiResult<()> {

@@ -10,7 +10,7 @@ use reel_media::{
 };
 use reel_scsi::{Asc, Bytes, Cdb, DeviceContext, Response, Sense, SenseKey};
 
-use crate::drive::{Activity, Reply, TapeDrive, now};
+use crate::drive::{Activity, MAX_TRANSFER_LENGTH, Reply, TapeDrive, now};
 use crate::errors::{self, Op};
 
 /// NO SENSE with ILI and the residue (SSC-4 READ(6): incorrect length).
@@ -41,6 +41,11 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             return Err(Sense::invalid_field_in_cdb(1, Some(0)));
         }
         let length = cdb.be(2, 3) as u32;
+        if fixed && u64::from(length) * u64::from(block) > u64::from(MAX_TRANSFER_LENGTH) {
+            // The blocks are collected into one buffer: more than the drive's transfer limit
+            // is refused before the tape moves, like an oversized WRITE.
+            return Err(Sense::invalid_field_in_cdb(2, None));
+        }
         self.ready_cartridge()?;
         if length == 0 {
             // SSC-4: a transfer length of zero is not an error and transfers nothing.

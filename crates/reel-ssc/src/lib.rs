@@ -26,7 +26,10 @@ mod io;
 mod model;
 mod pages;
 
-pub use drive::{Activity, DriveState, DriveStats, PartitionFactory, Saver, TapeDrive};
+pub use drive::{
+    Activity, DriveState, DriveStats, FIXED_TRANSFER_FACTOR, MAX_TRANSFER_LENGTH, PartitionFactory,
+    Saver, TapeDrive,
+};
 pub use errors::{InsertError, RemoveError};
 pub use model::{DriveModel, Family, FormFactor};
 

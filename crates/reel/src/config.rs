@@ -143,6 +143,11 @@ pub struct IscsiConfig {
     /// Seconds of silence after which the target pings an initiator (NOP-In).
     #[serde(default = "default_nop_interval")]
     pub nop_interval_secs: u64,
+    /// Most iSCSI sessions (normal and discovery) at once; one more login is refused with
+    /// "out of resources". With queue_depth and the devices' transfer limits it bounds the
+    /// memory initiators can make the server hold.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
     /// Largest data segment we accept per PDU (MaxRecvDataSegmentLength).
     #[serde(default = "default_max_recv_segment")]
     pub max_recv_data_segment_length: u32,
@@ -166,6 +171,7 @@ impl Default for IscsiConfig {
             listen: default_listen(),
             queue_depth: default_queue_depth(),
             nop_interval_secs: default_nop_interval(),
+            max_sessions: default_max_sessions(),
             max_recv_data_segment_length: default_max_recv_segment(),
             max_burst_length: default_max_burst(),
             first_burst_length: default_first_burst(),
@@ -274,6 +280,9 @@ impl TargetEntry {
     }
 }
 
+/// Largest `[iscsi] max_sessions` accepted (TSIHs are 16-bit, RFC 7143 §11.12.6).
+const MAX_SESSIONS_LIMIT: usize = 4096;
+
 fn default_listen() -> Vec<String> {
     vec!["127.0.0.1:3260".into()]
 }
@@ -282,6 +291,9 @@ fn default_queue_depth() -> u32 {
 }
 fn default_nop_interval() -> u64 {
     15
+}
+fn default_max_sessions() -> usize {
+    reel_iscsi_net::DEFAULT_MAX_SESSIONS
 }
 fn default_max_recv_segment() -> u32 {
     262_144
@@ -675,6 +687,12 @@ fn validate(config: &Config) -> anyhow::Result<()> {
     if iscsi.nop_interval_secs == 0 {
         anyhow::bail!("iscsi.nop_interval_secs must be at least 1");
     }
+    if !(1..=MAX_SESSIONS_LIMIT).contains(&iscsi.max_sessions) {
+        anyhow::bail!(
+            "iscsi.max_sessions must be 1 to {MAX_SESSIONS_LIMIT}, not {}",
+            iscsi.max_sessions
+        );
+    }
     for (key, value) in [
         (
             "max_recv_data_segment_length",
@@ -776,6 +794,30 @@ mod tests {
             config.iscsi.targets[1].mutual_chap.as_ref().unwrap().user,
             "reel-target"
         );
+    }
+
+    #[test]
+    fn max_sessions_defaults_parses_and_is_bounded() {
+        let config = parse("[iscsi]\nlisten = [\"127.0.0.1:3260\"]\n").unwrap();
+        assert_eq!(
+            config.iscsi.max_sessions,
+            reel_iscsi_net::DEFAULT_MAX_SESSIONS
+        );
+        let config = parse("[iscsi]\nmax_sessions = 3\n").unwrap();
+        assert_eq!(config.iscsi.max_sessions, 3);
+        for bad in ["0", "4097"] {
+            let err = parse(&format!("[iscsi]\nmax_sessions = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("iscsi.max_sessions must be 1 to 4096"),
+                "{err}"
+            );
+        }
+        let err = parse("[iscsi]\nmax_sessions = -1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_sessions"), "{err}");
     }
 
     #[test]

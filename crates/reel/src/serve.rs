@@ -162,6 +162,7 @@ fn target_server_config(
         queue_depth: iscsi.queue_depth,
         nop_interval: Duration::from_secs(iscsi.nop_interval_secs),
         login_timeout: Duration::from_secs(30),
+        max_sessions: iscsi.max_sessions,
     })
 }
 
