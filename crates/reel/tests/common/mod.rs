@@ -28,6 +28,11 @@ impl Server {
     /// "Ctrl-C" line (after every portal and target is up). The console/API listens on a
     /// free loopback port unless `extra` says `--http`.
     pub fn start(data: &Path, portal: SocketAddr, extra: &[&str]) -> Server {
+        // reel refuses a data directory others can read; a test's temporary one may be.
+        if data.exists() {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(data, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
         let http_default: &[&str] = if extra.contains(&"--http") {
             &[]
         } else {
