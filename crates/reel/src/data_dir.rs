@@ -24,8 +24,10 @@ pub struct DataDirArg {
     pub dir: PathBuf,
 }
 
-/// Opens (or creates) the library's cartridges in `dir`.
+/// Opens (or creates) the library's cartridges in `dir`, a private directory (see
+/// [`ensure_private`]).
 pub fn open(dir: &Path) -> anyhow::Result<Cartridges> {
+    ensure_private(dir)?;
     Ok(Cartridges::new(open_store(dir)?))
 }
 
@@ -56,9 +58,9 @@ pub fn ensure_private(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Opens (or creates) the chunk store in `dir`.
+/// Opens (or creates) the chunk store in `dir` (the store benchmark's own scratch stores open
+/// it directly).
 pub fn open_store(dir: &Path) -> anyhow::Result<ChunkStore> {
-    ensure_private(dir)?;
     let objects = dir.join("objects");
     let backend = LocalBackend::open(&objects)
         .with_context(|| format!("opening the object directory {}", objects.display()))?;
