@@ -70,6 +70,10 @@ impl Server {
         Server { child, http }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn terminate(&self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
