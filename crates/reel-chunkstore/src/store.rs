@@ -1126,7 +1126,10 @@ mod record_commit_tests {
         store
             .put_records(&[(b"a/3".to_vec(), Some(b"three".to_vec()))])
             .unwrap();
-        assert!(store.commit_records().unwrap(), "nothing pending after the sync");
+        assert!(
+            store.commit_records().unwrap(),
+            "nothing pending after the sync"
+        );
         store.abandon();
         drop(stream);
         drop(store);

@@ -41,8 +41,8 @@ pub fn ensure_private(dir: &Path) -> anyhow::Result<()> {
             .create(dir)
             .with_context(|| format!("creating the data directory {}", dir.display()))?;
     }
-    let meta = std::fs::metadata(dir)
-        .with_context(|| format!("the data directory {}", dir.display()))?;
+    let meta =
+        std::fs::metadata(dir).with_context(|| format!("the data directory {}", dir.display()))?;
     if !meta.is_dir() {
         anyhow::bail!("the data directory {} is not a directory", dir.display());
     }

@@ -322,11 +322,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             metrics: config.http.metrics,
         });
         let addr = listener.local_addr()?;
-        let scheme = if tls_config.is_some() { "https" } else { "http" };
+        let scheme = if tls_config.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let _guard = runtime.enter();
-        http_task = Some(runtime.spawn(http::serve(listener, state, tls_config, async move {
-            let _ = http_stopped.await;
-        })));
+        http_task = Some(
+            runtime.spawn(http::serve(listener, state, tls_config, async move {
+                let _ = http_stopped.await;
+            })),
+        );
         println!(
             "web console and REST API: {scheme}://{addr}/ (OpenAPI: {scheme}://{addr}/api/v1/openapi.json, metrics: {scheme}://{addr}/metrics)"
         );

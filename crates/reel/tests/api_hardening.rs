@@ -146,7 +146,10 @@ fn login_bodies_and_audited_usernames_are_bounded() {
         .iter()
         .find(|e| e["action"] == "login" && e["result"] != "ok")
         .expect("the failed login is audited");
-    let (user, target) = (login["user"].as_str().unwrap(), login["target"].as_str().unwrap());
+    let (user, target) = (
+        login["user"].as_str().unwrap(),
+        login["target"].as_str().unwrap(),
+    );
     assert!(user.len() <= 100 && target.len() <= 150, "{login}");
     assert!(target.ends_with("from 127.0.0.1"), "{login}");
     // Other routes take small bodies too.
@@ -175,7 +178,10 @@ fn failed_logins_are_rate_limited_per_client() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    assert!(answers.iter().all(|s| *s == 401 || *s == 429), "{answers:?}");
+    assert!(
+        answers.iter().all(|s| *s == 401 || *s == 429),
+        "{answers:?}"
+    );
     assert!(answers.contains(&429), "8 logins at once: {answers:?}");
 
     // Then, one at a time, the budget runs out: 429 with Retry-After.
@@ -223,7 +229,10 @@ fn events_are_paged() {
     };
     let first = seqs(&api.ok("GET", "/api/v1/events?limit=5", &admin, None));
     assert_eq!(first.len(), 5);
-    assert!(first.windows(2).all(|w| w[0] > w[1]), "newest first: {first:?}");
+    assert!(
+        first.windows(2).all(|w| w[0] > w[1]),
+        "newest first: {first:?}"
+    );
     let before = first[4];
     let second = seqs(&api.ok(
         "GET",
@@ -232,7 +241,10 @@ fn events_are_paged() {
         None,
     ));
     assert_eq!(second.len(), 5);
-    assert!(second.iter().all(|s| *s < before), "{first:?} then {second:?}");
+    assert!(
+        second.iter().all(|s| *s < before),
+        "{first:?} then {second:?}"
+    );
     assert_eq!(second[0], before - 1, "no gap between pages");
     server.stop();
 }
@@ -388,7 +400,14 @@ fn metrics_answer_loopback_peers_only() {
         free_portal(),
         &["--http", "0.0.0.0:0", "--config", config.to_str().unwrap()],
     );
-    let port = server.http.clone().unwrap().rsplit(':').next().unwrap().to_string();
+    let port = server
+        .http
+        .clone()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_string();
     let remote = Api::new(&format!("http://{ip}:{port}"));
     let (status, _, _) = remote.call("GET", "/metrics", None, None);
     assert_eq!(status, 401);
@@ -434,7 +453,11 @@ fn serve_until_exit(args: &[&str]) -> (bool, String, String) {
 fn a_bad_certificate_stops_reel_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n").unwrap();
+    std::fs::write(
+        &cert,
+        "-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
     std::fs::write(&key, "not a key\n").unwrap();
     let config = dir.path().join("reel.toml");
     std::fs::write(
@@ -459,9 +482,15 @@ fn a_bad_certificate_stops_reel_at_start() {
         config.to_str().unwrap(),
     ]);
     assert!(!ok);
-    assert!(!out.contains("https://"), "no URL for a console that cannot run: {out}");
+    assert!(
+        !out.contains("https://"),
+        "no URL for a console that cannot run: {out}"
+    );
     assert!(err.contains("certificate"), "{err}");
-    assert!(err.contains(cert.to_str().unwrap()), "names the file: {err}");
+    assert!(
+        err.contains(cert.to_str().unwrap()),
+        "names the file: {err}"
+    );
 }
 
 #[test]
@@ -477,7 +506,11 @@ fn the_data_directory_is_private() {
     // Created 0700.
     let new = dir.path().join("new");
     let out = reel(&new);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(mode(&new), 0o700);
 
     // A group- or world-readable one is refused, with the fix in the message.
@@ -487,7 +520,10 @@ fn the_data_directory_is_private() {
     let out = reel(&open);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("chmod 700") && err.contains(open.to_str().unwrap()), "{err}");
+    assert!(
+        err.contains("chmod 700") && err.contains(open.to_str().unwrap()),
+        "{err}"
+    );
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o750)).unwrap();
     assert!(!reel(&open).status.success(), "group-readable");
 
@@ -509,7 +545,14 @@ fn open_listeners_without_chap_or_tls_are_warned_about() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_portal().port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_reel"))
-        .args(["serve", "--listen", &format!("0.0.0.0:{port}"), "--http", "0.0.0.0:0", "--data"])
+        .args([
+            "serve",
+            "--listen",
+            &format!("0.0.0.0:{port}"),
+            "--http",
+            "0.0.0.0:0",
+            "--data",
+        ])
         .arg(dir.path().join("data"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -548,7 +591,11 @@ fn ctl_prints_the_drive_model_and_logs_out() {
         .env_remove("REEL_TOKEN")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let summary = text.lines().find(|l| l.starts_with("library ")).unwrap();
     assert!(

@@ -8,7 +8,7 @@
 //! (the flood's client competes with reel and the writer for the same cores) it is too noisy
 //! for a 10 % assertion in CI, so the test only rejects a pathological slowdown (below a
 //! quarter of the baseline); `REEL_FLOOD_MAX_SLOWDOWN=0.10` asserts the 10 % bound
-//! (`scripts/login-flood-bench.sh` runs that).
+//! (`bench/login-flood/run.sh` runs that).
 
 mod common;
 
@@ -88,13 +88,17 @@ async fn load_drive(client: &Client) {
     good(
         client,
         0,
-        &[0xA5, 0, 0, 0, slot[0], slot[1], drive[0], drive[1], 0, 0, 0, 0],
+        &[
+            0xA5, 0, 0, 0, slot[0], slot[1], drive[0], drive[1], 0, 0, 0, 0,
+        ],
         Bytes::new(),
         0,
     )
     .await;
     // The unit attention for the medium change, then ready.
-    let _ = client.execute(1, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0).await;
+    let _ = client
+        .execute(1, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0)
+        .await;
     good(client, 1, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0).await;
 }
 
@@ -134,7 +138,12 @@ fn bad_login(addr: &str, body: &Arc<Vec<u8>>) -> Option<u16> {
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     // After the command name in parentheses: fields 14 and 15 (utime, stime) in clock ticks.
-    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
     let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
     ticks as f64 / 100.0
 }
@@ -158,8 +167,8 @@ fn flood_client() {
         for _ in 0..flood_threads() {
             s.spawn(|| {
                 while next.fetch_add(1, Ordering::Relaxed) < attempts {
-                    let key = bad_login(&addr, &body)
-                        .map_or("no answer".to_string(), |s| s.to_string());
+                    let key =
+                        bad_login(&addr, &body).map_or("no answer".to_string(), |s| s.to_string());
                     *statuses.lock().entry(key).or_default() += 1;
                 }
             });
@@ -184,7 +193,10 @@ async fn a_login_flood_does_not_stall_a_streaming_drive_or_fill_the_disk() {
         let v: serde_json::Value = serde_json::from_str(
             &ureq::post(format!("{base}/api/v1/login"))
                 .header("Content-Type", "application/json")
-                .send(serde_json::json!({"username": "admin", "password": password.trim()}).to_string())
+                .send(
+                    serde_json::json!({"username": "admin", "password": password.trim()})
+                        .to_string(),
+                )
                 .unwrap()
                 .into_body()
                 .read_to_string()
@@ -238,7 +250,13 @@ async fn a_login_flood_does_not_stall_a_streaming_drive_or_fill_the_disk() {
             let out = std::process::Command::new("nice")
                 .args(["-n", "19"])
                 .arg(std::env::current_exe().unwrap())
-                .args(["--exact", "flood_client", "--nocapture", "--test-threads", "1"])
+                .args([
+                    "--exact",
+                    "flood_client",
+                    "--nocapture",
+                    "--test-threads",
+                    "1",
+                ])
                 .env("REEL_FLOOD_CLIENT_OF", &addr)
                 .env("REEL_FLOOD_ATTEMPTS", attempts.to_string())
                 .output()
@@ -286,7 +304,9 @@ async fn a_login_flood_does_not_stall_a_streaming_drive_or_fill_the_disk() {
     );
     // None got through to a password check with its megabyte, none broke the server.
     assert!(
-        statuses.keys().all(|k| k == "413" || k == "429" || k == "no answer"),
+        statuses
+            .keys()
+            .all(|k| k == "413" || k == "429" || k == "no answer"),
         "{statuses:?}"
     );
     assert!(
@@ -319,9 +339,7 @@ async fn a_login_flood_does_not_stall_a_streaming_drive_or_fill_the_disk() {
     let events = events.as_array().unwrap();
     assert!(events.len() < 100, "{} audit events", events.len());
     assert!(
-        events
-            .iter()
-            .all(|e| e.to_string().len() < 2000),
+        events.iter().all(|e| e.to_string().len() < 2000),
         "audit events stay small"
     );
     drop(client);

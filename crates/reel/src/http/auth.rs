@@ -248,6 +248,10 @@ impl Auth {
     /// Starts the background thread that writes the queue once a second and purges expired
     /// sessions once a minute; it ends when the last `Arc<Auth>` elsewhere is dropped.
     pub fn start(self: &Arc<Self>) {
+        self.start_with(PURGE_EVERY);
+    }
+
+    fn start_with(self: &Arc<Self>, purge_every: std::time::Duration) {
         let weak = Arc::downgrade(self);
         std::thread::Builder::new()
             .name("reel-auth".into())
@@ -262,7 +266,7 @@ impl Auth {
                         }
                         *woken = false;
                     }
-                    if last_purge.elapsed() >= PURGE_EVERY {
+                    if last_purge.elapsed() >= purge_every {
                         last_purge = std::time::Instant::now();
                         auth.purge_expired();
                     }
@@ -280,7 +284,11 @@ impl Auth {
 
     /// Writes the queued changes, then `extra`, in one transaction. The caller holds
     /// `store_order`.
-    fn write_queued(&self, dirty: &mut bool, extra: Option<(Vec<u8>, Option<Vec<u8>>)>) -> ApiResult<()> {
+    fn write_queued(
+        &self,
+        dirty: &mut bool,
+        extra: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    ) -> ApiResult<()> {
         let mut ops = {
             let mut q = self.queue.lock();
             let mut ops = std::mem::take(&mut q.ops);
@@ -288,8 +296,16 @@ impl Auth {
             let dropped = std::mem::take(&mut q.dropped);
             drop(q);
             if dropped > 0 {
-                let event = self.event("reel", "audit", "audit log", &format!("{dropped} audit events dropped: the queue was full"));
-                ops.push((format!("audit/{:020}", event.seq).into_bytes(), Self::encode(Some(&event))?));
+                let event = self.event(
+                    "reel",
+                    "audit",
+                    "audit log",
+                    &format!("{dropped} audit events dropped: the queue was full"),
+                );
+                ops.push((
+                    format!("audit/{:020}", event.seq).into_bytes(),
+                    Self::encode(Some(&event))?,
+                ));
             }
             ops
         };
@@ -527,7 +543,12 @@ impl Auth {
 
     /// Sets `username`'s password and revokes every session and API token of theirs except
     /// `keep` (the caller's own, when they change their own password).
-    pub fn set_password(&self, username: &str, password: &str, keep: Option<&str>) -> ApiResult<()> {
+    pub fn set_password(
+        &self,
+        username: &str,
+        password: &str,
+        keep: Option<&str>,
+    ) -> ApiResult<()> {
         check_password(password)?;
         let hash = Argon2::default()
             .hash_password(password.as_bytes())
@@ -688,9 +709,9 @@ impl Auth {
             self.write_queued(&mut dirty, None)?;
         }
         let before = before.map(|b| format!("audit/{b:020}"));
-        let records = self
-            .store
-            .records_rev(b"audit/", before.as_deref().map(str::as_bytes), limit)?;
+        let records =
+            self.store
+                .records_rev(b"audit/", before.as_deref().map(str::as_bytes), limit)?;
         Ok(records
             .iter()
             .filter_map(|(_, v)| serde_json::from_slice(v).ok())
@@ -731,4 +752,92 @@ fn check_password(password: &str) -> ApiResult<()> {
         return Err(ApiError::bad_request("password: 8 to 1024 characters"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    use reel_backend::{Backend, LocalBackend};
+    use reel_chunkstore::{StoreConfig, StreamId};
+
+    use super::*;
+
+    fn store(dir: &Path) -> ChunkStore {
+        let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(&dir.join("objects")).unwrap());
+        ChunkStore::open(&dir.join("catalog"), backend, StoreConfig::default()).unwrap()
+    }
+
+    fn packs(store: &ChunkStore) -> usize {
+        store.backend().list("packs/").unwrap().len()
+    }
+
+    #[test]
+    fn audit_events_and_sessions_never_seal_a_writers_pack() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let (auth, password) = Auth::open(store.clone()).unwrap();
+        let password = password.unwrap();
+        // A writer with flushed data in an open pack.
+        let stream = store.open_stream(StreamId(1)).unwrap();
+        let data: Vec<u8> = (0..1u32 << 20)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        stream.append(&data).unwrap();
+        stream.flush().unwrap();
+        let before = packs(&store);
+        for i in 0..50 {
+            auth.audit(
+                "someone",
+                "login",
+                &format!("attempt {i}"),
+                "wrong username or password",
+            );
+        }
+        let (token, _, _) = auth.login("admin", &password).unwrap();
+        auth.flush_queue();
+        assert_eq!(packs(&store), before, "no pack was sealed");
+        // Written (readable) even though not yet durable.
+        assert!(auth.events(100, None).unwrap().len() >= 50);
+        assert!(auth.authenticate(&token).is_ok());
+        // After the writer's own sync, the next flush makes them durable without it.
+        stream.sync().unwrap();
+        auth.audit("someone", "login", "after", "ok");
+        auth.flush_queue();
+        assert!(!*auth.store_order.lock(), "durable");
+    }
+
+    #[test]
+    fn expired_sessions_are_purged_periodically() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let (auth, _) = Auth::open(store.clone()).unwrap();
+        let admin = auth.users.lock().get("admin").cloned().unwrap();
+        let (_, caller) = auth.issue(&admin, "session", Some(now() - 1)).unwrap();
+        let key = format!("auth/token/{}", caller.token_id);
+        auth.flush_queue();
+        assert!(store.record(key.as_bytes()).unwrap().is_some());
+        auth.start_with(Duration::from_millis(100));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.record(key.as_bytes()).unwrap().is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "the expired session is still stored"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(!auth.still_valid(&caller.token_id));
+    }
+
+    #[test]
+    fn audit_fields_are_bounded() {
+        assert_eq!(bounded("admin", 64), "admin");
+        let long = bounded(&"x".repeat(5000), 64);
+        assert!(
+            long.starts_with(&"x".repeat(64)) && long.ends_with("(5000 bytes)"),
+            "{long}"
+        );
+        assert_eq!(bounded("a\nb", 10), "a\u{fffd}b");
+    }
 }

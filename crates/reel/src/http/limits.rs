@@ -214,8 +214,7 @@ pub async fn bounded_body(request: Request, next: Next) -> Response {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > BODY_MAX as u64) && !request.uri().path().ends_with("/login")
-    {
+    if declared.is_some_and(|n| n > BODY_MAX as u64) && !request.uri().path().ends_with("/login") {
         let _ = read_body(request.into_body(), BODY_MAX).await;
         return too_large(BODY_MAX).into_response();
     }

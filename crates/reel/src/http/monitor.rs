@@ -330,21 +330,21 @@ pub async fn stream(
     let stream = futures_util::stream::unfold(rx, move |mut rx| {
         let (state, token) = (state.clone(), token.clone());
         async move {
-        // The token is checked again before every sample: the stream ends with a logout, a
-        // revocation, an expiry or the user's deletion.
-        if !state.auth.still_valid(&token) {
-            return None;
-        }
-        // The first item is the current sample, then one per change.
-        let sample = rx.borrow_and_update().clone();
-        let event = Event::default()
-            .event("monitor")
-            .json_data(&*sample)
-            .unwrap_or_else(|_| Event::default().comment("unserialisable sample"));
-        if rx.changed().await.is_err() {
-            return None;
-        }
-        Some((Ok(event), rx))
+            // The token is checked again before every sample: the stream ends with a logout, a
+            // revocation, an expiry or the user's deletion.
+            if !state.auth.still_valid(&token) {
+                return None;
+            }
+            // The first item is the current sample, then one per change.
+            let sample = rx.borrow_and_update().clone();
+            let event = Event::default()
+                .event("monitor")
+                .json_data(&*sample)
+                .unwrap_or_else(|_| Event::default().comment("unserialisable sample"));
+            if rx.changed().await.is_err() {
+                return None;
+            }
+            Some((Ok(event), rx))
         }
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))

@@ -74,13 +74,14 @@ pub async fn login(
         Ok(t) => t,
         Err(refused) => return refused,
     };
-    let bytes = match super::limits::read_body(request.into_body(), super::limits::LOGIN_BODY_MAX).await {
-        Ok(b) => b,
-        Err(e) => {
-            ticket.failed();
-            return e.into_response();
-        }
-    };
+    let bytes =
+        match super::limits::read_body(request.into_body(), super::limits::LOGIN_BODY_MAX).await {
+            Ok(b) => b,
+            Err(e) => {
+                ticket.failed();
+                return e.into_response();
+            }
+        };
     let req: LoginRequest = match serde_json::from_slice(&bytes) {
         Ok(r) => r,
         Err(e) => return ApiError::bad_request(format!("the login body: {e}")).into_response(),
@@ -100,8 +101,12 @@ pub async fn login(
         };
         // A username is at most 64 characters: a longer one is cut (and marked) in the log.
         let name = super::auth::bounded(&req.username, 64);
-        s.auth
-            .audit(&name, "login", &format!("{name} from {}", peer.ip()), &outcome);
+        s.auth.audit(
+            &name,
+            "login",
+            &format!("{name} from {}", peer.ip()),
+            &outcome,
+        );
         let (token, caller, expires_at) = result?;
         Ok(LoginAnswer {
             token,
