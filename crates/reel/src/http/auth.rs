@@ -459,8 +459,7 @@ impl Auth {
         let Some(record) = self.tokens.lock().get(id).cloned() else {
             return false;
         };
-        !record.expires.is_some_and(|e| e <= now())
-            && self.users.lock().contains_key(&record.username)
+        record.expires.is_none_or(|e| e > now()) && self.users.lock().contains_key(&record.username)
     }
 
     pub fn create_user(&self, username: &str, password: &str, role: Role) -> ApiResult<UserView> {

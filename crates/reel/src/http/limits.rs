@@ -73,6 +73,19 @@ pub struct LoginLimits {
     waiting: std::sync::atomic::AtomicUsize,
 }
 
+/// A login turned away: 429 with `Retry-After`.
+#[derive(Debug)]
+pub struct Refused {
+    pub message: String,
+    pub retry_after: u64,
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        ApiError::too_many_requests(self.message, self.retry_after)
+    }
+}
+
 /// One admitted login: releases its client's slot when dropped.
 pub struct LoginTicket {
     limits: Arc<LoginLimits>,
@@ -96,21 +109,24 @@ impl LoginTicket {
     }
 
     /// Waits for a hash slot (the server-wide cap); 429 when too many already wait.
-    pub async fn hash_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
+    pub async fn hash_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Refused> {
         use std::sync::atomic::Ordering;
         let waiting = self.limits.waiting.fetch_add(1, Ordering::AcqRel);
         let result = if waiting >= LOGIN_QUEUE {
-            Err(ApiError::too_many_requests(
-                "too many logins at once; try again shortly",
-                1,
-            ))
+            Err(Refused {
+                message: "too many logins at once; try again shortly".into(),
+                retry_after: 1,
+            })
         } else {
             self.limits
                 .hashes
                 .clone()
                 .acquire_owned()
                 .await
-                .map_err(|_| ApiError::internal("shutting down").into_response())
+                .map_err(|_| Refused {
+                    message: "reel is shutting down".into(),
+                    retry_after: 5,
+                })
         };
         self.limits.waiting.fetch_sub(1, Ordering::AcqRel);
         result
@@ -127,7 +143,7 @@ impl LoginLimits {
     }
 
     /// Admits a login from `ip`, or answers 429 with how long to wait.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<LoginTicket, Response> {
+    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<LoginTicket, Refused> {
         let key = client_key(ip);
         let now = Instant::now();
         let mut clients = self.clients.lock();
@@ -155,19 +171,19 @@ impl LoginLimits {
         client.refill(now);
         if client.budget < 1.0 {
             let wait = (1.0 - client.budget) * LOGIN_REFILL.as_secs_f64();
-            return Err(ApiError::too_many_requests(
-                format!(
+            return Err(Refused {
+                message: format!(
                     "too many failed logins from {ip}; try again in {} s",
                     wait.ceil()
                 ),
-                wait.ceil() as u64,
-            ));
+                retry_after: wait.ceil() as u64,
+            });
         }
         if client.in_flight >= LOGIN_PER_CLIENT {
-            return Err(ApiError::too_many_requests(
-                format!("{LOGIN_PER_CLIENT} logins from {ip} are already running"),
-                1,
-            ));
+            return Err(Refused {
+                message: format!("{LOGIN_PER_CLIENT} logins from {ip} are already running"),
+                retry_after: 1,
+            });
         }
         client.in_flight += 1;
         Ok(LoginTicket {
@@ -233,13 +249,13 @@ mod tests {
             limits.admit(ip).ok().unwrap().failed();
         }
         let refused = limits.admit(ip).err().unwrap();
-        assert_eq!(refused.status(), 429);
-        let retry: u64 = refused.headers()[header::RETRY_AFTER]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert_eq!(retry, LOGIN_REFILL.as_secs());
+        assert_eq!(refused.retry_after, LOGIN_REFILL.as_secs());
+        let response = refused.into_response();
+        assert_eq!(response.status(), 429);
+        assert_eq!(
+            response.headers()[header::RETRY_AFTER],
+            LOGIN_REFILL.as_secs().to_string().as_str()
+        );
         // Another client is not affected; neither is another host of the same /64 spared.
         assert!(limits.admit("192.0.2.8".parse().unwrap()).is_ok());
         let a: IpAddr = "2001:db8::1".parse().unwrap();
@@ -265,7 +281,7 @@ mod tests {
         let held: Vec<_> = (0..LOGIN_PER_CLIENT)
             .map(|_| limits.admit(ip).ok().unwrap())
             .collect();
-        assert_eq!(limits.admit(ip).err().unwrap().status(), 429);
+        assert_eq!(limits.admit(ip).err().unwrap().retry_after, 1);
         drop(held);
         assert!(limits.admit(ip).is_ok());
     }

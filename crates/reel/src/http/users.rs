@@ -72,7 +72,7 @@ pub async fn login(
     // The rate limit comes first: a client over its budget costs a header parse, no more.
     let ticket = match state.logins.admit(peer.ip()) {
         Ok(t) => t,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let bytes =
         match super::limits::read_body(request.into_body(), super::limits::LOGIN_BODY_MAX).await {
@@ -88,7 +88,7 @@ pub async fn login(
     };
     let _slot = match ticket.hash_slot().await {
         Ok(slot) => slot,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let answer = blocking(state, move |s| {
         let result = s.auth.login(&req.username, &req.password);
