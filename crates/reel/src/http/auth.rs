@@ -309,11 +309,19 @@ impl Auth {
             }
             ops
         };
+        let queued = ops.len();
         ops.extend(extra);
         if ops.is_empty() {
             return Ok(());
         }
-        self.store.put_records(&ops)?;
+        if let Err(e) = self.store.put_records(&ops) {
+            // Nothing was written: the queued changes go back in front of newer ones.
+            ops.truncate(queued);
+            let mut q = self.queue.lock();
+            ops.append(&mut q.ops);
+            q.ops = ops;
+            return Err(e.into());
+        }
         *dirty = true;
         Ok(())
     }
@@ -561,8 +569,8 @@ impl Auth {
             .cloned()
             .ok_or_else(|| ApiError::not_found(format!("no user {username}")))?;
         user.password_hash = hash;
-        // Revocations first: a crash between them leaves the old password with fewer
-        // sessions, never the new one with the old sessions.
+        // The revocations are queued, so `put` writes them in the same transaction as the new
+        // hash: no crash leaves the new password beside the old sessions.
         let owned: Vec<String> = self
             .tokens
             .lock()
