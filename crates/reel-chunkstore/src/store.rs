@@ -412,6 +412,102 @@ impl ChunkStore {
         Ok(())
     }
 
+    /// Stores or deletes several caller records in one catalog transaction, committed with the
+    /// next sync (or [`ChunkStore::commit_records`]).
+    pub fn put_records(&self, records: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let inner = &self.inner;
+        inner.check_stopped()?;
+        let _commit = inner.commit_lock.read();
+        let mut txn = inner.db.begin_write()?;
+        txn.set_durability(Durability::None)?;
+        {
+            let mut t = txn.open_table(RECORDS)?;
+            for (key, value) in records {
+                match value {
+                    Some(v) => {
+                        t.insert(key.as_slice(), v.as_slice())?;
+                    }
+                    None => {
+                        t.remove(key.as_slice())?;
+                    }
+                }
+            }
+        }
+        txn.commit()?;
+        inner.note_nondurable_commit();
+        Ok(())
+    }
+
+    /// Makes every catalog change so far durable *without sealing any open pack*, when that is
+    /// safe; returns false (and commits nothing) when it is not, or when a flush, sync or
+    /// reclaim holds the catalog right now. For callers whose records may wait for the next
+    /// sync but should not force one (the server's audit log and sessions).
+    ///
+    /// Safe means: no chunk is pending (written but not yet in a stored, indexed pack). Every
+    /// row a flush committed names chunks that are indexed or pending (`reserve`), and an
+    /// indexed chunk's pack was durably stored before its index commit (write path step 3).
+    /// With nothing pending, and the commit lock held exclusively so no flush can name a new
+    /// chunk meanwhile, the durable commit references only durable packs: the invariant of
+    /// `sync` (docs/design/chunk-store.md, "Committing records without a sync") holds.
+    pub fn commit_records(&self) -> Result<bool> {
+        let inner = &self.inner;
+        inner.check_stopped()?;
+        // Reclaim holds the ingest lock exclusively while it moves chunks between packs.
+        let Some(_ingest) = inner.ingest_lock.try_read() else {
+            return Ok(false);
+        };
+        let Some(_commit) = inner.commit_lock.try_write() else {
+            return Ok(false);
+        };
+        if !inner.pending.lock().is_empty() {
+            return Ok(false);
+        }
+        inner.commit_durably()?;
+        Ok(true)
+    }
+
+    /// Up to `limit` records whose keys start with `prefix` and sort before `before` (all of
+    /// them when `None`), newest key first: a page of a log, without reading the rest.
+    pub fn records_rev(
+        &self,
+        prefix: &[u8],
+        before: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let txn = self.inner.db.begin_read()?;
+        let t = txn.open_table(RECORDS)?;
+        let mut out = Vec::new();
+        // The first key after every key with this prefix: the prefix with its last byte below
+        // 0xFF incremented (none if it is all 0xFF).
+        let mut end = prefix.to_vec();
+        while end.last() == Some(&0xFF) {
+            end.pop();
+        }
+        if let Some(last) = end.last_mut() {
+            *last += 1;
+        }
+        let upper: &[u8] = match before {
+            Some(b) if end.is_empty() || b < end.as_slice() => b,
+            _ => &end,
+        };
+        let rows = if upper.is_empty() {
+            t.range(prefix..)?
+        } else {
+            t.range(prefix..upper)?
+        };
+        for row in rows.rev() {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = row?;
+            out.push((k.value().to_vec(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+
     pub fn record(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let txn = self.inner.db.begin_read()?;
         let t = txn.open_table(RECORDS)?;
@@ -969,5 +1065,105 @@ impl Inner {
         streams.retain(|_, w| w.strong_count() > 0);
         streams.insert(id, Arc::downgrade(state));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod record_commit_tests {
+    use std::sync::Arc;
+
+    use reel_backend::{Backend, LocalBackend};
+
+    use super::*;
+    use crate::StreamId;
+
+    fn open(dir: &Path) -> ChunkStore {
+        let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(&dir.join("objects")).unwrap());
+        ChunkStore::open(&dir.join("catalog"), backend, StoreConfig::default()).unwrap()
+    }
+
+    fn packs(store: &ChunkStore) -> usize {
+        store.backend().list("packs/").unwrap().len()
+    }
+
+    /// Pseudo-random bytes (incompressible, no dedup).
+    fn noise(n: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_commit_durably_only_when_no_pack_is_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        // Idle: the record is made durable without a sync.
+        store.put_record(b"a/1", Some(b"one")).unwrap();
+        assert!(store.commit_records().unwrap());
+        store.abandon();
+        drop(store);
+        let store = open(dir.path());
+        assert_eq!(store.record(b"a/1").unwrap().as_deref(), Some(&b"one"[..]));
+
+        // A writer with flushed rows in an open pack: nothing is sealed, nothing committed.
+        let stream = store.open_stream(StreamId(7)).unwrap();
+        stream.append(&noise(1 << 20, 3)).unwrap();
+        stream.flush().unwrap();
+        let before = packs(&store);
+        store
+            .put_records(&[(b"a/2".to_vec(), Some(b"two".to_vec()))])
+            .unwrap();
+        assert!(!store.commit_records().unwrap());
+        assert_eq!(packs(&store), before, "no pack was sealed for the record");
+        // The writer's own sync makes both durable.
+        stream.sync().unwrap();
+        store
+            .put_records(&[(b"a/3".to_vec(), Some(b"three".to_vec()))])
+            .unwrap();
+        assert!(
+            store.commit_records().unwrap(),
+            "nothing pending after the sync"
+        );
+        store.abandon();
+        drop(stream);
+        drop(store);
+        let store = open(dir.path());
+        assert!(store.record(b"a/2").unwrap().is_some());
+        assert!(store.record(b"a/3").unwrap().is_some());
+        assert_eq!(store.streams().unwrap(), vec![(StreamId(7), 1 << 20)]);
+        assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
+    }
+
+    #[test]
+    fn records_page_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        for i in 0..20u32 {
+            store
+                .put_record(format!("log/{i:04}").as_bytes(), Some(b"x"))
+                .unwrap();
+        }
+        store.put_record(b"loh/0", Some(b"after")).unwrap();
+        store.put_record(b"lof/0", Some(b"before")).unwrap();
+        let keys = |v: Vec<(Vec<u8>, Vec<u8>)>| -> Vec<String> {
+            v.into_iter()
+                .map(|(k, _)| String::from_utf8(k).unwrap())
+                .collect()
+        };
+        assert_eq!(
+            keys(store.records_rev(b"log/", None, 3).unwrap()),
+            ["log/0019", "log/0018", "log/0017"]
+        );
+        assert_eq!(
+            keys(store.records_rev(b"log/", Some(b"log/0002"), 5).unwrap()),
+            ["log/0001", "log/0000"]
+        );
+        assert!(store.records_rev(b"nope/", None, 5).unwrap().is_empty());
     }
 }

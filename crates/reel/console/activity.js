@@ -79,6 +79,8 @@ export function mountEvents(view) {
   options(limit.input, [["50", "last 50"], ["200", "last 200"], ["1000", "last 1000"]], "200");
   const filter = field("Filter", { type: "search", placeholder: "user, action, target…", "data-testid": "events-filter", autocomplete: "off" });
   const refresh = h("button", { type: "button", class: "button", text: "Refresh", "data-testid": "events-refresh" });
+  // Pages of the log: the server reads only the page asked for (`before` = the last seq shown).
+  const older = h("button", { type: "button", class: "button", text: "Older events", "data-testid": "events-older" });
   view.appendChild(
     h(
       "section",
@@ -86,10 +88,12 @@ export function mountEvents(view) {
       h("div", { class: "page-head" }, h("h1", { id: "ev-title", text: "Events (audit log)" }), h("div", { class: "toolbar" }, refresh)),
       h("div", { class: "filters" }, limit.wrap, filter.wrap),
       h("div", { class: "table-wrap" }, node),
+      h("div", { class: "toolbar" }, older),
     ),
   );
   let alive = true;
   let events = [];
+  let extended = false;
   function render() {
     clear(tbody);
     const q = filter.input.value.trim().toLowerCase();
@@ -118,13 +122,27 @@ export function mountEvents(view) {
     const list = await get(`/events?limit=${encodeURIComponent(limit.input.value)}`);
     if (!alive) return;
     events = list;
+    extended = false;
+    older.disabled = list.length < Number(limit.input.value);
+    render();
+  }
+  async function loadOlder() {
+    const last = events[events.length - 1];
+    if (!last) return;
+    const list = await get(`/events?limit=${encodeURIComponent(limit.input.value)}&before=${last.seq}`);
+    if (!alive) return;
+    events = events.concat(list);
+    extended = true;
+    older.disabled = list.length < Number(limit.input.value);
     render();
   }
   limit.input.addEventListener("change", () => attempt("Loading events", load));
   filter.input.addEventListener("input", debounce(render, 150));
   refresh.addEventListener("click", () => attempt("Loading events", load));
+  older.addEventListener("click", () => attempt("Loading older events", loadOlder));
   attempt("Loading events", load);
-  const stop = autoRefresh(load, 10000);
+  // The automatic refresh shows the newest page, unless older pages were opened.
+  const stop = autoRefresh(() => (extended ? Promise.resolve() : load()), 10000);
   return () => {
     alive = false;
     stop();

@@ -3,17 +3,24 @@
 import { currentUser, del, get, hasRole, post, put, seg } from "./api.js";
 import { attempt, clear, confirmDialog, field, h, openDialog, options, showError, showMessage, time } from "./ui.js";
 
+// Your own password needs the current one; an admin setting someone else's does not. The
+// server ends every other session and API token of that user.
 function passwordDialog(username) {
+  const own = currentUser()?.username === username;
   return openDialog({
     title: `New password for ${username}`,
     testid: "password-dialog",
     build: (close) => {
+      const current = own
+        ? field("Current password", { type: "password", autocomplete: "current-password", required: true, "data-testid": "current-password" })
+        : null;
       const pw = field("New password", { type: "password", autocomplete: "new-password", required: true, "data-testid": "new-password" });
       const again = field("Repeat it", { type: "password", autocomplete: "new-password", required: true, "data-testid": "new-password-again" });
       const error = h("div", { class: "dialog-error", role: "alert" });
       const form = h(
         "form",
         { class: "dialog-body" },
+        current ? current.wrap : null,
         pw.wrap,
         again.wrap,
         error,
@@ -24,14 +31,17 @@ function passwordDialog(username) {
           h("button", { type: "submit", class: "button primary", text: "Set password" }),
         ),
       );
-      pw.input.setAttribute("autofocus", "");
+      (current ?? pw).input.setAttribute("autofocus", "");
       form.addEventListener("submit", async (e) => {
         e.preventDefault();
+        if (current && !current.input.value) return void (error.textContent = "Enter your current password.");
         if (!pw.input.value) return void (error.textContent = "Enter a password.");
         if (pw.input.value !== again.input.value) return void (error.textContent = "The two passwords differ.");
         try {
-          await put(`/users/${seg(username)}/password`, { password: pw.input.value });
-          showMessage(`The password of ${username} is changed.`, "success");
+          const body = { password: pw.input.value };
+          if (current) body.current_password = current.input.value;
+          await put(`/users/${seg(username)}/password`, body);
+          showMessage(`The password of ${username} is changed; their other sessions and API tokens are ended.`, "success");
           close(true);
         } catch (err) {
           if (err.status === 401) return close(false);

@@ -110,6 +110,10 @@ pub struct HttpConfig {
     /// Set to false to run without the console and API.
     #[serde(default = "default_true")]
     pub enabled: bool,
+    /// Who may read `/metrics`: "loopback" (default: peers on this host only) or "token"
+    /// (others too, with a bearer token).
+    #[serde(default)]
+    pub metrics: crate::http::MetricsAccess,
 }
 
 impl Default for HttpConfig {
@@ -119,6 +123,7 @@ impl Default for HttpConfig {
             tls_cert: None,
             tls_key: None,
             enabled: true,
+            metrics: crate::http::MetricsAccess::default(),
         }
     }
 }
@@ -595,6 +600,7 @@ fn validate_partitions(config: &Config, target: &TargetEntry) -> anyhow::Result<
         }
         if let Some(mutual) = &p.mutual_chap {
             validate_chap(&p.name, "mutual_chap", mutual)?;
+            validate_mutual(&p.name, p.chap.as_ref().or(target.chap.as_ref()), mutual)?;
             if p.chap.is_none() && target.chap.is_none() {
                 anyhow::bail!("partition {}: mutual_chap needs chap", p.name);
             }
@@ -657,6 +663,61 @@ fn validate_chap(target: &str, which: &str, chap: &Chap) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// RFC 7143 §12.1.3: the secret an initiator uses to authenticate a target must differ from
+/// the one the target uses to authenticate it (else a rogue target can reflect the
+/// challenge back and learn the answer).
+fn validate_mutual(target: &str, chap: Option<&Chap>, mutual: &Chap) -> anyhow::Result<()> {
+    if chap.is_some_and(|c| c.secret == mutual.secret) {
+        anyhow::bail!(
+            "target {target}: mutual_chap.secret must differ from chap.secret (RFC 7143 §12.1.3)"
+        );
+    }
+    Ok(())
+}
+
+/// What the configuration leaves open to the network, as warnings for the start banner:
+/// iSCSI portals off loopback with a target without CHAP, and plain HTTP off loopback.
+pub fn exposure_warnings(config: &Config) -> Vec<String> {
+    let off_loopback = |addr: &str| {
+        addr.parse::<SocketAddr>()
+            .is_ok_and(|a| !a.ip().to_canonical().is_loopback())
+    };
+    let mut warnings = Vec::new();
+    let open_portals: Vec<&str> = config
+        .iscsi
+        .listen
+        .iter()
+        .map(String::as_str)
+        .filter(|l| off_loopback(l))
+        .collect();
+    if !open_portals.is_empty() {
+        let unprotected: Vec<&str> = config
+            .iscsi
+            .targets
+            .iter()
+            // Partitions are targets of their own by now (`expand_partitions`).
+            .filter(|t| t.chap.is_none())
+            .map(|t| t.name.as_str())
+            .collect();
+        if !unprotected.is_empty() {
+            warnings.push(format!(
+                "iSCSI listens on {} without CHAP for {}: anyone who reaches the portal can use \
+                 those targets (set chap in [[iscsi.target]], or listen on 127.0.0.1)",
+                open_portals.join(", "),
+                unprotected.join(", ")
+            ));
+        }
+    }
+    if config.http.enabled && off_loopback(&config.http.listen) && config.http.tls_cert.is_none() {
+        warnings.push(format!(
+            "HTTP listens on {} without TLS: passwords and tokens cross the network in clear \
+             (set tls_cert and tls_key in [http], or listen on 127.0.0.1)",
+            config.http.listen
+        ));
+    }
+    warnings
 }
 
 fn validate(config: &Config) -> anyhow::Result<()> {
@@ -755,6 +816,7 @@ fn validate(config: &Config) -> anyhow::Result<()> {
         }
         if let Some(mutual) = &target.mutual_chap {
             validate_chap(&target.name, "mutual_chap", mutual)?;
+            validate_mutual(&target.name, target.chap.as_ref(), mutual)?;
             if target.chap.is_none() {
                 anyhow::bail!(
                     "target {}: mutual_chap needs chap (the initiator authenticates first)",
@@ -857,6 +919,15 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("needs chap"), "{err}");
+        let err = parse(
+            "[[iscsi.target]]\nname = \"iqn.2026-11.org.x:a\"\nkind = \"null-disk\"\nchap = { user = \"u\", secret = \"same-secret-both\" }\nmutual_chap = { user = \"t\", secret = \"same-secret-both\" }\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("must differ") && !err.contains("same-secret-both"),
+            "{err}"
+        );
         let debug = format!(
             "{:?}",
             Chap {

@@ -1,6 +1,10 @@
 //! The data directory: where one reel instance keeps its store.
 //!
 //! Layout: `DIR/objects/` (pack objects, the local back end) and `DIR/catalog/` (the catalog).
+//!
+//! The directory holds every backup, the password hashes and the audit log: it is created
+//! 0700, and one that other users can enter or read is refused (its mode says nothing about
+//! the files below it, which are created with the process's umask).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,12 +24,42 @@ pub struct DataDirArg {
     pub dir: PathBuf,
 }
 
-/// Opens (or creates) the library's cartridges in `dir`.
+/// Opens (or creates) the library's cartridges in `dir`, a private directory (see
+/// [`ensure_private`]).
 pub fn open(dir: &Path) -> anyhow::Result<Cartridges> {
+    ensure_private(dir)?;
     Ok(Cartridges::new(open_store(dir)?))
 }
 
-/// Opens (or creates) the chunk store in `dir`.
+/// Creates `dir` 0700 if missing; refuses it if its group or others have any access.
+pub fn ensure_private(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating the data directory {}", dir.display()))?;
+    }
+    let meta =
+        std::fs::metadata(dir).with_context(|| format!("the data directory {}", dir.display()))?;
+    if !meta.is_dir() {
+        anyhow::bail!("the data directory {} is not a directory", dir.display());
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        anyhow::bail!(
+            "the data directory {} has mode {mode:03o}: other users could read the backups, \
+             password hashes and audit log in it; make it private with `chmod 700 {}`",
+            dir.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Opens (or creates) the chunk store in `dir` (the store benchmark's own scratch stores open
+/// it directly).
 pub fn open_store(dir: &Path) -> anyhow::Result<ChunkStore> {
     let objects = dir.join("objects");
     let backend = LocalBackend::open(&objects)

@@ -108,6 +108,20 @@ struct Client {
     url: String,
     token: String,
     agent: ureq::Agent,
+    /// The token is a session this call logged in for: it logs out when done.
+    session: bool,
+}
+
+impl Drop for Client {
+    /// Ends the session `--user` opened, whatever the command's outcome.
+    fn drop(&mut self) {
+        if self.session {
+            self.session = false;
+            if let Err(e) = self.request("POST", "/logout", None) {
+                eprintln!("reel ctl: logging out: {e:#}");
+            }
+        }
+    }
 }
 
 impl Client {
@@ -146,6 +160,7 @@ fn connect(args: &CtlArgs) -> anyhow::Result<Client> {
         url: args.url.clone(),
         token: args.token.clone().unwrap_or_default(),
         agent,
+        session: false,
     };
     if let Some(user) = &args.user {
         let password =
@@ -156,6 +171,7 @@ fn connect(args: &CtlArgs) -> anyhow::Result<Client> {
             Some(json!({"username": user, "password": password})),
         )?;
         client.token = v["token"].as_str().unwrap_or_default().to_string();
+        client.session = !client.token.is_empty();
     }
     if client.token.is_empty() {
         bail!("no credentials: pass --token (or REEL_TOKEN), or --user with REEL_PASSWORD");
@@ -304,7 +320,11 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                             "library {}: {} changer, {} x {}, {} slots, {} import/export, {} cartridges",
                             s(&lib["name"]),
                             s(&lib["changer"]["model"]),
-                            s(&lib["drives"]),
+                            // The detail's `drives` is the list of drives (it replaces
+                            // the summary's count of the same name).
+                            lib["drives"]
+                                .as_array()
+                                .map_or_else(|| s(&lib["drives"]), |d| d.len().to_string()),
                             s(&lib["drive_model"]),
                             s(&lib["slots"]),
                             s(&lib["import_export"]),

@@ -25,10 +25,11 @@ use crate::config::{self, Chap, Config, TargetKind};
 use crate::data_dir::{self, DEFAULT_DATA_DIR};
 use crate::http;
 
-/// Writes a file only its owner can read (first-login password).
+/// Writes a file only its owner can read (first-login password), also over an existing file
+/// of any mode: it is emptied and made 0600 before the text goes in.
 fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -36,6 +37,8 @@ fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
         .mode(0o600)
         .open(path)
         .with_context(|| format!("writing {}", path.display()))?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("making {} private", path.display()))?;
     f.write_all(text.as_bytes())
         .with_context(|| format!("writing {}", path.display()))
 }
@@ -183,7 +186,21 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => {}
     }
-    // Bind the console first: a port conflict stops reel before anything else starts.
+    // Check the TLS material and bind the console first: a bad certificate or a port
+    // conflict stops reel before anything else starts.
+    let tls_config = match (&config.http.tls_cert, &config.http.tls_key) {
+        (Some(cert), Some(key)) if config.http.enabled => {
+            let tls = http::Tls {
+                cert: cert.clone(),
+                key: key.clone(),
+            };
+            let probe = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .context("starting the async runtime")?;
+            Some(probe.block_on(tls.load())?)
+        }
+        _ => None,
+    };
     let http_listener = if config.http.enabled {
         let addr: std::net::SocketAddr = config.http.listen.parse()?;
         Some(http::bind(addr).with_context(|| {
@@ -295,6 +312,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mut http_task = None;
     if let Some(listener) = http_listener {
         let (auth, initial_password) = http::auth::Auth::open(carts.store().clone())?;
+        auth.start();
         let monitor = http::monitor::Monitor::new(
             libraries.clone(),
             carts.clone(),
@@ -309,20 +327,21 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             target: server.clone(),
             monitor,
             maintenance: http::maintenance::Jobs::new(),
+            logins: http::limits::LoginLimits::new(),
+            metrics: config.http.metrics,
         });
         let addr = listener.local_addr()?;
-        let tls = match (&config.http.tls_cert, &config.http.tls_key) {
-            (Some(cert), Some(key)) => Some(http::Tls {
-                cert: cert.clone(),
-                key: key.clone(),
-            }),
-            _ => None,
+        let scheme = if tls_config.is_some() {
+            "https"
+        } else {
+            "http"
         };
-        let scheme = if tls.is_some() { "https" } else { "http" };
         let _guard = runtime.enter();
-        http_task = Some(runtime.spawn(http::serve(listener, state, tls, async move {
-            let _ = http_stopped.await;
-        })));
+        http_task = Some(
+            runtime.spawn(http::serve(listener, state, tls_config, async move {
+                let _ = http_stopped.await;
+            })),
+        );
         println!(
             "web console and REST API: {scheme}://{addr}/ (OpenAPI: {scheme}://{addr}/api/v1/openapi.json, metrics: {scheme}://{addr}/metrics)"
         );
@@ -334,6 +353,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 file.display()
             );
         }
+    }
+    for warning in config::exposure_warnings(&config) {
+        eprintln!("reel: warning: {warning}");
     }
     // The handler is in place before the line that says it is: a SIGTERM right after it must
     // stop reel cleanly, not kill it.

@@ -314,7 +314,7 @@ fn authentication_roles_and_tokens() {
         "PUT",
         "/api/v1/users/vera/password",
         &viewer,
-        Some(json!({"password": "new-password"})),
+        Some(json!({"password": "new-password", "current_password": "viewer-pass"})),
     );
     api.err(
         "POST",

@@ -6,8 +6,16 @@
 //! - `audit/<seq, 20 digits>`: an [`AuditEvent`] per change; the newest [`AUDIT_KEEP`] are
 //!   kept.
 //!
-//! Invariant: every change goes to the store (and is synced) before the in-memory copy
-//! changes, so a crash never leaves a token valid that the store does not know.
+//! Invariant: every change goes to the store before the in-memory copy changes, so a crash
+//! never leaves a token valid that the store does not know. Changes that take rights away or
+//! grant lasting ones (users, passwords, API tokens, revocations, logouts) are synced before
+//! they are answered. Audit events, new login sessions and the purge of expired sessions are
+//! queued and written in batches: a background thread writes the queue once a second and
+//! makes it durable with [`ChunkStore::commit_records`], which never seals a tape writer's
+//! open pack; while a writer streams, they become durable with its next sync (a filemark, a
+//! rewind, an unload) or at shutdown. A crash can lose the last of them: an audit event, or a
+//! session its user logs in again for. The queue is bounded; audit events beyond it are
+//! counted and the count is recorded instead.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier, phc::PasswordHash};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use reel_chunkstore::ChunkStore;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -24,6 +32,18 @@ use super::error::{ApiError, ApiResult};
 
 /// Session tokens from a login expire after this long.
 pub const SESSION_SECONDS: u64 = 12 * 3600;
+
+/// How often expired sessions are dropped from the store.
+const PURGE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How often the queue of audit events and sessions is written to the store.
+const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Audit events queued at most; more are counted, not kept, until the queue is written.
+const QUEUE_MAX: usize = 10_000;
+
+/// Characters of caller-supplied text kept in an audit event's fields.
+pub const AUDIT_FIELD_MAX: usize = 200;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -143,6 +163,15 @@ fn valid_username(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
 }
 
+/// Record changes waiting to be written, in order.
+#[derive(Default)]
+struct Queue {
+    ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    audit_events: usize,
+    /// Audit events dropped because the queue was full.
+    dropped: u64,
+}
+
 pub struct Auth {
     store: ChunkStore,
     users: Mutex<HashMap<String, User>>,
@@ -151,6 +180,26 @@ pub struct Auth {
     next_seq: AtomicU64,
     /// Serialises changes (store write + memory update) against each other.
     write: Mutex<()>,
+    queue: Mutex<Queue>,
+    /// Held while writing to the store, so records reach it in the order they were made;
+    /// true while written records may not be durable yet.
+    store_order: Mutex<bool>,
+    /// Wakes the flusher early (a full queue, shutdown).
+    wake: Condvar,
+    wake_lock: Mutex<bool>,
+}
+
+/// `text` cut to `max` characters, marked when cut; control characters replaced.
+pub fn bounded(text: &str, max: usize) -> String {
+    let mut out: String = text
+        .chars()
+        .take(max)
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect();
+    if text.chars().nth(max).is_some() {
+        out.push_str(&format!("… ({} bytes)", text.len()));
+    }
+    out
 }
 
 impl Auth {
@@ -168,8 +217,8 @@ impl Auth {
             tokens.insert(token.id.clone(), token);
         }
         let next_seq = store
-            .records(b"audit/")?
-            .last()
+            .records_rev(b"audit/", None, 1)?
+            .first()
             .and_then(|(k, _)| std::str::from_utf8(&k[6..]).ok()?.parse::<u64>().ok())
             .map_or(1, |s| s + 1);
         let auth = Arc::new(Auth {
@@ -179,6 +228,10 @@ impl Auth {
             last_used: Mutex::new(HashMap::new()),
             next_seq: AtomicU64::new(next_seq),
             write: Mutex::new(()),
+            queue: Mutex::new(Queue::default()),
+            store_order: Mutex::new(false),
+            wake: Condvar::new(),
+            wake_lock: Mutex::new(false),
         });
         auth.purge_expired();
         let mut initial = None;
@@ -192,12 +245,123 @@ impl Auth {
         Ok((auth, initial))
     }
 
-    fn put<T: Serialize>(&self, key: String, value: Option<&T>) -> ApiResult<()> {
-        let bytes = value
+    /// Starts the background thread that writes the queue once a second and purges expired
+    /// sessions once a minute; it ends when the last `Arc<Auth>` elsewhere is dropped.
+    pub fn start(self: &Arc<Self>) {
+        self.start_with(PURGE_EVERY);
+    }
+
+    fn start_with(self: &Arc<Self>, purge_every: std::time::Duration) {
+        let weak = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("reel-auth".into())
+            .spawn(move || {
+                let mut last_purge = std::time::Instant::now();
+                loop {
+                    let Some(auth) = weak.upgrade() else { return };
+                    {
+                        let mut woken = auth.wake_lock.lock();
+                        if !*woken {
+                            auth.wake.wait_for(&mut woken, FLUSH_EVERY);
+                        }
+                        *woken = false;
+                    }
+                    if last_purge.elapsed() >= purge_every {
+                        last_purge = std::time::Instant::now();
+                        auth.purge_expired();
+                    }
+                    auth.flush_queue();
+                }
+            })
+            .expect("spawning the auth thread");
+    }
+
+    fn encode<T: Serialize>(value: Option<&T>) -> ApiResult<Option<Vec<u8>>> {
+        value
             .map(|v| serde_json::to_vec(v).map_err(|e| ApiError::internal(e.to_string())))
-            .transpose()?;
-        self.store.put_record(key.as_bytes(), bytes.as_deref())?;
+            .transpose()
+    }
+
+    /// Writes the queued changes, then `extra`, in one transaction. The caller holds
+    /// `store_order`.
+    fn write_queued(
+        &self,
+        dirty: &mut bool,
+        extra: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    ) -> ApiResult<()> {
+        let mut ops = {
+            let mut q = self.queue.lock();
+            let mut ops = std::mem::take(&mut q.ops);
+            q.audit_events = 0;
+            let dropped = std::mem::take(&mut q.dropped);
+            drop(q);
+            if dropped > 0 {
+                let event = self.event(
+                    "reel",
+                    "audit",
+                    "audit log",
+                    &format!("{dropped} audit events dropped: the queue was full"),
+                );
+                ops.push((
+                    format!("audit/{:020}", event.seq).into_bytes(),
+                    Self::encode(Some(&event))?,
+                ));
+            }
+            ops
+        };
+        let queued = ops.len();
+        ops.extend(extra);
+        if ops.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = self.store.put_records(&ops) {
+            // Nothing was written: the queued changes go back in front of newer ones.
+            ops.truncate(queued);
+            let mut q = self.queue.lock();
+            ops.append(&mut q.ops);
+            q.ops = ops;
+            return Err(e.into());
+        }
+        *dirty = true;
+        Ok(())
+    }
+
+    /// Writes the queue and makes it durable if that seals no pack (see the module docs).
+    pub fn flush_queue(&self) {
+        let mut dirty = self.store_order.lock();
+        let result = self.write_queued(&mut dirty, None).and_then(|()| {
+            if *dirty && self.store.commit_records()? {
+                *dirty = false;
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            tracing::warn!(error = %e.message, "could not write the audit log and sessions");
+        }
+    }
+
+    /// Queues a change for the next batch (audit events, sessions, purges).
+    fn queue(&self, key: String, value: Option<Vec<u8>>, audit: bool) {
+        let mut q = self.queue.lock();
+        if audit && q.audit_events >= QUEUE_MAX {
+            q.dropped += 1;
+            return;
+        }
+        q.audit_events += usize::from(audit);
+        q.ops.push((key.into_bytes(), value));
+        if q.ops.len() >= QUEUE_MAX {
+            *self.wake_lock.lock() = true;
+            self.wake.notify_one();
+        }
+    }
+
+    /// Writes a change (after everything queued before it) and syncs the store.
+    fn put<T: Serialize>(&self, key: String, value: Option<&T>) -> ApiResult<()> {
+        let bytes = Self::encode(value)?;
+        let mut dirty = self.store_order.lock();
+        self.write_queued(&mut dirty, Some((key.into_bytes(), bytes)))?;
         self.store.sync()?;
+        *dirty = false;
         Ok(())
     }
 
@@ -223,6 +387,24 @@ impl Auth {
         Ok((token, caller, expires))
     }
 
+    /// Checks `password` against `username`'s (an Argon2 verification).
+    pub fn verify_password(&self, username: &str, password: &str) -> bool {
+        let Some(hash) = self
+            .users
+            .lock()
+            .get(username)
+            .map(|u| u.password_hash.clone())
+        else {
+            return false;
+        };
+        PasswordHash::new(&hash).is_ok_and(|h| {
+            Argon2::default()
+                .verify_password(password.as_bytes(), &h)
+                .is_ok()
+        })
+    }
+
+    /// A session token (`expires`: queued, see the module docs) or an API token (synced).
     fn issue(&self, user: &User, name: &str, expires: Option<u64>) -> ApiResult<(String, Caller)> {
         let id = random_hex(8);
         let secret = random_hex(32);
@@ -235,7 +417,12 @@ impl Auth {
             expires,
         };
         let _w = self.write.lock();
-        self.put(format!("auth/token/{id}"), Some(&record))?;
+        let key = format!("auth/token/{id}");
+        if expires.is_some() {
+            self.queue(key, Self::encode(Some(&record))?, false);
+        } else {
+            self.put(key, Some(&record))?;
+        }
         self.tokens.lock().insert(id.clone(), record);
         Ok((
             format!("{id}.{secret}"),
@@ -272,6 +459,15 @@ impl Auth {
             role,
             token_id: record.id,
         })
+    }
+
+    /// Whether the token `id` still stands (not revoked, not expired, its user still there):
+    /// long-lived requests (the live stream) ask again as they go.
+    pub fn still_valid(&self, id: &str) -> bool {
+        let Some(record) = self.tokens.lock().get(id).cloned() else {
+            return false;
+        };
+        record.expires.is_none_or(|e| e > now()) && self.users.lock().contains_key(&record.username)
     }
 
     pub fn create_user(&self, username: &str, password: &str, role: Role) -> ApiResult<UserView> {
@@ -352,7 +548,14 @@ impl Auth {
         Ok(())
     }
 
-    pub fn set_password(&self, username: &str, password: &str) -> ApiResult<()> {
+    /// Sets `username`'s password and revokes every session and API token of theirs except
+    /// `keep` (the caller's own, when they change their own password).
+    pub fn set_password(
+        &self,
+        username: &str,
+        password: &str,
+        keep: Option<&str>,
+    ) -> ApiResult<()> {
         check_password(password)?;
         let hash = Argon2::default()
             .hash_password(password.as_bytes())
@@ -366,6 +569,19 @@ impl Auth {
             .cloned()
             .ok_or_else(|| ApiError::not_found(format!("no user {username}")))?;
         user.password_hash = hash;
+        // The revocations are queued, so `put` writes them in the same transaction as the new
+        // hash: no crash leaves the new password beside the old sessions.
+        let owned: Vec<String> = self
+            .tokens
+            .lock()
+            .values()
+            .filter(|t| t.username == username && Some(t.id.as_str()) != keep)
+            .map(|t| t.id.clone())
+            .collect();
+        for id in &owned {
+            self.queue(format!("auth/token/{id}"), None, false);
+            self.tokens.lock().remove(id);
+        }
         self.put(format!("auth/user/{username}"), Some(&user))?;
         self.users.lock().insert(username.to_string(), user);
         Ok(())
@@ -439,57 +655,86 @@ impl Auth {
             .filter(|r| r.expires.is_some_and(|e| e <= t))
             .map(|r| r.id.clone())
             .collect();
+        // Queued, not synced: an expired token is refused whether or not its record is gone.
+        let _w = self.write.lock();
         for id in expired {
-            let _ = self.revoke(&id);
+            self.queue(format!("auth/token/{id}"), None, false);
+            self.tokens.lock().remove(&id);
+            self.last_used.lock().remove(&id);
         }
     }
 
     /// Appends to the audit log. A failure to record is logged, not fatal: the change
     /// itself already happened.
+    /// Caller-supplied text (a username, a target) is kept to [`AUDIT_FIELD_MAX`] characters.
     pub fn audit(&self, user: &str, action: &str, target: &str, result: &str) {
-        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-        let event = AuditEvent {
-            seq,
-            time: now(),
-            user: user.to_string(),
-            action: action.to_string(),
-            target: target.to_string(),
-            result: result.to_string(),
-        };
-        tracing::info!(user, action, target, result, "audit");
-        if let Err(e) = self.put(format!("audit/{seq:020}"), Some(&event)) {
-            tracing::warn!(error = %e, "could not record an audit event");
+        let event = self.event(user, action, target, result);
+        let seq = event.seq;
+        tracing::info!(
+            user = event.user,
+            action = event.action,
+            target = event.target,
+            result = event.result,
+            "audit"
+        );
+        match Self::encode(Some(&event)) {
+            Ok(bytes) => self.queue(format!("audit/{seq:020}"), bytes, true),
+            Err(e) => tracing::warn!(error = %e.message, "could not record an audit event"),
         }
         if seq > AUDIT_KEEP && seq.is_multiple_of(AUDIT_TRIM_BATCH) {
             self.trim_audit(seq - AUDIT_KEEP);
         }
     }
 
-    /// Deletes the audit events in the two batches below `keep_from`, synchronised once at the
-    /// end. Two, not one: a trim that failed (or a sequence number skipped by a restart)
-    /// is caught up by the next; deleting an absent record is harmless.
-    fn trim_audit(&self, keep_from: u64) {
-        let first = keep_from.saturating_sub(AUDIT_TRIM_BATCH * 2);
-        let mut result = Ok(());
-        for seq in first..keep_from {
-            result = result.and(
-                self.store
-                    .put_record(format!("audit/{seq:020}").as_bytes(), None),
-            );
-        }
-        if let Err(e) = result.and_then(|()| self.store.sync()) {
-            tracing::warn!(error = %e, "could not trim the audit log");
+    fn event(&self, user: &str, action: &str, target: &str, result: &str) -> AuditEvent {
+        AuditEvent {
+            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
+            time: now(),
+            user: bounded(user, AUDIT_FIELD_MAX),
+            action: bounded(action, AUDIT_FIELD_MAX),
+            target: bounded(target, AUDIT_FIELD_MAX),
+            result: bounded(result, 4 * AUDIT_FIELD_MAX),
         }
     }
 
-    pub fn events(&self, limit: usize) -> ApiResult<Vec<AuditEvent>> {
-        let records = self.store.records(b"audit/")?;
+    /// Queues the deletion of the audit events in the two batches below `keep_from`. Two,
+    /// not one: a trim that was lost (or a sequence number skipped by a restart) is caught up
+    /// by the next; deleting an absent record is harmless.
+    fn trim_audit(&self, keep_from: u64) {
+        let first = keep_from.saturating_sub(AUDIT_TRIM_BATCH * 2);
+        for seq in first..keep_from {
+            self.queue(format!("audit/{seq:020}"), None, false);
+        }
+    }
+
+    /// Up to `limit` events older than `before` (a sequence number), newest first: a page of
+    /// the log, read without the rest of it.
+    pub fn events(&self, limit: usize, before: Option<u64>) -> ApiResult<Vec<AuditEvent>> {
+        {
+            // What is still queued shows too.
+            let mut dirty = self.store_order.lock();
+            self.write_queued(&mut dirty, None)?;
+        }
+        let before = before.map(|b| format!("audit/{b:020}"));
+        let records =
+            self.store
+                .records_rev(b"audit/", before.as_deref().map(str::as_bytes), limit)?;
         Ok(records
             .iter()
-            .rev()
-            .take(limit)
             .filter_map(|(_, v)| serde_json::from_slice(v).ok())
             .collect())
+    }
+}
+
+impl Drop for Auth {
+    /// Writes what is still queued; the store's final sync makes it durable.
+    fn drop(&mut self) {
+        let mut dirty = self.store_order.lock();
+        let mut flag = *dirty;
+        if let Err(e) = self.write_queued(&mut flag, None) {
+            tracing::warn!(error = %e.message, "could not write the audit log and sessions");
+        }
+        *dirty = flag;
     }
 }
 
@@ -514,4 +759,92 @@ fn check_password(password: &str) -> ApiResult<()> {
         return Err(ApiError::bad_request("password: 8 to 1024 characters"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    use reel_backend::{Backend, LocalBackend};
+    use reel_chunkstore::{StoreConfig, StreamId};
+
+    use super::*;
+
+    fn store(dir: &Path) -> ChunkStore {
+        let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(&dir.join("objects")).unwrap());
+        ChunkStore::open(&dir.join("catalog"), backend, StoreConfig::default()).unwrap()
+    }
+
+    fn packs(store: &ChunkStore) -> usize {
+        store.backend().list("packs/").unwrap().len()
+    }
+
+    #[test]
+    fn audit_events_and_sessions_never_seal_a_writers_pack() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let (auth, password) = Auth::open(store.clone()).unwrap();
+        let password = password.unwrap();
+        // A writer with flushed data in an open pack.
+        let stream = store.open_stream(StreamId(1)).unwrap();
+        let data: Vec<u8> = (0..1u32 << 20)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        stream.append(&data).unwrap();
+        stream.flush().unwrap();
+        let before = packs(&store);
+        for i in 0..50 {
+            auth.audit(
+                "someone",
+                "login",
+                &format!("attempt {i}"),
+                "wrong username or password",
+            );
+        }
+        let (token, _, _) = auth.login("admin", &password).unwrap();
+        auth.flush_queue();
+        assert_eq!(packs(&store), before, "no pack was sealed");
+        // Written (readable) even though not yet durable.
+        assert!(auth.events(100, None).unwrap().len() >= 50);
+        assert!(auth.authenticate(&token).is_ok());
+        // After the writer's own sync, the next flush makes them durable without it.
+        stream.sync().unwrap();
+        auth.audit("someone", "login", "after", "ok");
+        auth.flush_queue();
+        assert!(!*auth.store_order.lock(), "durable");
+    }
+
+    #[test]
+    fn expired_sessions_are_purged_periodically() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let (auth, _) = Auth::open(store.clone()).unwrap();
+        let admin = auth.users.lock().get("admin").cloned().unwrap();
+        let (_, caller) = auth.issue(&admin, "session", Some(now() - 1)).unwrap();
+        let key = format!("auth/token/{}", caller.token_id);
+        auth.flush_queue();
+        assert!(store.record(key.as_bytes()).unwrap().is_some());
+        auth.start_with(Duration::from_millis(100));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.record(key.as_bytes()).unwrap().is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "the expired session is still stored"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(!auth.still_valid(&caller.token_id));
+    }
+
+    #[test]
+    fn audit_fields_are_bounded() {
+        assert_eq!(bounded("admin", 64), "admin");
+        let long = bounded(&"x".repeat(5000), 64);
+        assert!(
+            long.starts_with(&"x".repeat(64)) && long.ends_with("(5000 bytes)"),
+            "{long}"
+        );
+        assert_eq!(bounded("a\nb", 10), "a\u{fffd}b");
+    }
 }

@@ -54,6 +54,18 @@ impl ApiError {
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
+    pub fn payload_too_large(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+    }
+    /// 429 with `Retry-After: seconds` (RFC 6585 §4).
+    pub fn too_many_requests(message: impl Into<String>, seconds: u64) -> Response {
+        let mut response =
+            Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_requests", message).into_response();
+        response
+            .headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, seconds.max(1).into());
+        response
+    }
 }
 
 impl std::fmt::Display for ApiError {
@@ -82,6 +94,9 @@ impl IntoResponse for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return ApiError::payload_too_large(r.body_text());
+        }
         ApiError::bad_request(r.body_text())
     }
 }

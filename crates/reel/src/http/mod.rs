@@ -8,6 +8,7 @@ pub mod auth;
 mod cartridges;
 pub mod error;
 mod library;
+pub mod limits;
 pub mod maintenance;
 pub mod monitor;
 mod users;
@@ -41,6 +42,21 @@ pub struct AppState {
     pub monitor: Arc<Monitor>,
     /// The maintenance jobs, verify and reclaim (one runs at a time).
     pub maintenance: maintenance::Jobs,
+    /// Login rate limits and caps (see `limits`).
+    pub logins: Arc<limits::LoginLimits>,
+    /// Who may read `/metrics`.
+    pub metrics: MetricsAccess,
+}
+
+/// Who may read `/metrics` (`[http] metrics`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricsAccess {
+    /// Loopback peers only (127.0.0.0/8, ::1): a scraper on the same host.
+    #[default]
+    Loopback,
+    /// Loopback peers, and others with a bearer token (any role).
+    Token,
 }
 
 impl AppState {
@@ -100,6 +116,23 @@ impl FromRequestParts<Arc<AppState>> for Caller {
             }
         };
         state.auth.authenticate(&token)
+    }
+}
+
+/// No `Authorization` header: no caller; a bad one: 401.
+impl axum::extract::OptionalFromRequestParts<Arc<AppState>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Option<Self>, Self::Rejection> {
+        if !parts.headers.contains_key(header::AUTHORIZATION) {
+            return Ok(None);
+        }
+        <Caller as FromRequestParts<Arc<AppState>>>::from_request_parts(parts, state)
+            .await
+            .map(Some)
     }
 }
 
@@ -219,6 +252,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .nest("/api/v1", api)
         .route("/metrics", get(monitor::metrics))
         .fallback(console)
+        .layer(axum::extract::DefaultBodyLimit::max(limits::BODY_MAX))
+        .layer(axum::middleware::from_fn(limits::bounded_body))
         .with_state(state)
 }
 
@@ -238,15 +273,40 @@ pub struct Tls {
     pub key: PathBuf,
 }
 
-/// Serves the router on `addr` until `shutdown` resolves. Returns the bound address
-/// through `bound` as soon as it listens.
+impl Tls {
+    /// Reads and checks the certificate chain and key (they parse, and the key is the
+    /// certificate's), so a bad one stops reel at start instead of the HTTPS task later.
+    pub async fn load(&self) -> anyhow::Result<axum_server::tls_rustls::RustlsConfig> {
+        use anyhow::Context;
+        // One crypto provider for the process (ureq's rustls uses the same one).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        for path in [&self.cert, &self.key] {
+            std::fs::metadata(path)
+                .with_context(|| format!("TLS: cannot read {}", path.display()))?;
+        }
+        axum_server::tls_rustls::RustlsConfig::from_pem_file(&self.cert, &self.key)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "TLS: the certificate {} or the key {} is not usable: {e} \
+                     (both PEM; the key must belong to the certificate's first entry)",
+                    self.cert.display(),
+                    self.key.display()
+                )
+            })
+    }
+}
+
+/// Serves the router on `listener` until `shutdown` resolves, over TLS with `tls` (loaded
+/// by [`Tls::load`]) when given.
 pub async fn serve(
     listener: std::net::TcpListener,
     state: Arc<AppState>,
-    tls: Option<Tls>,
+    tls: Option<axum_server::tls_rustls::RustlsConfig>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(state).into_make_service();
+    // The peer's address reaches the handlers (login limits, /metrics).
+    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
     match tls {
         None => {
             let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -254,12 +314,7 @@ pub async fn serve(
                 .with_graceful_shutdown(shutdown)
                 .await
         }
-        Some(tls) => {
-            // One crypto provider for the process (ureq's rustls uses the same one).
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
-                .await
-                .map_err(|e| std::io::Error::other(format!("TLS certificate/key: {e}")))?;
+        Some(config) => {
             let handle = axum_server::Handle::new();
             let h = handle.clone();
             tokio::spawn(async move {

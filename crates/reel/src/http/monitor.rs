@@ -368,17 +368,26 @@ pub async fn stream(
 ) -> ApiResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     caller.require(Role::Viewer)?;
     let rx = state.monitor.subscribe();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        // The first item is the current sample, then one per change.
-        let sample = rx.borrow_and_update().clone();
-        let event = Event::default()
-            .event("monitor")
-            .json_data(&*sample)
-            .unwrap_or_else(|_| Event::default().comment("unserialisable sample"));
-        if rx.changed().await.is_err() {
-            return None;
+    let token = caller.token_id;
+    let stream = futures_util::stream::unfold(rx, move |mut rx| {
+        let (state, token) = (state.clone(), token.clone());
+        async move {
+            // The token is checked again before every sample: the stream ends with a logout, a
+            // revocation, an expiry or the user's deletion.
+            if !state.auth.still_valid(&token) {
+                return None;
+            }
+            // The first item is the current sample, then one per change.
+            let sample = rx.borrow_and_update().clone();
+            let event = Event::default()
+                .event("monitor")
+                .json_data(&*sample)
+                .unwrap_or_else(|_| Event::default().comment("unserialisable sample"));
+            if rx.changed().await.is_err() {
+                return None;
+            }
+            Some((Ok(event), rx))
         }
-        Some((Ok(event), rx))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
@@ -437,6 +446,9 @@ pub async fn sessions(
 pub struct EventsQuery {
     /// At most this many, newest first (default 100, at most 10000).
     pub limit: Option<usize>,
+    /// Only events older than this sequence number: the next page starts before the last
+    /// `seq` of the previous one.
+    pub before: Option<u64>,
 }
 
 #[utoipa::path(get, path = "/api/v1/events", tag = "monitor", params(EventsQuery),
@@ -453,7 +465,8 @@ pub async fn events(
     if limit == 0 || limit > 10_000 {
         return Err(ApiError::bad_request("limit: 1 to 10000"));
     }
-    blocking(state, move |s| s.auth.events(limit))
+    let before = q.before;
+    blocking(state, move |s| s.auth.events(limit, before))
         .await
         .map(Json)
 }
@@ -767,7 +780,29 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
     Ok(m.0)
 }
 
-pub async fn metrics(State(state): State<Arc<AppState>>) -> ApiResult<impl IntoResponse> {
+/// Prometheus metrics: loopback peers only, or with a token as well when `[http] metrics =
+/// "token"` (docs/design/api.md).
+pub async fn metrics(
+    State(state): State<Arc<AppState>>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<std::net::SocketAddr>,
+    caller: Option<Caller>,
+) -> ApiResult<impl IntoResponse> {
+    if !peer.ip().to_canonical().is_loopback() {
+        match (state.metrics, caller) {
+            (super::MetricsAccess::Token, Some(_)) => {}
+            (super::MetricsAccess::Token, None) => {
+                return Err(ApiError::unauthenticated(
+                    "metrics: send Authorization: Bearer <token> from this address",
+                ));
+            }
+            (super::MetricsAccess::Loopback, _) => {
+                return Err(ApiError::forbidden(format!(
+                    "metrics answer loopback peers only, not {} (set [http] metrics = \"token\" to allow others with a token)",
+                    peer.ip()
+                )));
+            }
+        }
+    }
     let text = blocking(state, |s| render_metrics(&s).map_err(ApiError::internal)).await?;
     Ok((
         [(

@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -43,6 +44,8 @@ pub struct NewUser {
 #[derive(Deserialize, ToSchema)]
 pub struct NewPassword {
     pub password: String,
+    /// The caller's current password: required to change one's own.
+    pub current_password: Option<String>,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -59,20 +62,51 @@ pub struct CreatedToken {
 }
 
 #[utoipa::path(post, path = "/api/v1/login", tag = "session", request_body = LoginRequest,
-    responses((status = 200, body = LoginAnswer), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = LoginAnswer), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 429, body = ErrorBody, description = "too many failed or concurrent logins from this client; see Retry-After")))]
 pub async fn login(
     State(state): State<Arc<AppState>>,
-    body: Result<Json<LoginRequest>, JsonRejection>,
-) -> ApiResult<Json<LoginAnswer>> {
-    let Json(req) = body?;
-    blocking(state, move |s| {
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    request: Request,
+) -> Response {
+    // The rate limit comes first: a client over its budget costs a header parse, no more.
+    let ticket = match state.logins.admit(peer.ip()) {
+        Ok(t) => t,
+        Err(refused) => return refused.into_response(),
+    };
+    let bytes =
+        match super::limits::read_body(request.into_body(), super::limits::LOGIN_BODY_MAX).await {
+            Ok(b) => b,
+            Err(e) => {
+                ticket.failed();
+                return e.into_response();
+            }
+        };
+    let req: LoginRequest = match serde_json::from_slice(&bytes) {
+        Ok(r) => r,
+        Err(e) => return ApiError::bad_request(format!("the login body: {e}")).into_response(),
+    };
+    let _slot = match ticket.hash_slot().await {
+        Ok(slot) => slot,
+        Err(refused) => return refused.into_response(),
+    };
+    let answer = blocking(state, move |s| {
         let result = s.auth.login(&req.username, &req.password);
         let outcome = match &result {
             Ok(_) => "ok".to_string(),
-            Err(e) => e.message.clone(),
+            Err(e) => {
+                ticket.failed();
+                e.message.clone()
+            }
         };
-        s.auth
-            .audit(&req.username, "login", &req.username, &outcome);
+        // A username is at most 64 characters: a longer one is cut (and marked) in the log.
+        let name = super::auth::bounded(&req.username, 64);
+        s.auth.audit(
+            &name,
+            "login",
+            &format!("{name} from {}", peer.ip()),
+            &outcome,
+        );
         let (token, caller, expires_at) = result?;
         Ok(LoginAnswer {
             token,
@@ -81,8 +115,8 @@ pub async fn login(
             expires_at,
         })
     })
-    .await
-    .map(Json)
+    .await;
+    answer.map(Json).into_response()
 }
 
 #[utoipa::path(post, path = "/api/v1/logout", tag = "session",
@@ -93,7 +127,12 @@ pub async fn logout(
     // Read so that a client's empty chunked body does not close the connection.
     _body: super::maintenance::IgnoredBody,
 ) -> ApiResult<StatusCode> {
-    blocking(state, move |s| s.auth.revoke(&caller.token_id)).await?;
+    blocking(state, move |s| {
+        let result = s.auth.revoke(&caller.token_id);
+        s.audit(&caller, "logout", &caller.token_id, &result);
+        result
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -159,6 +198,9 @@ pub async fn delete_user(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Changing one's own password needs the current one; an admin setting another user's does
+/// not. Either way every other session and API token of that user is revoked (the caller's
+/// own session stays).
 #[utoipa::path(put, path = "/api/v1/users/{username}/password", tag = "users", params(("username" = String, Path)),
     request_body = NewPassword,
     responses((status = 204), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -170,12 +212,27 @@ pub async fn set_password(
     body: Result<Json<NewPassword>, JsonRejection>,
 ) -> ApiResult<StatusCode> {
     let Path(username) = path?;
-    if caller.username != username {
+    let own = caller.username == username;
+    if !own {
         caller.require(Role::Admin)?;
     }
     let Json(req) = body?;
+    if own && req.current_password.is_none() {
+        return Err(ApiError::bad_request(
+            "current_password: changing your own password needs the current one",
+        ));
+    }
     blocking(state, move |s| {
-        let result = s.auth.set_password(&username, &req.password);
+        let result = match &req.current_password {
+            Some(current) if own && !s.auth.verify_password(&username, current) => Err(
+                ApiError::forbidden("current_password is not the current password"),
+            ),
+            _ => s.auth.set_password(
+                &username,
+                &req.password,
+                own.then_some(caller.token_id.as_str()),
+            ),
+        };
         s.audit(&caller, "set password", &username, &result);
         result
     })

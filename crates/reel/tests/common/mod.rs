@@ -41,6 +41,11 @@ impl Server {
         extra: &[&str],
         stderr: Stdio,
     ) -> Server {
+        // reel refuses a data directory others can read; a test's temporary one may be.
+        if data.exists() {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(data, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
         let http_default: &[&str] = if extra.contains(&"--http") {
             &[]
         } else {
@@ -76,6 +81,10 @@ impl Server {
         }
         std::thread::spawn(move || for _ in lines {});
         Server { child, http }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     fn terminate(&self) {
