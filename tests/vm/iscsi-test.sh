@@ -261,7 +261,9 @@ rm -rf "${STATE:?}"
 mkdir -p "$STATE"
 if [ "$KIND" = reel ]; then
 	reel_config >"$STATE/reel.toml"
-	mkdir -p "$STATE/data" "$STATE/bin"
+	mkdir -p "$STATE/bin"
+	# reel refuses a data directory other users can read
+	mkdir -m 700 "$STATE/data"
 	# run a private copy: a rebuild during the run must not change the
 	# binary that the restart starts
 	cp "$REEL_BIN" "$STATE/bin/reel" || die "cannot copy $REEL_BIN"

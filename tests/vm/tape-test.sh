@@ -182,7 +182,9 @@ fi
 OUT=$(cd "$OUT" && pwd)
 STATE=$OUT/target
 rm -rf "${STATE:?}"
-mkdir -p "$STATE/bin" "$STATE/data"
+mkdir -p "$STATE/bin"
+# reel refuses a data directory other users can read (docs/design/api.md, start-up checks)
+mkdir -m 700 "$STATE/data"
 # a private copy: a rebuild during the run must not change what a restart starts
 cp "$REEL_BIN" "$STATE/bin/reel" || die "cannot copy $REEL_BIN"
 echo "# tested binary: $REEL_BIN (sha256 $(sha256sum "$REEL_BIN" | cut -c1-16))" >"$STATE/target.log"
