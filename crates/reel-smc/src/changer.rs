@@ -117,10 +117,7 @@ impl Changer {
         bays: Vec<Arc<dyn DriveBay>>,
         inventory: Inventory,
     ) -> Result<Changer, ChangerError> {
-        let map = AddressMap::new(&model.bases, &layout).map_err(|e| match e {
-            MapError::Overflow(kind) => ChangerError::AddressOverflow { kind },
-            MapError::Overlap(a, b) => ChangerError::AddressOverlap(a, b),
-        })?;
+        let map = AddressMap::new(&model.bases, &layout).map_err(MapError::into_changer_error)?;
         if let Some((count, each)) = layout.magazines
             && u32::from(count) * u32::from(each) != u32::from(layout.slots)
         {
