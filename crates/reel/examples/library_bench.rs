@@ -15,6 +15,20 @@ use reel_iscsi::params::Limits;
 use reel_iscsi_net::{Client, ClientOptions};
 
 const IQN: &str = "iqn.2026-11.org.reel:bench";
+/// The library view and cartridge listing of a 60,000-slot library pass ureq's 10 MB default.
+const BODY_LIMIT: u64 = 256 << 20;
+
+/// Stops `reel serve` however the benchmark ends (a panic included).
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
 const RUNS: usize = 30;
 /// Bytes each of the 256 drives writes (and reads back) in the streaming phase.
 const STREAM_SIZE: &str = "48M";
@@ -93,6 +107,7 @@ fn main() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let child = Server(child);
     for line in lines.by_ref() {
         if line.unwrap().starts_with("Ctrl-C") {
             break;
@@ -118,6 +133,8 @@ fn main() {
             .call()
             .unwrap()
             .into_body()
+            .with_config()
+            .limit(BODY_LIMIT)
             .read_to_string()
             .unwrap();
         (t.elapsed(), body.len())
@@ -194,7 +211,7 @@ fn main() {
         cart_bytes = n;
     }
     // CPU of the server per /metrics scrape, as a share of one core at a 15 s interval.
-    let pid = child.id();
+    let pid = child.0.id();
     let cpu_of = || reel_bench::cpu::cpu_seconds(reel_bench::cpu::Proc::Pid(pid)).unwrap();
     let before = cpu_of();
     let started = Instant::now();
@@ -323,10 +340,7 @@ fn main() {
             throughput,
         )
     });
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let _ = child.wait();
+    drop(child);
 
     println!(
         "{slots} cartridges created in {:.1} s; `reel serve` ready in {:.1} s",
