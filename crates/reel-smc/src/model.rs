@@ -498,6 +498,15 @@ mod tests {
         // A TS4500-sized library and more fit the 3584's storage range (0401h..=FFFFh).
         let model = ChangerModel::by_name("ibm-3584").unwrap();
         assert_eq!(model.max_slots(&model.default_layout), 0xFFFF - 0x0401 + 1);
+        for (name, max) in [
+            ("stk-l700", 64_536),
+            ("stk-sl150", 64_536),
+            ("hp-msl-g3", 61_440),
+            ("quantum-scalar-i6000", 61_440),
+        ] {
+            let model = ChangerModel::by_name(name).unwrap();
+            assert_eq!(model.max_slots(&model.default_layout), max, "{name}");
+        }
     }
 
     #[test]
