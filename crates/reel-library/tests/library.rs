@@ -75,7 +75,11 @@ fn good(table: &LunTable, nexus: &ItNexus, lun: u64, cdb: &[u8], data_out: &[u8]
 
 /// READ ELEMENT STATUS (B8h) with VOLTAG.
 fn res(element_type: u8, start: u16, count: u16, allocation: u32) -> [u8; 12] {
-    let (s, n, a) = (start.to_be_bytes(), count.to_be_bytes(), allocation.to_be_bytes());
+    let (s, n, a) = (
+        start.to_be_bytes(),
+        count.to_be_bytes(),
+        allocation.to_be_bytes(),
+    );
     [
         0xB8,
         0x10 | element_type,
@@ -119,7 +123,10 @@ fn a_60000_slot_library_starts_and_reports_every_slot() {
     assert_eq!(be24(&d, 5), 8 + body, "byte count of report available");
     assert_eq!(d.len(), 8 + 8 + body);
     // One storage element status page: VOLTAG, 48-byte descriptors.
-    assert_eq!((d[8], d[9] & 0x80, be16(&d, 10)), (2, 0x80, DESCRIPTOR as u16));
+    assert_eq!(
+        (d[8], d[9] & 0x80, be16(&d, 10)),
+        (2, 0x80, DESCRIPTOR as u16)
+    );
     assert_eq!(be24(&d, 13), body);
     let mut full = 0;
     for i in 0..usize::from(SLOTS) {
@@ -127,7 +134,9 @@ fn a_60000_slot_library_starts_and_reports_every_slot() {
         assert_eq!(usize::from(be16(&d, at)), 0x0401 + i, "descriptor {i}");
         if d[at + 2] & 0x01 != 0 {
             // New cartridges fill the first free slots, in barcode order.
-            let tag = String::from_utf8_lossy(&d[at + 12..at + 44]).trim().to_string();
+            let tag = String::from_utf8_lossy(&d[at + 12..at + 44])
+                .trim()
+                .to_string();
             assert_eq!(tag, format!("B{i:05}L9"));
             full += 1;
         }
@@ -191,15 +200,31 @@ fn buffered_mode_zero_writes_are_durable_in_the_store_when_good() {
     };
     assert_eq!(unsynced(), (one, one), "buffered mode 1: not durable yet");
     // READ POSITION (extended) reports the chunk store's unsynchronised object and bytes.
-    let d = good(&table, &nexus, 1, &[0x34, 0x08, 0, 0, 0, 0, 0, 0, 32, 0], &[]);
+    let d = good(
+        &table,
+        &nexus,
+        1,
+        &[0x34, 0x08, 0, 0, 0, 0, 0, 0, 32, 0],
+        &[],
+    );
     assert_eq!(be24(&d, 5), 1);
     assert_eq!(u64::from_be_bytes(d[24..32].try_into().unwrap()), 4096);
     // mt drvbuffer 0.
     good(&table, &nexus, 1, &[0x15, 0x10, 0, 0, 4, 0], &[0, 0, 0, 0]);
     write(1000);
     let none = Unsynced::default();
-    assert_eq!(unsynced(), (none, none), "buffered mode 0: synced before GOOD");
-    let d = good(&table, &nexus, 1, &[0x34, 0x08, 0, 0, 0, 0, 0, 0, 32, 0], &[]);
+    assert_eq!(
+        unsynced(),
+        (none, none),
+        "buffered mode 0: synced before GOOD"
+    );
+    let d = good(
+        &table,
+        &nexus,
+        1,
+        &[0x34, 0x08, 0, 0, 0, 0, 0, 0, 32, 0],
+        &[],
+    );
     assert_eq!(be24(&d, 5), 0);
     assert_eq!(u64::from_be_bytes(d[24..32].try_into().unwrap()), 0);
 }

@@ -566,7 +566,10 @@ mod tests {
                     storage(3),
                     InventoryError::DuplicateBarcode("A00002L9".into())
                 ),
-                (storage(3), InventoryError::InvalidBarcode("bad code".into())),
+                (
+                    storage(3),
+                    InventoryError::InvalidBarcode("bad code".into())
+                ),
                 (storage(9), InventoryError::NoSuchElement(storage(9))),
             ]
         );

@@ -823,11 +823,17 @@ fn buffered_mode_zero_makes_every_write_durable_before_good() {
     assert_eq!(synced_objects(&rig), 2);
     assert_eq!(buffer_counts_short(&rig), (0, 0, false, false));
     // Fixed-block writes too.
-    rig.good(&[0x15, 0x10, 0, 0, 12, 0], &[0, 0, 0x00, 8, 0, 0, 0, 0, 0, 0, 0x10, 0]);
+    rig.good(
+        &[0x15, 0x10, 0, 0, 12, 0],
+        &[0, 0, 0x00, 8, 0, 0, 0, 0, 0, 0, 0x10, 0],
+    );
     rig.good(&write6(3, true), &record(3, 3 * 4096));
     assert_eq!(synced_objects(&rig), 5);
     // Back to buffered mode 1: writes are buffered again.
-    rig.good(&[0x15, 0x10, 0, 0, 12, 0], &[0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0, 0, 0]);
+    rig.good(
+        &[0x15, 0x10, 0, 0, 12, 0],
+        &[0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0, 0, 0],
+    );
     rig.good(&write6(10, false), &record(4, 10));
     assert_eq!(synced_objects(&rig), 5);
 }

@@ -55,7 +55,10 @@ fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let slots: u32 = match args.iter().position(|a| a == "--slots") {
         Some(i) => {
-            let n = args.get(i + 1).and_then(|n| n.parse().ok()).expect("--slots N");
+            let n = args
+                .get(i + 1)
+                .and_then(|n| n.parse().ok())
+                .expect("--slots N");
             args.drain(i..i + 2);
             n
         }
