@@ -277,7 +277,7 @@ impl<S: PartitionStore> Cartridge<S> {
     pub fn unsynced(&self) -> Unsynced {
         self.partitions
             .iter()
-            .fold(Unsynced::default(), |sum, p| sum.add(p.unsynced()))
+            .fold(Unsynced::default(), |sum, p| sum + p.unsynced())
     }
 
     /// The current logical position (READ POSITION, SSC-4 §7.7).

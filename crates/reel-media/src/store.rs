@@ -29,9 +29,11 @@ pub struct Unsynced {
     pub bytes: u64,
 }
 
-impl Unsynced {
-    /// The sum of two counts (partitions of one cartridge).
-    pub fn add(self, other: Unsynced) -> Unsynced {
+/// The sum of two counts (partitions of one cartridge), saturating.
+impl std::ops::Add for Unsynced {
+    type Output = Unsynced;
+
+    fn add(self, other: Unsynced) -> Unsynced {
         Unsynced {
             objects: self.objects.saturating_add(other.objects),
             bytes: self.bytes.saturating_add(other.bytes),
