@@ -64,6 +64,13 @@ fn main() {
         }
         None => 10_000,
     };
+    // --data DIR: start from a copy of a data directory that already holds the cartridges
+    // (one per slot, from an earlier `reel cartridges create`), to compare builds quickly.
+    let seed: Option<String> = args.iter().position(|a| a == "--data").map(|i| {
+        let dir = args.get(i + 1).cloned().expect("--data DIR");
+        args.drain(i..i + 2);
+        dir
+    });
     let reel = args
         .first()
         .cloned()
@@ -80,14 +87,22 @@ fn main() {
     let (portal, http) = (free_port(), free_port());
     // One cartridge per slot: every slot is full.
     let t = Instant::now();
-    let created = Command::new(&reel)
-        .args(["cartridges", "create", "--prefix", "B", "--count"])
-        .arg(slots.to_string())
-        .arg("--data")
-        .arg(dir.path().join("data"))
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
+    let created = match &seed {
+        Some(seed) => Command::new("cp")
+            .arg("-a")
+            .arg(seed)
+            .arg(dir.path().join("data"))
+            .status()
+            .unwrap(),
+        None => Command::new(&reel)
+            .args(["cartridges", "create", "--prefix", "B", "--count"])
+            .arg(slots.to_string())
+            .arg("--data")
+            .arg(dir.path().join("data"))
+            .stdout(Stdio::null())
+            .status()
+            .unwrap(),
+    };
     assert!(created.success());
     let create_time = t.elapsed();
     let t = Instant::now();
@@ -346,7 +361,8 @@ fn main() {
     drop(child);
 
     println!(
-        "{slots} cartridges created in {:.1} s; `reel serve` ready in {:.1} s",
+        "{slots} cartridges {} in {:.1} s; `reel serve` ready in {:.1} s",
+        if seed.is_some() { "copied" } else { "created" },
         create_time.as_secs_f64(),
         start_time.as_secs_f64()
     );
