@@ -1,7 +1,7 @@
 //! A tape partition on a chunk-store stream.
 
 use reel_chunkstore::{StoreError, Stream};
-use reel_media::{ObjectKind, PartitionStore};
+use reel_media::{ObjectKind, PartitionStore, Unsynced};
 
 use crate::record_map::{RUNS_PER_PAGE, Run, RunKind, decode_page, encode_page};
 
@@ -20,6 +20,12 @@ pub struct ChunkPartition {
     /// Pages present in the sidecar after the last flush.
     stored_pages: usize,
     unflushed: u64,
+    /// Objects and data bytes at the last successful sync (or open: what a reopened stream
+    /// holds is durable). Everything after them is what READ POSITION reports as buffered.
+    /// A sync of another stream of the same store may make flushed bytes durable earlier;
+    /// they still count until this partition syncs, so the count never understates.
+    synced_objects: u64,
+    synced_bytes: u64,
 }
 
 impl ChunkPartition {
@@ -47,6 +53,7 @@ impl ChunkPartition {
             .filter(|r| r.kind == RunKind::Filemarks)
             .flat_map(|r| r.first..r.end())
             .collect();
+        let synced_objects = runs.last().map_or(0, Run::end);
         Ok(ChunkPartition {
             stream,
             runs,
@@ -54,6 +61,8 @@ impl ChunkPartition {
             dirty_page: None,
             stored_pages: pages.len(),
             unflushed: 0,
+            synced_objects,
+            synced_bytes: end,
         })
     }
 
@@ -208,6 +217,8 @@ impl PartitionStore for ChunkPartition {
         // The stream commits the staged map with the truncation, atomically.
         self.stream.truncate(bytes)?;
         self.unflushed = 0;
+        self.synced_objects = self.synced_objects.min(n);
+        self.synced_bytes = self.synced_bytes.min(bytes);
         Ok(())
     }
 
@@ -228,6 +239,16 @@ impl PartitionStore for ChunkPartition {
 
     fn sync(&mut self) -> Result<(), StoreError> {
         self.flush()?;
-        self.stream.sync()
+        self.stream.sync()?;
+        self.synced_objects = self.object_count();
+        self.synced_bytes = self.data_bytes();
+        Ok(())
+    }
+
+    fn unsynced(&self) -> Unsynced {
+        Unsynced {
+            objects: self.object_count() - self.synced_objects,
+            bytes: self.data_bytes() - self.synced_bytes,
+        }
     }
 }

@@ -210,11 +210,19 @@ impl VirtualLibrary {
                 .take(free.len())
                 .cloned()
                 .collect();
-            for (element, barcode) in free.into_iter().zip(newcomers) {
-                if inventory
-                    .put(element, reel_smc::Cartridge::new(&barcode))
-                    .is_ok()
-                {
+            // One pass (Inventory::put_all): placing 60,000 cartridges stays linear.
+            let placements: Vec<(Element, String)> = free.into_iter().zip(newcomers).collect();
+            let refused: BTreeSet<Element> = inventory
+                .put_all(
+                    placements
+                        .iter()
+                        .map(|(e, b)| (*e, reel_smc::Cartridge::new(b))),
+                )
+                .into_iter()
+                .map(|(e, _)| e)
+                .collect();
+            for (element, barcode) in placements {
+                if !refused.contains(&element) {
                     claimed.insert(barcode);
                 }
             }

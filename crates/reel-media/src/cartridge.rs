@@ -14,7 +14,7 @@ use crate::info::{CartridgeInfo, Counters};
 use crate::mam::{AttributeFormat, DeviceAttributeValues, Mam, MamAttribute};
 use crate::media_type::{Barcode, MediaType};
 use crate::position::{Position, ReadOutcome, SpaceOutcome, WriteOutcome};
-use crate::store::{ObjectKind, PartitionStore};
+use crate::store::{ObjectKind, PartitionStore, Unsynced};
 use crate::time::UnixTime;
 
 /// Largest record (logical block) accepted: 8 MiB, the LTO maximum block
@@ -270,6 +270,14 @@ impl<S: PartitionStore> Cartridge<S> {
     pub fn sync(&mut self) -> Res<(), S> {
         self.require_loaded()?;
         self.sync_all()
+    }
+
+    /// What is written but not durable yet, over all partitions (the object buffer of
+    /// READ POSITION, SSC-4 §7.7).
+    pub fn unsynced(&self) -> Unsynced {
+        self.partitions
+            .iter()
+            .fold(Unsynced::default(), |sum, p| sum + p.unsynced())
     }
 
     /// The current logical position (READ POSITION, SSC-4 §7.7).

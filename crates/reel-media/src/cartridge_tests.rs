@@ -745,6 +745,9 @@ impl PartitionStore for LyingStore {
     fn sync(&mut self) -> Result<(), Self::Error> {
         self.0.sync()
     }
+    fn unsynced(&self) -> crate::Unsynced {
+        self.0.unsynced()
+    }
 }
 
 #[test]

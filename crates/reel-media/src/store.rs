@@ -18,6 +18,29 @@ pub enum ObjectKind {
     Filemark,
 }
 
+/// What a partition holds that is not durable yet: the objects appended since the last
+/// [`PartitionStore::sync`] and their data bytes (SSC-4 READ POSITION reports them as the
+/// object buffer's contents). Unsynchronised objects are always a suffix of the partition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Unsynced {
+    /// Logical objects (records and filemarks) appended but not yet synced.
+    pub objects: u64,
+    /// Data bytes of those records (host bytes, before compression).
+    pub bytes: u64,
+}
+
+/// The sum of two counts (partitions of one cartridge), saturating.
+impl std::ops::Add for Unsynced {
+    type Output = Unsynced;
+
+    fn add(self, other: Unsynced) -> Unsynced {
+        Unsynced {
+            objects: self.objects.saturating_add(other.objects),
+            bytes: self.bytes.saturating_add(other.bytes),
+        }
+    }
+}
+
 /// Storage for the logical objects of one partition.
 ///
 /// Contract (checked by `testing::check_partition_store` when the
@@ -29,7 +52,9 @@ pub enum ObjectKind {
 ///   filemark must also return an error;
 /// * `truncate(n)` with `n >= object_count()` is a no-op;
 /// * `append_filemarks(0)` is a no-op;
-/// * `filemarks_before(n)` with `n > object_count()` counts all filemarks.
+/// * `filemarks_before(n)` with `n > object_count()` counts all filemarks;
+/// * `unsynced()` counts the objects appended since the last successful `sync` that are still
+///   there (a `truncate` takes unsynced objects out), and is zero right after `sync`.
 ///
 /// The trait is object safe (`dyn PartitionStore<Error = E>`).
 pub trait PartitionStore {
@@ -55,6 +80,8 @@ pub trait PartitionStore {
     fn data_bytes(&self) -> u64;
     /// Make everything appended so far durable (a synchronising point).
     fn sync(&mut self) -> Result<(), Self::Error>;
+    /// What is not durable yet: the objects and data bytes after the last `sync`.
+    fn unsynced(&self) -> Unsynced;
 }
 
 /// Errors of [`MemoryPartition`]: only contract violations by the caller.
@@ -95,6 +122,8 @@ pub struct MemoryPartition {
     data_bytes: u64,
     syncs: u64,
     synced_objects: u64,
+    /// Data bytes of the first `synced_objects` objects.
+    synced_bytes: u64,
 }
 
 impl MemoryPartition {
@@ -187,6 +216,7 @@ impl PartitionStore for MemoryPartition {
         let keep = self.filemarks.partition_point(|&p| p < n);
         self.filemarks.truncate(keep);
         self.synced_objects = self.synced_objects.min(n);
+        self.synced_bytes = self.synced_bytes.min(self.data_bytes);
         Ok(())
     }
 
@@ -208,7 +238,15 @@ impl PartitionStore for MemoryPartition {
     fn sync(&mut self) -> Result<(), Self::Error> {
         self.syncs += 1;
         self.synced_objects = self.count();
+        self.synced_bytes = self.data_bytes;
         Ok(())
+    }
+
+    fn unsynced(&self) -> Unsynced {
+        Unsynced {
+            objects: self.count() - self.synced_objects,
+            bytes: self.data_bytes - self.synced_bytes,
+        }
     }
 }
 
@@ -267,8 +305,25 @@ mod tests {
         assert_eq!(p.synced_objects(), 0);
         p.sync().unwrap();
         assert_eq!((p.sync_count(), p.synced_objects()), (1, 1));
+        assert_eq!(p.unsynced(), Unsynced::default());
+        p.append_filemarks(2).unwrap();
+        p.append_record(b"yz").unwrap();
+        let three = Unsynced {
+            objects: 3,
+            bytes: 2,
+        };
+        assert_eq!(p.unsynced(), three);
+        p.truncate(2).unwrap();
+        assert_eq!(
+            p.unsynced(),
+            Unsynced {
+                objects: 1,
+                bytes: 0
+            }
+        );
         p.truncate(0).unwrap();
         assert_eq!(p.synced_objects(), 0);
+        assert_eq!(p.unsynced(), Unsynced::default());
     }
 
     #[test]

@@ -195,6 +195,8 @@ fn check_store_state<S: PartitionStore>(s: &S, m: &[ModelObj], step: usize) {
 pub fn check_partition_store<S: PartitionStore>(make: impl Fn() -> S, ops: &[PartitionOp]) {
     let mut s = make();
     let mut m: Vec<ModelObj> = Vec::new();
+    // Objects before the last sync (durable); a truncate can only shorten it.
+    let mut synced = 0usize;
     check_store_state(&s, &m, 0);
     for (step, op) in ops.iter().enumerate() {
         let count = m.len() as u64;
@@ -215,6 +217,7 @@ pub fn check_partition_store<S: PartitionStore>(make: impl Fn() -> S, ops: &[Par
                 s.truncate(n as u64)
                     .unwrap_or_else(|e| panic!("step {step}: truncate({n}): {e}"));
                 m.truncate(n);
+                synced = synced.min(n);
             }
             PartitionOp::Read(i) if !m.is_empty() => {
                 let n = i.of(m.len());
@@ -273,11 +276,18 @@ pub fn check_partition_store<S: PartitionStore>(make: impl Fn() -> S, ops: &[Par
                     "step {step}: object(u64::MAX) must fail"
                 );
             }
-            PartitionOp::Sync => s
-                .sync()
-                .unwrap_or_else(|e| panic!("step {step}: sync: {e}")),
+            PartitionOp::Sync => {
+                s.sync()
+                    .unwrap_or_else(|e| panic!("step {step}: sync: {e}"));
+                synced = m.len();
+            }
         }
         check_store_state(&s, &m, step + 1);
+        let unsynced = crate::Unsynced {
+            objects: (m.len() - synced) as u64,
+            bytes: model_data_bytes(&m[synced..]),
+        };
+        assert_eq!(s.unsynced(), unsynced, "step {}: unsynced", step + 1);
     }
     // Full final comparison.
     let end = ops.len() + 1;
@@ -1187,6 +1197,9 @@ mod tests {
         }
         fn sync(&mut self) -> Result<(), Self::Error> {
             self.inner.sync()
+        }
+        fn unsynced(&self) -> crate::Unsynced {
+            self.inner.unsynced()
         }
     }
 

@@ -117,10 +117,7 @@ impl Changer {
         bays: Vec<Arc<dyn DriveBay>>,
         inventory: Inventory,
     ) -> Result<Changer, ChangerError> {
-        let map = AddressMap::new(&model.bases, &layout).map_err(|e| match e {
-            MapError::Overflow(kind) => ChangerError::AddressOverflow { kind },
-            MapError::Overlap(a, b) => ChangerError::AddressOverlap(a, b),
-        })?;
+        let map = AddressMap::new(&model.bases, &layout).map_err(MapError::into_changer_error)?;
         if let Some((count, each)) = layout.magazines
             && u32::from(count) * u32::from(each) != u32::from(layout.slots)
         {
@@ -198,10 +195,17 @@ impl Changer {
     /// barcodes are dropped; invalid or duplicate ones are refused by [`Changer::new`]).
     pub fn initial_inventory(layout: &Layout, barcodes: &[String]) -> Inventory {
         let mut inventory = Inventory::empty(layout);
-        for (index, barcode) in (0..layout.slots).zip(barcodes) {
-            let element = Element::new(ElementType::Storage, index);
-            if inventory.put(element, Cartridge::new(barcode)).is_err() {
-                // Keep the slot so Changer::new reports the bad barcode.
+        let placements = (0..layout.slots)
+            .zip(barcodes)
+            .map(|(index, barcode)| (Element::new(ElementType::Storage, index), barcode));
+        let refused = inventory.put_all(
+            placements
+                .clone()
+                .map(|(element, barcode)| (element, Cartridge::new(barcode))),
+        );
+        for (element, _) in refused {
+            // Keep the slot so Changer::new reports the bad barcode.
+            if let Some(barcode) = barcodes.get(usize::from(element.index)) {
                 inventory.force(element, Cartridge::new(barcode));
             }
         }
@@ -341,17 +345,27 @@ impl Changer {
             .collect();
         let mut free = free.into_iter();
         let mut used = Vec::with_capacity(barcodes.len());
+        let mut placements = Vec::with_capacity(barcodes.len());
+        // Every barcode present, once: checking each new one is then O(1), not a scan of
+        // every element (quadratic for a bulk insert into a big library).
+        let mut present: HashSet<&str> = self
+            .inventory
+            .iter()
+            .filter_map(|(_, c)| c.map(|c| c.barcode.as_str()))
+            .collect();
         for barcode in barcodes {
             if !valid_barcode(barcode) {
                 return Err(OperatorError::InvalidBarcode(barcode.clone()));
             }
-            if next.find(barcode).is_some() {
+            if !present.insert(barcode.as_str()) {
                 return Err(OperatorError::DuplicateBarcode(barcode.clone()));
             }
             let element = free.next().ok_or(OperatorError::NoFreeSlot)?;
-            next.put(element, Cartridge::new(barcode))
-                .map_err(|e| OperatorError::Persist(e.to_string()))?;
+            placements.push((element, Cartridge::new(barcode)));
             used.push(self.map.address(element));
+        }
+        if let Some((_, e)) = next.put_all(placements).into_iter().next() {
+            return Err(OperatorError::Persist(e.to_string()));
         }
         if used.is_empty() {
             return Ok(used);

@@ -305,6 +305,43 @@ impl ChangerModel {
     pub fn name(&self) -> &str {
         self.name
     }
+
+    /// The most storage slots `layout`'s other element counts leave room for: SMC-3 element
+    /// addresses are 16 bits, and the storage range must end before FFFFh is passed and
+    /// before the next range of this model that starts above it.
+    pub fn max_slots(&self, layout: &Layout) -> u16 {
+        let base = self.bases.storage;
+        let end = ElementType::ALL
+            .into_iter()
+            .filter(|&k| k != ElementType::Storage && layout.count(k) > 0)
+            .map(|k| u32::from(self.bases.base(k)))
+            .filter(|&b| b > u32::from(base))
+            .min()
+            .unwrap_or(u32::from(u16::MAX) + 1);
+        u16::try_from(end - u32::from(base)).unwrap_or(u16::MAX)
+    }
+
+    /// The first element address of `kind` on this model.
+    pub fn first_address(&self, kind: ElementType) -> u16 {
+        self.bases.base(kind)
+    }
+
+    /// Whether `layout` can be addressed on this model (no range runs past FFFFh, none
+    /// overlaps another); the error names the element type.
+    pub fn check_layout(&self, layout: &Layout) -> Result<(), crate::ChangerError> {
+        AddressMap::new(&self.bases, layout)
+            .map(|_| ())
+            .map_err(MapError::into_changer_error)
+    }
+}
+
+impl MapError {
+    pub(crate) fn into_changer_error(self) -> crate::ChangerError {
+        match self {
+            MapError::Overflow(kind) => crate::ChangerError::AddressOverflow { kind },
+            MapError::Overlap(a, b) => crate::ChangerError::AddressOverlap(a, b),
+        }
+    }
 }
 
 /// Why a layout cannot be addressed on a model.
@@ -435,6 +472,41 @@ mod tests {
             AddressMap::new(&model.bases, &layout).unwrap_err(),
             MapError::Overflow(ElementType::Storage)
         );
+    }
+
+    #[test]
+    fn max_slots_is_what_the_address_space_holds() {
+        for model in ChangerModel::all() {
+            let layout = Layout {
+                magazines: None,
+                ..model.default_layout
+            };
+            let max = model.max_slots(&layout);
+            let fits = Layout {
+                slots: max,
+                ..layout
+            };
+            assert!(model.check_layout(&fits).is_ok(), "{}: {max}", model.name);
+            if max < u16::MAX {
+                let over = Layout {
+                    slots: max + 1,
+                    ..layout
+                };
+                assert!(model.check_layout(&over).is_err(), "{}", model.name);
+            }
+        }
+        // A TS4500-sized library and more fit the 3584's storage range (0401h..=FFFFh).
+        let model = ChangerModel::by_name("ibm-3584").unwrap();
+        assert_eq!(model.max_slots(&model.default_layout), 0xFFFF - 0x0401 + 1);
+        for (name, max) in [
+            ("stk-l700", 64_536),
+            ("stk-sl150", 64_536),
+            ("hp-msl-g3", 61_440),
+            ("quantum-scalar-i6000", 61_440),
+        ] {
+            let model = ChangerModel::by_name(name).unwrap();
+            assert_eq!(model.max_slots(&model.default_layout), max, "{name}");
+        }
     }
 
     #[test]

@@ -198,6 +198,16 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         }
         self.stats.bytes_written += written;
         self.log.bytes_from_host += written;
+        if self.buffered_mode == 0 && written > 0 {
+            // SSC-4 §8.3.1: with BUFFERED MODE 0 the drive reports GOOD only once the data
+            // is on the medium, so each WRITE ends with the sync of a synchronising point.
+            // Records written before a failure are synced too; a failed sync fails the WRITE.
+            let residue = if fixed { count } else { u64::from(length) };
+            let residue = i64::try_from(residue).unwrap_or(i64::MAX);
+            self.ready_cartridge()?
+                .sync()
+                .map_err(|e| errors::media(&e, Op::Write, 0).with_residue(residue))?;
+        }
         match failure {
             Some(sense) => Err(sense),
             // SSC-4 §4.2.5: past early warning a write completes and says so.
@@ -308,8 +318,11 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
     }
 
     /// READ POSITION (SSC-4): short form (service actions 00h, 01h), long form (06h) and
-    /// extended form (08h). Nothing is ever buffered, so the first and last locations are
-    /// the current position and the buffer counts are zero.
+    /// extended form (08h). The object buffer is what the cartridge holds but has not made
+    /// durable yet (written since the last synchronising point): the short and extended forms
+    /// report its logical objects and bytes, and LAST LOGICAL OBJECT LOCATION is the first of
+    /// those objects in the current partition (the next to go to the medium), or the current
+    /// position when there is none. The long form carries no buffer fields.
     pub(crate) fn read_position(&mut self, cdb: &Cdb<'_>) -> Reply {
         let action = cdb.byte(1) & 0x1F;
         if !matches!(action, 0x00 | 0x01 | 0x06 | 0x08) {
@@ -319,20 +332,45 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         let p = cartridge
             .position()
             .map_err(|e| errors::media(&e, Op::Position, 0))?;
+        let buffered = cartridge.unsynced();
+        let here = cartridge
+            .partitions()
+            .get(usize::from(p.partition))
+            .map(|s| (s.object_count(), s.unsynced().objects));
+        let last = match here {
+            Some((count, pending)) if pending > 0 => count - pending,
+            _ => p.object,
+        };
         let eop = p.beyond_early_warning;
         let flags = u8::from(p.at_bop) << 7 | u8::from(eop) << 6 | u8::from(eop);
+        // NUMBER OF LOGICAL OBJECTS IN OBJECT BUFFER is 3 bytes in both forms; BCU says it
+        // does not hold the real count.
+        let (objects, bcu) = match u32::try_from(buffered.objects) {
+            Ok(n) if n <= 0x00FF_FFFF => (n, 0),
+            _ => (0x00FF_FFFF, 0x20),
+        };
         let data = match action {
             0x00 | 0x01 => {
                 let mut d = vec![0u8; 20];
-                // PERR: the object identifier does not fit the 4-byte fields.
-                let (object, perr) = match u32::try_from(p.object) {
-                    Ok(o) => (o, 0),
-                    Err(_) => (u32::MAX, 0x02),
+                // PERR: an object identifier does not fit the 4-byte fields.
+                let first = u32::try_from(p.object).ok();
+                let last = u32::try_from(last).ok();
+                let perr = if first.is_some() && last.is_some() {
+                    0
+                } else {
+                    0x02
                 };
-                d[0] = flags | perr;
+                // BYCU: the byte count does not fit its 4-byte field.
+                let (bytes, bycu) = match u32::try_from(buffered.bytes) {
+                    Ok(b) => (b, 0),
+                    Err(_) => (u32::MAX, 0x10),
+                };
+                d[0] = flags | bcu | bycu | perr;
                 d[1] = p.partition;
-                d[4..8].copy_from_slice(&object.to_be_bytes());
-                d[8..12].copy_from_slice(&object.to_be_bytes());
+                d[4..8].copy_from_slice(&first.unwrap_or(u32::MAX).to_be_bytes());
+                d[8..12].copy_from_slice(&last.unwrap_or(u32::MAX).to_be_bytes());
+                d[13..16].copy_from_slice(&objects.to_be_bytes()[1..]);
+                d[16..20].copy_from_slice(&bytes.to_be_bytes());
                 d
             }
             0x06 => {
@@ -346,11 +384,13 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             }
             _ => {
                 let mut d = vec![0u8; 32];
-                d[0] = flags;
+                d[0] = flags | bcu;
                 d[1] = p.partition;
                 d[2..4].copy_from_slice(&28u16.to_be_bytes()); // ADDITIONAL LENGTH
+                d[5..8].copy_from_slice(&objects.to_be_bytes()[1..]);
                 d[8..16].copy_from_slice(&p.object.to_be_bytes());
-                d[16..24].copy_from_slice(&p.object.to_be_bytes());
+                d[16..24].copy_from_slice(&last.to_be_bytes());
+                d[24..32].copy_from_slice(&buffered.bytes.to_be_bytes());
                 d.truncate(usize::from(cdb.be16(7)));
                 d
             }

@@ -779,3 +779,90 @@ fn immediate_rewind_space16_and_refused_sequential_filemarks() {
     let (s, _) = rig.check(&space16(0, -1), &[]);
     assert_eq!(s.asc, Asc::BEGINNING_OF_PARTITION_MEDIUM_DETECTED);
 }
+
+/// The extended READ POSITION form (08h): (objects in buffer, bytes in buffer, first, last).
+fn buffer_counts_extended(rig: &Rig) -> (u32, u64, u64, u64) {
+    let d = rig.good(&[0x34, 0x08, 0, 0, 0, 0, 0, 0, 32, 0], &[]);
+    assert_eq!(d.len(), 32);
+    (
+        u32::from_be_bytes([0, d[5], d[6], d[7]]),
+        u64::from_be_bytes(d[24..32].try_into().unwrap()),
+        u64::from_be_bytes(d[8..16].try_into().unwrap()),
+        u64::from_be_bytes(d[16..24].try_into().unwrap()),
+    )
+}
+
+/// The short READ POSITION form (00h): (objects in buffer, bytes in buffer, BCU, BYCU).
+fn buffer_counts_short(rig: &Rig) -> (u32, u32, bool, bool) {
+    let d = rig.good(&READ_POSITION, &[]);
+    (
+        u32::from_be_bytes([0, d[13], d[14], d[15]]),
+        u32::from_be_bytes(d[16..20].try_into().unwrap()),
+        d[0] & 0x20 != 0,
+        d[0] & 0x10 != 0,
+    )
+}
+
+fn synced_objects(rig: &Rig) -> u64 {
+    rig.with_drive(|d| d.medium().unwrap().partitions()[0].synced_objects())
+}
+
+#[test]
+fn buffered_mode_zero_makes_every_write_durable_before_good() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
+    // Buffered mode 1 (the default): a WRITE is GOOD before it is durable.
+    rig.good(&write6(1000, false), &record(1, 1000));
+    assert_eq!(synced_objects(&rig), 0);
+    // mt drvbuffer 0: MODE SELECT with BUFFERED MODE 0 in the header, echoed by MODE SENSE.
+    let list = [0, 0, 0x00, 0];
+    rig.good(&[0x15, 0x10, 0, 0, 4, 0], &list);
+    let m = rig.good(&[0x1A, 0, 0, 0, 12, 0], &[]);
+    assert_eq!(m[2] & 0x70, 0, "buffered mode 0");
+    // Every WRITE is now on the medium when it completes, the earlier one with it.
+    rig.good(&write6(500, false), &record(2, 500));
+    assert_eq!(synced_objects(&rig), 2);
+    assert_eq!(buffer_counts_short(&rig), (0, 0, false, false));
+    // Fixed-block writes too.
+    rig.good(
+        &[0x15, 0x10, 0, 0, 12, 0],
+        &[0, 0, 0x00, 8, 0, 0, 0, 0, 0, 0, 0x10, 0],
+    );
+    rig.good(&write6(3, true), &record(3, 3 * 4096));
+    assert_eq!(synced_objects(&rig), 5);
+    // Back to buffered mode 1: writes are buffered again.
+    rig.good(
+        &[0x15, 0x10, 0, 0, 12, 0],
+        &[0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0, 0, 0],
+    );
+    rig.good(&write6(10, false), &record(4, 10));
+    assert_eq!(synced_objects(&rig), 5);
+}
+
+#[test]
+fn read_position_reports_the_unsynced_objects_and_bytes() {
+    let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
+    assert_eq!(buffer_counts_short(&rig), (0, 0, false, false));
+    assert_eq!(buffer_counts_extended(&rig), (0, 0, 0, 0));
+    rig.good(&write6(1000, false), &record(1, 1000));
+    rig.good(&write6(24, false), &record(2, 24));
+    rig.good(&wfm(1, true), &[]);
+    // Two records and a filemark written, none synchronised: 3 objects, 1024 bytes. The last
+    // logical object location is the next object to go to the medium (SSC-4 READ POSITION).
+    assert_eq!(buffer_counts_short(&rig), (3, 1024, false, false));
+    assert_eq!(buffer_counts_extended(&rig), (3, 1024, 3, 0));
+    let d = rig.good(&READ_POSITION, &[]);
+    assert_eq!(u32::from_be_bytes(d[4..8].try_into().unwrap()), 3);
+    assert_eq!(u32::from_be_bytes(d[8..12].try_into().unwrap()), 0);
+    // WRITE FILEMARKS(0) without IMMED is a synchronising point: the buffer is empty.
+    rig.good(&wfm(0, false), &[]);
+    assert_eq!(buffer_counts_short(&rig), (0, 0, false, false));
+    assert_eq!(buffer_counts_extended(&rig), (0, 0, 3, 3));
+    rig.good(&write6(7, false), &record(3, 7));
+    assert_eq!(buffer_counts_extended(&rig), (1, 7, 4, 3));
+    // Truncating unsynchronised objects takes them out of the buffer.
+    rig.good(&space6(0, -1), &[]);
+    rig.good(&write6(5, false), &record(4, 5));
+    assert_eq!(buffer_counts_extended(&rig), (1, 5, 4, 3));
+    rig.good(&REWIND, &[]);
+    assert_eq!(buffer_counts_extended(&rig), (0, 0, 0, 0));
+}

@@ -1,6 +1,8 @@
-//! Management-surface latency of a big library: READ ELEMENT STATUS of 10,000 slots over
-//! iSCSI, the API's library and cartridge listings, and the CPU cost of a /metrics scrape.
-//! Run with `bench/library/run.sh`; prints a markdown table.
+//! Management-surface latency of a big library: READ ELEMENT STATUS of every slot over
+//! iSCSI, MOVE MEDIUM (each move saves the inventory), the API's library and cartridge
+//! listings, and the CPU cost of a /metrics scrape. The library is the `vtl-node` preset
+//! (256 drives, 32 I/O slots) with 10,000 slots, or `--slots N` (every slot full).
+//! Run with `bench/library/run.sh [--slots N]`; prints a markdown table.
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -13,6 +15,20 @@ use reel_iscsi::params::Limits;
 use reel_iscsi_net::{Client, ClientOptions};
 
 const IQN: &str = "iqn.2026-11.org.reel:bench";
+/// The library view and cartridge listing of a 60,000-slot library pass ureq's 10 MB default.
+const BODY_LIMIT: u64 = 256 << 20;
+
+/// Stops `reel serve` however the benchmark ends (a panic included).
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
 const RUNS: usize = 30;
 /// Bytes each of the 256 drives writes (and reads back) in the streaming phase.
 const STREAM_SIZE: &str = "48M";
@@ -36,33 +52,60 @@ fn summary(mut samples: Vec<Duration>) -> (f64, f64, f64) {
 }
 
 fn main() {
-    let reel = std::env::args()
-        .nth(1)
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let slots: u32 = match args.iter().position(|a| a == "--slots") {
+        Some(i) => {
+            let n = args
+                .get(i + 1)
+                .and_then(|n| n.parse().ok())
+                .expect("--slots N");
+            args.drain(i..i + 2);
+            n
+        }
+        None => 10_000,
+    };
+    // --data DIR: start from a copy of a data directory that already holds the cartridges
+    // (one per slot, from an earlier `reel cartridges create`), to compare builds quickly.
+    let seed: Option<String> = args.iter().position(|a| a == "--data").map(|i| {
+        let dir = args.get(i + 1).cloned().expect("--data DIR");
+        args.drain(i..i + 2);
+        dir
+    });
+    let reel = args
+        .first()
+        .cloned()
         .unwrap_or_else(|| "target/release/reel".into());
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("reel.toml");
     std::fs::write(
         &config,
-        format!("[[iscsi.target]]\nname = \"{IQN}\"\nkind = \"library\"\npreset = \"vtl-node\"\n"),
+        format!(
+            "[[iscsi.target]]\nname = \"{IQN}\"\nkind = \"library\"\npreset = \"vtl-node\"\nslots = {slots}\n"
+        ),
     )
     .unwrap();
     let (portal, http) = (free_port(), free_port());
-    // 10,000 cartridges fill every slot.
-    let created = Command::new(&reel)
-        .args([
-            "cartridges",
-            "create",
-            "--prefix",
-            "B",
-            "--count",
-            "10000",
-            "--data",
-        ])
-        .arg(dir.path().join("data"))
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
+    // One cartridge per slot: every slot is full.
+    let t = Instant::now();
+    let created = match &seed {
+        Some(seed) => Command::new("cp")
+            .arg("-a")
+            .arg(seed)
+            .arg(dir.path().join("data"))
+            .status()
+            .unwrap(),
+        None => Command::new(&reel)
+            .args(["cartridges", "create", "--prefix", "B", "--count"])
+            .arg(slots.to_string())
+            .arg("--data")
+            .arg(dir.path().join("data"))
+            .stdout(Stdio::null())
+            .status()
+            .unwrap(),
+    };
     assert!(created.success());
+    let create_time = t.elapsed();
+    let t = Instant::now();
     let mut child = Command::new(&reel)
         .args([
             "serve",
@@ -82,11 +125,13 @@ fn main() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let child = Server(child);
     for line in lines.by_ref() {
         if line.unwrap().starts_with("Ctrl-C") {
             break;
         }
     }
+    let start_time = t.elapsed();
     std::thread::spawn(move || for _ in lines {});
     let password = std::fs::read_to_string(dir.path().join("data/initial-admin-password")).unwrap();
     let base = format!("http://127.0.0.1:{http}");
@@ -106,13 +151,15 @@ fn main() {
             .call()
             .unwrap()
             .into_body()
+            .with_config()
+            .limit(BODY_LIMIT)
             .read_to_string()
             .unwrap();
         (t.elapsed(), body.len())
     };
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (res, res_bytes) = runtime.block_on(async {
+    let (res, res_bytes, moves) = runtime.block_on(async {
         let client = Client::connect(
             format!("127.0.0.1:{portal}").parse().unwrap(),
             InitiatorLoginConfig {
@@ -149,7 +196,25 @@ fn main() {
             assert_eq!(r.status, 0);
             bytes = r.data.len();
         }
-        (samples, bytes)
+        // MOVE MEDIUM: every slot is full, so the first slot's cartridge goes to the first
+        // (empty) I/O slot and back. Each move saves the whole inventory durably first.
+        let first_slot: u16 = 0x0401;
+        let io_slot: u16 = 0x0301;
+        let mut moves = Vec::new();
+        for i in 0..RUNS {
+            let (from, to) = if i % 2 == 0 {
+                (first_slot, io_slot)
+            } else {
+                (io_slot, first_slot)
+            };
+            let (f, t2) = (from.to_be_bytes(), to.to_be_bytes());
+            let cdb = [0xA5, 0, 0, 0, f[0], f[1], t2[0], t2[1], 0, 0, 0, 0];
+            let t = Instant::now();
+            let r = client.execute(0, &cdb, Bytes::new(), 0).await.unwrap();
+            moves.push(t.elapsed());
+            assert_eq!(r.status, 0, "MOVE MEDIUM {from:04x} -> {to:04x}");
+        }
+        (samples, bytes, moves)
     });
 
     let mut library = Vec::new();
@@ -164,7 +229,7 @@ fn main() {
         cart_bytes = n;
     }
     // CPU of the server per /metrics scrape, as a share of one core at a 15 s interval.
-    let pid = child.id();
+    let pid = child.0.id();
     let cpu_of = || reel_bench::cpu::cpu_seconds(reel_bench::cpu::Proc::Pid(pid)).unwrap();
     let before = cpu_of();
     let started = Instant::now();
@@ -186,7 +251,7 @@ fn main() {
     // The console while 256 drives stream: reel-bench loads a cartridge into every drive and
     // writes (then reads back) on all of them at once, while this process asks what the
     // console asks — the library view and the monitor — and listens to the live stream.
-    let streaming = std::env::args().nth(2).map(|bench| {
+    let streaming = args.get(1).cloned().map(|bench| {
         let work = dir.path().join("bench-work");
         let mut writer = Command::new(&bench)
             .args([
@@ -293,13 +358,17 @@ fn main() {
             throughput,
         )
     });
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let _ = child.wait();
+    drop(child);
 
     println!(
-        "| What (vtl-node preset: 256 drives, 10,000 full slots) | median ms | p95 ms | max ms | bytes |"
+        "{slots} cartridges {} in {:.1} s; `reel serve` ready in {:.1} s",
+        if seed.is_some() { "copied" } else { "created" },
+        create_time.as_secs_f64(),
+        start_time.as_secs_f64()
+    );
+    println!();
+    println!(
+        "| What (vtl-node preset: 256 drives, {slots} full slots) | median ms | p95 ms | max ms | bytes |"
     );
     println!("|---|---:|---:|---:|---:|");
     let row = |what: &str, s: Vec<Duration>, bytes: usize| {
@@ -307,17 +376,25 @@ fn main() {
         println!("| {what} | {m:.1} | {p:.1} | {x:.1} | {bytes} |");
     };
     row(
-        "READ ELEMENT STATUS, all 10,000 slots with VOLTAG (iSCSI, reel's initiator)",
+        &format!("READ ELEMENT STATUS, all {slots} slots with VOLTAG (iSCSI, reel's initiator)"),
         res,
         res_bytes,
     );
     row(
-        "GET /api/v1/libraries/{name} (10,289 elements, 256 drives)",
+        "MOVE MEDIUM slot to I/O slot or back (inventory saved durably)",
+        moves,
+        0,
+    );
+    row(
+        &format!(
+            "GET /api/v1/libraries/{{name}} ({} elements, 256 drives)",
+            slots + 256 + 32 + 1
+        ),
         library,
         lib_bytes,
     );
     row(
-        "GET /api/v1/cartridges (10,000 cartridges)",
+        &format!("GET /api/v1/cartridges ({slots} cartridges)"),
         cartridges,
         cart_bytes,
     );

@@ -272,21 +272,41 @@ impl TargetEntry {
         if let Some(ie) = self.import_export {
             layout.import_export = ie;
         }
-        if !(1..=256).contains(&layout.drives) {
-            anyhow::bail!("target {}: drives must be 1 to 256", self.name);
-        }
-        if !(1..=10_000).contains(&layout.slots) {
-            anyhow::bail!("target {}: slots must be 1 to 10000", self.name);
+        // One LUN per drive on the library's one target, the changer at LUN 0: 256 drives
+        // end at LUN 256 (docs/design/smc.md, "Library size", says why not more).
+        if !(1..=MAX_DRIVES).contains(&layout.drives) {
+            anyhow::bail!(
+                "target {}: drives must be 1 to {MAX_DRIVES} (one LUN each on the library's \
+                 target; use more libraries or logical partitions for more drives)",
+                self.name
+            );
         }
         if layout.import_export > 255 {
             anyhow::bail!("target {}: import_export must be at most 255", self.name);
         }
+        // SMC-3 element addresses are 16 bits: the storage range of the model must fit.
+        let max_slots = changer.max_slots(&layout);
+        if !(1..=max_slots).contains(&layout.slots) {
+            anyhow::bail!(
+                "target {}: slots must be 1 to {max_slots} on the {} (16-bit element \
+                 addresses; its storage elements start at {:04X}h)",
+                self.name,
+                changer.name(),
+                changer.first_address(reel_smc::ElementType::Storage)
+            );
+        }
+        changer
+            .check_layout(&layout)
+            .map_err(|e| anyhow::anyhow!("target {}: {e} on the {}", self.name, changer.name()))?;
         Ok((changer, drive, layout))
     }
 }
 
 /// Largest `[iscsi] max_sessions` accepted (TSIHs are 16-bit, RFC 7143 §11.12.6).
 const MAX_SESSIONS_LIMIT: usize = 4096;
+
+/// Drives of one library (LUNs 1..=256 of its target).
+pub const MAX_DRIVES: u16 = 256;
 
 fn default_listen() -> Vec<String> {
     vec!["127.0.0.1:3260".into()]
@@ -1048,6 +1068,33 @@ allow_initiators = ["iqn.2026-11.org.reel.test:backup"]
         assert!(e.contains("defined twice"), "{e}");
         let e = err(&PARTITIONED.replace("slots = 500", "slots = 0"));
         assert!(e.contains("at least one drive and one slot"), "{e}");
+    }
+
+    #[test]
+    fn a_library_may_use_the_whole_element_address_space() {
+        let lib = |extra: &str| {
+            format!(
+                "[[iscsi.target]]\nname = \"iqn.2026-11.org.reel:big\"\nkind = \"library\"\n\
+                 changer = \"ibm-3584\"\n{extra}"
+            )
+        };
+        // 60,000 slots (a TS4500 holds about 23,000) and the 3584's last storage address.
+        for slots in [60_000u16, 0xFFFF - 0x0401 + 1] {
+            let config = parse(&lib(&format!("slots = {slots}\ndrives = 256\n"))).unwrap();
+            let (_, _, layout) = config.iscsi.targets[0].library_layout().unwrap();
+            assert_eq!((layout.slots, layout.drives), (slots, 256));
+        }
+        let err = |text: &str| parse(text).unwrap_err().to_string();
+        let e = err(&lib("slots = 64512\n"));
+        assert!(
+            e.contains("slots must be 1 to 64511 on the ibm-3584") && e.contains("0401h"),
+            "{e}"
+        );
+        // The HP MSL numbers storage from 1000h: fewer slots fit.
+        let e = err(&lib("slots = 62000\n").replace("ibm-3584", "hp-msl-g3"));
+        assert!(e.contains("slots must be 1 to 61440"), "{e}");
+        let e = err(&lib("drives = 257\n"));
+        assert!(e.contains("drives must be 1 to 256"), "{e}");
     }
 
     #[test]

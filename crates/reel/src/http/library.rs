@@ -66,7 +66,7 @@ pub struct ExceptionView {
 pub struct ElementView {
     pub address: u16,
     /// transport, slot, import_export or drive.
-    pub kind: String,
+    pub kind: &'static str,
     pub index: u16,
     pub barcode: Option<String>,
     /// Address the cartridge was last moved from.
@@ -162,9 +162,10 @@ pub fn state_name(state: DriveState) -> (&'static str, &'static str) {
 
 pub fn library_view(lib: &VirtualLibrary) -> LibraryView {
     let spec = lib.spec();
+    // Counted, not collected: 60,000 barcodes need not be copied to be counted.
     let cartridges = lib
         .changer()
-        .with_personality(|c| c.inventory().barcodes().len());
+        .with_personality(|c| c.inventory().iter().filter(|(_, c)| c.is_some()).count());
     LibraryView {
         physical: spec.physical.clone(),
         pool: spec.barcodes.describe(),
@@ -231,7 +232,7 @@ pub fn library_detail(lib: &VirtualLibrary) -> LibraryDetail {
             }
             ElementView {
                 address: e.address,
-                kind: kind_name(e.element.kind).to_string(),
+                kind: kind_name(e.element.kind),
                 index: e.element.index,
                 barcode: e.barcode,
                 source: e.source,
