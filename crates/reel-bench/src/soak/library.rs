@@ -202,10 +202,19 @@ impl Library {
     }
 
     /// A changer session's next move: slot to slot, slot to one of its drives, or back.
-    pub fn plan_mover(&self, rng: &mut Rng) -> Option<Move> {
+    ///
+    /// Only cartridges `movable` accepts travel (the soak passes those read back since the
+    /// restart), and as many idle cartridges as there are tape workers stay in their slots for
+    /// them: the changer sessions are fast enough to keep every cartridge in motion otherwise.
+    pub fn plan_mover(&self, rng: &mut Rng, movable: &dyn Fn(&str) -> bool) -> Option<Move> {
         let mut inv = self.lock();
-        let take = |b: &str| is_tape_cartridge(b);
-        let full_slots = inv.usable_full(&self.slots, &take);
+        let take = |b: &str| is_tape_cartridge(b) && movable(b);
+        let idle = inv.usable_full(&self.slots, &is_tape_cartridge).len();
+        let full_slots = if idle > self.tape_drives.len() {
+            inv.usable_full(&self.slots, &take)
+        } else {
+            Vec::new()
+        };
         let empty_slots = inv.usable_empty(&self.slots);
         let full_drives = inv.usable_full(&self.mover_drives, &take);
         let empty_drives = inv.usable_empty(&self.mover_drives);
@@ -343,16 +352,20 @@ mod tests {
 
     #[test]
     fn reservations_keep_moves_apart() {
-        let lib = library();
+        let mut lib = library();
         assert_eq!(lib.tape_drives, [(1, 0x100)]);
         assert_eq!(lib.mover_drives, [0x101]);
         let mut rng = Rng::new(1);
         let a = lib.plan_load(&mut rng, 0x100, &|_| true, false).unwrap();
         assert_eq!(a.to, 0x100);
         // The other cartridge can go to the mover's drive or the last free slot, not both.
-        let b = lib.plan_mover(&mut rng).unwrap();
+        // One idle cartridge stays for the one tape worker.
+        assert!(lib.plan_mover(&mut rng, &|_| true).is_none());
+        lib.tape_drives.clear();
+        assert!(lib.plan_mover(&mut rng, &|_| false).is_none());
+        let b = lib.plan_mover(&mut rng, &|_| true).unwrap();
         assert_ne!(b.barcode, a.barcode);
-        assert!(lib.plan_mover(&mut rng).is_none());
+        assert!(lib.plan_mover(&mut rng, &|_| true).is_none());
         lib.begin(&a);
         lib.finish(&a, true, true);
         lib.finish(&b, true, false);

@@ -607,6 +607,19 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
         let s = match &soak {
             None => {
                 let (libs, _) = runtime.block_on(survey(&args, addr, timeout, None))?;
+                let found: Vec<String> = libs.iter().flat_map(|l| l.tape_cartridges()).collect();
+                let mut want = barcodes.clone();
+                let mut have = found.clone();
+                want.sort();
+                have.sort();
+                if want != have {
+                    bail!(
+                        "the libraries hold {} cartridges ({}…), the soak created {}",
+                        have.len(),
+                        have.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+                        want.len()
+                    );
+                }
                 let s = Arc::new(Soak {
                     seed: args.seed,
                     queue_depth: args.queue_depth.max(1),
@@ -721,6 +734,12 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
         let ended = if verify_only {
             epoch.stop.store(true, Ordering::SeqCst);
             wait_all(&runtime, tape_tasks, other_tasks, api_threads);
+            let unverified = s.unverified(n);
+            if unverified > 0 {
+                s.fail(format!(
+                    "{unverified} cartridge(s) not read back after the last restart"
+                ));
+            }
             if let Err(e) = serve.stop(Duration::from_secs(60)) {
                 s.fail(format!("the final SIGTERM: {e:#}"));
             }
