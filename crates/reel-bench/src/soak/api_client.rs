@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{anyhow, bail};
 use serde_json::{Value, json};
 
 use super::library::Library;
@@ -20,12 +20,17 @@ use crate::api::ReelApi;
 /// Barcode prefix of the API client's cartridges (no library's pool takes them).
 pub const PREFIX: &str = "Q";
 
+/// Before the clients start: deletes what a kill left of their cartridges.
+pub fn clear_up(soak: &Soak, epoch: &Epoch, api: &ReelApi) {
+    let mut rng = Rng::new(soak.seed ^ 0xc1ea ^ u64::from(epoch.n));
+    if let Err(e) = reconcile(soak, epoch, api, &mut rng) {
+        soak.fail(format!("API client, clearing up after restart {}: {e:#}", epoch.n - 1));
+    }
+}
+
 pub fn worker(soak: Arc<Soak>, epoch: Arc<Epoch>, api: ReelApi, k: usize) {
     let mut rng = Rng::new(soak.seed ^ 0xa91 ^ (u64::from(epoch.n) << 40) ^ k as u64);
     let result = (|| {
-        if k == 0 {
-            reconcile(&soak, &epoch, &api, &mut rng).context("clearing up after the restart")?;
-        }
         while !epoch.over() && !epoch.verify_only {
             cycle(&soak, &epoch, &api, &mut rng)?;
         }

@@ -22,7 +22,7 @@ use crate::tape::{Exec, submit};
 
 /// Largest record the soak writes (and the allocation of its reads).
 pub const MAX_RECORD: u32 = 256 << 10;
-const SIZES: [u32; 6] = [512, 4096, 32 << 10, 64 << 10, 128 << 10, MAX_RECORD];
+const SIZES: [u32; 6] = [512, 4096, 16 << 10, 64 << 10, 128 << 10, MAX_RECORD];
 
 /// LOCATE(10) to logical object `object` in the current partition (SSC-4 §7.5, BT = 0).
 pub fn locate10(object: u32) -> [u8; 10] {
@@ -233,7 +233,7 @@ async fn session(
     if epoch.verify_only {
         return Ok(());
     }
-    let steps = 4 + rng.below(24);
+    let steps = 4 + rng.below(16);
     for _ in 0..steps {
         if epoch.over() {
             break;
@@ -251,7 +251,7 @@ async fn session(
                 locate(soak, drive, pos, len).await?;
                 pos = len;
             }
-            let n = 1 + rng.below(32) as usize;
+            let n = 1 + rng.below(16) as usize;
             pos = append(soak, drive, barcode, pos, n, rng).await?;
         } else if r < 63 {
             if pos != len {

@@ -203,26 +203,39 @@ impl Library {
 
     /// A changer session's next move: slot to slot, slot to one of its drives, or back.
     ///
-    /// Only cartridges `movable` accepts travel (the soak passes those read back since the
-    /// restart), and as many idle cartridges as there are tape workers stay in their slots for
-    /// them: the changer sessions are fast enough to keep every cartridge in motion otherwise.
-    pub fn plan_mover(&self, rng: &mut Rng, movable: &dyn Fn(&str) -> bool) -> Option<Move> {
+    /// As many idle cartridges as there are tape workers stay in their slots for them, and
+    /// as many of those `unread` names (not read back since the restart): the changer
+    /// sessions are fast enough to keep every cartridge in motion otherwise.
+    pub fn plan_mover(&self, rng: &mut Rng, unread: &dyn Fn(&str) -> bool) -> Option<Move> {
         let mut inv = self.lock();
-        let take = |b: &str| is_tape_cartridge(b) && movable(b);
+        let reserve = self.tape_drives.len();
         let idle = inv.usable_full(&self.slots, &is_tape_cartridge).len();
-        let full_slots = if idle > self.tape_drives.len() {
-            inv.usable_full(&self.slots, &take)
+        let idle_unread = inv
+            .usable_full(&self.slots, &|b| is_tape_cartridge(b) && unread(b))
+            .len();
+        let take = |b: &str| is_tape_cartridge(b) && (!unread(b) || idle_unread > reserve);
+        let (full_slots, loadable) = if idle > reserve {
+            (
+                inv.usable_full(&self.slots, &take),
+                // Into a spare drive only what was read back: the tape workers need the rest.
+                inv.usable_full(&self.slots, &|b| is_tape_cartridge(b) && !unread(b)),
+            )
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
         let empty_slots = inv.usable_empty(&self.slots);
-        let full_drives = inv.usable_full(&self.mover_drives, &take);
+        let full_drives = inv.usable_full(&self.mover_drives, &is_tape_cartridge);
+        let unread_in_drives =
+            inv.usable_full(&self.mover_drives, &|b| is_tape_cartridge(b) && unread(b));
         let empty_drives = inv.usable_empty(&self.mover_drives);
         let r = rng.below(100);
-        let (from, to) = if r < 20 && !full_drives.is_empty() && !empty_slots.is_empty() {
+        let (from, to) = if !unread_in_drives.is_empty() && !empty_slots.is_empty() {
+            // Left there by the restart: out first, so the tape workers can read it back.
+            (rng.pick(&unread_in_drives)?, rng.pick(&empty_slots)?)
+        } else if r < 20 && !full_drives.is_empty() && !empty_slots.is_empty() {
             (rng.pick(&full_drives)?, rng.pick(&empty_slots)?)
-        } else if r < 40 && !full_slots.is_empty() && !empty_drives.is_empty() {
-            (rng.pick(&full_slots)?, rng.pick(&empty_drives)?)
+        } else if r < 40 && !loadable.is_empty() && !empty_drives.is_empty() {
+            (rng.pick(&loadable)?, rng.pick(&empty_drives)?)
         } else if !full_slots.is_empty() && !empty_slots.is_empty() {
             (rng.pick(&full_slots)?, rng.pick(&empty_slots)?)
         } else if !full_drives.is_empty() && !empty_slots.is_empty() {
@@ -360,12 +373,11 @@ mod tests {
         assert_eq!(a.to, 0x100);
         // The other cartridge can go to the mover's drive or the last free slot, not both.
         // One idle cartridge stays for the one tape worker.
-        assert!(lib.plan_mover(&mut rng, &|_| true).is_none());
-        lib.tape_drives.clear();
         assert!(lib.plan_mover(&mut rng, &|_| false).is_none());
-        let b = lib.plan_mover(&mut rng, &|_| true).unwrap();
+        lib.tape_drives.clear();
+        let b = lib.plan_mover(&mut rng, &|_| false).unwrap();
         assert_ne!(b.barcode, a.barcode);
-        assert!(lib.plan_mover(&mut rng, &|_| true).is_none());
+        assert!(lib.plan_mover(&mut rng, &|_| false).is_none());
         lib.begin(&a);
         lib.finish(&a, true, true);
         lib.finish(&b, true, false);

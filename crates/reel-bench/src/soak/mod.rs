@@ -207,6 +207,27 @@ impl Soak {
         self.unverified(epoch) == 0
     }
 
+    /// Where the unverified cartridges are, for the failure message.
+    pub fn unverified_places(&self, epoch: u32) -> String {
+        let mut out = Vec::new();
+        for lib in &self.libs {
+            let inv = lib.lock();
+            for (address, b) in &inv.at {
+                let Some(b) = b else { continue };
+                if library::is_tape_cartridge(b) && self.needs_verify(b, epoch) {
+                    out.push(format!(
+                        "{b} at {address:#06x} of library {}{}{}{}",
+                        lib.index,
+                        if inv.busy.contains(b) { ", busy" } else { "" },
+                        if inv.reserved.contains(address) { ", reserved" } else { "" },
+                        if inv.in_doubt.contains(b) { ", being moved" } else { "" },
+                    ));
+                }
+            }
+        }
+        out.join("; ")
+    }
+
     pub fn unverified(&self, epoch: u32) -> usize {
         let barcodes: Vec<String> = self
             .carts
@@ -539,6 +560,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
             .map(|p| p.as_path()),
     )?;
     let bin = crate::procs::reel_binary(args.reel_bin.as_deref())?;
+    let _ = ctrlc::set_handler(|| crate::INTERRUPTED.store(true, Ordering::Relaxed));
     let work = args
         .work_dir
         .clone()
@@ -669,6 +691,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
             },
             serve.pid()
         );
+        api_client::clear_up(&s, &epoch, &api);
         let ran = Instant::now();
         let mut tape_tasks = Vec::new();
         let mut other_tasks = Vec::new();
@@ -702,6 +725,12 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
         let mut last_note = Instant::now();
         loop {
             std::thread::sleep(Duration::from_millis(200));
+            if crate::INTERRUPTED.load(Ordering::Relaxed) {
+                epoch.killing.store(true, Ordering::SeqCst);
+                serve.kill()?;
+                wait_all(&runtime, tape_tasks, other_tasks, api_threads);
+                bail!("interrupted; data and logs are in {}", work.display());
+            }
             let unverified = s.unverified(n);
             if verify_only {
                 if tape_tasks.iter().all(|t| t.is_finished()) {
@@ -713,8 +742,9 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
             let overdue = Instant::now() > kill_at + Duration::from_secs_f64(3.0 * kill_every);
             if overdue {
                 s.fail(format!(
-                    "epoch {n}: {unverified} cartridge(s) not read back {:.0} s after the restart",
-                    ran.elapsed().as_secs_f64()
+                    "epoch {n}: {unverified} cartridge(s) not read back {:.0} s after the restart: {}",
+                    ran.elapsed().as_secs_f64(),
+                    s.unverified_places(n)
                 ));
                 break;
             }

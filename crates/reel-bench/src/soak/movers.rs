@@ -40,8 +40,8 @@ async fn run(soak: &Soak, epoch: &Epoch, lib: &Arc<Library>, k: usize, name: &st
     let timeout = epoch.timeout;
     loop {
         while set.len() < soak.queue_depth && !epoch.over() {
-            let movable = |b: &str| soak.is_exact(b, epoch.n);
-            let Some(mv) = lib.plan_mover(&mut rng, &movable) else {
+            let unread = |b: &str| soak.needs_verify(b, epoch.n);
+            let Some(mv) = lib.plan_mover(&mut rng, &unread) else {
                 break;
             };
             lib.begin(&mv);
