@@ -107,7 +107,12 @@ impl ReelApi {
 
     /// Any request: the HTTP status and the body as JSON (`null` when empty or not JSON);
     /// an error only when the server cannot be reached.
-    pub fn call(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<(u16, Value)> {
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(u16, Value)> {
         let req = ureq::http::Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.url))

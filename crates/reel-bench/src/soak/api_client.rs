@@ -24,7 +24,10 @@ pub const PREFIX: &str = "Q";
 pub fn clear_up(soak: &Soak, epoch: &Epoch, api: &ReelApi) {
     let mut rng = Rng::new(soak.seed ^ 0xc1ea ^ u64::from(epoch.n));
     if let Err(e) = reconcile(soak, epoch, api, &mut rng) {
-        soak.fail(format!("API client, clearing up after restart {}: {e:#}", epoch.n - 1));
+        soak.fail(format!(
+            "API client, clearing up after restart {}: {e:#}",
+            epoch.n - 1
+        ));
     }
 }
 
@@ -82,7 +85,14 @@ fn library_path(lib: &Library, what: &str) -> String {
     format!("/api/v1/libraries/{}/{what}", lib.iqn)
 }
 
-fn api_move(soak: &Soak, api: &ReelApi, lib: &Library, from: u16, to: u16, barcode: &str) -> anyhow::Result<()> {
+fn api_move(
+    soak: &Soak,
+    api: &ReelApi,
+    lib: &Library,
+    from: u16,
+    to: u16,
+    barcode: &str,
+) -> anyhow::Result<()> {
     request(
         soak,
         api,
@@ -97,7 +107,13 @@ fn api_move(soak: &Soak, api: &ReelApi, lib: &Library, from: u16, to: u16, barco
     Ok(())
 }
 
-fn export_and_delete(soak: &Soak, api: &ReelApi, lib: &Library, ie: u16, barcode: &str) -> anyhow::Result<()> {
+fn export_and_delete(
+    soak: &Soak,
+    api: &ReelApi,
+    lib: &Library,
+    ie: u16,
+    barcode: &str,
+) -> anyhow::Result<()> {
     request(
         soak,
         api,

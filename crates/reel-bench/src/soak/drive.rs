@@ -110,9 +110,7 @@ pub async fn move_medium(
     lib.begin(mv);
     for _ in 0..16 {
         // A transport error leaves the move in doubt (the caller sees the kill).
-        let r = session
-            .raw(lib.changer_lun, &cdb, Bytes::new(), 0)
-            .await?;
+        let r = session.raw(lib.changer_lun, &cdb, Bytes::new(), 0).await?;
         if r.status == 0 {
             lib.finish(mv, true, keep);
             soak.stats.moves.fetch_add(1, Ordering::Relaxed);
@@ -136,7 +134,10 @@ pub async fn move_medium(
             .into());
     }
     lib.finish(mv, false, false);
-    bail!("{}: MOVE MEDIUM keeps reporting unit attentions", session.name)
+    bail!(
+        "{}: MOVE MEDIUM keeps reporting unit attentions",
+        session.name
+    )
 }
 
 /// One tape worker for one epoch; errors after the kill began are the kill's.
@@ -149,7 +150,13 @@ pub async fn worker(soak: Arc<Soak>, epoch: Arc<Epoch>, lib: Arc<Library>, d: us
     }
 }
 
-async fn run(soak: &Soak, epoch: &Epoch, lib: &Library, d: usize, name: &str) -> anyhow::Result<()> {
+async fn run(
+    soak: &Soak,
+    epoch: &Epoch,
+    lib: &Library,
+    d: usize,
+    name: &str,
+) -> anyhow::Result<()> {
     let (lun, element) = lib.tape_drives[d];
     let client = crate::session::connect(epoch.addr, &lib.iqn).await?;
     let drive = Drive {
@@ -290,7 +297,11 @@ async fn session(
                 .await?;
             soak.stats.read_positions.fetch_add(1, Ordering::Relaxed);
             if data.len() < 8 {
-                bail!("{}: READ POSITION answered {} bytes", drive.name, data.len());
+                bail!(
+                    "{}: READ POSITION answered {} bytes",
+                    drive.name,
+                    data.len()
+                );
             }
             let at = u32::from_be_bytes([data[4], data[5], data[6], data[7]]) as usize;
             if at != pos {

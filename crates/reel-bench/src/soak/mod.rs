@@ -219,8 +219,16 @@ impl Soak {
                         "{b} at {address:#06x} of library {}{}{}{}",
                         lib.index,
                         if inv.busy.contains(b) { ", busy" } else { "" },
-                        if inv.reserved.contains(address) { ", reserved" } else { "" },
-                        if inv.in_doubt.contains(b) { ", being moved" } else { "" },
+                        if inv.reserved.contains(address) {
+                            ", reserved"
+                        } else {
+                            ""
+                        },
+                        if inv.in_doubt.contains(b) {
+                            ", being moved"
+                        } else {
+                            ""
+                        },
                     ));
                 }
             }
@@ -386,7 +394,12 @@ fn count_panics(log: &Path) -> usize {
         .unwrap_or(0)
 }
 
-fn write_config(args: &SoakArgs, path: &Path, addr: SocketAddr, http: SocketAddr) -> anyhow::Result<()> {
+fn write_config(
+    args: &SoakArgs,
+    path: &Path,
+    addr: SocketAddr,
+    http: SocketAddr,
+) -> anyhow::Result<()> {
     let mut text = format!(
         "# written by reel-bench soak\n\
          [iscsi]\n\
@@ -545,7 +558,10 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
         bail!("--tape-drives and --spare-drives must be at least 1");
     }
     if args.cartridges + args.spare_drives + 2 > args.slots {
-        bail!("--slots must leave room: {} cartridges need more free slots", args.cartridges);
+        bail!(
+            "--slots must leave room: {} cartridges need more free slots",
+            args.cartridges
+        );
     }
     let movers = per_library - args.tape_drives;
     let cartridge_bytes = crate::args::parse_size("--cartridge-bytes", &args.cartridge_bytes)?;
@@ -590,7 +606,11 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
     write_config(&args, &config, addr, http)?;
     let timeout = Duration::from_secs(args.timeout);
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 4))
+        .worker_threads(
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .clamp(2, 4),
+        )
         .thread_name("soak")
         .enable_all()
         .build()?;
@@ -808,7 +828,8 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
     let summary = summarize(&args, &s, epochs, kills, wall_s, machine, rss_limit);
     println!("{}", markdown(&summary));
     if let Some(path) = &args.markdown {
-        fs::write(path, markdown(&summary)).with_context(|| format!("writing {}", path.display()))?;
+        fs::write(path, markdown(&summary))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.json {
         fs::write(path, serde_json::to_string_pretty(&summary)? + "\n")
@@ -859,7 +880,10 @@ fn summarize(
         ("READ POSITION", &st.read_positions),
         ("loads (MOVE MEDIUM slot → tape worker's drive)", &st.loads),
         ("unloads (MOVE MEDIUM drive → slot)", &st.unloads),
-        ("changer-session moves (slot ↔ slot, slot ↔ spare drive)", &st.changer_moves),
+        (
+            "changer-session moves (slot ↔ slot, slot ↔ spare drive)",
+            &st.changer_moves,
+        ),
         ("failed moves", &st.failed_moves),
         ("unit attentions retried", &st.unit_attentions),
         ("full read-backs of a cartridge", &st.verifications),
@@ -913,11 +937,7 @@ fn summarize(
         rss_limit_mib,
         panics,
         failures,
-        failure_list: s
-            .failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone(),
+        failure_list: s.failures.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         epochs,
         passed,
     }
@@ -934,7 +954,10 @@ pub fn markdown(s: &Summary) -> String {
         out,
         "# Soak test results{}\n",
         if s.short_run {
-            format!(" (SHORT RUN: {} minutes, not the 30-minute soak)", s.minutes)
+            format!(
+                " (SHORT RUN: {} minutes, not the 30-minute soak)",
+                s.minutes
+            )
         } else {
             String::new()
         }

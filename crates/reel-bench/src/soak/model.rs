@@ -139,7 +139,7 @@ pub fn record(barcode: &str, seq: u64, len: u32) -> Vec<u8> {
     out[4..12].copy_from_slice(&barcode_bytes(barcode));
     out[12..20].copy_from_slice(&seq.to_be_bytes());
     out[20..24].copy_from_slice(&(len as u32).to_be_bytes());
-    let body = if seq % 4 == 0 {
+    let body = if seq.is_multiple_of(4) {
         seq | 1 << 63
     } else {
         seq % 4096
@@ -405,12 +405,24 @@ mod tests {
             })
         );
         assert_ne!(record("TA0001L9", 8, 300)[HEADER..], r[HEADER..]);
-        assert_ne!(record("TA0001L9", 7, 300)[..HEADER], record("TB0001L9", 7, 300)[..HEADER]);
+        assert_ne!(
+            record("TA0001L9", 7, 300)[..HEADER],
+            record("TB0001L9", 7, 300)[..HEADER]
+        );
         // Pooled bodies repeat (dedup), unique ones do not.
-        assert_eq!(record("TA0001L9", 7, 300)[HEADER..], record("TB0001L9", 4103, 300)[HEADER..]);
-        assert_ne!(record("TA0001L9", 8, 300)[HEADER..], record("TA0001L9", 4104, 300)[HEADER..]);
+        assert_eq!(
+            record("TA0001L9", 7, 300)[HEADER..],
+            record("TB0001L9", 4103, 300)[HEADER..]
+        );
+        assert_ne!(
+            record("TA0001L9", 8, 300)[HEADER..],
+            record("TA0001L9", 4104, 300)[HEADER..]
+        );
         let e = Obj::Record { seq: 7, len: 300 };
-        assert_eq!(check("TA0001L9", &e, &Read::Record(r.clone().into())), Ok(()));
+        assert_eq!(
+            check("TA0001L9", &e, &Read::Record(r.clone().into())),
+            Ok(())
+        );
         assert_eq!(
             check("TB0001L9", &e, &Read::Record(r.clone().into())),
             Err(Mismatch::OtherCartridge {

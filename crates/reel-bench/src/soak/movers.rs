@@ -24,7 +24,13 @@ pub async fn worker(soak: Arc<Soak>, epoch: Arc<Epoch>, lib: Arc<Library>, k: us
     }
 }
 
-async fn run(soak: &Soak, epoch: &Epoch, lib: &Arc<Library>, k: usize, name: &str) -> anyhow::Result<()> {
+async fn run(
+    soak: &Soak,
+    epoch: &Epoch,
+    lib: &Arc<Library>,
+    k: usize,
+    name: &str,
+) -> anyhow::Result<()> {
     let client = crate::session::connect(epoch.addr, &lib.iqn).await?;
     let probe = crate::session::Drive {
         name: name.to_string(),
@@ -34,7 +40,8 @@ async fn run(soak: &Soak, epoch: &Epoch, lib: &Arc<Library>, k: usize, name: &st
         timeout: epoch.timeout,
     };
     probe.clear_attentions(lib.changer_lun).await?;
-    let mut rng = Rng::new(soak.seed ^ 0x5eed ^ (u64::from(epoch.n) << 40) ^ (lib.index * 64 + k) as u64);
+    let mut rng =
+        Rng::new(soak.seed ^ 0x5eed ^ (u64::from(epoch.n) << 40) ^ (lib.index * 64 + k) as u64);
     let mut set: JoinSet<(Move, anyhow::Result<reel_iscsi::initiator::ScsiResult>)> =
         JoinSet::new();
     let timeout = epoch.timeout;
@@ -51,7 +58,12 @@ async fn run(soak: &Soak, epoch: &Epoch, lib: &Arc<Library>, k: usize, name: &st
             set.spawn(async move {
                 let r = tokio::time::timeout(timeout, client.execute(lun, &cdb, Bytes::new(), 0))
                     .await
-                    .map_err(|_| anyhow!("MOVE MEDIUM did not complete within {} s", timeout.as_secs()))
+                    .map_err(|_| {
+                        anyhow!(
+                            "MOVE MEDIUM did not complete within {} s",
+                            timeout.as_secs()
+                        )
+                    })
                     .and_then(|r| r.map_err(anyhow::Error::from));
                 (mv, r)
             });
