@@ -8,9 +8,9 @@
 #   --out FILE    the report (default bench/soak/RESULTS.md, or RESULTS-short.md for runs
 #                 shorter than 30 minutes); the JSON goes next to it (results*.json)
 #   -- ARGS       passed to `reel-bench soak` as they are (`reel-bench soak --help`)
-# Builds reel and reel-bench (release) first. Needs about 5 GB free in /var/tmp for a
-# 30-minute run; the data directory is removed after a passing run (kept after a failing one,
-# its path is printed). Exits non-zero when the soak failed.
+# Builds reel and reel-bench (release) first. Needs about 20 GB free in /var/tmp for a
+# 30-minute run (most data dedups); the data directory is removed after a passing run (kept
+# after a failing one, its path is printed). Exits non-zero when the soak failed.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
