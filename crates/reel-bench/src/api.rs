@@ -105,6 +105,31 @@ impl ReelApi {
         serde_json::from_str(&text).with_context(|| format!("{path}: not JSON"))
     }
 
+    /// Any request: the HTTP status and the body as JSON (`null` when empty or not JSON);
+    /// an error only when the server cannot be reached.
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(u16, Value)> {
+        let req = ureq::http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.url))
+            .header("Authorization", format!("Bearer {}", self.token));
+        let response = match body {
+            Some(b) => self.agent.run(
+                req.header("Content-Type", "application/json")
+                    .body(b.to_string())?,
+            ),
+            None => self.agent.run(req.body(())?),
+        }
+        .with_context(|| format!("{method} {path}: reaching reel's API at {}", self.url))?;
+        let status = response.status().as_u16();
+        let text = response.into_body().read_to_string().unwrap_or_default();
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+    }
+
     fn raw(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<String> {
         let req = ureq::http::Request::builder()
             .method(method)

@@ -22,6 +22,7 @@ pub mod procs;
 mod report;
 mod scsi;
 mod session;
+pub mod soak;
 mod tape;
 mod targets;
 

@@ -245,6 +245,13 @@ impl ReelServe {
         )
     }
 
+    /// SIGKILL and reap: a crash, as far as the store can tell (the soak test's restarts).
+    pub fn kill(mut self) -> anyhow::Result<()> {
+        self.child.kill().context("SIGKILL to reel serve")?;
+        self.child.wait().context("reaping reel serve")?;
+        Ok(())
+    }
+
     /// SIGTERM and wait (up to `grace`, then SIGKILL); an error unless it exited cleanly.
     pub fn stop(mut self, grace: Duration) -> anyhow::Result<()> {
         if !wait_exit(&mut self.child, Duration::ZERO) {

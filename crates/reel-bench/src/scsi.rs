@@ -102,6 +102,8 @@ pub fn command_name(cdb: &[u8]) -> &'static str {
         Some(0x15) => "MODE SELECT(6)",
         Some(0x1A) => "MODE SENSE(6)",
         Some(0x1B) => "LOAD UNLOAD",
+        Some(0x2B) => "LOCATE(10)",
+        Some(0x34) => "READ POSITION",
         Some(0xA0) => "REPORT LUNS",
         Some(0xA5) => "MOVE MEDIUM",
         Some(0xB8) => "READ ELEMENT STATUS",
@@ -288,6 +290,7 @@ pub fn block_length(mode_sense: &[u8]) -> Option<u32> {
 /// SMC element types.
 pub const TRANSPORT: u8 = 1;
 pub const STORAGE: u8 = 2;
+pub const IMPORT_EXPORT: u8 = 3;
 pub const DATA_TRANSFER: u8 = 4;
 
 /// One element of a READ ELEMENT STATUS answer.

@@ -178,12 +178,19 @@ pub fn spawn_source(workload: &Workload, drive: usize) -> anyhow::Result<mpsc::R
     Ok(rx)
 }
 
-type Exec = Pin<Box<dyn Future<Output = Result<ScsiResult, ClientError>> + Send>>;
+pub(crate) type Exec = Pin<Box<dyn Future<Output = Result<ScsiResult, ClientError>> + Send>>;
 
 /// Creates the command's future and polls it once, which queues it on the session (see the
 /// module documentation): the order of `submit` calls is the CmdSN order.
-fn submit(client: &Client, lun: u64, cdb: [u8; 6], data_out: Bytes, data_in_len: u32) -> Exec {
+pub(crate) fn submit(
+    client: &Client,
+    lun: u64,
+    cdb: &[u8],
+    data_out: Bytes,
+    data_in_len: u32,
+) -> Exec {
     let client = client.clone();
+    let cdb = cdb.to_vec();
     let mut fut: Exec =
         Box::pin(async move { client.execute(lun, &cdb, data_out, data_in_len).await });
     match fut
@@ -384,7 +391,7 @@ async fn pipeline(
                         (scsi::read6(record_size), Bytes::new(), record_size)
                     }
                 };
-                let exec = submit(&drive.client, drive.lun, cdb, data_out, data_in);
+                let exec = submit(&drive.client, drive.lun, &cdb, data_out, data_in);
                 inflight.push_back(InFlight { exec, op, cdb });
             }
             let Some(mut slot) = inflight.pop_front() else {
