@@ -25,6 +25,13 @@ command -v iscsi-test-cu >/dev/null || need_pkgs+=(libiscsi-bin)
 [ -x /usr/sbin/tgtd ] && [ -x /usr/sbin/tgtadm ] && [ -x /usr/sbin/tgtimg ] || need_pkgs+=(tgt)
 command -v openssl >/dev/null || need_pkgs+=(openssl)
 command -v curl >/dev/null || need_pkgs+=(curl)
+if [ "$vm" -eq 1 ]; then
+  # The VM harness's host side (tests/vm/run.sh checks for these before it builds the image).
+  command -v socat >/dev/null || need_pkgs+=(socat)
+  command -v qemu-system-x86_64 >/dev/null || need_pkgs+=(qemu-system-x86)
+  command -v qemu-img >/dev/null || need_pkgs+=(qemu-utils)
+  command -v mmdebstrap >/dev/null || need_pkgs+=(mmdebstrap)
+fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   step "installing Debian packages: ${need_pkgs[*]}"
   sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
