@@ -113,6 +113,23 @@ impl ReelApi {
         path: &str,
         body: Option<Value>,
     ) -> anyhow::Result<(u16, Value)> {
+        let (status, text) = self.send(method, path, body)?;
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
+    }
+
+    /// The body as text; an HTTP error status is an error with the server's message.
+    fn raw(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<String> {
+        let (status, text) = self.send(method, path, body)?;
+        if status >= 400 {
+            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            let message = v["error"]["message"].as_str().unwrap_or(&text);
+            bail!("{method} {path}: HTTP {status}: {message}");
+        }
+        Ok(text)
+    }
+
+    /// One authenticated request: (status, body text).
+    fn send(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<(u16, String)> {
         let req = ureq::http::Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.url))
@@ -126,31 +143,10 @@ impl ReelApi {
         }
         .with_context(|| format!("{method} {path}: reaching reel's API at {}", self.url))?;
         let status = response.status().as_u16();
-        let text = response.into_body().read_to_string().unwrap_or_default();
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
-    }
-
-    fn raw(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<String> {
-        let req = ureq::http::Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.url))
-            .header("Authorization", format!("Bearer {}", self.token));
-        let response = match body {
-            Some(b) => self.agent.run(
-                req.header("Content-Type", "application/json")
-                    .body(b.to_string())?,
-            ),
-            None => self.agent.run(req.body(())?),
-        }
-        .with_context(|| format!("reaching reel's API at {}", self.url))?;
-        let status = response.status().as_u16();
-        let text = response.into_body().read_to_string().unwrap_or_default();
-        if status >= 400 {
-            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-            let message = v["error"]["message"].as_str().unwrap_or(&text);
-            bail!("{method} {path}: HTTP {status}: {message}");
-        }
-        Ok(text)
+        Ok((
+            status,
+            response.into_body().read_to_string().unwrap_or_default(),
+        ))
     }
 
     pub fn store(&self) -> anyhow::Result<ApiStore> {
