@@ -656,7 +656,11 @@ mod tests {
     fn queries_hold_only_what_is_set() {
         assert_eq!(query_string(&[("a", None)]), None);
         assert_eq!(
-            query_string(&[("search", Some("A B&".into())), ("x", None), ("n", Some("1".into()))]),
+            query_string(&[
+                ("search", Some("A B&".into())),
+                ("x", None),
+                ("n", Some("1".into()))
+            ]),
             Some("search=A%20B%26&n=1".into())
         );
     }

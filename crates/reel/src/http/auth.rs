@@ -24,9 +24,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, PasswordVerifier, phc::PasswordHash};
 use parking_lot::{Condvar, Mutex};
+use reel_api::Role;
+use reel_api::session::{AuditEvent, TokenView, UserView};
 use reel_chunkstore::ChunkStore;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::error::{ApiError, ApiResult};
 
@@ -44,27 +45,6 @@ const QUEUE_MAX: usize = 10_000;
 
 /// Characters of caller-supplied text kept in an audit event's fields.
 pub const AUDIT_FIELD_MAX: usize = 200;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Reads everything.
-    Viewer,
-    /// Also moves, imports, exports, vaults.
-    Operator,
-    /// Also creates, changes and deletes cartridges, users and tokens.
-    Admin,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Operator => "operator",
-            Role::Admin => "admin",
-        }
-    }
-}
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct User {
@@ -84,37 +64,6 @@ struct TokenRecord {
     created: u64,
     /// Session tokens expire; API tokens do not.
     expires: Option<u64>,
-}
-
-/// A user as the API shows it.
-#[derive(Serialize, ToSchema)]
-pub struct UserView {
-    pub username: String,
-    pub role: Role,
-    pub created: u64,
-}
-
-/// A token as the API shows it (never the secret, except once at creation).
-#[derive(Serialize, ToSchema)]
-pub struct TokenView {
-    pub id: String,
-    pub username: String,
-    pub name: String,
-    pub created: u64,
-    pub expires: Option<u64>,
-    pub last_used: Option<u64>,
-}
-
-/// One entry of the audit log.
-#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
-pub struct AuditEvent {
-    pub seq: u64,
-    pub time: u64,
-    pub user: String,
-    pub action: String,
-    pub target: String,
-    /// "ok" or the error message.
-    pub result: String,
 }
 
 /// Who is calling.

@@ -7,167 +7,38 @@ use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use reel_api::Role;
+use reel_api::cartridges::{
+    CartridgeDetail, CartridgeView, CountersView, CreateRequest, ListQuery, LocationView, MamView,
+    ShowQuery, UpdateRequest, UsageView,
+};
 use reel_chunkstore::{Exclusive, StreamUsage};
 use reel_library::CartridgeError;
 use reel_media::CartridgeInfo;
 use reel_scsi::ItNexus;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
 
-use super::auth::{Caller, Role};
+use super::auth::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::library::Place;
 use super::maintenance::IgnoredBody;
 use super::{AppState, blocking};
 use crate::admin::{barcodes, now as unix_now, parse_media};
 
-#[derive(Serialize, ToSchema)]
-pub struct LocationView {
-    /// The library's name, absent in the vault.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub library: Option<String>,
-    /// slot, drive or import_export.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<u16>,
-    /// True when the cartridge is in no library.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub vault: bool,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct CartridgeView {
-    pub barcode: String,
-    pub media: String,
-    pub worm: bool,
-    pub write_protected: bool,
-    /// Bytes, all partitions.
-    pub capacity: u64,
-    /// Host bytes written over the cartridge's life (as of its last synchronising point).
-    pub written: u64,
-    pub last_written: Option<u64>,
-    pub location: LocationView,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct CountersView {
-    pub bytes_written_total: u64,
-    pub bytes_read_total: u64,
-    pub records_written: u64,
-    pub records_read: u64,
-    pub filemarks_written: u64,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct MamView {
-    pub manufacturer: String,
-    pub serial: String,
-    pub manufactured: u64,
-    pub used_space: u64,
-    pub space_remaining: u64,
-}
-
-/// What a cartridge takes in the store (docs/design/api.md defines each number). Counts the
-/// data as of each partition's last flush: a drive flushes at least every 256 MiB and at every
-/// synchronising point.
-#[derive(Serialize, ToSchema)]
-pub struct UsageView {
-    /// Host bytes the cartridge holds now, all partitions (overwritten data is gone).
-    pub logical_bytes: u64,
-    /// Raw bytes of the distinct chunks those bytes are made of.
-    pub unique_bytes: u64,
-    /// Estimated bytes on disk: each chunk's share of its compressed blob.
-    pub stored_bytes: u64,
-    /// Referenced bytes (each chunk reference counted, = logical_bytes) / unique_bytes.
-    pub dedup_ratio: f64,
-    /// unique_bytes / stored_bytes.
-    pub compression_ratio: f64,
-    /// logical_bytes / stored_bytes (the packs alone).
-    pub reduction_ratio: f64,
-    /// Its share of everything under the data directory (stored_bytes scaled by the store's
-    /// on-disk bytes per pack byte), estimated; absent when the store's figures are unreadable.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub on_disk_bytes: Option<u64>,
-    /// logical_bytes / on_disk_bytes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reduction_ratio_on_disk: Option<f64>,
-    /// Of unique_bytes, what no other cartridge references (only with `?exclusive=true`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exclusive_unique_bytes: Option<u64>,
-    /// Of stored_bytes, what no other cartridge references: about what erasing or deleting it
-    /// and then reclaiming frees (only with `?exclusive=true`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exclusive_stored_bytes: Option<u64>,
-    /// False when the chunk sums are estimated from a sample (more than about 2 GiB unique).
-    pub exact: bool,
-}
-
-impl From<StreamUsage> for UsageView {
-    fn from(u: StreamUsage) -> Self {
-        UsageView {
-            logical_bytes: u.logical_bytes,
-            unique_bytes: u.unique_bytes,
-            stored_bytes: u.stored_bytes,
-            dedup_ratio: u.dedup_ratio(),
-            compression_ratio: u.compression_ratio(),
-            reduction_ratio: u.reduction_ratio(),
-            on_disk_bytes: None,
-            reduction_ratio_on_disk: None,
-            exclusive_unique_bytes: u.exclusive.map(|e| e.unique_bytes),
-            exclusive_stored_bytes: u.exclusive.map(|e| e.stored_bytes),
-            exact: u.exact,
-        }
+/// The API's view of a cartridge's space in the store (`on_disk_bytes` is the caller's).
+fn usage_view(u: StreamUsage) -> UsageView {
+    UsageView {
+        logical_bytes: u.logical_bytes,
+        unique_bytes: u.unique_bytes,
+        stored_bytes: u.stored_bytes,
+        dedup_ratio: u.dedup_ratio(),
+        compression_ratio: u.compression_ratio(),
+        reduction_ratio: u.reduction_ratio(),
+        on_disk_bytes: None,
+        reduction_ratio_on_disk: None,
+        exclusive_unique_bytes: u.exclusive.map(|e| e.unique_bytes),
+        exclusive_stored_bytes: u.exclusive.map(|e| e.stored_bytes),
+        exact: u.exact,
     }
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct CartridgeDetail {
-    #[serde(flatten)]
-    pub cartridge: CartridgeView,
-    pub load_count: u64,
-    /// Partition sizes in bytes.
-    pub partitions: Vec<u64>,
-    pub early_warning_percent: u8,
-    pub mam: MamView,
-    pub counters: CountersView,
-    /// Space in the store; absent if it could not be read.
-    pub usage: Option<UsageView>,
-}
-
-#[derive(Deserialize, IntoParams)]
-pub struct ShowQuery {
-    /// Also count what no other cartridge references (reads the whole catalog).
-    pub exclusive: Option<bool>,
-}
-
-#[derive(Deserialize, IntoParams)]
-pub struct ListQuery {
-    /// Substring of the barcode, case-insensitive.
-    pub search: Option<String>,
-    /// `vault` or `library`.
-    pub location: Option<String>,
-}
-
-#[derive(Deserialize, ToSchema)]
-pub struct CreateRequest {
-    /// 1 to 3 characters A-Z 0-9.
-    pub prefix: String,
-    pub first: u32,
-    pub count: u32,
-    /// lto5..lto9 or lto5-worm..lto9-worm.
-    pub media: String,
-    /// Bytes (smaller than native, for tests).
-    pub capacity: Option<u64>,
-    #[serde(default)]
-    pub write_protected: bool,
-    /// Put them into this library's free storage slots instead of the vault.
-    pub library: Option<String>,
-}
-
-#[derive(Deserialize, ToSchema)]
-pub struct UpdateRequest {
-    pub write_protected: bool,
 }
 
 /// `lto9`, `lto9-worm`: the names the create request takes.
@@ -247,7 +118,7 @@ impl AppState {
     fn usage(&self, barcode: &str, exclusive: Exclusive) -> Option<UsageView> {
         match self.cartridges.usage(barcode, exclusive) {
             Ok(u) => {
-                let mut view = UsageView::from(u);
+                let mut view = usage_view(u);
                 if let Ok(store) = self.monitor.store_view(false)
                     && store.stored_bytes > 0
                 {

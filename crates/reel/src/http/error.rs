@@ -5,26 +5,12 @@ use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
-use utoipa::ToSchema;
+pub use reel_api::error::{ErrorBody, ErrorDetail};
 
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
-    pub message: String,
-}
-
-/// The body of every error answer.
-#[derive(Serialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// Stable: bad_request, unauthenticated, forbidden, not_found, conflict, internal.
-    pub code: String,
     pub message: String,
 }
 

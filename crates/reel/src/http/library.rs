@@ -11,125 +11,19 @@ use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use bytes::Bytes;
+use reel_api::Role;
+use reel_api::library::{
+    ChangerView, DriveStatsView, DriveView, ElementView, ExceptionView, ExportRequest,
+    ImportRequest, LibraryDetail, LibraryFacts, LibraryView, MagazinesView, MoveRequest,
+};
 use reel_library::VirtualLibrary;
 use reel_scsi::{Asc, ItNexus, LogicalUnit, Request, SenseKey, Status, TaskAttribute, parse_sense};
 use reel_smc::{ElementType, OperatorError};
 use reel_ssc::{Activity, DriveState};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
-use super::auth::{Caller, Role};
+use super::auth::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::{AppState, blocking};
-
-#[derive(Serialize, ToSchema)]
-pub struct ChangerView {
-    pub model: String,
-    pub vendor: String,
-    pub product: String,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct MagazinesView {
-    pub count: u16,
-    pub slots_each: u16,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct LibraryView {
-    /// The library's iSCSI target name.
-    pub name: String,
-    pub changer: ChangerView,
-    pub drive_model: String,
-    pub drives: u16,
-    pub slots: u16,
-    pub import_export: u16,
-    pub magazines: Option<MagazinesView>,
-    /// Cartridges inside the library (slots, drives, import/export).
-    pub cartridges: usize,
-    /// The physical library this one is a logical partition of, if it is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub physical: Option<String>,
-    /// The cartridges it takes into free slots when it opens: "any", or its pool's barcode
-    /// prefixes (`ABC*`) and ranges (`ABC000L9-ABC099L9`).
-    pub pool: String,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct ExceptionView {
-    pub asc: u8,
-    pub ascq: u8,
-    pub message: String,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct ElementView {
-    pub address: u16,
-    /// transport, slot, import_export or drive.
-    pub kind: &'static str,
-    pub index: u16,
-    pub barcode: Option<String>,
-    /// Address the cartridge was last moved from.
-    pub source: Option<u16>,
-    pub operator_accessible: bool,
-    pub exception: Option<ExceptionView>,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct DriveStatsView {
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    pub read_commands: u64,
-    pub write_commands: u64,
-    pub filemarks_written: u64,
-    pub loads: u64,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct DriveView {
-    pub index: u16,
-    pub address: u16,
-    pub lun: u16,
-    pub serial: String,
-    pub vendor: String,
-    pub product: String,
-    /// empty, loaded or unloaded.
-    pub state: String,
-    /// idle, reading, writing, positioning, rewinding, erasing or formatting.
-    pub activity: String,
-    pub barcode: Option<String>,
-    pub removal_prevented: bool,
-    pub stats: DriveStatsView,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct LibraryDetail {
-    #[serde(flatten)]
-    pub library: LibraryView,
-    pub elements: Vec<ElementView>,
-    pub drives: Vec<DriveView>,
-}
-
-#[derive(Deserialize, ToSchema)]
-pub struct MoveRequest {
-    /// Source element address.
-    pub from: u16,
-    /// Destination element address.
-    pub to: u16,
-}
-
-#[derive(Deserialize, ToSchema)]
-pub struct ImportRequest {
-    pub barcode: String,
-    /// An import/export element (or magazine slot); the first free one when absent.
-    pub to: Option<u16>,
-}
-
-#[derive(Deserialize, ToSchema)]
-pub struct ExportRequest {
-    /// The import/export element (or magazine slot) the operator empties.
-    pub from: u16,
-}
 
 pub fn kind_name(kind: ElementType) -> &'static str {
     match kind {
@@ -161,12 +55,19 @@ pub fn state_name(state: DriveState) -> (&'static str, &'static str) {
 }
 
 pub fn library_view(lib: &VirtualLibrary) -> LibraryView {
+    LibraryView {
+        library: library_facts(lib),
+        drives: lib.spec().layout.drives,
+    }
+}
+
+fn library_facts(lib: &VirtualLibrary) -> LibraryFacts {
     let spec = lib.spec();
     // Counted, not collected: 60,000 barcodes need not be copied to be counted.
     let cartridges = lib
         .changer()
         .with_personality(|c| c.inventory().iter().filter(|(_, c)| c.is_some()).count());
-    LibraryView {
+    LibraryFacts {
         physical: spec.physical.clone(),
         pool: spec.barcodes.describe(),
         name: spec.name.clone(),
@@ -176,7 +77,6 @@ pub fn library_view(lib: &VirtualLibrary) -> LibraryView {
             product: spec.changer.product.to_string(),
         },
         drive_model: spec.drive.name().to_string(),
-        drives: spec.layout.drives,
         slots: spec.layout.slots,
         import_export: spec.layout.import_export,
         magazines: spec
@@ -232,7 +132,7 @@ pub fn library_detail(lib: &VirtualLibrary) -> LibraryDetail {
             }
             ElementView {
                 address: e.address,
-                kind: kind_name(e.element.kind),
+                kind: kind_name(e.element.kind).to_string(),
                 index: e.element.index,
                 barcode: e.barcode,
                 source: e.source,
@@ -246,7 +146,7 @@ pub fn library_detail(lib: &VirtualLibrary) -> LibraryDetail {
         })
         .collect();
     LibraryDetail {
-        library: library_view(lib),
+        library: library_facts(lib),
         drives: drive_views(lib, &drive_addresses),
         elements,
     }

@@ -12,13 +12,12 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::StatusCode;
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use reel_api::Role;
+use reel_api::maintenance::{JobProgress, ReclaimRequest, ReclaimStatus, VerifyStatus};
 
 use super::AppState;
-use super::auth::{Caller, Role, now};
+use super::auth::{Caller, now};
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::verify::VerifyStatus;
 
 /// The body of an action that takes none: read and dropped. A client may send an empty chunked
 /// body (ureq does for a POST without one), and hyper closes the connection after answering a
@@ -36,56 +35,9 @@ impl<S: Send + Sync> FromRequest<S> for IgnoredBody {
     }
 }
 
-/// What every job's status holds.
-#[derive(Clone, Debug, Default, Serialize, ToSchema)]
-pub struct JobProgress {
-    /// `idle` (never ran since the server started), `running`, the job's outcome (verify:
-    /// `clean` or `damaged`; reclaim: `done`), or `failed` (see `error`).
-    pub state: String,
-    pub started: Option<u64>,
-    pub finished: Option<u64>,
-    pub packs_done: u64,
-    pub packs_total: u64,
-    pub error: Option<String>,
-}
-
-impl JobProgress {
-    fn idle() -> JobProgress {
-        JobProgress {
-            state: "idle".into(),
-            ..JobProgress::default()
-        }
-    }
-
-    /// Share of the packs done: 0 before the first run, 1 once finished.
-    pub fn ratio(&self) -> f64 {
-        match self.state.as_str() {
-            "running" if self.packs_total > 0 => self.packs_done as f64 / self.packs_total as f64,
-            "running" | "idle" => 0.0,
-            _ => 1.0,
-        }
-    }
-}
-
 /// A job's status: its progress and its own report fields.
 pub trait JobStatus: Default + Send + 'static {
     fn progress(&mut self) -> &mut JobProgress;
-}
-
-#[derive(Clone, Debug, Default, Serialize, ToSchema)]
-pub struct ReclaimStatus {
-    #[serde(flatten)]
-    pub progress: JobProgress,
-    /// Packs with less than this share of their bytes live were rewritten.
-    pub rewrite_below: f64,
-    pub packs_deleted: u64,
-    pub packs_rewritten: u64,
-    pub chunks_dropped: u64,
-    /// Pack bytes before minus after.
-    pub bytes_freed: u64,
-    /// Pack bytes on the back end before and after the run.
-    pub stored_before: u64,
-    pub stored_after: u64,
 }
 
 impl JobStatus for ReclaimStatus {
@@ -227,14 +179,6 @@ pub fn progress_of<S: JobStatus>(slot: &Mutex<S>) -> impl FnMut(u64, u64) + '_ {
 
 /// Packs with less than half their bytes live are rewritten by default (as `reel reclaim`).
 pub const DEFAULT_REWRITE_BELOW: f64 = 0.5;
-
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ReclaimRequest {
-    /// Rewrite packs whose live share of raw bytes is below this (0 to 1; default 0.5). 0 only
-    /// deletes packs with nothing live; 1 rewrites every pack with anything dead.
-    pub rewrite_below: Option<f64>,
-}
 
 #[utoipa::path(get, path = "/api/v1/reclaim", tag = "store",
     responses((status = 200, body = ReclaimStatus), (status = 401, body = ErrorBody)),

@@ -15,84 +15,19 @@ use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use parking_lot::Mutex;
+use reel_api::Role;
+use reel_api::monitor::{
+    DriveRate, EventsQuery, InitiatorRate, MonitorSample, SessionView, StoreView, Totals,
+};
+use reel_api::session::AuditEvent;
 use reel_iscsi_net::{InitiatorStats, LATENCY_BUCKETS_US, TargetServer};
 use reel_library::{Cartridges, VirtualLibrary};
-use serde::Serialize;
 use tokio::sync::watch;
-use utoipa::ToSchema;
 
-use super::auth::{AuditEvent, Caller, Role};
+use super::auth::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::library::state_name;
 use super::{AppState, blocking};
-
-#[derive(Clone, Debug, Default, Serialize, ToSchema)]
-pub struct DriveRate {
-    pub library: String,
-    pub index: u16,
-    pub barcode: Option<String>,
-    pub state: String,
-    pub activity: String,
-    pub read_bps: f64,
-    pub write_bps: f64,
-    pub read_iops: f64,
-    pub write_iops: f64,
-}
-
-#[derive(Clone, Debug, Default, Serialize, ToSchema)]
-pub struct InitiatorRate {
-    pub initiator: String,
-    pub target: Option<String>,
-    pub read_bps: f64,
-    pub write_bps: f64,
-    pub commands_per_s: f64,
-}
-
-#[derive(Clone, Debug, Default, Serialize, ToSchema)]
-pub struct Totals {
-    pub read_bps: f64,
-    pub write_bps: f64,
-}
-
-/// The store's figures. Two reductions, because the packs are not all a store takes: "store"
-/// is logical bytes over pack bytes, "on disk" is logical bytes over everything under the data
-/// directory (packs, catalog, audit log…), the figure `du -s DATA` gives.
-#[derive(Clone, Debug, Default, Serialize, ToSchema)]
-pub struct StoreView {
-    /// Bytes the hosts wrote and the store keeps (all cartridges).
-    pub logical_bytes: u64,
-    /// Distinct chunk bytes before compression.
-    pub unique_bytes: u64,
-    /// Bytes of pack objects on the back end.
-    pub stored_bytes: u64,
-    /// Allocated bytes of everything under the data directory (as `du` counts them).
-    pub on_disk_bytes: u64,
-    pub chunks: u64,
-    pub packs: u64,
-    pub dedup_ratio: f64,
-    pub compression_ratio: f64,
-    /// logical_bytes / stored_bytes: the packs alone.
-    pub reduction_ratio: f64,
-    /// logical_bytes / on_disk_bytes: what the data directory really takes.
-    pub reduction_ratio_on_disk: f64,
-    /// File system of the data directory.
-    pub disk_total: u64,
-    pub disk_free: u64,
-}
-
-#[derive(Clone, Debug, Default, Serialize, ToSchema)]
-pub struct MonitorSample {
-    pub time: u64,
-    /// CPU used by the reel process, percent of one core.
-    pub cpu_percent: f64,
-    pub drives: Vec<DriveRate>,
-    pub initiators: Vec<InitiatorRate>,
-    pub totals: Totals,
-    /// Absent when the store's figures could not be read (`store_error` says why).
-    pub store: Option<StoreView>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub store_error: Option<String>,
-}
 
 /// Raw counters of one moment.
 #[derive(Clone, Default)]
@@ -408,16 +343,6 @@ pub async fn stats(
     .map(Json)
 }
 
-#[derive(Serialize, ToSchema)]
-pub struct SessionView {
-    pub initiator: String,
-    pub target: Option<String>,
-    /// Hex.
-    pub isid: String,
-    pub tsih: u16,
-    pub peer: String,
-}
-
 #[utoipa::path(get, path = "/api/v1/sessions", tag = "monitor",
     responses((status = 200, body = [SessionView]), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -440,15 +365,6 @@ pub async fn sessions(
         .collect();
     v.sort_by_key(|s| s.tsih);
     Ok(Json(v))
-}
-
-#[derive(serde::Deserialize, utoipa::IntoParams)]
-pub struct EventsQuery {
-    /// At most this many, newest first (default 100, at most 10000).
-    pub limit: Option<usize>,
-    /// Only events older than this sequence number: the next page starts before the last
-    /// `seq` of the previous one.
-    pub before: Option<u64>,
 }
 
 #[utoipa::path(get, path = "/api/v1/events", tag = "monitor", params(EventsQuery),

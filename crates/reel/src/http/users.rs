@@ -7,59 +7,15 @@ use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use reel_api::Role;
+use reel_api::session::{
+    CreatedToken, LoginAnswer, LoginRequest, Me, NewPassword, NewToken, NewUser, TokenView,
+    UserView,
+};
 
-use super::auth::{Caller, Role, TokenView, UserView};
+use super::auth::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::{AppState, blocking};
-
-#[derive(Deserialize, ToSchema)]
-pub struct LoginRequest {
-    pub username: String,
-    pub password: String,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct LoginAnswer {
-    pub token: String,
-    pub username: String,
-    pub role: Role,
-    pub expires_at: u64,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct Me {
-    pub username: String,
-    pub role: Role,
-}
-
-#[derive(Deserialize, ToSchema)]
-pub struct NewUser {
-    pub username: String,
-    pub password: String,
-    pub role: Role,
-}
-
-#[derive(Deserialize, ToSchema)]
-pub struct NewPassword {
-    pub password: String,
-    /// The caller's current password: required to change one's own.
-    pub current_password: Option<String>,
-}
-
-#[derive(Deserialize, ToSchema)]
-pub struct NewToken {
-    pub name: String,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct CreatedToken {
-    /// The secret: shown only now.
-    pub token: String,
-    #[serde(flatten)]
-    pub info: TokenView,
-}
 
 #[utoipa::path(post, path = "/api/v1/login", tag = "session", request_body = LoginRequest,
     responses((status = 200, body = LoginAnswer), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),

@@ -8,33 +8,13 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use parking_lot::Mutex;
-use serde::Serialize;
-use utoipa::ToSchema;
+use reel_api::Role;
+use reel_api::maintenance::{DamageView, JobProgress, VerifyStatus};
 
 use super::AppState;
-use super::auth::{Caller, Role};
+use super::auth::Caller;
 use super::error::{ApiResult, ErrorBody};
-use super::maintenance::{IgnoredBody, JobProgress, JobStatus, Jobs, progress_of, start_job};
-
-#[derive(Clone, Debug, Default, Serialize, ToSchema)]
-pub struct DamageView {
-    pub barcode: Option<String>,
-    pub partition: u8,
-    /// First and last damaged record, when known.
-    pub records: Option<(u64, u64)>,
-    pub reason: String,
-}
-
-#[derive(Clone, Debug, Default, Serialize, ToSchema)]
-pub struct VerifyStatus {
-    /// `state` is idle, running, clean, damaged or failed.
-    #[serde(flatten)]
-    pub progress: JobProgress,
-    pub bytes_checked: u64,
-    pub chunks_checked: u64,
-    pub bad_chunks: usize,
-    pub damage: Vec<DamageView>,
-}
+use super::maintenance::{IgnoredBody, JobStatus, Jobs, progress_of, start_job};
 
 impl JobStatus for VerifyStatus {
     fn progress(&mut self) -> &mut JobProgress {
