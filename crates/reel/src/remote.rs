@@ -2,8 +2,18 @@
 //! `--json`). The token comes from `--token`, `REEL_TOKEN`, or a login with `--user` and
 //! `REEL_PASSWORD`.
 
+use std::fmt::Display;
+
 use anyhow::{Context, bail};
-use serde_json::{Value, json};
+use reel_api::cartridges::{
+    CartridgeDetail, CartridgeView, CreateRequest, ListQuery, ShowQuery, UpdateRequest,
+};
+use reel_api::library::LibraryDetail;
+use reel_api::maintenance::{JobProgress, ReclaimRequest};
+use reel_api::monitor::{DriveRate, EventsQuery, MonitorSample, StoreView};
+use reel_api::{Client, ClientOptions};
+use serde::Serialize;
+use serde_json::Value;
 
 #[derive(clap::Args, Debug)]
 pub struct CtlArgs {
@@ -104,114 +114,105 @@ pub enum CtlCommand {
     },
 }
 
-struct Client {
+/// The API client of one `reel ctl` call.
+struct Ctl {
+    client: Client,
     url: String,
-    token: String,
-    agent: ureq::Agent,
     /// The token is a session this call logged in for: it logs out when done.
     session: bool,
 }
 
-impl Drop for Client {
+impl Drop for Ctl {
     /// Ends the session `--user` opened, whatever the command's outcome.
     fn drop(&mut self) {
         if self.session {
             self.session = false;
-            if let Err(e) = self.request("POST", "/logout", None) {
-                eprintln!("reel ctl: logging out: {e:#}");
+            if let Err(e) = self.client.logout() {
+                eprintln!("reel ctl: logging out: {:#}", failure(e, &self.url));
             }
         }
     }
 }
 
-impl Client {
-    fn request(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
-        let uri = format!("{}/api/v1{path}", self.url.trim_end_matches('/'));
-        let req = ureq::http::Request::builder()
-            .method(method)
-            .uri(&uri)
-            .header("Authorization", format!("Bearer {}", self.token));
-        let response = match body {
-            Some(b) => self.agent.run(
-                req.header("Content-Type", "application/json")
-                    .body(b.to_string())?,
-            ),
-            None => self.agent.run(req.body(())?),
-        }
-        .with_context(|| format!("reaching reel at {} (is `reel serve` running?)", self.url))?;
-        let status = response.status().as_u16();
-        let text = response.into_body().read_to_string().unwrap_or_default();
-        let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if status >= 400 {
-            let message = value["error"]["message"].as_str().unwrap_or(&text);
-            let code = value["error"]["code"].as_str().unwrap_or("error");
-            bail!("{code}: {message}");
-        }
-        Ok(value)
+/// An API error as `reel ctl` reports it: the server's `code: message`, or why it could not
+/// be reached.
+fn failure(e: reel_api::Error, url: &str) -> anyhow::Error {
+    match e {
+        reel_api::Error::Transport { source, .. } => anyhow::Error::new(*source)
+            .context(format!("reaching reel at {url} (is `reel serve` running?)")),
+        other => other.into(),
     }
 }
 
-fn connect(args: &CtlArgs) -> anyhow::Result<Client> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut client = Client {
+impl Ctl {
+    /// Runs one API call, its error as [`failure`] says.
+    fn call<T>(&self, f: impl FnOnce(&Client) -> Result<T, reel_api::Error>) -> anyhow::Result<T> {
+        f(&self.client).map_err(|e| failure(e, &self.url))
+    }
+}
+
+fn connect(args: &CtlArgs) -> anyhow::Result<Ctl> {
+    let client = Client::new(&args.url, ClientOptions::default())?;
+    let mut ctl = Ctl {
+        client: client.with_token(args.token.as_deref().unwrap_or_default()),
         url: args.url.clone(),
-        token: args.token.clone().unwrap_or_default(),
-        agent,
         session: false,
     };
     if let Some(user) = &args.user {
         let password =
             std::env::var("REEL_PASSWORD").context("--user needs the password in REEL_PASSWORD")?;
-        let v = client.request(
-            "POST",
-            "/login",
-            Some(json!({"username": user, "password": password})),
-        )?;
-        client.token = v["token"].as_str().unwrap_or_default().to_string();
-        client.session = !client.token.is_empty();
+        let answer = ctl.call(|c| c.login(user, &password))?;
+        ctl.client = client.with_token(&answer.token);
+        ctl.session = !answer.token.is_empty();
     }
-    if client.token.is_empty() {
+    if ctl.client.token().is_none_or(str::is_empty) {
         bail!("no credentials: pass --token (or REEL_TOKEN), or --user with REEL_PASSWORD");
     }
-    Ok(client)
+    Ok(ctl)
 }
 
-fn s(v: &Value) -> String {
-    match v {
-        Value::Null => "-".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+/// A value of a table cell; `-` for none.
+fn s(v: Option<impl Display>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
 }
 
-fn mb(v: &Value) -> String {
-    format!("{:.1}", v.as_f64().unwrap_or(0.0) / 1e6)
+fn mb(bytes_per_second: f64) -> String {
+    format!("{:.1}", bytes_per_second / 1e6)
 }
 
-/// Starts a maintenance job at `path` (`/verify`, `/reclaim`), or joins it when it already
-/// runs, and follows it with a progress bar on stderr until it ends. Returns its last status.
-fn follow_job(
-    client: &Client,
-    path: &str,
+fn human(bytes: u64) -> String {
+    crate::admin::human(bytes)
+}
+
+fn ratio(r: f64) -> String {
+    format!("{r:.2}:1")
+}
+
+/// The answer as `--json` prints it: the API's JSON, keys sorted.
+fn json(value: &impl Serialize) -> anyhow::Result<Value> {
+    Ok(serde_json::to_value(value)?)
+}
+
+/// Starts a maintenance job, or joins it when it already runs, and follows it with a
+/// progress bar on stderr until it ends. Returns its last status.
+fn follow_job<S>(
+    ctl: &Ctl,
     verb: &str,
-    body: Option<Value>,
-) -> anyhow::Result<Value> {
-    if let Err(e) = client.request("POST", path, body) {
+    start: impl Fn(&Client) -> Result<S, reel_api::Error>,
+    status: impl Fn(&Client) -> Result<S, reel_api::Error>,
+    progress: impl Fn(&S) -> &JobProgress,
+) -> anyhow::Result<S> {
+    if let Err(e) = start(&ctl.client) {
         // 409: this job (joined) or the other one runs.
-        let running = client.request("GET", path, None)?;
-        if !e.to_string().starts_with("conflict") || running["state"] != "running" {
-            return Err(e);
+        let running = ctl.call(&status)?;
+        if e.code() != Some("conflict") || !progress(&running).is_running() {
+            return Err(failure(e, &ctl.url));
         }
     }
     loop {
-        let v = client.request("GET", path, None)?;
-        let (done, total) = (
-            v["packs_done"].as_u64().unwrap_or(0),
-            v["packs_total"].as_u64().unwrap_or(0),
-        );
+        let v = ctl.call(&status)?;
+        let p = progress(&v);
+        let (done, total) = (p.packs_done, p.packs_total);
         let width = 40;
         let filled = (done * width).checked_div(total).unwrap_or(0).min(width) as usize;
         eprint!(
@@ -219,7 +220,7 @@ fn follow_job(
             "#".repeat(filled),
             "-".repeat(width as usize - filled)
         );
-        if v["state"] != "running" {
+        if !p.is_running() {
             eprintln!();
             return Ok(v);
         }
@@ -227,184 +228,167 @@ fn follow_job(
     }
 }
 
-fn human(v: &Value) -> String {
-    crate::admin::human(v.as_u64().unwrap_or(0))
-}
-
-fn ratio(v: &Value) -> String {
-    format!("{:.2}:1", v.as_f64().unwrap_or(1.0))
-}
-
-/// `reel ctl show`: the facts, then the space in the store.
-fn print_cartridge(c: &Value) {
-    let location = if c["location"]["vault"] == true {
+/// Where a cartridge is, as the tables say it.
+fn location(c: &CartridgeView) -> String {
+    let l = &c.location;
+    if l.vault {
         "vault".to_string()
     } else {
         format!(
             "{} {} ({})",
-            s(&c["location"]["kind"]),
-            s(&c["location"]["address"]),
-            s(&c["location"]["library"])
+            s(l.kind.as_ref()),
+            s(l.address),
+            s(l.library.as_ref())
         )
-    };
-    println!("barcode          {}", s(&c["barcode"]));
+    }
+}
+
+/// `reel ctl show`: the facts, then the space in the store.
+fn print_cartridge(d: &CartridgeDetail) {
+    let c = &d.cartridge;
+    println!("barcode          {}", c.barcode);
     println!(
         "media            {}{}",
-        s(&c["media"]),
-        if c["write_protected"] == true {
+        c.media,
+        if c.write_protected {
             ", write-protected"
         } else {
             ""
         }
     );
-    println!("location         {location}");
-    println!("capacity         {}", human(&c["capacity"]));
-    println!("written (life)   {}", human(&c["written"]));
-    println!("loads            {}", s(&c["load_count"]));
-    let u = &c["usage"];
-    if u.is_object() {
-        let estimate = if u["exact"] == false {
-            " (estimated)"
-        } else {
-            ""
-        };
-        println!("host bytes       {}", human(&u["logical_bytes"]));
-        println!("unique           {}{estimate}", human(&u["unique_bytes"]));
-        println!("stored           {}{estimate}", human(&u["stored_bytes"]));
-        println!("dedup            {}", ratio(&u["dedup_ratio"]));
-        println!("compression      {}", ratio(&u["compression_ratio"]));
+    println!("location         {}", location(c));
+    println!("capacity         {}", human(c.capacity));
+    println!("written (life)   {}", human(c.written));
+    println!("loads            {}", d.load_count);
+    if let Some(u) = &d.usage {
+        let estimate = if u.exact { "" } else { " (estimated)" };
+        println!("host bytes       {}", human(u.logical_bytes));
+        println!("unique           {}{estimate}", human(u.unique_bytes));
+        println!("stored           {}{estimate}", human(u.stored_bytes));
+        println!("dedup            {}", ratio(u.dedup_ratio));
+        println!("compression      {}", ratio(u.compression_ratio));
         println!(
             "reduction        {}  (store: packs only)",
-            ratio(&u["reduction_ratio"])
+            ratio(u.reduction_ratio)
         );
-        if u["reduction_ratio_on_disk"].is_number() {
+        if let Some(r) = u.reduction_ratio_on_disk {
             println!(
                 "reduction        {}  (on disk: its share of the data directory, estimated)",
-                ratio(&u["reduction_ratio_on_disk"])
+                ratio(r)
             );
         }
-        if u["exclusive_stored_bytes"].is_u64() {
+        if let Some(stored) = u.exclusive_stored_bytes {
             println!(
                 "only on this one {} stored ({} unique)",
-                human(&u["exclusive_stored_bytes"]),
-                human(&u["exclusive_unique_bytes"])
+                human(stored),
+                human(u.exclusive_unique_bytes.unwrap_or(0))
             );
         }
     }
 }
 
+/// `reel ctl status`: each library, its drives and its slots.
+fn print_libraries(details: &[LibraryDetail]) {
+    for lib in details {
+        let facts = &lib.library;
+        println!(
+            "library {}: {} changer, {} x {}, {} slots, {} import/export, {} cartridges",
+            facts.name,
+            facts.changer.model,
+            lib.drives.len(),
+            facts.drive_model,
+            facts.slots,
+            facts.import_export,
+            facts.cartridges
+        );
+        println!(
+            "{:<6} {:<8} {:<12} {:<10} {:<10} {:<10}",
+            "DRIVE", "ADDRESS", "SERIAL", "STATE", "ACTIVITY", "BARCODE"
+        );
+        for d in &lib.drives {
+            println!(
+                "{:<6} {:<8} {:<12} {:<10} {:<10} {:<10}",
+                d.index,
+                d.address,
+                d.serial,
+                d.state,
+                d.activity,
+                s(d.barcode.as_ref())
+            );
+        }
+        println!("{:<14} {:<8} {:<10}", "ELEMENT", "ADDRESS", "BARCODE");
+        for e in &lib.elements {
+            if e.kind != "transport" && e.kind != "drive" {
+                println!(
+                    "{:<14} {:<8} {:<10}",
+                    format!("{} {}", e.kind, e.index),
+                    e.address,
+                    s(e.barcode.as_ref())
+                );
+            }
+        }
+    }
+}
+
+fn print_cartridges(list: &[CartridgeView]) {
+    println!(
+        "{:<10} {:<10} {:>16} {:>14} {:<4} LOCATION",
+        "BARCODE", "MEDIA", "CAPACITY", "WRITTEN", "WP"
+    );
+    for c in list {
+        println!(
+            "{:<10} {:<10} {:>16} {:>14} {:<4} {}",
+            c.barcode,
+            c.media,
+            c.capacity,
+            c.written,
+            if c.write_protected { "yes" } else { "no" },
+            location(c)
+        );
+    }
+}
+
 /// Prints an answer as a table.
-type Printer = Box<dyn Fn(&Value)>;
+type Printer = Box<dyn FnOnce()>;
+
+/// A printer of one fixed line.
+fn line(text: String) -> Printer {
+    Box::new(move || println!("{text}"))
+}
 
 pub fn run(args: CtlArgs) -> anyhow::Result<()> {
-    let client = connect(&args)?;
+    let ctl = connect(&args)?;
     let (value, table): (Value, Printer) = match &args.command {
         CtlCommand::Status { library } => {
             let names: Vec<String> = match library {
                 Some(l) => vec![l.clone()],
-                None => client
-                    .request("GET", "/libraries", None)?
-                    .as_array()
-                    .map(|a| a.iter().map(|l| s(&l["name"])).collect())
-                    .unwrap_or_default(),
+                None => ctl
+                    .call(Client::libraries)?
+                    .into_iter()
+                    .map(|l| l.library.name)
+                    .collect(),
             };
             let details = names
                 .iter()
-                .map(|n| client.request("GET", &format!("/libraries/{n}"), None))
+                .map(|n| ctl.call(|c| c.library(n)))
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            (
-                Value::Array(details),
-                Box::new(|v: &Value| {
-                    for lib in v.as_array().into_iter().flatten() {
-                        println!(
-                            "library {}: {} changer, {} x {}, {} slots, {} import/export, {} cartridges",
-                            s(&lib["name"]),
-                            s(&lib["changer"]["model"]),
-                            // The detail's `drives` is the list of drives (it replaces
-                            // the summary's count of the same name).
-                            lib["drives"]
-                                .as_array()
-                                .map_or_else(|| s(&lib["drives"]), |d| d.len().to_string()),
-                            s(&lib["drive_model"]),
-                            s(&lib["slots"]),
-                            s(&lib["import_export"]),
-                            s(&lib["cartridges"])
-                        );
-                        println!(
-                            "{:<6} {:<8} {:<12} {:<10} {:<10} {:<10}",
-                            "DRIVE", "ADDRESS", "SERIAL", "STATE", "ACTIVITY", "BARCODE"
-                        );
-                        for d in lib["drives"].as_array().into_iter().flatten() {
-                            println!(
-                                "{:<6} {:<8} {:<12} {:<10} {:<10} {:<10}",
-                                s(&d["index"]),
-                                s(&d["address"]),
-                                s(&d["serial"]),
-                                s(&d["state"]),
-                                s(&d["activity"]),
-                                s(&d["barcode"])
-                            );
-                        }
-                        println!("{:<14} {:<8} {:<10}", "ELEMENT", "ADDRESS", "BARCODE");
-                        for e in lib["elements"].as_array().into_iter().flatten() {
-                            if e["kind"] != "transport" && e["kind"] != "drive" {
-                                println!(
-                                    "{:<14} {:<8} {:<10}",
-                                    format!("{} {}", s(&e["kind"]), s(&e["index"])),
-                                    s(&e["address"]),
-                                    s(&e["barcode"])
-                                );
-                            }
-                        }
-                    }
-                }),
-            )
+            (json(&details)?, Box::new(move || print_libraries(&details)))
         }
-        CtlCommand::Cartridges { search } => (
-            client.request(
-                "GET",
-                &format!("/cartridges?search={}", search.as_deref().unwrap_or("")),
-                None,
-            )?,
-            Box::new(|v: &Value| {
-                println!(
-                    "{:<10} {:<10} {:>16} {:>14} {:<4} LOCATION",
-                    "BARCODE", "MEDIA", "CAPACITY", "WRITTEN", "WP"
-                );
-                for c in v.as_array().into_iter().flatten() {
-                    let loc = if c["location"]["vault"] == true {
-                        "vault".to_string()
-                    } else {
-                        format!(
-                            "{} {} ({})",
-                            s(&c["location"]["kind"]),
-                            s(&c["location"]["address"]),
-                            s(&c["location"]["library"])
-                        )
-                    };
-                    println!(
-                        "{:<10} {:<10} {:>16} {:>14} {:<4} {loc}",
-                        s(&c["barcode"]),
-                        s(&c["media"]),
-                        s(&c["capacity"]),
-                        s(&c["written"]),
-                        if c["write_protected"] == true {
-                            "yes"
-                        } else {
-                            "no"
-                        }
-                    );
-                }
-            }),
-        ),
-        CtlCommand::Show { barcode, exclusive } => (
-            client.request(
-                "GET",
-                &format!("/cartridges/{barcode}?exclusive={exclusive}"),
-                None,
-            )?,
-            Box::new(print_cartridge),
-        ),
+        CtlCommand::Cartridges { search } => {
+            let query = ListQuery {
+                search: Some(search.clone().unwrap_or_default()),
+                location: None,
+            };
+            let list = ctl.call(|c| c.cartridges(&query))?;
+            (json(&list)?, Box::new(move || print_cartridges(&list)))
+        }
+        CtlCommand::Show { barcode, exclusive } => {
+            let query = ShowQuery {
+                exclusive: Some(*exclusive),
+            };
+            let detail = ctl.call(|c| c.cartridge(barcode, &query))?;
+            (json(&detail)?, Box::new(move || print_cartridge(&detail)))
+        }
         CtlCommand::Create {
             prefix,
             first,
@@ -413,203 +397,204 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
             library,
             write_protected,
         } => {
-            let v = client.request(
-                "POST",
-                "/cartridges",
-                Some(
-                    json!({"prefix": prefix, "first": first, "count": count, "media": media,
-                    "library": library, "write_protected": write_protected}),
-                ),
-            )?;
+            let request = CreateRequest {
+                library: library.clone(),
+                write_protected: *write_protected,
+                ..CreateRequest::new(prefix, *first, *count, media)
+            };
+            let created = ctl.call(|c| c.create_cartridges(&request))?;
             (
-                v,
-                Box::new(|v: &Value| {
-                    for c in v.as_array().into_iter().flatten() {
-                        println!("created {} ({})", s(&c["barcode"]), s(&c["media"]));
+                json(&created)?,
+                Box::new(move || {
+                    for c in &created {
+                        println!("created {} ({})", c.barcode, c.media);
                     }
                 }),
             )
         }
         CtlCommand::Protect { barcode, state } => {
-            let v = client.request(
-                "PATCH",
-                &format!("/cartridges/{barcode}"),
-                Some(json!({"write_protected": state == "on"})),
-            )?;
-            let line = format!("{barcode}: write protection {state}");
-            (v, Box::new(move |_: &Value| println!("{line}")))
+            let update = UpdateRequest {
+                write_protected: state == "on",
+            };
+            let v = ctl.call(|c| c.update_cartridge(barcode, &update))?;
+            (
+                json(&v)?,
+                line(format!("{barcode}: write protection {state}")),
+            )
         }
         CtlCommand::Vault { barcode } => {
-            let v = client.request("POST", &format!("/cartridges/{barcode}/vault"), None)?;
-            let line = format!("{barcode} is in the vault");
-            (v, Box::new(move |_: &Value| println!("{line}")))
+            let v = ctl.call(|c| c.vault(barcode))?;
+            (json(&v)?, line(format!("{barcode} is in the vault")))
         }
         CtlCommand::Delete { barcode } => {
-            client.request("DELETE", &format!("/cartridges/{barcode}"), None)?;
-            let line = format!("deleted {barcode}; `reel reclaim` frees its space");
-            (Value::Null, Box::new(move |_: &Value| println!("{line}")))
+            ctl.call(|c| c.delete_cartridge(barcode))?;
+            (
+                Value::Null,
+                line(format!("deleted {barcode}; `reel reclaim` frees its space")),
+            )
         }
         CtlCommand::Erase { barcode, yes } => {
             if !yes && !confirm(&format!("Erase all data on {barcode}?"))? {
                 bail!("not erased: pass --yes to erase {barcode}");
             }
-            let v = client.request("POST", &format!("/cartridges/{barcode}/erase"), None)?;
-            let line = format!("erased {barcode}; `reel ctl reclaim` frees its space");
-            (v, Box::new(move |_: &Value| println!("{line}")))
+            let v = ctl.call(|c| c.erase(barcode))?;
+            (
+                json(&v)?,
+                line(format!(
+                    "erased {barcode}; `reel ctl reclaim` frees its space"
+                )),
+            )
         }
         CtlCommand::Move { library, from, to } => {
-            client.request(
-                "POST",
-                &format!("/libraries/{library}/move"),
-                Some(json!({"from": from, "to": to})),
-            )?;
-            let (from, to) = (*from, *to);
-            (
-                Value::Null,
-                Box::new(move |_: &Value| println!("moved {from} -> {to}")),
-            )
+            ctl.call(|c| c.move_medium(library, *from, *to))?;
+            (Value::Null, line(format!("moved {from} -> {to}")))
         }
         CtlCommand::Import { library, barcode } => {
-            client.request(
-                "POST",
-                &format!("/libraries/{library}/import"),
-                Some(json!({"barcode": barcode})),
-            )?;
-            let b = barcode.clone();
-            (
-                Value::Null,
-                Box::new(move |_: &Value| println!("{b} is in a mail slot")),
-            )
+            ctl.call(|c| c.import(library, barcode, None))?;
+            (Value::Null, line(format!("{barcode} is in a mail slot")))
         }
         CtlCommand::Export { library, from } => {
-            client.request(
-                "POST",
-                &format!("/libraries/{library}/export"),
-                Some(json!({"from": from})),
-            )?;
-            let f = *from;
+            ctl.call(|c| c.export(library, *from))?;
             (
                 Value::Null,
-                Box::new(move |_: &Value| {
-                    println!("element {f} emptied; the cartridge is in the vault")
+                line(format!(
+                    "element {from} emptied; the cartridge is in the vault"
+                )),
+            )
+        }
+        CtlCommand::Sessions => {
+            let sessions = ctl.call(Client::sessions)?;
+            (
+                json(&sessions)?,
+                Box::new(move || {
+                    println!("{:<6} {:<50} {:<22} TARGET", "TSIH", "INITIATOR", "PEER");
+                    for x in &sessions {
+                        println!(
+                            "{:<6} {:<50} {:<22} {}",
+                            x.tsih,
+                            x.initiator,
+                            x.peer,
+                            s(x.target.as_ref())
+                        );
+                    }
                 }),
             )
         }
-        CtlCommand::Sessions => (
-            client.request("GET", "/sessions", None)?,
-            Box::new(|v: &Value| {
-                println!("{:<6} {:<50} {:<22} TARGET", "TSIH", "INITIATOR", "PEER");
-                for x in v.as_array().into_iter().flatten() {
-                    println!(
-                        "{:<6} {:<50} {:<22} {}",
-                        s(&x["tsih"]),
-                        s(&x["initiator"]),
-                        s(&x["peer"]),
-                        s(&x["target"])
-                    );
-                }
-            }),
-        ),
-        CtlCommand::Events { limit } => (
-            client.request("GET", &format!("/events?limit={limit}"), None)?,
-            Box::new(|v: &Value| {
-                for e in v.as_array().into_iter().flatten() {
-                    println!(
-                        "{:>6} {} {:<10} {:<20} {:<40} {}",
-                        s(&e["seq"]),
-                        s(&e["time"]),
-                        s(&e["user"]),
-                        s(&e["action"]),
-                        s(&e["target"]),
-                        s(&e["result"])
-                    );
-                }
-            }),
-        ),
+        CtlCommand::Events { limit } => {
+            let query = EventsQuery {
+                limit: Some(*limit),
+                before: None,
+            };
+            let events = ctl.call(|c| c.events(&query))?;
+            (
+                json(&events)?,
+                Box::new(move || {
+                    for e in &events {
+                        println!(
+                            "{:>6} {} {:<10} {:<20} {:<40} {}",
+                            e.seq, e.time, e.user, e.action, e.target, e.result
+                        );
+                    }
+                }),
+            )
+        }
         CtlCommand::Reclaim { rewrite_below } => {
+            let request = ReclaimRequest {
+                rewrite_below: Some(*rewrite_below),
+            };
             let status = follow_job(
-                &client,
-                "/reclaim",
+                &ctl,
                 "reclaiming",
-                Some(json!({"rewrite_below": rewrite_below})),
+                |c| c.start_reclaim(Some(&request)),
+                Client::reclaim_status,
+                |s| &s.progress,
             )?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&status)?);
+                println!("{}", serde_json::to_string_pretty(&json(&status)?)?);
             } else {
                 println!(
                     "reclaim {}: {} packs examined, {} deleted, {} rewritten, {} chunks dropped, {} freed",
-                    s(&status["state"]),
-                    s(&status["packs_total"]),
-                    s(&status["packs_deleted"]),
-                    s(&status["packs_rewritten"]),
-                    s(&status["chunks_dropped"]),
-                    human(&status["bytes_freed"])
+                    status.progress.state,
+                    status.progress.packs_total,
+                    status.packs_deleted,
+                    status.packs_rewritten,
+                    status.chunks_dropped,
+                    human(status.bytes_freed)
                 );
             }
-            if status["state"] != "done" {
-                bail!("reclaim {}: {}", s(&status["state"]), s(&status["error"]));
+            if status.progress.state != "done" {
+                bail!(
+                    "reclaim {}: {}",
+                    status.progress.state,
+                    s(status.progress.error.as_ref())
+                );
             }
             return Ok(());
         }
         CtlCommand::Stats => {
-            let stats = client.request("GET", "/stats", None)?;
-            let monitor = client.request("GET", "/monitor", None)?;
-            (
-                json!({"stats": stats, "monitor": monitor}),
-                Box::new(print_stats),
-            )
+            let stats = ctl.call(Client::stats)?;
+            let monitor = ctl.call(Client::monitor)?;
+            let value =
+                json(&serde_json::json!({"stats": json(&stats)?, "monitor": json(&monitor)?}))?;
+            (value, Box::new(move || print_stats(&stats, &monitor)))
         }
         CtlCommand::Verify => {
-            let status = follow_job(&client, "/verify", "verifying", None)?;
-            let damaged = status["state"] != "clean";
-            let printer: Printer = Box::new(|v: &Value| {
+            let status = follow_job(
+                &ctl,
+                "verifying",
+                Client::start_verify,
+                Client::verify_status,
+                |s| &s.progress,
+            )?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&json(&status)?)?);
+            } else {
                 println!(
                     "verify {}: {} packs, {} chunks, {} bytes checked, {} bad chunks",
-                    s(&v["state"]),
-                    s(&v["packs_done"]),
-                    s(&v["chunks_checked"]),
-                    s(&v["bytes_checked"]),
-                    s(&v["bad_chunks"])
+                    status.progress.state,
+                    status.progress.packs_done,
+                    status.chunks_checked,
+                    status.bytes_checked,
+                    status.bad_chunks
                 );
-                for d in v["damage"].as_array().into_iter().flatten() {
+                for d in &status.damage {
                     println!(
                         "damaged: cartridge {} partition {} records {}: {}",
-                        s(&d["barcode"]),
-                        s(&d["partition"]),
-                        s(&d["records"]),
-                        s(&d["reason"])
+                        s(d.barcode.as_ref()),
+                        d.partition,
+                        s(d.records.map(|(first, last)| format!("[{first},{last}]"))),
+                        d.reason
                     );
                 }
-            });
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&status)?);
-            } else {
-                printer(&status);
             }
-            if damaged {
-                bail!("the store is {}", s(&status["state"]));
+            if status.progress.state != "clean" {
+                bail!("the store is {}", status.progress.state);
             }
             return Ok(());
         }
-        CtlCommand::Monitor => (
-            client.request("GET", "/monitor", None)?,
-            Box::new(|v: &Value| {
-                println!(
-                    "cpu {:.0}%  read {} MB/s  write {} MB/s  dedup {:.2}:1  compression {:.2}:1",
-                    v["cpu_percent"].as_f64().unwrap_or(0.0),
-                    mb(&v["totals"]["read_bps"]),
-                    mb(&v["totals"]["write_bps"]),
-                    v["store"]["dedup_ratio"].as_f64().unwrap_or(1.0),
-                    v["store"]["compression_ratio"].as_f64().unwrap_or(1.0)
-                );
-                print_drive_rates(&v["drives"]);
-            }),
-        ),
+        CtlCommand::Monitor => {
+            let m = ctl.call(Client::monitor)?;
+            (
+                json(&m)?,
+                Box::new(move || {
+                    let store = m.store.as_ref();
+                    println!(
+                        "cpu {:.0}%  read {} MB/s  write {} MB/s  dedup {:.2}:1  compression {:.2}:1",
+                        m.cpu_percent,
+                        mb(m.totals.read_bps),
+                        mb(m.totals.write_bps),
+                        store.map_or(1.0, |s| s.dedup_ratio),
+                        store.map_or(1.0, |s| s.compression_ratio)
+                    );
+                    print_drive_rates(&m.drives);
+                }),
+            )
+        }
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        table(&value);
+        table();
     }
     Ok(())
 }
@@ -628,83 +613,77 @@ fn confirm(question: &str) -> anyhow::Result<bool> {
 }
 
 /// `reel ctl stats`: the store, the disk, then throughput now.
-fn print_stats(v: &Value) {
-    let st = &v["stats"];
-    let (total, free) = (
-        st["disk_total"].as_u64().unwrap_or(0),
-        st["disk_free"].as_u64().unwrap_or(0),
-    );
-    println!("host bytes       {}", human(&st["logical_bytes"]));
-    println!("unique           {}", human(&st["unique_bytes"]));
+fn print_stats(st: &StoreView, m: &MonitorSample) {
+    let (total, free) = (st.disk_total, st.disk_free);
+    println!("host bytes       {}", human(st.logical_bytes));
+    println!("unique           {}", human(st.unique_bytes));
     println!(
         "stored           {}  ({} chunks in {} packs)",
-        human(&st["stored_bytes"]),
-        s(&st["chunks"]),
-        s(&st["packs"])
+        human(st.stored_bytes),
+        st.chunks,
+        st.packs
     );
-    println!("dedup            {}", ratio(&st["dedup_ratio"]));
-    println!("compression      {}", ratio(&st["compression_ratio"]));
+    println!("dedup            {}", ratio(st.dedup_ratio));
+    println!("compression      {}", ratio(st.compression_ratio));
     println!(
         "reduction        {}  (store: packs only)",
-        ratio(&st["reduction_ratio"])
+        ratio(st.reduction_ratio)
     );
     println!(
         "reduction        {}  (on disk: the data directory, {}, catalog included)",
-        ratio(&st["reduction_ratio_on_disk"]),
-        human(&st["on_disk_bytes"])
+        ratio(st.reduction_ratio_on_disk),
+        human(st.on_disk_bytes)
     );
     println!(
         "disk             {} free of {} ({:.0} % used)",
-        crate::admin::human(free),
-        crate::admin::human(total),
+        human(free),
+        human(total),
         if total > 0 {
             total.saturating_sub(free) as f64 * 100.0 / total as f64
         } else {
             0.0
         }
     );
-    let m = &v["monitor"];
     println!(
         "throughput       read {} MB/s, write {} MB/s, cpu {:.0} %",
-        mb(&m["totals"]["read_bps"]),
-        mb(&m["totals"]["write_bps"]),
-        m["cpu_percent"].as_f64().unwrap_or(0.0)
+        mb(m.totals.read_bps),
+        mb(m.totals.write_bps),
+        m.cpu_percent
     );
-    print_drive_rates(&m["drives"]);
+    print_drive_rates(&m.drives);
     println!(
         "{:<50} {:>10} {:>10} {:>10}",
         "INITIATOR", "READ MB/s", "WRITE MB/s", "CMD/s"
     );
-    let initiators = m["initiators"].as_array().map_or(&[][..], |a| a.as_slice());
-    if initiators.is_empty() {
+    if m.initiators.is_empty() {
         println!("(no initiator logged in)");
     }
-    for i in initiators {
+    for i in &m.initiators {
         println!(
             "{:<50} {:>10} {:>10} {:>10.0}",
-            s(&i["initiator"]),
-            mb(&i["read_bps"]),
-            mb(&i["write_bps"]),
-            i["commands_per_s"].as_f64().unwrap_or(0.0)
+            i.initiator,
+            mb(i.read_bps),
+            mb(i.write_bps),
+            i.commands_per_s
         );
     }
 }
 
 /// The monitor's per-drive rates as a table (`ctl monitor`, `ctl stats`).
-fn print_drive_rates(drives: &Value) {
+fn print_drive_rates(drives: &[DriveRate]) {
     println!(
         "{:<40} {:<6} {:<10} {:<10} {:>10} {:>10}",
         "LIBRARY", "DRIVE", "BARCODE", "ACTIVITY", "READ MB/s", "WRITE MB/s"
     );
-    for d in drives.as_array().into_iter().flatten() {
+    for d in drives {
         println!(
             "{:<40} {:<6} {:<10} {:<10} {:>10} {:>10}",
-            s(&d["library"]),
-            s(&d["index"]),
-            s(&d["barcode"]),
-            s(&d["activity"]),
-            mb(&d["read_bps"]),
-            mb(&d["write_bps"])
+            d.library,
+            d.index,
+            s(d.barcode.as_ref()),
+            d.activity,
+            mb(d.read_bps),
+            mb(d.write_bps)
         );
     }
 }

@@ -5,101 +5,12 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 
+use common::api::{Api, admin_password};
+use common::tape::Tape;
 use common::{Server, free_portal};
 use serde_json::{Value, json};
 
 const LIB: &str = "iqn.2026-11.org.reel:library";
-
-struct Api {
-    base: String,
-    agent: ureq::Agent,
-}
-
-impl Api {
-    fn new(server: &Server) -> Api {
-        // A fresh connection per request: hyper closes a connection when it answers before the
-        // request body has arrived (a 401 from the token check, here on purpose), and a pooled
-        // connection the server is closing fails the next request with "peer disconnected".
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_idle_connections(0)
-            .build()
-            .into();
-        Api {
-            base: server.http.clone().expect("the console runs"),
-            agent,
-        }
-    }
-
-    /// (status, JSON body or Null).
-    fn call(
-        &self,
-        method: &str,
-        path: &str,
-        token: Option<&str>,
-        body: Option<&str>,
-    ) -> (u16, Value) {
-        let url = format!("{}{path}", self.base);
-        let mut req = ureq::http::Request::builder().method(method).uri(&url);
-        if let Some(t) = token {
-            req = req.header("Authorization", format!("Bearer {t}"));
-        }
-        let response = match body {
-            Some(b) => self.agent.run(
-                req.header("Content-Type", "application/json")
-                    .body(b.to_string())
-                    .unwrap(),
-            ),
-            None => self.agent.run(req.body(()).unwrap()),
-        }
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let status = response.status().as_u16();
-        let text = response.into_body().read_to_string().unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-    }
-
-    fn ok(&self, method: &str, path: &str, token: &str, body: Option<Value>) -> Value {
-        let body = body.map(|b| b.to_string());
-        let (status, v) = self.call(method, path, Some(token), body.as_deref());
-        assert!(
-            (200..300).contains(&status),
-            "{method} {path}: {status} {v}"
-        );
-        v
-    }
-
-    /// Asserts an error answer with `status` and `code`; returns its message.
-    fn err(
-        &self,
-        method: &str,
-        path: &str,
-        token: Option<&str>,
-        body: Option<&str>,
-        status: u16,
-        code: &str,
-    ) -> String {
-        let (got, v) = self.call(method, path, token, body);
-        assert_eq!(got, status, "{method} {path}: {v}");
-        assert_eq!(v["error"]["code"], code, "{method} {path}: {v}");
-        let message = v["error"]["message"].as_str().unwrap_or("").to_string();
-        assert!(!message.is_empty(), "{method} {path}: an error message");
-        message
-    }
-
-    fn login(&self, user: &str, password: &str) -> String {
-        let body = json!({"username": user, "password": password}).to_string();
-        let (status, v) = self.call("POST", "/api/v1/login", None, Some(&body));
-        assert_eq!(status, 200, "{v}");
-        v["token"].as_str().unwrap().to_string()
-    }
-}
-
-fn admin_password(dir: &std::path::Path) -> String {
-    std::fs::read_to_string(dir.join("initial-admin-password"))
-        .unwrap()
-        .trim()
-        .to_string()
-}
 
 fn lib_path(rest: &str) -> String {
     format!("/api/v1/libraries/{LIB}{rest}")
@@ -118,7 +29,7 @@ fn element<'a>(detail: &'a Value, kind: &str, index: u64) -> &'a Value {
 fn authentication_roles_and_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), free_portal(), &[]);
-    let api = Api::new(&server);
+    let api = Api::of(&server);
     let password = admin_password(dir.path());
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(dir.path().join("initial-admin-password"))
@@ -432,7 +343,7 @@ fn authentication_roles_and_tokens() {
         "no token secret in the catalog"
     );
     let server = Server::start(dir.path(), free_portal(), &[]);
-    let api = Api::new(&server);
+    let api = Api::of(&server);
     assert_eq!(admin_password(dir.path()), password);
     assert_eq!(
         api.ok("GET", "/api/v1/me", &token, None)["username"],
@@ -446,7 +357,7 @@ fn authentication_roles_and_tokens() {
 fn library_moves_cartridges_import_export_and_vault() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), free_portal(), &[]);
-    let api = Api::new(&server);
+    let api = Api::of(&server);
     let admin = api.login("admin", &admin_password(dir.path()));
 
     let libs = api.ok("GET", "/api/v1/libraries", &admin, None);
@@ -768,9 +679,12 @@ fn library_moves_cartridges_import_export_and_vault() {
     assert_eq!(mon["drives"][0]["state"], "loaded", "{mon}");
     // The Server-Sent Events stream takes its token from the query (EventSource sends no
     // headers) and sends a monitor sample at once.
-    let mut stream = ureq::get(format!("{}/api/v1/monitor/stream?token={admin}", api.base))
-        .call()
-        .unwrap();
+    let mut stream = ureq::get(format!(
+        "{}/api/v1/monitor/stream?token={admin}",
+        api.base()
+    ))
+    .call()
+    .unwrap();
     assert_eq!(stream.status().as_u16(), 200);
     let mut reader = BufReader::new(stream.body_mut().as_reader());
     let mut first = String::new();
@@ -805,12 +719,7 @@ fn library_moves_cartridges_import_export_and_vault() {
             .unwrap()
             .is_empty()
     );
-    let metrics = ureq::get(format!("{}/metrics", api.base))
-        .call()
-        .unwrap()
-        .into_body()
-        .read_to_string()
-        .unwrap();
+    let metrics = api.client.metrics().unwrap();
     assert!(
         metrics.contains(&format!(
             "reel_drive_loads_total{{library=\"{LIB}\",drive=\"0\"}} 1"
@@ -822,7 +731,7 @@ fn library_moves_cartridges_import_export_and_vault() {
     // The inventory the API changed is what the next start sees.
     server.stop();
     let server = Server::start(dir.path(), free_portal(), &[]);
-    let api = Api::new(&server);
+    let api = Api::of(&server);
     let admin = api.login("admin", &admin_password(dir.path()));
     let detail = api.ok("GET", &lib_path(""), &admin, None);
     assert_eq!(element(&detail, "slot", 39)["barcode"], "TST001L8");
@@ -836,7 +745,7 @@ fn library_moves_cartridges_import_export_and_vault() {
 fn openapi_document_matches_the_routes() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), free_portal(), &[]);
-    let api = Api::new(&server);
+    let api = Api::of(&server);
     let (status, doc) = api.call("GET", "/api/v1/openapi.json", None, None);
     assert_eq!(status, 200);
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
@@ -874,7 +783,7 @@ fn openapi_document_matches_the_routes() {
     let (status, _) = api.call("DELETE", "/api/v1/libraries", None, None);
     assert_eq!(status, 405);
     // The console is served at / without a token.
-    let index = ureq::get(format!("{}/", api.base))
+    let index = ureq::get(format!("{}/", api.base()))
         .call()
         .unwrap()
         .into_body()
@@ -1093,101 +1002,6 @@ fn https_with_a_configured_certificate() {
 
 // ---------------------------------------------------------------- maintenance, erase, usage
 
-/// An iSCSI session to the default library (reel's own initiator), for writing tapes.
-struct Tapes {
-    runtime: tokio::runtime::Runtime,
-    client: reel_iscsi_net::Client,
-}
-
-impl Tapes {
-    fn connect(portal: std::net::SocketAddr) -> Tapes {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let config = reel_iscsi::initiator_login::InitiatorLoginConfig {
-            initiator_name: "iqn.2026-11.org.reel.test:api".into(),
-            initiator_alias: None,
-            target_name: Some(LIB.into()),
-            isid: [0x80, 0, 0, 0, 0, 2],
-            tsih: 0,
-            cid: 0,
-            chap: None,
-            mutual_chap: None,
-            limits: reel_iscsi::params::Limits::initiator_default(),
-            cmd_sn: 1,
-        };
-        let client = runtime
-            .block_on(reel_iscsi_net::Client::connect(
-                portal,
-                config,
-                reel_iscsi_net::ClientOptions::default(),
-            ))
-            .unwrap();
-        Tapes { runtime, client }
-    }
-
-    /// (status, sense) of one command.
-    fn run(&self, lun: u64, cdb: &[u8], data: Vec<u8>, data_in: u32) -> (u8, Vec<u8>) {
-        let r = self
-            .runtime
-            .block_on(
-                self.client
-                    .execute(lun, cdb, bytes::Bytes::from(data), data_in),
-            )
-            .unwrap();
-        (r.status, r.sense.map(|s| s.to_vec()).unwrap_or_default())
-    }
-
-    fn good(&self, lun: u64, cdb: &[u8], data: Vec<u8>) {
-        let (status, sense) = self.run(lun, cdb, data, 0);
-        assert_eq!(status, 0, "CDB {cdb:02x?} on LUN {lun}: sense {sense:02x?}");
-    }
-
-    /// TEST UNIT READY until the unit attentions (power on, medium changed) are reported.
-    fn ready(&self, lun: u64) {
-        for _ in 0..5 {
-            if self.run(lun, &[0; 6], Vec::new(), 0).0 == 0 {
-                return;
-            }
-        }
-        panic!("LUN {lun} never became ready");
-    }
-
-    /// Writes the records at the current position, then a filemark (a synchronising point).
-    fn write(&self, lun: u64, records: &[Vec<u8>]) {
-        self.ready(lun);
-        for r in records {
-            let n = (r.len() as u32).to_be_bytes();
-            self.good(lun, &[0x0A, 0, n[1], n[2], n[3], 0], r.clone());
-        }
-        self.good(lun, &[0x10, 0, 0, 0, 1, 0], Vec::new());
-    }
-
-    /// Rewinds and reads `count` records of `len` bytes.
-    fn read(&self, lun: u64, count: usize, len: u32) -> Vec<Vec<u8>> {
-        self.ready(lun);
-        self.good(lun, &[0x01, 0, 0, 0, 0, 0], Vec::new());
-        let n = len.to_be_bytes();
-        (0..count)
-            .map(|_| {
-                let r = self
-                    .runtime
-                    .block_on(self.client.execute(
-                        lun,
-                        &[0x08, 0, n[1], n[2], n[3], 0],
-                        bytes::Bytes::new(),
-                        len,
-                    ))
-                    .unwrap();
-                assert_eq!(r.status, 0, "READ on LUN {lun}");
-                r.data.to_vec()
-            })
-            .collect()
-    }
-}
-
 /// 64 KiB that zstd shrinks (a repeating ramp, different per seed).
 fn compressible(seed: usize) -> Vec<u8> {
     (0..65536)
@@ -1238,7 +1052,7 @@ fn usage_erase_and_reclaim() {
     let dir = tempfile::tempdir().unwrap();
     let portal = free_portal();
     let server = Server::start(dir.path(), portal, &[]);
-    let api = Api::new(&server);
+    let api = Api::of(&server);
     let admin = api.login("admin", &admin_password(dir.path()));
     for (user, role) in [("vera", "viewer"), ("otto", "operator")] {
         api.ok(
@@ -1308,15 +1122,18 @@ fn usage_erase_and_reclaim() {
     for i in 0..3 {
         move_medium(&api, &admin, slot(i), drive(i));
     }
-    let tapes = Tapes::connect(portal);
+    // One session per drive (LUN 1 to 4).
+    let tapes: Vec<Tape> = (1..=4u8)
+        .map(|lun| Tape::connect(portal, LIB, u64::from(lun), lun))
+        .collect();
     let repeated: Vec<Vec<u8>> = (0..32).map(|i| compressible(i % 8)).collect();
     let shared: Vec<Vec<u8>> = (0..4).map(noise).collect();
     let own2: Vec<Vec<u8>> = (100..116).map(noise).collect();
     let own3: Vec<Vec<u8>> = (200..204).map(noise).collect();
     let third: Vec<Vec<u8>> = [shared.clone(), own3].concat();
-    tapes.write(1, &repeated);
-    tapes.write(2, &[shared.clone(), own2].concat());
-    tapes.write(3, &third);
+    tapes[0].write(&repeated);
+    tapes[1].write(&[shared.clone(), own2].concat());
+    tapes[2].write(&third);
 
     let c1 = api.ok("GET", "/api/v1/cartridges/REL001L9", &viewer, None);
     let u = &c1["usage"];
@@ -1385,7 +1202,7 @@ fn usage_erase_and_reclaim() {
     let worm_slot = worm[0]["location"]["address"].as_u64().unwrap();
     api.ok("POST", "/api/v1/cartridges/WRM001LZ/erase", &admin, None);
     move_medium(&api, &admin, worm_slot, drive(3));
-    tapes.write(4, &[noise(300)]);
+    tapes[3].write(&[noise(300)]);
     move_medium(&api, &admin, drive(3), worm_slot);
     let msg = api.err(
         "POST",
@@ -1452,9 +1269,9 @@ fn usage_erase_and_reclaim() {
     // What stays is intact: REL003 (half of it shared with the deleted REL002) reads back, the
     // store verifies clean, and the erased REL001 takes new data.
     move_medium(&api, &admin, slot(2), drive(2));
-    assert!(tapes.read(3, 8, 65536) == third, "REL003 reads back");
+    assert!(tapes[2].read(8, 65536) == third, "REL003 reads back");
     move_medium(&api, &admin, slot(0), drive(0));
-    tapes.write(1, &[noise(400)]);
+    tapes[0].write(&[noise(400)]);
     let c1 = api.ok("GET", "/api/v1/cartridges/REL001L9", &viewer, None);
     assert_eq!(c1["usage"]["logical_bytes"], 65536);
     api.ok("POST", "/api/v1/verify", &operator, None);
@@ -1497,16 +1314,146 @@ fn usage_erase_and_reclaim() {
             "{wanted} in {actions:#?}"
         );
     }
-    let metrics = ureq::get(format!("{}/metrics", api.base))
-        .call()
-        .unwrap()
-        .into_body()
-        .read_to_string()
-        .unwrap();
+    let metrics = api.client.metrics().unwrap();
     assert!(
         metrics.contains("reel_reclaim_progress_ratio 1"),
         "{metrics}"
     );
     drop(tapes);
+    server.stop();
+}
+
+/// Every endpoint through the one typed client of `reel-api`, in strict mode: each answer must
+/// be exactly its reel-api type (no field the type does not keep, none it lacks), and together
+/// the calls must cover every endpoint of the table the client is built on, which another
+/// test holds equal to the OpenAPI document.
+#[test]
+fn every_endpoint_answers_in_its_reel_api_type() {
+    use reel_api::cartridges::{CreateRequest, ListQuery, ShowQuery, UpdateRequest};
+    use reel_api::maintenance::ReclaimRequest;
+    use reel_api::monitor::EventsQuery;
+    use reel_api::session::{NewPassword, NewUser};
+    use reel_api::{Role, endpoints};
+
+    let dir = tempfile::tempdir().unwrap();
+    let portal = free_portal();
+    let server = Server::start(dir.path(), portal, &[]);
+    let admin = common::api::admin(&server, dir.path());
+
+    assert_eq!(admin.me().unwrap().role, Role::Admin);
+    let libraries = admin.libraries().unwrap();
+    assert_eq!(libraries[0].library.name, LIB);
+    let detail = admin.library(LIB).unwrap();
+    let slot = |i| detail.element("slot", i).unwrap().address;
+    let drive0 = detail.element("drive", 0).unwrap().address;
+    let mail0 = detail.element("import_export", 0).unwrap().address;
+    let loaded = admin.move_medium(LIB, slot(0), drive0).unwrap();
+    assert_eq!(loaded.drives[0].barcode.as_deref(), Some("REL001L9"));
+    // An iSCSI session with a write, so the monitor and the session list have something.
+    let tape = Tape::connect(portal, LIB, 1, 7);
+    tape.write(&[noise(1)]);
+
+    let created = admin
+        .create_cartridges(&CreateRequest {
+            capacity: Some(64 << 20),
+            ..CreateRequest::new("TYP", 1, 2, "lto8")
+        })
+        .unwrap();
+    assert_eq!(created.len(), 2);
+    let vaulted = ListQuery {
+        search: Some("TYP".into()),
+        location: Some("vault".into()),
+    };
+    assert_eq!(admin.cartridges(&vaulted).unwrap().len(), 2);
+    admin.import(LIB, "TYP001L8", Some(mail0)).unwrap();
+    admin.export(LIB, mail0).unwrap();
+    admin.import(LIB, "TYP001L8", None).unwrap();
+    let vault = admin.vault("TYP001L8").unwrap();
+    assert!(vault.cartridge.location.vault);
+    let protected = admin
+        .update_cartridge(
+            "TYP002L8",
+            &UpdateRequest {
+                write_protected: true,
+            },
+        )
+        .unwrap();
+    assert!(protected.cartridge.write_protected);
+    let erased = admin.erase("TYP001L8").unwrap();
+    assert_eq!(erased.cartridge.written, 0);
+    admin.delete_cartridge("TYP001L8").unwrap();
+    let exclusive = ShowQuery {
+        exclusive: Some(true),
+    };
+    let written = admin.cartridge("REL001L9", &exclusive).unwrap();
+    assert!(written.usage.unwrap().exclusive_stored_bytes.is_some());
+
+    let store = admin.stats().unwrap();
+    assert!(store.logical_bytes > 0);
+    let sample = admin.monitor().unwrap();
+    assert_eq!(sample.drives.len(), 4);
+    let streamed = admin.monitor_stream().unwrap().next().unwrap().unwrap();
+    assert_eq!(streamed.drives.len(), 4);
+    assert_eq!(admin.sessions().unwrap().len(), 1);
+    let events = admin
+        .events(&EventsQuery {
+            limit: Some(5),
+            before: None,
+        })
+        .unwrap();
+    assert_eq!(events.len(), 5);
+
+    admin.start_verify().unwrap();
+    while admin.verify_status().unwrap().progress.is_running() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(admin.verify_status().unwrap().progress.state, "clean");
+    let reclaim = admin
+        .start_reclaim(Some(&ReclaimRequest {
+            rewrite_below: Some(0.5),
+        }))
+        .unwrap();
+    assert_eq!(reclaim.rewrite_below, 0.5);
+    while admin.reclaim_status().unwrap().progress.is_running() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    let user = admin
+        .create_user(&NewUser {
+            username: "tim".into(),
+            password: "typed-password".into(),
+            role: Role::Viewer,
+        })
+        .unwrap();
+    assert_eq!(user.role, Role::Viewer);
+    assert_eq!(admin.users().unwrap().len(), 2);
+    admin
+        .set_password(
+            "tim",
+            &NewPassword {
+                password: "other-password".into(),
+                current_password: None,
+            },
+        )
+        .unwrap();
+    let token = admin.create_token("typed").unwrap();
+    assert_eq!(token.info.name, "typed");
+    assert!(
+        admin
+            .tokens()
+            .unwrap()
+            .iter()
+            .any(|t| t.id == token.info.id)
+    );
+    admin.revoke_token(&token.info.id).unwrap();
+    admin.delete_user("tim").unwrap();
+    admin.logout().unwrap();
+    assert_eq!(admin.me().unwrap_err().status(), Some(401));
+
+    let called = admin.endpoints_called();
+    let all: std::collections::BTreeSet<_> = endpoints::ALL.iter().copied().collect();
+    let missed: Vec<_> = all.difference(&called).collect();
+    assert!(missed.is_empty(), "endpoints no call covered: {missed:?}");
+    drop(tape);
     server.stop();
 }

@@ -11,83 +11,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::api::{Api, admin_password};
 use common::{Server, free_portal};
 use serde_json::{Value, json};
-
-struct Api {
-    base: String,
-    agent: ureq::Agent,
-}
-
-/// (status, Retry-After, JSON body or Null).
-type Answer = (u16, Option<String>, Value);
-
-impl Api {
-    fn new(base: &str) -> Api {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_idle_connections(0)
-            .build()
-            .into();
-        Api {
-            base: base.to_string(),
-            agent,
-        }
-    }
-
-    fn call(&self, method: &str, path: &str, token: Option<&str>, body: Option<&str>) -> Answer {
-        let url = format!("{}{path}", self.base);
-        let mut req = ureq::http::Request::builder().method(method).uri(&url);
-        if let Some(t) = token {
-            req = req.header("Authorization", format!("Bearer {t}"));
-        }
-        let response = match body {
-            Some(b) => self.agent.run(
-                req.header("Content-Type", "application/json")
-                    .body(b.to_string())
-                    .unwrap(),
-            ),
-            None => self.agent.run(req.body(()).unwrap()),
-        }
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let status = response.status().as_u16();
-        let retry = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let text = response.into_body().read_to_string().unwrap_or_default();
-        (
-            status,
-            retry,
-            serde_json::from_str(&text).unwrap_or(Value::Null),
-        )
-    }
-
-    fn ok(&self, method: &str, path: &str, token: &str, body: Option<Value>) -> Value {
-        let body = body.map(|b| b.to_string());
-        let (status, _, v) = self.call(method, path, Some(token), body.as_deref());
-        assert!(
-            (200..300).contains(&status),
-            "{method} {path}: {status} {v}"
-        );
-        v
-    }
-
-    fn login(&self, user: &str, password: &str) -> String {
-        let body = json!({"username": user, "password": password}).to_string();
-        let (status, _, v) = self.call("POST", "/api/v1/login", None, Some(&body));
-        assert_eq!(status, 200, "{v}");
-        v["token"].as_str().unwrap().to_string()
-    }
-}
-
-fn admin_password(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("initial-admin-password"))
-        .unwrap()
-        .trim()
-        .to_string()
-}
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -132,7 +58,7 @@ fn login_bodies_and_audited_usernames_are_bounded() {
 
     // A long username that fits the body limit: audited, but cut to a bound.
     let long = "v".repeat(3000);
-    let (status, _, _) = api.call(
+    let (status, _) = api.call(
         "POST",
         "/api/v1/login",
         None,
@@ -153,7 +79,7 @@ fn login_bodies_and_audited_usernames_are_bounded() {
     assert!(user.len() <= 100 && target.len() <= 150, "{login}");
     assert!(target.ends_with("from 127.0.0.1"), "{login}");
     // Other routes take small bodies too.
-    let (status, _, _) = api.call(
+    let (status, _) = api.call(
         "POST",
         "/api/v1/tokens",
         Some(&admin),
@@ -187,7 +113,8 @@ fn failed_logins_are_rate_limited_per_client() {
     // Then, one at a time, the budget runs out: 429 with Retry-After.
     let mut limited = None;
     for _ in 0..30 {
-        let (status, retry, v) = api.call("POST", "/api/v1/login", None, Some(&bad));
+        let answer = api.send("POST", "/api/v1/login", None, Some(&bad));
+        let (status, retry, v) = (answer.status, answer.retry_after.clone(), answer.json());
         if status == 429 {
             assert_eq!(v["error"]["code"], "too_many_requests", "{v}");
             limited = retry;
@@ -275,14 +202,14 @@ fn a_password_change_needs_the_current_one_and_ends_other_sessions() {
         .to_string();
 
     let path = "/api/v1/users/vera/password";
-    let (status, _, v) = api.call(
+    let (status, v) = api.call(
         "PUT",
         path,
         Some(&vera),
         Some(r#"{"password":"new-password"}"#),
     );
     assert_eq!(status, 400, "own password without the current one: {v}");
-    let (status, _, v) = api.call(
+    let (status, v) = api.call(
         "PUT",
         path,
         Some(&vera),
@@ -298,7 +225,7 @@ fn a_password_change_needs_the_current_one_and_ends_other_sessions() {
     // The caller's own session goes on; every other one and every API token ends.
     api.ok("GET", "/api/v1/me", &vera, None);
     for gone in [&vera_other, &vera_token] {
-        let (status, _, _) = api.call("GET", "/api/v1/me", Some(gone), None);
+        let (status, _) = api.call("GET", "/api/v1/me", Some(gone), None);
         assert_eq!(status, 401);
     }
     // An admin setting someone's password needs no current one and ends all their sessions.
@@ -308,7 +235,7 @@ fn a_password_change_needs_the_current_one_and_ends_other_sessions() {
         &admin,
         Some(json!({"password": "third-password"})),
     );
-    let (status, _, _) = api.call("GET", "/api/v1/me", Some(&vera), None);
+    let (status, _) = api.call("GET", "/api/v1/me", Some(&vera), None);
     assert_eq!(status, 401);
     api.login("vera", "third-password");
     server.stop();
@@ -381,10 +308,10 @@ fn metrics_answer_loopback_peers_only() {
     let url = server.http.clone().unwrap();
     let port = url.rsplit(':').next().unwrap().to_string();
     let local = Api::new(&format!("http://127.0.0.1:{port}"));
-    let (status, _, _) = local.call("GET", "/metrics", None, None);
+    let (status, _) = local.call("GET", "/metrics", None, None);
     assert_eq!(status, 200, "from loopback");
     let remote = Api::new(&format!("http://{ip}:{port}"));
-    let (status, _, v) = remote.call("GET", "/metrics", None, None);
+    let (status, v) = remote.call("GET", "/metrics", None, None);
     assert_eq!(status, 403, "from {ip}: {v}");
     // The API itself still answers that peer.
     let token = remote.login("admin", &admin_password(dir.path()));
@@ -409,10 +336,10 @@ fn metrics_answer_loopback_peers_only() {
         .unwrap()
         .to_string();
     let remote = Api::new(&format!("http://{ip}:{port}"));
-    let (status, _, _) = remote.call("GET", "/metrics", None, None);
+    let (status, _) = remote.call("GET", "/metrics", None, None);
     assert_eq!(status, 401);
     let token = remote.login("admin", &admin_password(&dir.path().join("data")));
-    let (status, _, _) = remote.call("GET", "/metrics", Some(&token), None);
+    let (status, _) = remote.call("GET", "/metrics", Some(&token), None);
     assert_eq!(status, 200);
     server.stop();
 }

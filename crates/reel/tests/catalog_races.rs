@@ -10,60 +10,56 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::api::Api;
+use common::api::outcome;
 use common::tape::Tape;
 use common::{Server, free_portal};
-use serde_json::{Value, json};
+use reel_api::Client;
+use reel_api::cartridges::{CreateRequest, ListQuery, ShowQuery};
 
 const LIB_A: &str = "iqn.2026-11.org.reel:race-a";
 const LIB_B: &str = "iqn.2026-11.org.reel:race-b";
 
 /// What the race test asks of the libraries and the vault.
 trait Places {
-    fn occupied(&self) -> Vec<(String, String, u64, String)>;
-    fn addresses(&self, lib: &str, kind: &str) -> Vec<u64>;
+    fn occupied(&self) -> Vec<(String, String, u16, String)>;
+    fn addresses(&self, lib: &str, kind: &str) -> Vec<u16>;
     fn vault_barcodes(&self, prefix: &str) -> Vec<String>;
 }
 
-impl Places for Api {
+impl Places for Client {
     /// Every (library, kind, address, barcode) of a full element.
-    fn occupied(&self) -> Vec<(String, String, u64, String)> {
+    fn occupied(&self) -> Vec<(String, String, u16, String)> {
         let mut out = Vec::new();
         for lib in [LIB_A, LIB_B] {
-            let detail = self.ok("GET", &format!("/api/v1/libraries/{lib}"), None);
-            for e in detail["elements"].as_array().unwrap() {
-                if let Some(b) = e["barcode"].as_str() {
-                    out.push((
-                        lib.to_string(),
-                        e["kind"].as_str().unwrap().to_string(),
-                        e["address"].as_u64().unwrap(),
-                        b.to_string(),
-                    ));
+            for e in self.library(lib).unwrap().elements {
+                if let Some(b) = e.barcode {
+                    out.push((lib.to_string(), e.kind, e.address, b));
                 }
             }
         }
         out
     }
 
-    fn addresses(&self, lib: &str, kind: &str) -> Vec<u64> {
-        let detail = self.ok("GET", &format!("/api/v1/libraries/{lib}"), None);
-        detail["elements"]
-            .as_array()
+    fn addresses(&self, lib: &str, kind: &str) -> Vec<u16> {
+        self.library(lib)
             .unwrap()
-            .iter()
-            .filter(|e| e["kind"] == kind)
-            .map(|e| e["address"].as_u64().unwrap())
+            .elements
+            .into_iter()
+            .filter(|e| e.kind == kind)
+            .map(|e| e.address)
             .collect()
     }
 
     fn vault_barcodes(&self, prefix: &str) -> Vec<String> {
-        self.ok("GET", "/api/v1/cartridges?location=vault", None)
-            .as_array()
+        let query = ListQuery {
+            location: Some("vault".into()),
+            ..ListQuery::default()
+        };
+        self.cartridges(&query)
             .unwrap()
-            .iter()
-            .filter_map(|c| c["barcode"].as_str())
+            .into_iter()
+            .map(|c| c.barcode)
             .filter(|b| b.starts_with(prefix))
-            .map(str::to_string)
             .collect()
     }
 }
@@ -107,28 +103,22 @@ fn concurrent_catalog_changes_keep_every_cartridge_its_own() {
     .unwrap();
     let data = dir.path().join("data");
     let server = Server::start(&data, portal, &["--config", config_path.to_str().unwrap()]);
-    let api = Api::admin(&server, &data);
+    let api = common::api::admin(&server, &data);
 
     // The written cartridges: one per drive of each library.
     let mut writers = Vec::new();
     for (lib, prefix) in [(LIB_A, "WRA"), (LIB_B, "WRB")] {
-        api.ok(
-            "POST",
-            "/api/v1/cartridges",
-            Some(
-                json!({"prefix": prefix, "first": 1, "count": 2, "media": "lto9", "library": lib}),
-            ),
-        );
+        api.create_cartridges(&CreateRequest {
+            library: Some(lib.into()),
+            ..CreateRequest::new(prefix, 1, 2, "lto9")
+        })
+        .unwrap();
         let drives = api.addresses(lib, "drive");
         let occupied = api.occupied();
         for (i, drive) in drives.iter().enumerate() {
             let barcode = format!("{prefix}{:03}L9", i + 1);
             let (_, _, from, _) = occupied.iter().find(|o| o.3 == barcode).unwrap().clone();
-            api.ok(
-                "POST",
-                &format!("/api/v1/libraries/{lib}/move"),
-                Some(json!({"from": from, "to": drive})),
-            );
+            api.move_medium(lib, from, *drive).unwrap();
             writers.push((lib, i as u64 + 1, barcode));
         }
     }
@@ -194,20 +184,16 @@ fn concurrent_catalog_changes_keep_every_cartridge_its_own() {
                     break;
                 }
                 let library = match (n + t) % 3 {
-                    0 => json!(LIB_A),
-                    1 => json!(LIB_B),
-                    _ => Value::Null,
+                    0 => Some(LIB_A.to_string()),
+                    1 => Some(LIB_B.to_string()),
+                    _ => None,
                 };
-                let (status, v) = api.call(
-                    "POST",
-                    "/api/v1/cartridges",
-                    Some(
-                        json!({"prefix": prefix, "first": n, "count": 1, "media": "lto9",
-                        "library": library}),
-                    ),
-                );
-                assert!(matches!(status, 201 | 409), "create: {status} {v}");
-                made += u32::from(status == 201);
+                let created = outcome(api.create_cartridges(&CreateRequest {
+                    library,
+                    ..CreateRequest::new(prefix, n, 1, "lto9")
+                }));
+                assert!(matches!(created, Ok(_) | Err(409)), "create: {created:?}");
+                made += u32::from(created.is_ok());
             }
             made
         }));
@@ -225,24 +211,22 @@ fn concurrent_catalog_changes_keep_every_cartridge_its_own() {
                     std::thread::sleep(Duration::from_millis(5));
                     continue;
                 };
-                let (status, v) = api.call(
-                    "POST",
-                    &format!("/api/v1/libraries/{lib}/import"),
-                    Some(json!({"barcode": barcode})),
+                let imported = outcome(api.import(lib, &barcode, None));
+                assert!(
+                    matches!(imported, Ok(_) | Err(404 | 409)),
+                    "import: {imported:?}"
                 );
-                assert!(matches!(status, 200 | 404 | 409), "import: {status} {v}");
-                if status == 200 && rounds % 2 == 0 {
+                if imported.is_ok() && rounds % 2 == 0 {
                     let at = api
                         .occupied()
                         .into_iter()
                         .find(|o| o.0 == lib && o.3 == barcode && o.1 == "import_export");
                     if let Some((_, _, address, _)) = at {
-                        let (status, v) = api.call(
-                            "POST",
-                            &format!("/api/v1/libraries/{lib}/export"),
-                            Some(json!({"from": address})),
+                        let exported = outcome(api.export(lib, address));
+                        assert!(
+                            matches!(exported, Ok(_) | Err(404 | 409)),
+                            "export: {exported:?}"
                         );
-                        assert!(matches!(status, 200 | 404 | 409), "export: {status} {v}");
                     }
                 }
             }
@@ -258,15 +242,13 @@ fn concurrent_catalog_changes_keep_every_cartridge_its_own() {
             let mut deleted = 0;
             while !stop.load(Ordering::Relaxed) {
                 for barcode in api.vault_barcodes("CR").into_iter().take(3) {
-                    let (status, v) =
-                        api.call("DELETE", &format!("/api/v1/cartridges/{barcode}"), None);
-                    assert!(matches!(status, 204 | 404 | 409), "delete: {status} {v}");
-                    deleted += u32::from(status == 204);
+                    let gone = outcome(api.delete_cartridge(&barcode));
+                    assert!(matches!(gone, Ok(()) | Err(404 | 409)), "delete: {gone:?}");
+                    deleted += u32::from(gone.is_ok());
                 }
                 for barcode in &loaded {
-                    let (status, v) =
-                        api.call("DELETE", &format!("/api/v1/cartridges/{barcode}"), None);
-                    assert_eq!(status, 409, "deleting loaded {barcode}: {v}");
+                    let refused = outcome(api.delete_cartridge(barcode));
+                    assert_eq!(refused, Err(409), "deleting loaded {barcode}");
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
@@ -282,7 +264,7 @@ fn concurrent_catalog_changes_keep_every_cartridge_its_own() {
             while !stop.load(Ordering::Relaxed) {
                 for lib in [LIB_A, LIB_B] {
                     let occupied = api.occupied();
-                    let full: BTreeSet<u64> = occupied
+                    let full: BTreeSet<u16> = occupied
                         .iter()
                         .filter(|o| o.0 == lib)
                         .map(|o| o.2)
@@ -296,13 +278,9 @@ fn concurrent_catalog_changes_keep_every_cartridge_its_own() {
                         .rev()
                         .find(|a| !full.contains(a));
                     if let (Some(from), Some(to)) = (from, to) {
-                        let (status, v) = api.call(
-                            "POST",
-                            &format!("/api/v1/libraries/{lib}/move"),
-                            Some(json!({"from": from.2, "to": to})),
-                        );
-                        assert!(matches!(status, 200 | 404 | 409), "move: {status} {v}");
-                        moves += u32::from(status == 200);
+                        let moved = outcome(api.move_medium(lib, from.2, to));
+                        assert!(matches!(moved, Ok(_) | Err(404 | 409)), "move: {moved:?}");
+                        moves += u32::from(moved.is_ok());
                     }
                 }
             }
@@ -329,14 +307,14 @@ fn concurrent_catalog_changes_keep_every_cartridge_its_own() {
         "some creates succeeded"
     );
 
-    assert_eq!(api.server_errors.load(Ordering::Relaxed), 0, "no 5xx");
+    // Every call above accepted only its 2xx and 4xx answers: no 5xx.
     // No cartridge in two places, none in a library without existing.
     let occupied = api.occupied();
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for o in &occupied {
         *seen.entry(&o.3).or_default() += 1;
-        let (status, v) = api.call("GET", &format!("/api/v1/cartridges/{}", o.3), None);
-        assert_eq!(status, 200, "{} is in {} but {v}", o.3, o.0);
+        let exists = outcome(api.cartridge(&o.3, &ShowQuery::default()));
+        assert!(exists.is_ok(), "{} is in {} but {exists:?}", o.3, o.0);
     }
     for (barcode, n) in &seen {
         assert_eq!(*n, 1, "{barcode} is in {n} elements: {occupied:?}");

@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::api::Api;
 use common::tape::Tape;
 use common::{Server, free_portal};
-use serde_json::json;
+use reel_api::cartridges::ShowQuery;
 
 const LIB: &str = "iqn.2026-11.org.reel:library";
 
@@ -31,25 +30,13 @@ fn reduction_is_reported_for_the_packs_and_for_the_whole_data_directory() {
     let data = dir.path().join("data");
     let portal = free_portal();
     let server = Server::start(&data, portal, &[]);
-    let api = Api::admin(&server, &data);
+    let api = common::api::admin(&server, &data);
 
     // 8 MiB of one repeated 64 KiB record on REL001L9, then a synchronising filemark.
-    let detail = api.ok("GET", &format!("/api/v1/libraries/{LIB}"), None);
-    let address = |kind: &str| {
-        detail["elements"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["kind"] == kind && e["index"] == 0)
-            .unwrap()["address"]
-            .as_u64()
-            .unwrap()
-    };
-    api.ok(
-        "POST",
-        &format!("/api/v1/libraries/{LIB}/move"),
-        Some(json!({"from": address("slot"), "to": address("drive")})),
-    );
+    let detail = api.library(LIB).unwrap();
+    let address = |kind: &str| detail.element(kind, 0).unwrap().address;
+    api.move_medium(LIB, address("slot"), address("drive"))
+        .unwrap();
     let tape = Tape::connect(portal, LIB, 1, 1);
     tape.ready();
     let record: Vec<u8> = (0..65536u32).map(|i| (i * 7 % 253) as u8).collect();
@@ -58,32 +45,28 @@ fn reduction_is_reported_for_the_packs_and_for_the_whole_data_directory() {
     }
     tape.good(&[0x10, 0, 0, 0, 1, 0], Vec::new());
 
-    let st = api.ok("GET", "/api/v1/stats", None);
-    let logical = st["logical_bytes"].as_u64().unwrap();
-    let stored = st["stored_bytes"].as_u64().unwrap();
-    let on_disk = st["on_disk_bytes"].as_u64().unwrap();
-    assert_eq!(logical, 128 * 65536, "{st}");
-    assert!(on_disk > stored, "the catalog takes room too: {st}");
+    let st = api.stats().unwrap();
+    let (logical, stored, on_disk) = (st.logical_bytes, st.stored_bytes, st.on_disk_bytes);
+    assert_eq!(logical, 128 * 65536, "{st:?}");
+    assert!(on_disk > stored, "the catalog takes room too: {st:?}");
     // The same figure as du, give or take what the server wrote in between.
     let by_du = du(&data);
     assert!(
         on_disk.abs_diff(by_du) * 10 < by_du,
         "on_disk_bytes {on_disk} vs du {by_du}"
     );
-    let store_ratio = st["reduction_ratio"].as_f64().unwrap();
-    let disk_ratio = st["reduction_ratio_on_disk"].as_f64().unwrap();
+    let (store_ratio, disk_ratio) = (st.reduction_ratio, st.reduction_ratio_on_disk);
     assert!(
         (store_ratio - logical as f64 / stored as f64).abs() < 1e-9,
-        "{st}"
+        "{st:?}"
     );
     assert!(
         (disk_ratio - logical as f64 / on_disk as f64).abs() < 1e-9,
-        "{st}"
+        "{st:?}"
     );
-    assert!(disk_ratio < store_ratio, "{st}");
+    assert!(disk_ratio < store_ratio, "{st:?}");
 
-    let (status, metrics) = api.text("/metrics");
-    assert_eq!(status, 200);
+    let metrics = api.metrics().unwrap();
     for family in [
         "reel_store_reduction_ratio ",
         "reel_store_reduction_on_disk_ratio ",
@@ -94,30 +77,28 @@ fn reduction_is_reported_for_the_packs_and_for_the_whole_data_directory() {
             "{family} in /metrics"
         );
     }
-    let cartridge = api.ok("GET", "/api/v1/cartridges/REL001L9", None);
-    let usage = &cartridge["usage"];
+    let cartridge = api.cartridge("REL001L9", &ShowQuery::default()).unwrap();
+    let usage = cartridge.usage.unwrap();
     assert!(
-        usage["reduction_ratio_on_disk"].as_f64().unwrap()
-            < usage["reduction_ratio"].as_f64().unwrap(),
-        "{usage}"
+        usage.reduction_ratio_on_disk.unwrap() < usage.reduction_ratio,
+        "{usage:?}"
     );
 
     // When the data directory cannot be read, the figures are an error, not zeros.
     let moved = dir.path().join("moved");
     std::fs::rename(&data, &moved).unwrap();
-    let (status, v) = api.call("GET", "/api/v1/stats", None);
-    assert_eq!(status, 500, "{v}");
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("could not be read"),
-        "{v}"
-    );
-    let (status, _) = api.text("/metrics");
-    assert_eq!(status, 500);
+    match api.stats() {
+        Err(reel_api::Error::Api {
+            status, message, ..
+        }) => {
+            assert_eq!(status, 500, "{message}");
+            assert!(message.contains("could not be read"), "{message}");
+        }
+        other => panic!("stats of an unreadable directory: {other:?}"),
+    }
+    assert_eq!(api.metrics().unwrap_err().status(), Some(500));
     std::fs::rename(&moved, &data).unwrap();
-    assert_eq!(api.call("GET", "/api/v1/stats", None).0, 200);
+    api.stats().unwrap();
     drop(tape);
     server.stop();
 

@@ -335,3 +335,39 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     listener.set_nonblocking(true)?;
     Ok(listener)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use reel_api::endpoints::{self, Endpoint, Method};
+    use utoipa::OpenApi;
+
+    use super::ApiDoc;
+
+    /// The document and the table the client is built on name the same operations.
+    #[test]
+    fn the_openapi_document_has_exactly_the_clients_endpoints() {
+        let doc = ApiDoc::openapi();
+        let mut documented = BTreeSet::new();
+        for (path, item) in &doc.paths.paths {
+            let operations = [
+                (Method::Get, item.get.is_some()),
+                (Method::Post, item.post.is_some()),
+                (Method::Put, item.put.is_some()),
+                (Method::Patch, item.patch.is_some()),
+                (Method::Delete, item.delete.is_some()),
+            ];
+            for (method, present) in operations {
+                if present {
+                    documented.insert((method, path.clone()));
+                }
+            }
+        }
+        let table: BTreeSet<(Method, String)> = endpoints::ALL
+            .iter()
+            .map(|e: &Endpoint| (e.method, e.path.to_string()))
+            .collect();
+        assert_eq!(documented, table);
+    }
+}

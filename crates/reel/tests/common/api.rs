@@ -1,53 +1,105 @@
-//! The REST API of a test server: one admin session, JSON in and out, and a count of 5xx
-//! answers (a race or bad input must end in a 4xx, never in a server error).
+//! The REST API of a test server, through the one client of `reel-api`: typed calls for what
+//! a test does with the API, raw ones for what it checks about the API itself (status codes,
+//! error codes, malformed bodies, other tokens). Every client here is strict: an answer with a
+//! field its reel-api type does not keep fails the test.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde_json::{Value, json};
+use reel_api::{Client, ClientOptions, RawAnswer};
+use serde_json::Value;
 
 use super::Server;
 
+/// The client options of the tests: strict answers, a fresh connection per request (hyper
+/// closes a connection it answered before reading the body, as a 401 does on purpose here).
+pub fn options() -> ClientOptions {
+    ClientOptions {
+        timeout: None,
+        fresh_connections: true,
+        strict: true,
+    }
+}
+
+/// The initial admin password `reel serve` wrote into its data directory.
+pub fn admin_password(data: &Path) -> String {
+    std::fs::read_to_string(data.join("initial-admin-password"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// A typed client logged in as `admin`.
+pub fn admin(server: &Server, data: &Path) -> Client {
+    let base = server.http.clone().expect("the console runs");
+    Client::log_in(&base, options(), "admin", &admin_password(data)).expect("admin login")
+}
+
+/// A typed call's outcome: its answer, or the error status (no answer at all fails the test).
+pub fn outcome<T>(r: Result<T, reel_api::Error>) -> Result<T, u16> {
+    r.map_err(|e| e.status().unwrap_or_else(|| panic!("no answer: {e}")))
+}
+
+/// Raw requests, each with the token a test names.
 #[derive(Clone)]
 pub struct Api {
-    pub base: String,
-    pub token: String,
-    agent: ureq::Agent,
-    /// 5xx answers seen (a race must end in a 4xx, never in a server error).
-    pub server_errors: Arc<AtomicU64>,
+    pub client: Client,
 }
 
 impl Api {
+    /// The API at `base` (`http://127.0.0.1:PORT`).
+    pub fn new(base: &str) -> Api {
+        Api {
+            client: Client::new(base, options()).unwrap(),
+        }
+    }
+
+    /// The API of `server`'s console.
+    pub fn of(server: &Server) -> Api {
+        Api::new(&server.http.clone().expect("the console runs"))
+    }
+
+    pub fn base(&self) -> &str {
+        self.client.base()
+    }
+
+    /// A typed client with `token`.
+    pub fn as_user(&self, token: &str) -> Client {
+        self.client.with_token(token)
+    }
+
+    /// The answer as it came (status, Retry-After, text).
+    pub fn send(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> RawAnswer {
+        let client = match token {
+            Some(t) => self.client.with_token(t),
+            None => self.client.anonymous(),
+        };
+        client
+            .raw(method, path, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
     /// (status, JSON body or Null).
-    pub fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let url = format!("{}{path}", self.base);
-        let req = ureq::http::Request::builder()
-            .method(method)
-            .uri(&url)
-            .header("Authorization", format!("Bearer {}", self.token));
-        let response = match body {
-            Some(b) => self.agent.run(
-                req.header("Content-Type", "application/json")
-                    .body(b.to_string())
-                    .unwrap(),
-            ),
-            None => self.agent.run(req.body(()).unwrap()),
-        }
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        let status = response.status().as_u16();
-        let text = response.into_body().read_to_string().unwrap_or_default();
-        let value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if status >= 500 {
-            eprintln!("{method} {path}: {status} {value}");
-            self.server_errors.fetch_add(1, Ordering::Relaxed);
-        }
-        (status, value)
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> (u16, Value) {
+        let answer = self.send(method, path, token, body);
+        (answer.status, answer.json())
     }
 
     /// A 2xx answer's body.
-    pub fn ok(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        let (status, v) = self.call(method, path, body);
+    pub fn ok(&self, method: &str, path: &str, token: &str, body: Option<Value>) -> Value {
+        let body = body.map(|b| b.to_string());
+        let (status, v) = self.call(method, path, Some(token), body.as_deref());
         assert!(
             (200..300).contains(&status),
             "{method} {path}: {status} {v}"
@@ -55,42 +107,29 @@ impl Api {
         v
     }
 
-    /// Logged in as `admin` with the password the server wrote into its data directory.
-    pub fn admin(server: &Server, data: &Path) -> Api {
-        let password = std::fs::read_to_string(data.join("initial-admin-password")).unwrap();
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_idle_connections(0)
-            .build()
-            .into();
-        let mut api = Api {
-            base: server.http.clone().expect("the console runs"),
-            token: String::new(),
-            agent,
-            server_errors: Arc::new(AtomicU64::new(0)),
-        };
-        let (status, v) = api.call(
-            "POST",
-            "/api/v1/login",
-            Some(json!({"username": "admin", "password": password.trim()})),
-        );
-        assert_eq!(status, 200, "login: {v}");
-        api.token = v["token"].as_str().unwrap().to_string();
-        api
+    /// Asserts an error answer with `status` and `code`; returns its message.
+    pub fn err(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+        status: u16,
+        code: &str,
+    ) -> String {
+        let (got, v) = self.call(method, path, token, body);
+        assert_eq!(got, status, "{method} {path}: {v}");
+        assert_eq!(v["error"]["code"], code, "{method} {path}: {v}");
+        let message = v["error"]["message"].as_str().unwrap_or("").to_string();
+        assert!(!message.is_empty(), "{method} {path}: an error message");
+        message
     }
 
-    /// The raw text of a GET (e.g. `/metrics`): (status, body).
-    pub fn text(&self, path: &str) -> (u16, String) {
-        let response = self
-            .agent
-            .get(format!("{}{path}", self.base))
-            .header("Authorization", format!("Bearer {}", self.token))
-            .call()
-            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-        let status = response.status().as_u16();
-        (
-            status,
-            response.into_body().read_to_string().unwrap_or_default(),
-        )
+    /// A session token of `user` (the login must succeed).
+    pub fn login(&self, user: &str, password: &str) -> String {
+        self.client
+            .login(user, password)
+            .unwrap_or_else(|e| panic!("login as {user}: {e}"))
+            .token
     }
 }

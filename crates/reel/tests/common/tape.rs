@@ -41,7 +41,6 @@ impl Tape {
     }
 
     /// (status, Data-In, sense) of one command.
-    /// (status, Data-In, sense) of one command.
     pub fn run(&self, cdb: &[u8], data: Vec<u8>, data_in: u32) -> (u8, Vec<u8>, Vec<u8>) {
         let r = self
             .runtime
@@ -58,7 +57,6 @@ impl Tape {
     }
 
     /// Runs a command that must answer GOOD.
-    /// Runs a command that must answer GOOD.
     pub fn good(&self, cdb: &[u8], data: Vec<u8>) {
         let (status, _, sense) = self.run(cdb, data, 0);
         assert_eq!(status, 0, "CDB {cdb:02x?}: sense {sense:02x?}");
@@ -72,5 +70,30 @@ impl Tape {
             }
         }
         panic!("LUN {} never became ready", self.lun);
+    }
+
+    /// Writes the records at the current position, then a filemark (a synchronising point).
+    pub fn write(&self, records: &[Vec<u8>]) {
+        self.ready();
+        for r in records {
+            let n = (r.len() as u32).to_be_bytes();
+            self.good(&[0x0A, 0, n[1], n[2], n[3], 0], r.clone());
+        }
+        self.good(&[0x10, 0, 0, 0, 1, 0], Vec::new());
+    }
+
+    /// Rewinds and reads `count` records of `len` bytes.
+    pub fn read(&self, count: usize, len: u32) -> Vec<Vec<u8>> {
+        self.ready();
+        self.good(&[0x01, 0, 0, 0, 0, 0], Vec::new());
+        let n = len.to_be_bytes();
+        (0..count)
+            .map(|_| {
+                let (status, data, sense) =
+                    self.run(&[0x08, 0, n[1], n[2], n[3], 0], Vec::new(), len);
+                assert_eq!(status, 0, "READ on LUN {}: sense {sense:02x?}", self.lun);
+                data
+            })
+            .collect()
     }
 }
