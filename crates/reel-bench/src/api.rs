@@ -6,19 +6,14 @@ use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
-/// A logged-in API client for one reel server.
-#[derive(Clone)]
-pub struct ReelApi {
-    url: String,
-    token: String,
-    agent: ureq::Agent,
-}
+/// reel's REST API: the one client of `reel-api`.
+pub type ReelApi = reel_api::Client;
 
-/// `/api/v1/stats` (the store, all cartridges).
+/// The store's figures a report keeps from `/api/v1/stats` (a part of
+/// [`reel_api::monitor::StoreView`]: the report's format stays as it was).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ApiStore {
     pub logical_bytes: u64,
@@ -29,6 +24,59 @@ pub struct ApiStore {
     pub dedup_ratio: f64,
     pub compression_ratio: f64,
     pub reduction_ratio: f64,
+}
+
+impl From<reel_api::monitor::StoreView> for ApiStore {
+    fn from(v: reel_api::monitor::StoreView) -> Self {
+        ApiStore {
+            logical_bytes: v.logical_bytes,
+            unique_bytes: v.unique_bytes,
+            stored_bytes: v.stored_bytes,
+            chunks: v.chunks,
+            packs: v.packs,
+            dedup_ratio: v.dedup_ratio,
+            compression_ratio: v.compression_ratio,
+            reduction_ratio: v.reduction_ratio,
+        }
+    }
+}
+
+fn options() -> reel_api::ClientOptions {
+    reel_api::ClientOptions {
+        timeout: Some(Duration::from_secs(30)),
+        ..reel_api::ClientOptions::default()
+    }
+}
+
+/// Logs in at `url` (e.g. `http://127.0.0.1:8080`) as `user`.
+pub fn login(url: &str, user: &str, password: &str) -> anyhow::Result<ReelApi> {
+    ReelApi::log_in(url, options(), user, password)
+        .with_context(|| format!("logging in to reel's API at {url} as {user}"))
+}
+
+/// A client with an API token (`reel ctl` / console "Tokens").
+pub fn with_token(url: &str, token: &str) -> anyhow::Result<ReelApi> {
+    Ok(ReelApi::new(url, options())?.with_token(token))
+}
+
+/// What the benchmark reads of reel through its API.
+pub trait ReelFigures {
+    /// The store's figures now (`/api/v1/stats`).
+    fn store(&self) -> anyhow::Result<ApiStore>;
+    /// The server process's CPU seconds so far (`reel_process_cpu_seconds_total`).
+    fn cpu_seconds(&self) -> anyhow::Result<f64>;
+}
+
+impl ReelFigures for ReelApi {
+    fn store(&self) -> anyhow::Result<ApiStore> {
+        Ok(self.stats()?.into())
+    }
+
+    fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        let text = self.metrics()?;
+        parse_metric(&text, "reel_process_cpu_seconds_total")
+            .context("/metrics has no reel_process_cpu_seconds_total")
+    }
 }
 
 /// Ratios computed from the pack objects alone (their trailers list every blob's raw and
@@ -63,103 +111,6 @@ pub fn disagreement(api: &ApiStore, disk: &DiskStore) -> f64 {
         }
     })
     .fold(0.0, f64::max)
-}
-
-impl ReelApi {
-    /// Logs in at `url` (e.g. `http://127.0.0.1:8080`) as `user`.
-    pub fn login(url: &str, user: &str, password: &str) -> anyhow::Result<ReelApi> {
-        let mut api = ReelApi::with_token(url, "")?;
-        let answer = api
-            .request(
-                "POST",
-                "/api/v1/login",
-                Some(json!({"username": user, "password": password})),
-            )
-            .with_context(|| format!("logging in to reel's API at {url} as {user}"))?;
-        api.token = answer["token"]
-            .as_str()
-            .context("the login answer has no token")?
-            .to_string();
-        Ok(api)
-    }
-
-    /// A client with an API token (`reel ctl` / console "Tokens").
-    pub fn with_token(url: &str, token: &str) -> anyhow::Result<ReelApi> {
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            bail!("reel API URL {url:?} must start with http:// or https://");
-        }
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
-        Ok(ReelApi {
-            url: url.trim_end_matches('/').to_string(),
-            token: token.to_string(),
-            agent,
-        })
-    }
-
-    fn request(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
-        let text = self.raw(method, path, body)?;
-        serde_json::from_str(&text).with_context(|| format!("{path}: not JSON"))
-    }
-
-    /// Any request: the HTTP status and the body as JSON (`null` when empty or not JSON);
-    /// an error only when the server cannot be reached.
-    pub fn call(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<Value>,
-    ) -> anyhow::Result<(u16, Value)> {
-        let (status, text) = self.send(method, path, body)?;
-        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
-    }
-
-    /// The body as text; an HTTP error status is an error with the server's message.
-    fn raw(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<String> {
-        let (status, text) = self.send(method, path, body)?;
-        if status >= 400 {
-            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-            let message = v["error"]["message"].as_str().unwrap_or(&text);
-            bail!("{method} {path}: HTTP {status}: {message}");
-        }
-        Ok(text)
-    }
-
-    /// One authenticated request: (status, body text).
-    fn send(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<(u16, String)> {
-        let req = ureq::http::Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.url))
-            .header("Authorization", format!("Bearer {}", self.token));
-        let response = match body {
-            Some(b) => self.agent.run(
-                req.header("Content-Type", "application/json")
-                    .body(b.to_string())?,
-            ),
-            None => self.agent.run(req.body(())?),
-        }
-        .with_context(|| format!("{method} {path}: reaching reel's API at {}", self.url))?;
-        let status = response.status().as_u16();
-        Ok((
-            status,
-            response.into_body().read_to_string().unwrap_or_default(),
-        ))
-    }
-
-    pub fn store(&self) -> anyhow::Result<ApiStore> {
-        let v = self.request("GET", "/api/v1/stats", None)?;
-        serde_json::from_value(v).context("/api/v1/stats: unexpected shape")
-    }
-
-    /// The server process's CPU seconds so far (`reel_process_cpu_seconds_total`).
-    pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        let text = self.raw("GET", "/metrics", None)?;
-        parse_metric(&text, "reel_process_cpu_seconds_total")
-            .context("/metrics has no reel_process_cpu_seconds_total")
-    }
 }
 
 /// Sum of a metric's samples (all label sets) in Prometheus text format.
@@ -262,7 +213,7 @@ mod tests {
 
     #[test]
     fn api_urls_need_a_scheme() {
-        assert!(ReelApi::with_token("127.0.0.1:8080", "t").is_err());
-        assert!(ReelApi::with_token("http://127.0.0.1:8080/", "t").is_ok());
+        assert!(with_token("127.0.0.1:8080", "t").is_err());
+        assert!(with_token("http://127.0.0.1:8080/", "t").is_ok());
     }
 }

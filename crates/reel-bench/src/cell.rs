@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
 
-use crate::api::ReelApi;
+use crate::api::{ReelApi, ReelFigures};
 use crate::args::{Cell, TargetKind, Workload};
 use crate::cpu::{self, Proc};
 use crate::filemode;

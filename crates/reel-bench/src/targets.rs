@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::api::ReelApi;
+use crate::api::{ReelApi, ReelFigures};
 use crate::args::{Plan, Source, TargetKind, TargetPlan};
 use crate::procs::{ReelServe, Tgtd};
 use crate::report::Storage;
@@ -186,7 +186,7 @@ pub fn start(
             software: format!("already running at {addr}"),
             media: "changer".into(),
             api: match (t.kind, &plan.reel_url) {
-                (TargetKind::Reel, Some(url)) => Some(ReelApi::with_token(
+                (TargetKind::Reel, Some(url)) => Some(crate::api::with_token(
                     url,
                     plan.reel_token.as_deref().unwrap_or_default(),
                 )?),
@@ -306,7 +306,7 @@ fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
             _ => std::thread::sleep(Duration::from_millis(50)),
         }
     };
-    let api = ReelApi::login(&format!("http://{http}"), "admin", password.trim())?;
+    let api = crate::api::login(&format!("http://{http}"), "admin", password.trim())?;
     Ok(Running {
         kind: TargetKind::Reel,
         addr,

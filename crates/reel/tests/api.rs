@@ -783,12 +783,7 @@ fn openapi_document_matches_the_routes() {
     let (status, _) = api.call("DELETE", "/api/v1/libraries", None, None);
     assert_eq!(status, 405);
     // The console is served at / without a token.
-    let index = ureq::get(format!("{}/", api.base()))
-        .call()
-        .unwrap()
-        .into_body()
-        .read_to_string()
-        .unwrap();
+    let index = api.send("GET", "/", None, None).text;
     assert!(index.contains("<html"), "the console's index.html");
     server.stop();
 }

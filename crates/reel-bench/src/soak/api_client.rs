@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use serde_json::{Value, json};
+use reel_api::cartridges::{CreateRequest, ListQuery};
 
 use super::library::Library;
 use super::model::Rng;
@@ -46,24 +46,24 @@ pub fn worker(soak: Arc<Soak>, epoch: Arc<Epoch>, api: ReelApi, k: usize) {
     }
 }
 
-/// One request that must answer with one of `expect`; 429 is waited out.
-fn request(
+/// One request that must succeed; 429 is waited out.
+fn request<T>(
     soak: &Soak,
-    api: &ReelApi,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-    expect: &[u16],
-) -> anyhow::Result<Value> {
+    what: &str,
+    call: impl Fn() -> Result<T, reel_api::Error>,
+) -> anyhow::Result<T> {
     loop {
-        let (status, answer) = api.call(method, path, body.clone())?;
+        let error = match call() {
+            Ok(answer) => {
+                soak.stats.api_requests.fetch_add(1, Ordering::Relaxed);
+                return Ok(answer);
+            }
+            Err(e) => e,
+        };
+        let Some(status) = error.status() else {
+            return Err(anyhow!("{what}: {error}"));
+        };
         soak.stats.api_requests.fetch_add(1, Ordering::Relaxed);
-        if expect.contains(&status) {
-            return Ok(answer);
-        }
-        let message = answer["error"]["message"]
-            .as_str()
-            .map_or_else(|| answer.to_string(), str::to_string);
         match status {
             429 => {
                 soak.stats.api_429.fetch_add(1, Ordering::Relaxed);
@@ -71,18 +71,14 @@ fn request(
             }
             500.. => {
                 soak.stats.api_5xx.fetch_add(1, Ordering::Relaxed);
-                bail!("{method} {path}: HTTP {status} (server error): {message}");
+                bail!("{what}: HTTP {status} (server error): {error}");
             }
             _ => {
                 soak.stats.api_4xx.fetch_add(1, Ordering::Relaxed);
-                bail!("{method} {path}: HTTP {status}, expected {expect:?}: {message}");
+                bail!("{what}: HTTP {status}: {error}");
             }
         }
     }
-}
-
-fn library_path(lib: &Library, what: &str) -> String {
-    format!("/api/v1/libraries/{}/{what}", lib.iqn)
 }
 
 fn api_move(
@@ -93,14 +89,7 @@ fn api_move(
     to: u16,
     barcode: &str,
 ) -> anyhow::Result<()> {
-    request(
-        soak,
-        api,
-        "POST",
-        &library_path(lib, "move"),
-        Some(json!({"from": from, "to": to})),
-        &[200],
-    )?;
+    request(soak, "move", || api.move_medium(&lib.iqn, from, to))?;
     lib.set(from, None);
     lib.set(to, Some(barcode));
     soak.stats.api_moves.fetch_add(1, Ordering::Relaxed);
@@ -114,46 +103,29 @@ fn export_and_delete(
     ie: u16,
     barcode: &str,
 ) -> anyhow::Result<()> {
-    request(
-        soak,
-        api,
-        "POST",
-        &library_path(lib, "export"),
-        Some(json!({"from": ie})),
-        &[200],
-    )?;
+    request(soak, "export", || api.export(&lib.iqn, ie))?;
     lib.set(ie, None);
     soak.stats.api_exports.fetch_add(1, Ordering::Relaxed);
     delete(soak, api, barcode)
 }
 
 fn delete(soak: &Soak, api: &ReelApi, barcode: &str) -> anyhow::Result<()> {
-    request(
-        soak,
-        api,
-        "DELETE",
-        &format!("/api/v1/cartridges/{barcode}"),
-        None,
-        &[204],
-    )?;
+    request(soak, "delete", || api.delete_cartridge(barcode))?;
     soak.stats.api_deletes.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
 
 fn cycle(soak: &Soak, epoch: &Epoch, api: &ReelApi, rng: &mut Rng) -> anyhow::Result<()> {
     let n = soak.api_seq.fetch_add(1, Ordering::Relaxed);
-    let created = request(
-        soak,
-        api,
-        "POST",
-        "/api/v1/cartridges",
-        Some(json!({"prefix": PREFIX, "first": n, "count": 1, "media": "lto9"})),
-        &[201],
-    )?;
-    let barcode = created[0]["barcode"]
-        .as_str()
-        .ok_or_else(|| anyhow!("POST /api/v1/cartridges answered {created} (no barcode)"))?
-        .to_string();
+    let n = u32::try_from(n).map_err(|_| anyhow!("cartridge number {n} is past u32"))?;
+    let created = request(soak, "create", || {
+        api.create_cartridges(&CreateRequest::new(PREFIX, n, 1, "lto9"))
+    })?;
+    let barcode = created
+        .first()
+        .ok_or_else(|| anyhow!("POST /api/v1/cartridges answered no cartridge"))?
+        .barcode
+        .clone();
     soak.stats.api_creates.fetch_add(1, Ordering::Relaxed);
     let lib = soak.libs[rng.below(soak.libs.len() as u64) as usize].clone();
     let Some((ie, slot)) = lib.plan_api(rng) else {
@@ -162,14 +134,7 @@ fn cycle(soak: &Soak, epoch: &Epoch, api: &ReelApi, rng: &mut Rng) -> anyhow::Re
     };
     lib.lock().busy.insert(barcode.clone());
     let steps = (|| {
-        request(
-            soak,
-            api,
-            "POST",
-            &library_path(&lib, "import"),
-            Some(json!({"barcode": barcode, "to": ie})),
-            &[200],
-        )?;
+        request(soak, "import", || api.import(&lib.iqn, &barcode, Some(ie)))?;
         lib.set(ie, Some(&barcode));
         soak.stats.api_imports.fetch_add(1, Ordering::Relaxed);
         api_move(soak, api, &lib, ie, slot, &barcode)?;
@@ -191,33 +156,30 @@ fn cycle(soak: &Soak, epoch: &Epoch, api: &ReelApi, rng: &mut Rng) -> anyhow::Re
 
 /// Deletes the API client's cartridges a kill left behind, wherever they are.
 fn reconcile(soak: &Soak, epoch: &Epoch, api: &ReelApi, rng: &mut Rng) -> anyhow::Result<()> {
-    let list = request(
-        soak,
-        api,
-        "GET",
-        &format!("/api/v1/cartridges?search={PREFIX}"),
-        None,
-        &[200],
-    )?;
-    for c in list.as_array().into_iter().flatten() {
-        let Some(barcode) = c["barcode"].as_str().filter(|b| b.starts_with(PREFIX)) else {
+    let query = ListQuery {
+        search: Some(PREFIX.into()),
+        location: None,
+    };
+    let list = request(soak, "list", || api.cartridges(&query))?;
+    for c in &list {
+        let barcode = c.barcode.as_str();
+        if !barcode.starts_with(PREFIX) {
             continue;
-        };
-        let loc = &c["location"];
-        if loc["vault"].as_bool() == Some(true) {
+        }
+        let loc = &c.location;
+        if loc.vault {
             delete(soak, api, barcode)?;
             soak.stats.api_cleared.fetch_add(1, Ordering::Relaxed);
             continue;
         }
-        let name = loc["library"].as_str().unwrap_or_default();
+        let name = loc.library.as_deref().unwrap_or_default();
         let Some(lib) = soak.libs.iter().find(|l| l.iqn == name) else {
-            bail!("cartridge {barcode} is in a library the soak does not know: {loc}");
+            bail!("cartridge {barcode} is in a library the soak does not know: {loc:?}");
         };
-        let address = loc["address"]
-            .as_u64()
-            .ok_or_else(|| anyhow!("cartridge {barcode}: location without an address: {loc}"))?
-            as u16;
-        match loc["kind"].as_str() {
+        let address = loc
+            .address
+            .ok_or_else(|| anyhow!("cartridge {barcode}: location without an address: {loc:?}"))?;
+        match loc.kind.as_deref() {
             Some("import_export") => export_and_delete(soak, api, lib, address, barcode)?,
             Some("slot") => {
                 let ie = loop {
@@ -235,7 +197,7 @@ fn reconcile(soak: &Soak, epoch: &Epoch, api: &ReelApi, rng: &mut Rng) -> anyhow
                 export_and_delete(soak, api, lib, ie, barcode)?;
                 lib.release(&[address, ie]);
             }
-            _ => bail!("cartridge {barcode} is where the API client never puts one: {loc}"),
+            _ => bail!("cartridge {barcode} is where the API client never puts one: {loc:?}"),
         }
         lib.lock().busy.remove(barcode);
         soak.stats.api_cleared.fetch_add(1, Ordering::Relaxed);

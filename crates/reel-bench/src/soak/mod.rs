@@ -509,7 +509,7 @@ async fn survey(
 fn login(http: SocketAddr, password: &str) -> anyhow::Result<ReelApi> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        match ReelApi::login(&format!("http://{http}"), "admin", password) {
+        match crate::api::login(&format!("http://{http}"), "admin", password) {
             Ok(api) => return Ok(api),
             Err(e) if Instant::now() > deadline => return Err(e),
             Err(_) => std::thread::sleep(Duration::from_millis(200)),
