@@ -228,6 +228,20 @@ fn follow_job<S>(
     }
 }
 
+/// A finished job's status: its JSON with `--json`, else what `table` prints.
+fn print_job<S: Serialize>(
+    as_json: bool,
+    status: &S,
+    table: impl FnOnce(&S),
+) -> anyhow::Result<()> {
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&json(status)?)?);
+    } else {
+        table(status);
+    }
+    Ok(())
+}
+
 /// Where a cartridge is, as the tables say it.
 fn location(c: &CartridgeView) -> String {
     let l = &c.location;
@@ -509,9 +523,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                 Client::reclaim_status,
                 |s| &s.progress,
             )?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&json(&status)?)?);
-            } else {
+            print_job(args.json, &status, |status| {
                 println!(
                     "reclaim {}: {} packs examined, {} deleted, {} rewritten, {} chunks dropped, {} freed",
                     status.progress.state,
@@ -521,7 +533,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                     status.chunks_dropped,
                     human(status.bytes_freed)
                 );
-            }
+            })?;
             if status.progress.state != "done" {
                 bail!(
                     "reclaim {}: {}",
@@ -546,9 +558,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                 Client::verify_status,
                 |s| &s.progress,
             )?;
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&json(&status)?)?);
-            } else {
+            print_job(args.json, &status, |status| {
                 println!(
                     "verify {}: {} packs, {} chunks, {} bytes checked, {} bad chunks",
                     status.progress.state,
@@ -566,7 +576,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                         d.reason
                     );
                 }
-            }
+            })?;
             if status.progress.state != "clean" {
                 bail!("the store is {}", status.progress.state);
             }

@@ -396,48 +396,45 @@ fn library_moves_cartridges_import_export_and_vault() {
     assert_eq!(after["drives"][0]["state"], "loaded");
     assert_eq!(after["drives"][0]["barcode"], "REL001L9");
     assert_eq!(element(&after, "drive", 0)["source"], slot0);
-    let msg = api.err(
-        "POST",
-        &lib_path("/move"),
-        Some(&admin),
-        Some(&json!({"from": slot0, "to": slot39}).to_string()),
-        409,
-        "conflict",
-    );
-    assert!(msg.contains("source"), "{msg}");
-    let msg = api.err(
-        "POST",
-        &lib_path("/move"),
-        Some(&admin),
-        Some(&json!({"from": slot1, "to": drive0}).to_string()),
-        409,
-        "conflict",
-    );
-    assert!(msg.contains("destination"), "{msg}");
-    api.err(
-        "POST",
-        &lib_path("/move"),
-        Some(&admin),
-        Some(&json!({"from": slot1, "to": 9999}).to_string()),
-        404,
-        "not_found",
-    );
-    api.err(
-        "POST",
-        &lib_path("/move"),
-        Some(&admin),
-        Some(r#"{"from":"a","to":1}"#),
-        400,
-        "bad_request",
-    );
-    api.err(
-        "POST",
-        &lib_path("/move"),
-        Some(&admin),
-        Some(r#"{"from":70000,"to":1}"#),
-        400,
-        "bad_request",
-    );
+    // (body, status, code, a word of the message)
+    let bad_moves = [
+        (
+            json!({"from": slot0, "to": slot39}).to_string(),
+            409,
+            "conflict",
+            "source",
+        ),
+        (
+            json!({"from": slot1, "to": drive0}).to_string(),
+            409,
+            "conflict",
+            "destination",
+        ),
+        (
+            json!({"from": slot1, "to": 9999}).to_string(),
+            404,
+            "not_found",
+            "",
+        ),
+        (r#"{"from":"a","to":1}"#.to_string(), 400, "bad_request", ""),
+        (
+            r#"{"from":70000,"to":1}"#.to_string(),
+            400,
+            "bad_request",
+            "",
+        ),
+    ];
+    for (body, status, code, word) in bad_moves {
+        let msg = api.err(
+            "POST",
+            &lib_path("/move"),
+            Some(&admin),
+            Some(&body),
+            status,
+            code,
+        );
+        assert!(msg.contains(word), "{body}: {msg}");
+    }
 
     // Cartridges: bulk create into the vault and into the library; bad input; conflicts.
     let created = api.ok(
@@ -449,39 +446,43 @@ fn library_moves_cartridges_import_export_and_vault() {
     assert_eq!(created.as_array().unwrap().len(), 10);
     assert_eq!(created[0]["barcode"], "TST001L8");
     assert_eq!(created[0]["location"]["vault"], true);
-    api.err(
-        "POST",
-        "/api/v1/cartridges",
-        Some(&admin),
-        Some(r#"{"prefix":"TST","first":10,"count":2,"media":"lto8"}"#),
-        409,
-        "conflict",
-    );
-    api.err(
-        "POST",
-        "/api/v1/cartridges",
-        Some(&admin),
-        Some(r#"{"prefix":"TST","first":1,"count":0,"media":"lto8"}"#),
-        400,
-        "bad_request",
-    );
-    api.err(
-        "POST",
-        "/api/v1/cartridges",
-        Some(&admin),
-        Some(r#"{"prefix":"TST","first":1,"count":1,"media":"dds4"}"#),
-        400,
-        "bad_request",
-    );
-    api.err(
-        "POST",
-        "/api/v1/cartridges",
-        Some(&admin),
-        Some(r#"{"prefix":"toolong","first":1,"count":1,"media":"lto9"}"#),
-        400,
-        "bad_request",
-    );
-    api.err("POST", "/api/v1/cartridges", Some(&admin), Some(r#"{"prefix":"ZZ","first":1,"count":22,"media":"lto9","library":"iqn.2026-11.org.reel:library"}"#), 409, "conflict");
+    let bad_creates = [
+        (
+            r#"{"prefix":"TST","first":10,"count":2,"media":"lto8"}"#,
+            409,
+            "conflict",
+        ),
+        (
+            r#"{"prefix":"TST","first":1,"count":0,"media":"lto8"}"#,
+            400,
+            "bad_request",
+        ),
+        (
+            r#"{"prefix":"TST","first":1,"count":1,"media":"dds4"}"#,
+            400,
+            "bad_request",
+        ),
+        (
+            r#"{"prefix":"toolong","first":1,"count":1,"media":"lto9"}"#,
+            400,
+            "bad_request",
+        ),
+        (
+            r#"{"prefix":"ZZ","first":1,"count":22,"media":"lto9","library":"iqn.2026-11.org.reel:library"}"#,
+            409,
+            "conflict",
+        ),
+    ];
+    for (body, status, code) in bad_creates {
+        api.err(
+            "POST",
+            "/api/v1/cartridges",
+            Some(&admin),
+            Some(body),
+            status,
+            code,
+        );
+    }
     let placed = api.ok(
         "POST",
         "/api/v1/cartridges",
