@@ -26,7 +26,7 @@ impl Role {
 }
 
 /// `POST /api/v1/login`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LoginRequest {
     pub username: String,
@@ -50,7 +50,7 @@ pub struct Me {
     pub role: Role,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NewUser {
     pub username: String,
@@ -58,7 +58,7 @@ pub struct NewUser {
     pub role: Role,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NewPassword {
     pub password: String,
@@ -114,4 +114,29 @@ pub struct AuditEvent {
     pub target: String,
     /// "ok" or the error message.
     pub result: String,
+}
+
+// The requests that carry passwords print without them.
+
+impl std::fmt::Debug for LoginRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginRequest")
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for NewUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewUser")
+            .field("username", &self.username)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for NewPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewPassword").finish_non_exhaustive()
+    }
 }

@@ -188,23 +188,7 @@ async fn a_login_flood_does_not_stall_a_streaming_drive_or_fill_the_disk() {
     let server = Server::start(&data, portal, &[]);
     let base = server.http.clone().unwrap();
     let addr = base.trim_start_matches("http://").to_string();
-    let password = std::fs::read_to_string(data.join("initial-admin-password")).unwrap();
-    let admin_token = {
-        let v: serde_json::Value = serde_json::from_str(
-            &ureq::post(format!("{base}/api/v1/login"))
-                .header("Content-Type", "application/json")
-                .send(
-                    serde_json::json!({"username": "admin", "password": password.trim()})
-                        .to_string(),
-                )
-                .unwrap()
-                .into_body()
-                .read_to_string()
-                .unwrap(),
-        )
-        .unwrap();
-        v["token"].as_str().unwrap().to_string()
-    };
+    let admin = common::api::admin(&server, &data);
 
     let client = Arc::new(connect(portal).await);
     load_drive(&client).await;
@@ -326,20 +310,17 @@ async fn a_login_flood_does_not_stall_a_streaming_drive_or_fill_the_disk() {
     );
     // The server is up and answers: the admin's session works, and the audit log holds few
     // of the flood's attempts, each with a bounded name.
-    let events: serde_json::Value = serde_json::from_str(
-        &ureq::get(format!("{base}/api/v1/events?limit=10000"))
-            .header("Authorization", format!("Bearer {admin_token}"))
-            .call()
-            .unwrap()
-            .into_body()
-            .read_to_string()
-            .unwrap(),
-    )
-    .unwrap();
-    let events = events.as_array().unwrap();
+    let events = admin
+        .events(&reel_api::monitor::EventsQuery {
+            limit: Some(10_000),
+            before: None,
+        })
+        .unwrap();
     assert!(events.len() < 100, "{} audit events", events.len());
     assert!(
-        events.iter().all(|e| e.to_string().len() < 2000),
+        events
+            .iter()
+            .all(|e| serde_json::to_string(e).unwrap().len() < 2000),
         "audit events stay small"
     );
     drop(client);

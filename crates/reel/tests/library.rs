@@ -169,35 +169,14 @@ async fn load_write_read_unload_and_it_survives_a_restart() {
 
     // The console's view of the drive (published by the drive after each command): the
     // cartridge and the bytes moved, without asking the drive.
-    let base = server.http.clone().expect("the API runs");
-    let password = std::fs::read_to_string(dir.path().join("initial-admin-password")).unwrap();
-    let login: serde_json::Value = serde_json::from_str(
-        &ureq::post(format!("{base}/api/v1/login"))
-            .header("Content-Type", "application/json")
-            .send(serde_json::json!({"username": "admin", "password": password.trim()}).to_string())
-            .unwrap()
-            .into_body()
-            .read_to_string()
-            .unwrap(),
-    )
-    .unwrap();
-    let token = login["token"].as_str().unwrap();
-    let view: serde_json::Value = serde_json::from_str(
-        &ureq::get(format!("{base}/api/v1/libraries/{IQN}"))
-            .header("Authorization", format!("Bearer {token}"))
-            .call()
-            .unwrap()
-            .into_body()
-            .read_to_string()
-            .unwrap(),
-    )
-    .unwrap();
-    let drive = &view["drives"][0];
-    assert_eq!(drive["barcode"], barcode.as_str(), "{drive}");
-    assert_eq!(drive["state"], "loaded", "{drive}");
-    assert_eq!(drive["stats"]["bytes_written"], 10 * 65536, "{drive}");
-    assert_eq!(drive["stats"]["bytes_read"], 10 * 65536, "{drive}");
-    assert_eq!(drive["stats"]["loads"], 1, "{drive}");
+    let api = common::api::admin(&server, dir.path());
+    let view = api.library(IQN).unwrap();
+    let drive = &view.drives[0];
+    assert_eq!(drive.barcode.as_ref(), Some(&barcode), "{drive:?}");
+    assert_eq!(drive.state, "loaded", "{drive:?}");
+    assert_eq!(drive.stats.bytes_written, 10 * 65536, "{drive:?}");
+    assert_eq!(drive.stats.bytes_read, 10 * 65536, "{drive:?}");
+    assert_eq!(drive.stats.loads, 1, "{drive:?}");
 
     // Back to its slot.
     good(
