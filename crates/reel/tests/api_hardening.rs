@@ -137,7 +137,7 @@ fn failed_logins_are_rate_limited_per_client() {
 fn events_are_paged() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), free_portal(), &[]);
-    let api = Api::new(&server.http.clone().unwrap());
+    let api = Api::of(&server);
     let admin = api.login("admin", &admin_password(dir.path()));
     for i in 0..12 {
         api.ok(
@@ -180,7 +180,7 @@ fn events_are_paged() {
 fn a_password_change_needs_the_current_one_and_ends_other_sessions() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), free_portal(), &[]);
-    let api = Api::new(&server.http.clone().unwrap());
+    let api = Api::of(&server);
     let password = admin_password(dir.path());
     let admin = api.login("admin", &password);
     api.ok(
