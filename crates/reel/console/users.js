@@ -1,7 +1,8 @@
 // Users (admins) and API tokens (everyone: their own; admins: all).
 
 import { currentUser, del, get, hasRole, post, put, seg } from "./api.js";
-import { attempt, clear, confirmDialog, field, h, openDialog, options, showError, showMessage, time } from "./ui.js";
+import { confirmDialog, openDialog } from "./dialogs.js";
+import { attempt, clear, field, h, options, showError, showMessage, time } from "./ui.js";
 
 // Your own password needs the current one; an admin setting someone else's does not. The
 // server ends every other session and API token of that user.
