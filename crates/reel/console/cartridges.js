@@ -4,7 +4,7 @@
 import { del, get, hasRole, patch, post, seg } from "./api.js";
 import { confirmDialog, formDialog, openDialog } from "./dialogs.js";
 import { exportCartridge, openImportDialog } from "./moves.js";
-import { attempt, bytes, clear, debounce, field, h, kindLabel, options, parseSize, ratio, showMessage, time } from "./ui.js";
+import { attempt, bytes, clear, debounce, field, fillRows, h, kindLabel, options, parseSize, ratio, showMessage, time } from "./ui.js";
 
 const PAGE = 100;
 const MEDIA = ["lto5", "lto6", "lto7", "lto8", "lto9"];
@@ -139,14 +139,15 @@ export function mountCartridges(view) {
   );
 
   function render() {
-    clear(tbody);
     const list = state.list;
     const pages = Math.max(1, Math.ceil(list.length / PAGE));
     if (state.page >= pages) state.page = pages - 1;
     const rows = list.slice(state.page * PAGE, (state.page + 1) * PAGE);
     count.textContent = `${list.length} cartridge${list.length === 1 ? "" : "s"}`;
-    for (const c of rows) {
-      tbody.appendChild(
+    fillRows(
+      tbody,
+      rows,
+      (c) =>
         h(
           "tr",
           { "data-testid": `cartridge-row-${c.barcode}`, "data-barcode": c.barcode },
@@ -157,9 +158,9 @@ export function mountCartridges(view) {
           h("td", { text: c.write_protected ? "write-protected" : "–" }),
           h("td", { text: time(c.last_written) }),
         ),
-      );
-    }
-    if (rows.length === 0) tbody.appendChild(h("tr", {}, h("td", { colspan: "6", class: "muted", text: "No cartridges match." })));
+      "No cartridges match.",
+      6,
+    );
     clear(pager);
     if (pages > 1) {
       pager.append(

@@ -57,6 +57,16 @@ export function keyedChildren(box, items, keyOf, create, update) {
   for (const node of [...box.children]) if (!seen.has(node.dataset.testid)) node.remove();
 }
 
+/**
+ * Replaces the rows of `tbody` with `row(item)` for each item; with none, one muted row
+ * across `columns` columns says `empty` (when given).
+ */
+export function fillRows(tbody, items, row, empty, columns) {
+  clear(tbody);
+  for (const item of items) tbody.appendChild(row(item));
+  if (items.length === 0 && empty) tbody.appendChild(h("tr", {}, h("td", { colspan: String(columns), class: "muted", text: empty })));
+}
+
 // ---------------------------------------------------------------- messages
 
 const messageArea = () => document.getElementById("messages");
