@@ -62,6 +62,7 @@ pub enum Notice {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum InitiatorError {
     #[error("protocol error from target: {0}")]
     Protocol(String),

@@ -55,6 +55,7 @@ pub struct InitiatorLoginOutcome {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoginError {
     /// The target refused the login (§11.13.5).
     #[error("login refused: {message} (status class {class:#04x}, detail {detail:#04x})")]

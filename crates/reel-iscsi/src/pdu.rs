@@ -403,6 +403,7 @@ pub enum Pdu {
 
 /// Why a framed PDU could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ParseError {
     #[error("unknown or unsupported opcode {0:#04x}")]
     UnknownOpcode(u8),
@@ -431,6 +432,7 @@ impl Frame {
 
 /// Why the byte stream could not be framed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// The header is not trustworthy: the connection must be dropped (§7.8: a header digest error at ERL 0).
     #[error("header digest mismatch")]

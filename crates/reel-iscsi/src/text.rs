@@ -21,6 +21,7 @@ pub const MAX_TEXT_LEN: usize = 64 * 1024;
 
 /// Why text data or a Text Request is unacceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TextError {
     #[error("text data does not end with a NUL byte")]
     Unterminated,
