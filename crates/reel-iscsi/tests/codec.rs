@@ -177,8 +177,15 @@ fn responses() -> impl Strategy<Value = Pdu> {
                 data,
             })
         }),
-        (any::<[bool; 4]>(), any::<[u8; 2]>(), sns(), sns(), sns(), data()).prop_map(
-            |([bo, bu, o, u], [response, status], a, b, c, data)| {
+        (
+            any::<[bool; 4]>(),
+            any::<[u8; 2]>(),
+            sns(),
+            sns(),
+            sns(),
+            data()
+        )
+            .prop_map(|([bo, bu, o, u], [response, status], a, b, c, data)| {
                 Pdu::ScsiResponse(ScsiResponse {
                     bidi_overflow: bo,
                     bidi_underflow: bu,
@@ -196,8 +203,7 @@ fn responses() -> impl Strategy<Value = Pdu> {
                     residual: c.1,
                     data,
                 })
-            }
-        ),
+            }),
         (any::<u8>(), any::<u32>(), sns()).prop_map(|(response, itt, sns)| {
             Pdu::TaskMgmtResponse(TaskMgmtResponse {
                 response,
@@ -238,8 +244,14 @@ fn responses() -> impl Strategy<Value = Pdu> {
                     })
                 }
             ),
-        (any::<[bool; 2]>(), lun(), any::<(u32, u32)>(), sns(), data()).prop_map(
-            |([final_, continue_], lun, (itt, ttt), sns, data)| {
+        (
+            any::<[bool; 2]>(),
+            lun(),
+            any::<(u32, u32)>(),
+            sns(),
+            data()
+        )
+            .prop_map(|([final_, continue_], lun, (itt, ttt), sns, data)| {
                 Pdu::TextResponse(TextResponse {
                     final_,
                     continue_,
@@ -251,31 +263,47 @@ fn responses() -> impl Strategy<Value = Pdu> {
                     max_cmd_sn: sns.2,
                     data,
                 })
-            }
-        ),
-        (any::<[bool; 5]>(), any::<u8>(), lun(), sns(), sns(), sns(), data()).prop_map(
-            |([final_, acknowledge, overflow, underflow, has_status], status, lun, a, b, c, data)| {
-                Pdu::DataIn(DataIn {
-                    final_,
-                    acknowledge,
-                    overflow,
-                    underflow,
-                    has_status,
-                    // The status byte is reserved without the S bit (§11.7.4).
-                    status: if has_status { status } else { 0 },
+            }),
+        (
+            any::<[bool; 5]>(),
+            any::<u8>(),
+            lun(),
+            sns(),
+            sns(),
+            sns(),
+            data()
+        )
+            .prop_map(
+                |(
+                    [final_, acknowledge, overflow, underflow, has_status],
+                    status,
                     lun,
-                    itt: a.0,
-                    ttt: a.1,
-                    stat_sn: a.2,
-                    exp_cmd_sn: b.0,
-                    max_cmd_sn: b.1,
-                    data_sn: b.2,
-                    buffer_offset: c.0,
-                    residual: c.1,
+                    a,
+                    b,
+                    c,
                     data,
-                })
-            }
-        ),
+                )| {
+                    Pdu::DataIn(DataIn {
+                        final_,
+                        acknowledge,
+                        overflow,
+                        underflow,
+                        has_status,
+                        // The status byte is reserved without the S bit (§11.7.4).
+                        status: if has_status { status } else { 0 },
+                        lun,
+                        itt: a.0,
+                        ttt: a.1,
+                        stat_sn: a.2,
+                        exp_cmd_sn: b.0,
+                        max_cmd_sn: b.1,
+                        data_sn: b.2,
+                        buffer_offset: c.0,
+                        residual: c.1,
+                        data,
+                    })
+                }
+            ),
         (any::<u8>(), any::<u32>(), sns(), any::<(u16, u16)>()).prop_map(
             |(response, itt, sns, (time2wait, time2retain))| {
                 Pdu::LogoutResponse(LogoutResponse {

@@ -29,6 +29,15 @@ impl Stage {
         }
     }
 
+    /// The stage a CSG or NSG field holds; `None` for the reserved code 2 and for values that
+    /// do not fit the 2-bit field.
+    pub fn from_code(code: u8) -> Option<Self> {
+        if code > 3 {
+            return None;
+        }
+        Self::from_bits(code)
+    }
+
     /// The 2-bit code of the stage in CSG and NSG.
     pub fn bits(self) -> u8 {
         self as u8
@@ -88,7 +97,12 @@ impl Codec for LoginRequest {
     fn encode(&self, bhs: &mut Bhs, _ahs: &mut BytesMut) {
         // A Login Request is always immediate (§11.12).
         bhs.set_immediate(true);
-        bhs.set_flags(login_flags(self.transit, self.continue_, self.csg, self.nsg));
+        bhs.set_flags(login_flags(
+            self.transit,
+            self.continue_,
+            self.csg,
+            self.nsg,
+        ));
         bhs.set_u8(at::VERSION_MAX, self.version_max);
         bhs.set_u8(at::VERSION_MIN, self.version_min);
         bhs.set_bytes(at::ISID, &self.isid);
@@ -148,7 +162,12 @@ impl Codec for LoginResponse {
     }
 
     fn encode(&self, bhs: &mut Bhs, _ahs: &mut BytesMut) {
-        bhs.set_flags(login_flags(self.transit, self.continue_, self.csg, self.nsg));
+        bhs.set_flags(login_flags(
+            self.transit,
+            self.continue_,
+            self.csg,
+            self.nsg,
+        ));
         bhs.set_u8(at::VERSION_MAX, self.version_max);
         bhs.set_u8(at::VERSION_MIN, self.version_active);
         bhs.set_bytes(at::ISID, &self.isid);
