@@ -106,7 +106,7 @@ pub struct TargetConfig {
 #[derive(Clone, Debug)]
 pub struct PortalConfig {
     pub targets: Vec<TargetConfig>,
-    /// Addresses advertised in TargetAddress, e.g. "127.0.0.1:3260" or "[::1]:3260".
+    /// Addresses advertised in TargetAddress, e.g. `127.0.0.1:3260` or `[::1]:3260`.
     pub addresses: Vec<String>,
     pub limits: Limits,
     /// Credentials required for discovery sessions (mutual CHAP is not offered on discovery).
