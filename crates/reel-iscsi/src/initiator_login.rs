@@ -14,7 +14,7 @@ use crate::chap::{
     ChapAlgorithm, ChapCredentials, MAX_CHALLENGE, SeedRng, chap_response, constant_time_eq,
     decode_binary, encode_binary, parse_identifier,
 };
-use crate::login::status;
+use crate::login::{Progress, status};
 use crate::params::{Answer, Limits, Negotiated, Negotiator, Role};
 use crate::pdu::{LoginRequest, LoginResponse, Stage};
 use crate::text::{MAX_TEXT_LEN, encode_pairs, parse_pairs};
@@ -103,19 +103,7 @@ enum Auth {
     Done,
 }
 
-/// Where the login stands (§6.3). Each state holds only what is valid in it: nothing before
-/// [`InitiatorLogin::start`] and after the end, the negotiation in between.
-#[derive(Debug)]
-enum State {
-    /// [`InitiatorLogin::start`] not called yet.
-    Idle,
-    /// A request is out and its response awaited.
-    Negotiating(Negotiation),
-    /// The login is over: the full-feature phase was handed over in an
-    /// [`InitiatorLoginOutcome`], or the login failed.
-    Ended,
-}
-
+/// The initiator's negotiation, from the first request to the last response.
 #[derive(Debug)]
 struct Negotiation {
     phase: Phase,
@@ -153,14 +141,14 @@ pub struct InitiatorLogin {
     rng: SeedRng,
     algorithms: Vec<ChapAlgorithm>,
     itt: u32,
-    state: State,
+    state: Progress<Negotiation>,
 }
 
 impl std::fmt::Debug for InitiatorLogin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let phase = match &self.state {
-            State::Negotiating(n) => Some(&n.phase),
-            State::Idle | State::Ended => None,
+            Progress::Negotiating(n) => Some(&n.phase),
+            Progress::Idle | Progress::Ended => None,
         };
         f.debug_struct("InitiatorLogin")
             .field("config", &self.config)
@@ -176,7 +164,7 @@ impl InitiatorLogin {
             rng: SeedRng::new(seed),
             algorithms: vec![ChapAlgorithm::Md5],
             itt: 0,
-            state: State::Idle,
+            state: Progress::Idle,
         }
     }
 
@@ -230,7 +218,7 @@ impl InitiatorLogin {
         };
         // Without CHAP we ask to move on right away; with CHAP the target could not grant it.
         let request = self.request(&mut negotiation, (!chap).then_some(Stage::Operational), out);
-        self.state = State::Negotiating(negotiation);
+        self.state = Progress::Negotiating(negotiation);
         request
     }
 
@@ -265,8 +253,8 @@ impl InitiatorLogin {
 
     /// Handles one Login Response.
     pub fn on_response(&mut self, response: LoginResponse) -> Result<InitiatorStep, LoginError> {
-        let mut negotiation = match std::mem::replace(&mut self.state, State::Ended) {
-            State::Negotiating(negotiation) => negotiation,
+        let mut negotiation = match std::mem::replace(&mut self.state, Progress::Ended) {
+            Progress::Negotiating(negotiation) => negotiation,
             other => {
                 self.state = other;
                 return Err(LoginError::Protocol(
@@ -277,7 +265,7 @@ impl InitiatorLogin {
         // Anything but a further request ends the login.
         let step = self.process(&mut negotiation, response)?;
         if matches!(step, InitiatorStep::Send(_)) {
-            self.state = State::Negotiating(negotiation);
+            self.state = Progress::Negotiating(negotiation);
         }
         Ok(step)
     }

@@ -189,20 +189,23 @@ struct Peer {
     initiator_alias: Option<String>,
 }
 
-/// Where the login of one connection stands (§6.3). Each state holds only what is valid in it:
-/// CHAP progress only in the security stage, our operational declarations only in the
-/// operational stage, nothing at all once the login is over.
+/// Where one side of a login stands (§6.3), target and initiator alike. Each state holds only
+/// what is valid in it: nothing before the first PDU and after the end, the negotiation `N` (its
+/// stage and that stage's progress) in between.
 #[derive(Debug)]
-enum State {
-    /// No Login Request yet.
+pub(crate) enum Progress<N> {
+    /// Nothing exchanged yet.
     Idle,
-    /// Requests are being exchanged.
-    Negotiating(Negotiation),
-    /// The login is over: the full-feature phase was handed over in a [`LoginOutcome`], or the
-    /// login failed. Every further request is refused.
+    /// Login PDUs are being exchanged.
+    Negotiating(N),
+    /// The login is over: the full-feature phase was handed over with the negotiated parameters
+    /// ([`LoginOutcome`], [`crate::initiator_login::InitiatorLoginOutcome`]), or the login
+    /// failed. Every further login PDU is refused.
     Ended,
 }
 
+/// The target's negotiation: CHAP progress only in the security stage, our operational
+/// declarations only in the operational stage.
 #[derive(Debug)]
 struct Negotiation {
     ident: Ident,
@@ -275,20 +278,20 @@ pub struct TargetLogin {
     rng: SeedRng,
     stat_sn: u32,
     exchanges: u32,
-    state: State,
+    state: Progress<Negotiation>,
 }
 
 impl std::fmt::Debug for TargetLogin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (stage, peer) = match &self.state {
-            State::Negotiating(n) => (Some(n.phase.stage()), n.phase.peer()),
-            State::Idle | State::Ended => (None, None),
+            Progress::Negotiating(n) => (Some(n.phase.stage()), n.phase.peer()),
+            Progress::Idle | Progress::Ended => (None, None),
         };
         f.debug_struct("TargetLogin")
             .field("stage", &stage)
             .field("kind", &peer.map(|p| p.kind))
             .field("initiator_name", &peer.map(|p| &p.initiator_name))
-            .field("finished", &matches!(self.state, State::Ended))
+            .field("finished", &matches!(self.state, Progress::Ended))
             .finish_non_exhaustive()
     }
 }
@@ -304,22 +307,22 @@ impl TargetLogin {
             rng: SeedRng::new(seed),
             stat_sn: initial_stat_sn,
             exchanges: 0,
-            state: State::Idle,
+            state: Progress::Idle,
         }
     }
 
     /// The initiator's name once the leading request has been accepted, while the login lasts.
     pub fn initiator_name(&self) -> Option<&str> {
         match &self.state {
-            State::Negotiating(n) => n.phase.peer().map(|p| p.initiator_name.as_str()),
-            State::Idle | State::Ended => None,
+            Progress::Negotiating(n) => n.phase.peer().map(|p| p.initiator_name.as_str()),
+            Progress::Idle | Progress::Ended => None,
         }
     }
 
     /// Handles one Login Request.
     pub fn on_request(&mut self, request: LoginRequest) -> LoginStep {
         // A failure ends the login (§11.13.5: the target closes the connection after it).
-        let state = std::mem::replace(&mut self.state, State::Ended);
+        let state = std::mem::replace(&mut self.state, Progress::Ended);
         match self.process(state, &request) {
             Ok((step, next)) => {
                 self.state = next;
@@ -377,11 +380,15 @@ impl TargetLogin {
     }
 
     /// One request in `state`: the response and the state after it.
-    fn process(&mut self, state: State, req: &LoginRequest) -> Result<(LoginStep, State), Status> {
+    fn process(
+        &mut self,
+        state: Progress<Negotiation>,
+        req: &LoginRequest,
+    ) -> Result<(LoginStep, Progress<Negotiation>), Status> {
         let negotiation = match state {
-            State::Ended => return Err(status::INITIATOR_ERROR),
-            State::Idle => None,
-            State::Negotiating(negotiation) => Some(negotiation),
+            Progress::Ended => return Err(status::INITIATOR_ERROR),
+            Progress::Idle => None,
+            Progress::Negotiating(negotiation) => Some(negotiation),
         };
         self.exchanges += 1;
         if self.exchanges > MAX_EXCHANGES {
@@ -425,7 +432,10 @@ impl TargetLogin {
         negotiation.text.extend_from_slice(&req.data);
         if req.continue_ {
             let resp = self.response(req, csg, None, Vec::new());
-            return Ok((LoginStep::Continue(resp), State::Negotiating(negotiation)));
+            return Ok((
+                LoginStep::Continue(resp),
+                Progress::Negotiating(negotiation),
+            ));
         }
         let text = std::mem::take(&mut negotiation.text);
         let pairs = parse_pairs(&text).map_err(|_| status::INITIATOR_ERROR)?;
@@ -446,9 +456,9 @@ impl TargetLogin {
         let state = match next {
             Some(identified) => {
                 negotiation.phase = Phase::Identified(identified);
-                State::Negotiating(negotiation)
+                Progress::Negotiating(negotiation)
             }
-            None => State::Ended,
+            None => Progress::Ended,
         };
         Ok((step, state))
     }

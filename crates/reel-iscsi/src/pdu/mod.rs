@@ -50,6 +50,35 @@ use crate::digest::crc32c;
 /// Initiator Task Tag value reserved for "no task" (§11.18, §11.19).
 pub const RESERVED_TAG: u32 = 0xffff_ffff;
 
+/// Target Transfer Tags of one connection: counting up from 1, never the reserved 0xffffffff
+/// (§11.7.4: that value means "no TTT").
+#[derive(Clone, Debug)]
+pub(crate) struct TransferTags {
+    next: u32,
+}
+
+impl Default for TransferTags {
+    fn default() -> Self {
+        TransferTags { next: 1 }
+    }
+}
+
+impl TransferTags {
+    /// The tag [`Self::allocate`] returns next.
+    pub fn peek(&self) -> u32 {
+        self.next
+    }
+
+    pub fn allocate(&mut self) -> u32 {
+        let ttt = self.next;
+        self.next = self.next.wrapping_add(1);
+        if self.next == RESERVED_TAG {
+            self.next = 1;
+        }
+        ttt
+    }
+}
+
 /// Opcodes (§11.2.1.2).
 pub mod opcode {
     pub const NOP_OUT: u8 = 0x00;
