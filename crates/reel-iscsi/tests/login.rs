@@ -639,6 +639,13 @@ fn digests_negotiated_both_ways() {
     }
 }
 
+/// Asserts the target's answer to each key.
+fn assert_answers(pairs: &[(String, String)], expected: &[(&str, &str)]) {
+    for (key, answer) in expected {
+        assert_eq!(value(pairs, key), Some(*answer), "{key}");
+    }
+}
+
 /// Logs in with the given operational keys (security skipped) and returns the answers.
 fn negotiate(
     limits: Limits,
@@ -682,13 +689,18 @@ fn numeric_rules() {
     assert_eq!(value(&pairs, "MaxBurstLength"), Some("Reject"));
     assert_eq!(o.negotiated.max_burst_length, 262_144);
     // FirstBurstLength ≤ MaxBurstLength and our own limit.
-    assert_eq!(value(&pairs, "FirstBurstLength"), Some("65536"));
-    // DefaultTime2Wait above 3600 → Reject.
-    assert_eq!(value(&pairs, "DefaultTime2Wait"), Some("Reject"));
-    assert_eq!(value(&pairs, "DefaultTime2Retain"), Some("20"));
-    assert_eq!(value(&pairs, "MaxOutstandingR2T"), Some("1"));
-    assert_eq!(value(&pairs, "MaxConnections"), Some("1"));
-    assert_eq!(value(&pairs, "ErrorRecoveryLevel"), Some("0"));
+    assert_answers(
+        &pairs,
+        &[
+            ("FirstBurstLength", "65536"),
+            // DefaultTime2Wait above 3600 → Reject.
+            ("DefaultTime2Wait", "Reject"),
+            ("DefaultTime2Retain", "20"),
+            ("MaxOutstandingR2T", "1"),
+            ("MaxConnections", "1"),
+            ("ErrorRecoveryLevel", "0"),
+        ],
+    );
 
     let (pairs, o) = negotiate(
         Limits::target_default(),
@@ -700,10 +712,15 @@ fn numeric_rules() {
         ],
     )
     .unwrap();
-    assert_eq!(value(&pairs, "MaxBurstLength"), Some("8192"));
-    assert_eq!(value(&pairs, "FirstBurstLength"), Some("8192"));
-    // DefaultTime2Wait uses the maximum.
-    assert_eq!(value(&pairs, "DefaultTime2Wait"), Some("10"));
+    assert_answers(
+        &pairs,
+        &[
+            ("MaxBurstLength", "8192"),
+            ("FirstBurstLength", "8192"),
+            // DefaultTime2Wait uses the maximum.
+            ("DefaultTime2Wait", "10"),
+        ],
+    );
     assert_eq!(o.negotiated.max_burst_length, 8192);
     assert_eq!(o.negotiated.first_burst_length, 8192);
     assert_eq!(o.negotiated.default_time2wait, 10);
@@ -727,10 +744,15 @@ fn boolean_rules() {
         ],
     )
     .unwrap();
-    assert_eq!(value(&pairs, "ImmediateData"), Some("No")); // AND
-    assert_eq!(value(&pairs, "InitialR2T"), Some("No")); // OR of No, No
-    assert_eq!(value(&pairs, "DataPDUInOrder"), Some("Yes")); // OR with our Yes
-    assert_eq!(value(&pairs, "DataSequenceInOrder"), Some("Yes"));
+    assert_answers(
+        &pairs,
+        &[
+            ("ImmediateData", "No"),   // AND
+            ("InitialR2T", "No"),      // OR of No, No
+            ("DataPDUInOrder", "Yes"), // OR with our Yes
+            ("DataSequenceInOrder", "Yes"),
+        ],
+    );
     assert!(!o.negotiated.immediate_data);
     assert!(!o.negotiated.initial_r2t);
     let (pairs, o) = negotiate(
@@ -760,16 +782,18 @@ fn not_understood_reject_irrelevant() {
         ],
     )
     .unwrap();
-    assert_eq!(
-        value(&pairs, "X-com.example.Feature"),
-        Some("NotUnderstood")
+    assert_answers(
+        &pairs,
+        &[
+            ("X-com.example.Feature", "NotUnderstood"),
+            ("SomethingNew", "NotUnderstood"),
+            ("MaxConnections", "Reject"),
+            ("HeaderDigest", "Reject"),
+            ("ImmediateData", "Reject"),
+            ("IFMarker", "No"),
+            ("OFMarkInt", "Reject"),
+        ],
     );
-    assert_eq!(value(&pairs, "SomethingNew"), Some("NotUnderstood"));
-    assert_eq!(value(&pairs, "MaxConnections"), Some("Reject"));
-    assert_eq!(value(&pairs, "HeaderDigest"), Some("Reject"));
-    assert_eq!(value(&pairs, "ImmediateData"), Some("Reject"));
-    assert_eq!(value(&pairs, "IFMarker"), Some("No"));
-    assert_eq!(value(&pairs, "OFMarkInt"), Some("Reject"));
     let (pairs, _) = negotiate(
         Limits::target_default(),
         true,
@@ -780,9 +804,14 @@ fn not_understood_reject_irrelevant() {
         ],
     )
     .unwrap();
-    assert_eq!(value(&pairs, "MaxBurstLength"), Some("Irrelevant"));
-    assert_eq!(value(&pairs, "ImmediateData"), Some("Irrelevant"));
-    assert_eq!(value(&pairs, "DefaultTime2Wait"), Some("2"));
+    assert_answers(
+        &pairs,
+        &[
+            ("MaxBurstLength", "Irrelevant"),
+            ("ImmediateData", "Irrelevant"),
+            ("DefaultTime2Wait", "2"),
+        ],
+    );
     // No TargetPortalGroupTag for discovery sessions.
     assert_eq!(value(&pairs, "TargetPortalGroupTag"), None);
 }
@@ -848,10 +877,15 @@ fn target_offers_keys_the_initiator_left_out() {
     assert_eq!(value(&pairs, "MaxRecvDataSegmentLength"), None);
     let (resp, pairs) = expect_continue(t.on_request(request(1, true, 3, &[])));
     assert!(!resp.transit, "target must wait for answers to its offers");
-    assert_eq!(value(&pairs, "ImmediateData"), Some("No"));
-    assert_eq!(value(&pairs, "MaxBurstLength"), Some("65536"));
-    assert_eq!(value(&pairs, "FirstBurstLength"), Some("16384"));
-    assert_eq!(value(&pairs, "MaxRecvDataSegmentLength"), Some("262144"));
+    assert_answers(
+        &pairs,
+        &[
+            ("ImmediateData", "No"),
+            ("MaxBurstLength", "65536"),
+            ("FirstBurstLength", "16384"),
+            ("MaxRecvDataSegmentLength", "262144"),
+        ],
+    );
     match t.on_request(request(
         1,
         true,
