@@ -28,6 +28,18 @@ fn task_attr() -> impl Strategy<Value = TaskAttr> {
     ])
 }
 
+/// What Login Requests and Responses share: T and C, CSG and NSG (any 2-bit code, the reserved
+/// one included: the codec carries it for the login logic to refuse), ISID and TSIH.
+fn login_common() -> impl Strategy<Value = ([bool; 2], u8, u8, [u8; 6], u16)> {
+    (
+        any::<[bool; 2]>(),
+        0u8..4,
+        0u8..4,
+        any::<[u8; 6]>(),
+        any::<u16>(),
+    )
+}
+
 fn requests() -> impl Strategy<Value = Pdu> {
     prop_oneof![
         (any::<bool>(), lun(), sns(), any::<u32>(), data()).prop_map(
@@ -85,17 +97,14 @@ fn requests() -> impl Strategy<Value = Pdu> {
             })
         ),
         (
-            any::<[bool; 2]>(),
-            0u8..4,
-            0u8..4,
+            login_common(),
             any::<[u8; 2]>(),
-            any::<[u8; 6]>(),
-            any::<(u16, u16)>(),
+            any::<u16>(),
             sns(),
             data()
         )
             .prop_map(
-                |([transit, continue_], csg, nsg, version, isid, (tsih, cid), sns, data)| {
+                |(([transit, continue_], csg, nsg, isid, tsih), version, cid, sns, data)| {
                     Pdu::LoginRequest(LoginRequest {
                         transit,
                         continue_,
@@ -214,17 +223,14 @@ fn responses() -> impl Strategy<Value = Pdu> {
             })
         }),
         (
-            any::<[bool; 2]>(),
-            0u8..4,
-            0u8..4,
+            login_common(),
             any::<[u8; 4]>(),
-            any::<[u8; 6]>(),
-            any::<(u16, u32)>(),
+            any::<u32>(),
             sns(),
             data()
         )
             .prop_map(
-                |([transit, continue_], csg, nsg, bytes, isid, (tsih, itt), sns, data)| {
+                |(([transit, continue_], csg, nsg, isid, tsih), bytes, itt, sns, data)| {
                     Pdu::LoginResponse(LoginResponse {
                         transit,
                         continue_,
