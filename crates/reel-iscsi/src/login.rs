@@ -219,8 +219,8 @@ enum Phase {
     /// The leading request's text came with the C bit and is not complete: nobody is identified
     /// yet. `stage` is the CSG the initiator started in, Security or Operational.
     Leading { stage: Stage },
-    /// The initiator is identified and negotiates in a stage.
-    Identified(Identified),
+    /// The initiator is identified and negotiates in a stage (boxed: the leading state is small).
+    Identified(Box<Identified>),
 }
 
 #[derive(Debug)]
@@ -251,16 +251,20 @@ impl Phase {
     fn stage(&self) -> Stage {
         match self {
             Phase::Leading { stage } => *stage,
-            Phase::Identified(Identified::Security(_)) => Stage::Security,
-            Phase::Identified(Identified::Operational(_)) => Stage::Operational,
+            Phase::Identified(identified) => match **identified {
+                Identified::Security(_) => Stage::Security,
+                Identified::Operational(_) => Stage::Operational,
+            },
         }
     }
 
     fn peer(&self) -> Option<&Peer> {
         match self {
             Phase::Leading { .. } => None,
-            Phase::Identified(Identified::Security(s)) => Some(&s.peer),
-            Phase::Identified(Identified::Operational(o)) => Some(&o.peer),
+            Phase::Identified(identified) => match &**identified {
+                Identified::Security(s) => Some(&s.peer),
+                Identified::Operational(o) => Some(&o.peer),
+            },
         }
     }
 }
@@ -445,7 +449,7 @@ impl TargetLogin {
 
         let (identified, first) = match negotiation.phase {
             Phase::Leading { stage } => (self.identify(&pairs, stage)?, true),
-            Phase::Identified(identified) => (identified, false),
+            Phase::Identified(identified) => (*identified, false),
         };
         let (step, next) = match identified {
             Identified::Security(stage) => self.security_step(req, nsg, &pairs, first, stage)?,
@@ -455,7 +459,7 @@ impl TargetLogin {
         };
         let state = match next {
             Some(identified) => {
-                negotiation.phase = Phase::Identified(identified);
+                negotiation.phase = Phase::Identified(Box::new(identified));
                 Progress::Negotiating(negotiation)
             }
             None => Progress::Ended,
