@@ -214,6 +214,7 @@ struct Negotiation {
     phase: Phase,
 }
 
+/// The stage the target negotiates in, and that stage's progress.
 #[derive(Debug)]
 enum Phase {
     /// The leading request's text came with the C bit and is not complete: nobody is identified
@@ -223,6 +224,8 @@ enum Phase {
     Identified(Box<Identified>),
 }
 
+/// The stages a login negotiates in once the initiator is known (§11.12.3: never the
+/// full-feature phase, which only a final response enters).
 #[derive(Debug)]
 enum Identified {
     Security(SecurityStage),
