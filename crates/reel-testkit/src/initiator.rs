@@ -4,10 +4,12 @@
 use std::net::SocketAddr;
 
 use bytes::Bytes;
+use reel_iscsi::initiator::ScsiResult;
 use reel_iscsi::initiator_login::InitiatorLoginConfig;
 use reel_iscsi::params::Limits;
 use reel_iscsi_net::{Client, ClientError, ClientOptions};
 use reel_scsi::initiator::spc::TEST_UNIT_READY;
+use reel_scsi::{Sense, parse_sense};
 
 /// Login settings for `initiator_name` to `target` (`None`: a discovery session): no CHAP,
 /// the initiator's default limits, a new session (TSIH 0) whose ISID is of the random type
@@ -70,6 +72,20 @@ pub async fn good(
             .map_or_else(String::new, reel_scsi::initiator::describe::describe_sense)
     );
     r.data
+}
+
+/// The sense data of a command that must have ended in CHECK CONDITION, parsed.
+pub fn check_condition(result: &ScsiResult) -> Sense {
+    assert_eq!(
+        result.status, 2,
+        "CHECK CONDITION expected, got status {:#04x}",
+        result.status
+    );
+    let sense = result
+        .sense
+        .as_deref()
+        .expect("CHECK CONDITION carries sense data");
+    parse_sense(sense).unwrap_or_else(|e| panic!("sense data {sense:02x?}: {e}"))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //!   defaults ([`initiator::login_config`]), the power-on unit attentions cleared, commands
 //!   that must answer GOOD.
 //! - [`tape`]: a blocking session to one drive, for tests that are not async.
+//! - [`volumes`]: a cartridge catalog on a fresh chunk store.
 //!
 //! CDBs come from [`reel_scsi::initiator`]; this crate adds no SCSI of its own.
 //! Never a dependency of a shipped crate (`publish = false`).
@@ -13,7 +14,9 @@
 pub mod initiator;
 pub mod serve;
 pub mod tape;
+pub mod volumes;
 
-pub use initiator::{connect, good, login_config, ready};
+pub use initiator::{check_condition, connect, good, login_config, ready};
 pub use serve::{Server, free_portal};
 pub use tape::Tape;
+pub use volumes::memory_catalog;

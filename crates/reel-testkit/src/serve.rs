@@ -39,10 +39,11 @@ pub fn reel_binary() -> PathBuf {
     profile.join("reel")
 }
 
-/// What to start: `reel serve --listen PORTAL --data DATA [--http 127.0.0.1:0] [args...]`.
+/// What to start: `reel serve --listen PORTAL [--data DATA] [--http 127.0.0.1:0] [args...]`.
 pub struct ServeCommand {
     binary: PathBuf,
-    data: PathBuf,
+    /// `None`: the data directory comes from the configuration file.
+    data: Option<PathBuf>,
     portal: SocketAddr,
     args: Vec<OsString>,
     stderr: Stdio,
@@ -53,8 +54,17 @@ impl ServeCommand {
     /// error discarded.
     pub fn new(data: &Path) -> Self {
         Self {
+            data: Some(data.to_path_buf()),
+            ..Self::configured()
+        }
+    }
+
+    /// As [`ServeCommand::new`] without `--data`: the configuration given with
+    /// [`ServeCommand::args`] names the data directory.
+    pub fn configured() -> Self {
+        Self {
             binary: reel_binary(),
-            data: data.to_path_buf(),
+            data: None,
             portal: free_portal(),
             args: Vec::new(),
             stderr: Stdio::null(),
@@ -89,16 +99,17 @@ impl ServeCommand {
     /// than a minute: a test cannot go on without it.
     pub fn start(self) -> Server {
         // reel refuses a data directory others can read; a test's temporary one may be.
-        if self.data.exists() {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&self.data, std::fs::Permissions::from_mode(0o700))
-                .expect("the data directory's mode can be set");
+        let mut command = Command::new(&self.binary);
+        command.args(["serve", "--listen", &self.portal.to_string()]);
+        if let Some(data) = &self.data {
+            if data.exists() {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(data, std::fs::Permissions::from_mode(0o700))
+                    .expect("the data directory's mode can be set");
+            }
+            command.arg("--data").arg(data);
         }
         let http_given = self.args.iter().any(|a| a == "--http");
-        let mut command = Command::new(&self.binary);
-        command
-            .args(["serve", "--listen", &self.portal.to_string(), "--data"])
-            .arg(&self.data);
         if !http_given {
             command.args(["--http", "127.0.0.1:0"]);
         }
@@ -111,10 +122,15 @@ impl ServeCommand {
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut lines = BufReader::new(stdout).lines();
         let deadline = Instant::now() + START_TIMEOUT;
-        let mut http = None;
+        let (mut http, mut banner) = (None, String::new());
         loop {
             assert!(Instant::now() < deadline, "reel serve did not start");
-            match lines.next() {
+            let line = lines.next();
+            if let Some(Ok(line)) = &line {
+                banner.push_str(line);
+                banner.push('\n');
+            }
+            match line {
                 Some(Ok(line)) if line.starts_with("Ctrl-C") => break,
                 Some(Ok(line)) if line.starts_with(HTTP_BANNER) => {
                     let url = line[HTTP_BANNER.len()..]
@@ -134,6 +150,7 @@ impl ServeCommand {
             child,
             portal: self.portal,
             http,
+            banner,
         }
     }
 }
@@ -144,6 +161,8 @@ pub struct Server {
     portal: SocketAddr,
     /// Base URL of the console/API (`http://127.0.0.1:PORT`), when it runs.
     pub http: Option<String>,
+    /// What it printed on standard output up to its "Ctrl-C" line.
+    pub banner: String,
 }
 
 impl Server {

@@ -23,6 +23,21 @@ pub mod ssc;
 
 use thiserror::Error;
 
+use crate::{Bytes, ItNexus, Request, TaskAttribute};
+
+/// A command for a target called in-process (a [`crate::LunTable`] or a
+/// [`crate::LogicalUnit`], as the tests and the HTTP API's robot moves call them): SIMPLE task
+/// attribute, any amount of Data-In accepted.
+pub fn request<'a>(nexus: &'a ItNexus, cdb: &'a [u8], data_out: &[u8]) -> Request<'a> {
+    Request {
+        nexus,
+        cdb,
+        data_out: Bytes::copy_from_slice(data_out),
+        data_in_len: u32::MAX,
+        attribute: TaskAttribute::Simple,
+    }
+}
+
 /// Why an answer (Data-In) could not be parsed.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 #[non_exhaustive]

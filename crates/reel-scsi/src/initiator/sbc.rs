@@ -42,7 +42,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::{Bytes, ItNexus, LunTable, NullDisk, Request, ScsiDevice, Status, TaskAttribute};
+    use crate::{ItNexus, LunTable, NullDisk, ScsiDevice, Status};
 
     proptest! {
         /// The null disk (the target-side decoder) moves exactly the blocks the CDBs name, and
@@ -53,13 +53,9 @@ mod tests {
             let mut table = LunTable::new();
             table.insert(0, Arc::new(ScsiDevice::new(NullDisk::new(512, DISK_BLOCKS))));
             let nexus = ItNexus::new("iqn.test:kit,i,0x000000000001", 1);
-            let run = |cdb: &[u8], data_out: Vec<u8>| table.execute(0, Request {
-                nexus: &nexus,
-                cdb,
-                data_out: Bytes::from(data_out),
-                data_in_len: u32::MAX,
-                attribute: TaskAttribute::Simple,
-            });
+            let run = |cdb: &[u8], data_out: Vec<u8>| {
+                table.execute(0, crate::initiator::request(&nexus, cdb, &data_out))
+            };
             let _ = run(&crate::initiator::spc::TEST_UNIT_READY, Vec::new());
             let bytes = usize::from(blocks) * 512;
             let r = run(&read10(lba, blocks), Vec::new());

@@ -98,7 +98,7 @@ pub struct ElementStatus {
     pub address: u16,
     /// FULL: the element holds a cartridge.
     pub full: bool,
-    /// The primary volume tag (barcode), when reported and not blank.
+    /// The primary volume tag (barcode), when reported and neither blank nor zeros.
     pub barcode: Option<String>,
     /// SOURCE STORAGE ELEMENT ADDRESS, when SVALID says it is valid.
     pub source: Option<u16>,
@@ -132,8 +132,9 @@ pub fn parse_element_status(data: &[u8]) -> Result<Vec<ElementStatus>, ResponseE
             let desc = &data[d..(d + descriptor_len).min(page_end)];
             let barcode = (pvoltag && desc.len() >= DESCRIPTOR_FIXED + 32)
                 .then(|| {
+                    // An element without a tag reports blanks or zeros (reel: zeros).
                     String::from_utf8_lossy(&desc[DESCRIPTOR_FIXED..DESCRIPTOR_FIXED + 32])
-                        .trim()
+                        .trim_matches(|c: char| c == '\0' || c.is_whitespace())
                         .to_string()
                 })
                 .filter(|b| !b.is_empty());

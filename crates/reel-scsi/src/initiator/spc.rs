@@ -189,7 +189,7 @@ mod tests {
 
     use super::*;
     use crate::cdb::{Cdb, SpcCommand};
-    use crate::{ItNexus, LunTable, NullDisk, Request, ScsiDevice, Status, TaskAttribute, mode};
+    use crate::{ItNexus, LunTable, NullDisk, ScsiDevice, Status, mode};
 
     fn spc(cdb: &[u8]) -> SpcCommand {
         let framed = Cdb::parse(cdb).expect("frames");
@@ -201,16 +201,7 @@ mod tests {
 
     fn execute(table: &LunTable, lun: u64, cdb: &[u8], data_out: &[u8]) -> crate::Response {
         let nexus = ItNexus::new("iqn.test:kit,i,0x000000000001", 1);
-        table.execute(
-            lun,
-            Request {
-                nexus: &nexus,
-                cdb,
-                data_out: crate::Bytes::copy_from_slice(data_out),
-                data_in_len: u32::MAX,
-                attribute: TaskAttribute::Simple,
-            },
-        )
+        table.execute(lun, crate::initiator::request(&nexus, cdb, data_out))
     }
 
     proptest! {
