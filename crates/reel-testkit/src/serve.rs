@@ -186,7 +186,7 @@ impl Server {
             .start()
     }
 
-    /// The server's process id (for /proc/<pid>/stat and /status).
+    /// The server's process id (for `/proc/<pid>/stat` and `status`).
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -201,7 +201,7 @@ impl Server {
         self.http.as_deref()
     }
 
-    /// A field of /proc/<pid>/status in KiB (VmRSS now, VmHWM the peak so far).
+    /// A field of `/proc/<pid>/status` in KiB (VmRSS now, VmHWM the peak so far).
     pub fn memory_kib(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
             .expect("the server is running");
