@@ -6,6 +6,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 
 use common::{Server, free_portal};
+use reel_scsi::initiator::{spc, ssc};
 use serde_json::{Value, json};
 
 const LIB: &str = "iqn.2026-11.org.reel:library";
@@ -1106,18 +1107,7 @@ impl Tapes {
             .enable_all()
             .build()
             .unwrap();
-        let config = reel_iscsi::initiator_login::InitiatorLoginConfig {
-            initiator_name: "iqn.2026-11.org.reel.test:api".into(),
-            initiator_alias: None,
-            target_name: Some(LIB.into()),
-            isid: [0x80, 0, 0, 0, 0, 2],
-            tsih: 0,
-            cid: 0,
-            chap: None,
-            mutual_chap: None,
-            limits: reel_iscsi::params::Limits::initiator_default(),
-            cmd_sn: 1,
-        };
+        let config = reel_testkit::login_config("iqn.2026-11.org.reel.test:api", Some(LIB), 2);
         let client = runtime
             .block_on(reel_iscsi_net::Client::connect(
                 portal,
@@ -1148,7 +1138,7 @@ impl Tapes {
     /// TEST UNIT READY until the unit attentions (power on, medium changed) are reported.
     fn ready(&self, lun: u64) {
         for _ in 0..5 {
-            if self.run(lun, &[0; 6], Vec::new(), 0).0 == 0 {
+            if self.run(lun, &spc::TEST_UNIT_READY, Vec::new(), 0).0 == 0 {
                 return;
             }
         }
@@ -1159,27 +1149,22 @@ impl Tapes {
     fn write(&self, lun: u64, records: &[Vec<u8>]) {
         self.ready(lun);
         for r in records {
-            let n = (r.len() as u32).to_be_bytes();
-            self.good(lun, &[0x0A, 0, n[1], n[2], n[3], 0], r.clone());
+            let cdb = ssc::write6(ssc::Transfer::Variable(r.len() as u32));
+            self.good(lun, &cdb, r.clone());
         }
-        self.good(lun, &[0x10, 0, 0, 0, 1, 0], Vec::new());
+        self.good(lun, &ssc::write_filemarks(1, false), Vec::new());
     }
 
     /// Rewinds and reads `count` records of `len` bytes.
     fn read(&self, lun: u64, count: usize, len: u32) -> Vec<Vec<u8>> {
         self.ready(lun);
-        self.good(lun, &[0x01, 0, 0, 0, 0, 0], Vec::new());
-        let n = len.to_be_bytes();
+        self.good(lun, &ssc::REWIND, Vec::new());
+        let cdb = ssc::read6(ssc::Transfer::Variable(len), false);
         (0..count)
             .map(|_| {
                 let r = self
                     .runtime
-                    .block_on(self.client.execute(
-                        lun,
-                        &[0x08, 0, n[1], n[2], n[3], 0],
-                        bytes::Bytes::new(),
-                        len,
-                    ))
+                    .block_on(self.client.execute(lun, &cdb, bytes::Bytes::new(), len))
                     .unwrap();
                 assert_eq!(r.status, 0, "READ on LUN {lun}");
                 r.data.to_vec()

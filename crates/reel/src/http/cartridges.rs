@@ -8,9 +8,9 @@ use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use reel_chunkstore::{Exclusive, StreamUsage};
-use reel_library::CartridgeError;
 use reel_media::CartridgeInfo;
 use reel_scsi::ItNexus;
+use reel_volume::CartridgeError;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
