@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::wire::{self, random_seed};
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     #[error("connecting to {addr}: {source}")]
     Connect {

@@ -16,7 +16,11 @@ use reel_iscsi::session::TmfFunction;
 use reel_iscsi_net::{
     Client, ClientError, ClientOptions, DEFAULT_MAX_SESSIONS, TargetServer, TargetServerConfig,
 };
-use reel_scsi::{LunTable, NullDisk, ScsiDevice};
+use reel_scsi::initiator::describe::is_unit_attention;
+use reel_scsi::initiator::sbc::{read10, write10, write12};
+use reel_scsi::initiator::spc::{TEST_UNIT_READY, inquiry};
+use reel_scsi::{Asc, KeySpecific, LunTable, NullDisk, ScsiDevice, SenseKey};
+use reel_testkit::check_condition;
 
 const INITIATOR: &str = "iqn.2026-11.org.reel.test:client";
 
@@ -76,18 +80,8 @@ async fn start(targets: Vec<TargetConfig>) -> (TargetServer, SocketAddr) {
 }
 
 fn login(target: Option<&str>, isid: u8) -> InitiatorLoginConfig {
-    InitiatorLoginConfig {
-        initiator_name: INITIATOR.into(),
-        initiator_alias: None,
-        target_name: target.map(|t| format!("iqn.2026-11.org.reel.test:{t}")),
-        isid: [0x80, 0, 0, 0, 0, isid],
-        tsih: 0,
-        cid: 0,
-        chap: None,
-        mutual_chap: None,
-        limits: Limits::initiator_default(),
-        cmd_sn: 1,
-    }
+    let target = target.map(|t| format!("iqn.2026-11.org.reel.test:{t}"));
+    reel_testkit::login_config(INITIATOR, target.as_deref(), u16::from(isid))
 }
 
 fn status_of(result: Result<Client, ClientError>) -> u16 {
@@ -100,29 +94,17 @@ fn status_of(result: Result<Client, ClientError>) -> u16 {
     }
 }
 
-fn read10(lba: u32, blocks: u16) -> [u8; 10] {
-    let mut cdb = [0u8; 10];
-    cdb[0] = 0x28;
-    cdb[2..6].copy_from_slice(&lba.to_be_bytes());
-    cdb[7..9].copy_from_slice(&blocks.to_be_bytes());
-    cdb
-}
-
-fn write10(lba: u32, blocks: u16) -> [u8; 10] {
-    let mut cdb = read10(lba, blocks);
-    cdb[0] = 0x2a;
-    cdb
-}
-
 /// Clears the power-on unit attention every new I_T nexus gets first (SAM-5 §5.14).
 async fn clear_unit_attention(client: &Client) {
     let r = client
-        .execute(0, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0)
+        .execute(0, &TEST_UNIT_READY, Bytes::new(), 0)
         .await
         .unwrap();
     if r.status == 2 {
-        let sense = r.sense.expect("sense with CHECK CONDITION");
-        assert_eq!(sense[2] & 0x0f, 0x06, "UNIT ATTENTION expected first");
+        assert!(
+            is_unit_attention(r.sense.as_deref()),
+            "UNIT ATTENTION expected first"
+        );
     }
 }
 
@@ -133,7 +115,7 @@ async fn inquiry_read_and_write_through_tcp() {
         .await
         .unwrap();
     let inquiry = client
-        .execute(0, &[0x12, 0, 0, 0, 96, 0], Bytes::new(), 96)
+        .execute(0, &inquiry(96), Bytes::new(), 96)
         .await
         .unwrap();
     assert_eq!(inquiry.status, 0);
@@ -153,9 +135,14 @@ async fn inquiry_read_and_write_through_tcp() {
         .execute(0, &read10(u32::MAX, 1), Bytes::new(), 512)
         .await
         .unwrap();
-    assert_eq!(r.status, 2);
-    let sense = r.sense.unwrap();
-    assert_eq!((sense[2] & 0x0f, sense[12]), (0x05, 0x21));
+    let sense = check_condition(&r);
+    assert_eq!(
+        (sense.key, sense.asc),
+        (
+            SenseKey::ILLEGAL_REQUEST,
+            Asc::LOGICAL_BLOCK_ADDRESS_OUT_OF_RANGE
+        )
+    );
     assert_eq!(client.logout().await.unwrap(), 0);
     server.shutdown(Duration::from_secs(5)).await;
 }
@@ -185,7 +172,7 @@ async fn discovery_lists_only_targets_the_initiator_may_use() {
     // SCSI commands are not allowed in a discovery session.
     assert!(
         client
-            .execute(0, &[0x12, 0, 0, 0, 36, 0], Bytes::new(), 36)
+            .execute(0, &inquiry(36), Bytes::new(), 36)
             .await
             .is_err()
     );
@@ -351,18 +338,25 @@ async fn a_write_beyond_the_lu_limit_is_refused_and_the_session_goes_on() {
         .await
         .unwrap();
     clear_unit_attention(&client).await;
-    let mut cdb = [0u8; 12];
-    cdb[0] = 0xaa; // WRITE(12)
     let blocks: u32 = (65 << 20) / 512;
-    cdb[6..10].copy_from_slice(&blocks.to_be_bytes());
     let r = client
-        .execute(0, &cdb, Bytes::from(vec![0u8; 65 << 20]), 0)
+        .execute(0, &write12(0, blocks), Bytes::from(vec![0u8; 65 << 20]), 0)
         .await
         .unwrap();
-    assert_eq!(r.status, 2);
-    let sense = r.sense.unwrap();
-    assert_eq!((sense[2] & 0x0f, sense[12], sense[13]), (0x05, 0x24, 0x00));
-    assert_eq!(&sense[15..18], &[0xc0, 0, 6], "field pointer: CDB byte 6");
+    let sense = check_condition(&r);
+    assert_eq!(
+        (sense.key, sense.asc),
+        (SenseKey::ILLEGAL_REQUEST, Asc::INVALID_FIELD_IN_CDB)
+    );
+    assert_eq!(
+        sense.key_specific,
+        Some(KeySpecific::FieldPointer {
+            cd: true,
+            byte: 6,
+            bit: None
+        }),
+        "field pointer: CDB byte 6"
+    );
     let r = client
         .execute(0, &write10(0, 128), Bytes::from(vec![1u8; 65536]), 0)
         .await
@@ -388,12 +382,14 @@ async fn task_management_over_the_wire() {
     );
     // After a LUN reset the nexus sees a unit attention (29h: reset occurred).
     let r = client
-        .execute(0, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0)
+        .execute(0, &TEST_UNIT_READY, Bytes::new(), 0)
         .await
         .unwrap();
-    assert_eq!(r.status, 2);
-    let sense = r.sense.unwrap();
-    assert_eq!((sense[2] & 0x0f, sense[12]), (0x06, 0x29));
+    let sense = check_condition(&r);
+    assert_eq!(
+        (sense.key, sense.asc.asc()),
+        (SenseKey::UNIT_ATTENTION, 0x29)
+    );
     // A LUN that does not exist.
     assert_eq!(
         client

@@ -125,6 +125,7 @@ impl ChapAlgorithm {
 
 /// Why a CHAP value could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ChapError {
     #[error("binary value must start with 0x or 0b")]
     BadPrefix,

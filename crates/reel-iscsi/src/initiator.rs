@@ -62,6 +62,7 @@ pub enum Notice {
 }
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum InitiatorError {
     #[error("protocol error from target: {0}")]
     Protocol(String),
@@ -215,6 +216,14 @@ impl InitiatorSession {
         }
     }
 
+    /// Registers a task of `kind` at the current CmdSN under a fresh Initiator Task Tag.
+    fn open_task(&mut self, lun: [u8; 8], kind: Kind) -> u32 {
+        let itt = self.alloc_itt();
+        let cmd_sn = self.cmd_sn;
+        self.tasks.insert(itt, Task { lun, cmd_sn, kind });
+        itt
+    }
+
     /// Queues a non-immediate PDU, consuming a CmdSN; it leaves when the window allows.
     fn queue_command(&mut self, pdu: Pdu) {
         self.held.push_back(pdu);
@@ -366,15 +375,7 @@ impl InitiatorSession {
 
     /// Pings the target (NOP-Out with a tag, §11.18); completes with [`Outcome::Nop`].
     pub fn nop(&mut self, data: Bytes) -> u32 {
-        let itt = self.alloc_itt();
-        self.tasks.insert(
-            itt,
-            Task {
-                lun: [0; 8],
-                cmd_sn: self.cmd_sn,
-                kind: Kind::Nop,
-            },
-        );
+        let itt = self.open_task([0; 8], Kind::Nop);
         let pdu = Pdu::NopOut(NopOut {
             immediate: true,
             lun: [0; 8],
@@ -390,7 +391,6 @@ impl InitiatorSession {
 
     /// Sends a task management request (immediate, §11.5).
     pub fn task_management(&mut self, function: TmfFunction, lun: u64, referenced_itt: u32) -> u32 {
-        let itt = self.alloc_itt();
         let code = match function {
             TmfFunction::AbortTask => 1,
             TmfFunction::AbortTaskSet => 2,
@@ -406,14 +406,7 @@ impl InitiatorSession {
             Some(task) => task.cmd_sn,
             None => self.cmd_sn.wrapping_sub(1),
         };
-        self.tasks.insert(
-            itt,
-            Task {
-                lun,
-                cmd_sn: self.cmd_sn,
-                kind: Kind::Tmf,
-            },
-        );
+        let itt = self.open_task(lun, Kind::Tmf);
         let pdu = Pdu::TaskMgmtRequest(TaskMgmtRequest {
             immediate: true,
             function: code,
@@ -433,15 +426,10 @@ impl InitiatorSession {
 
     /// Sends a Text Request (e.g. `SendTargets=All` in a discovery session, §11.10).
     pub fn text(&mut self, data: Bytes) -> u32 {
-        let itt = self.alloc_itt();
-        self.tasks.insert(
-            itt,
-            Task {
-                lun: [0; 8],
-                cmd_sn: self.cmd_sn,
-                kind: Kind::Text {
-                    collected: BytesMut::new(),
-                },
+        let itt = self.open_task(
+            [0; 8],
+            Kind::Text {
+                collected: BytesMut::new(),
             },
         );
         let pdu = Pdu::TextRequest(TextRequest {
@@ -461,15 +449,7 @@ impl InitiatorSession {
 
     /// Logs out (reason 0: close the session, §11.14).
     pub fn logout(&mut self) -> u32 {
-        let itt = self.alloc_itt();
-        self.tasks.insert(
-            itt,
-            Task {
-                lun: [0; 8],
-                cmd_sn: self.cmd_sn,
-                kind: Kind::Logout,
-            },
-        );
+        let itt = self.open_task([0; 8], Kind::Logout);
         let pdu = Pdu::LogoutRequest(LogoutRequest {
             immediate: true,
             reason: 0,

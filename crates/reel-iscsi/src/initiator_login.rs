@@ -2,7 +2,10 @@
 //!
 //! The flow: security stage with `AuthMethod=CHAP` (when credentials are configured) or `None`,
 //! the CHAP exchange (optionally mutual), then the operational stage where we offer our keys and
-//! ask to enter the full-feature phase. Randomness (our mutual-CHAP identifier and challenge) comes
+//! ask to enter the full-feature phase. As on the target side ([`crate::login`]), each state
+//! holds only what is valid in it: CHAP progress in the security stage, whether our offers went
+//! out in the operational stage, and the negotiated parameters handed over at the end as an
+//! [`InitiatorLoginOutcome`]. Randomness (our mutual-CHAP identifier and challenge) comes
 //! from the 32-byte seed (see [`crate::chap::SeedRng`]).
 
 use bytes::{Bytes, BytesMut};
@@ -11,9 +14,9 @@ use crate::chap::{
     ChapAlgorithm, ChapCredentials, MAX_CHALLENGE, SeedRng, chap_response, constant_time_eq,
     decode_binary, encode_binary, parse_identifier,
 };
-use crate::login::status;
+use crate::login::{Progress, status};
 use crate::params::{Answer, Limits, Negotiated, Negotiator, Role};
-use crate::pdu::{LoginRequest, LoginResponse};
+use crate::pdu::{LoginRequest, LoginResponse, Stage};
 use crate::text::{MAX_TEXT_LEN, encode_pairs, parse_pairs};
 
 /// Most responses one login may take before we give up.
@@ -55,6 +58,7 @@ pub struct InitiatorLoginOutcome {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoginError {
     /// The target refused the login (§11.13.5).
     #[error("login refused: {message} (status class {class:#04x}, detail {detail:#04x})")]
@@ -84,6 +88,7 @@ impl LoginError {
     }
 }
 
+/// Progress of the security stage (§6.3.1, §12.1.3).
 #[derive(Clone, Debug)]
 enum Auth {
     /// AuthMethod offered, awaiting the target's choice.
@@ -94,14 +99,40 @@ enum Auth {
     ResponseSent {
         mutual: Option<(ChapAlgorithm, u8, Vec<u8>)>,
     },
+    /// Authenticated (or no authentication): we may leave the stage.
     Done,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The initiator's negotiation, from the first request to the last response.
+#[derive(Debug)]
+struct Negotiation {
+    phase: Phase,
+    neg: Negotiator,
+    /// The text of a response split with the C bit (§11.13.2), collected until complete.
+    text: BytesMut,
+    exp_stat_sn: u32,
+    /// The stage our last request asked to move to (T bit), if it asked; re-sent when
+    /// acknowledging a partial response.
+    asked: Option<Stage>,
+    target_alias: Option<String>,
+    exchanges: u32,
+}
+
+#[derive(Debug)]
 enum Phase {
-    New,
-    Waiting,
-    Finished,
+    /// Security negotiation: AuthMethod and the CHAP exchange.
+    Security { auth: Auth },
+    /// Operational negotiation. `offered`: our declarations and offers went out.
+    Operational { offered: bool },
+}
+
+impl Phase {
+    fn stage(&self) -> Stage {
+        match self {
+            Phase::Security { .. } => Stage::Security,
+            Phase::Operational { .. } => Stage::Operational,
+        }
+    }
 }
 
 /// The initiator-side login state machine for one connection.
@@ -109,49 +140,31 @@ pub struct InitiatorLogin {
     config: InitiatorLoginConfig,
     rng: SeedRng,
     algorithms: Vec<ChapAlgorithm>,
-    phase: Phase,
-    stage: u8,
     itt: u32,
-    exp_stat_sn: u32,
-    auth: Auth,
-    neg: Negotiator,
-    operational_offered: bool,
-    text: BytesMut,
-    target_alias: Option<String>,
-    exchanges: u32,
-    /// The stage transition of the last request (re-sent when acknowledging a partial response).
-    last_transit: (bool, u8),
+    state: Progress<Negotiation>,
 }
 
 impl std::fmt::Debug for InitiatorLogin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let phase = match &self.state {
+            Progress::Negotiating(n) => Some(&n.phase),
+            Progress::Idle | Progress::Ended => None,
+        };
         f.debug_struct("InitiatorLogin")
             .field("config", &self.config)
-            .field("stage", &self.stage)
-            .field("auth", &self.auth)
+            .field("phase", &phase)
             .finish_non_exhaustive()
     }
 }
 
 impl InitiatorLogin {
     pub fn new(config: InitiatorLoginConfig, seed: [u8; 32]) -> Self {
-        let discovery = config.target_name.is_none();
-        let neg = Negotiator::new(Role::Initiator, config.limits.clone(), discovery);
         InitiatorLogin {
             config,
             rng: SeedRng::new(seed),
             algorithms: vec![ChapAlgorithm::Md5],
-            phase: Phase::New,
-            stage: 0,
             itt: 0,
-            exp_stat_sn: 0,
-            auth: Auth::MethodOffered,
-            neg,
-            operational_offered: false,
-            text: BytesMut::new(),
-            target_alias: None,
-            exchanges: 0,
-            last_transit: (false, 0),
+            state: Progress::Idle,
         }
     }
 
@@ -173,8 +186,6 @@ impl InitiatorLogin {
 
     /// The first Login Request (§6.3: security stage, declaring who we are and what we want).
     pub fn start(&mut self) -> LoginRequest {
-        self.phase = Phase::Waiting;
-        self.stage = 0;
         let c = &self.config;
         let mut out: Vec<(String, String)> =
             vec![("InitiatorName".into(), c.initiator_name.clone())];
@@ -193,22 +204,41 @@ impl InitiatorLogin {
             "AuthMethod".into(),
             if chap { "CHAP" } else { "None" }.into(),
         ));
-        self.auth = Auth::MethodOffered;
+        let discovery = c.target_name.is_none();
+        let mut negotiation = Negotiation {
+            phase: Phase::Security {
+                auth: Auth::MethodOffered,
+            },
+            neg: Negotiator::new(Role::Initiator, c.limits.clone(), discovery),
+            text: BytesMut::new(),
+            exp_stat_sn: 0,
+            asked: None,
+            target_alias: None,
+            exchanges: 0,
+        };
         // Without CHAP we ask to move on right away; with CHAP the target could not grant it.
-        self.request(!chap, 1, out)
+        let request = self.request(&mut negotiation, (!chap).then_some(Stage::Operational), out);
+        self.state = Progress::Negotiating(negotiation);
+        request
     }
 
-    fn request(&mut self, transit: bool, nsg: u8, out: Vec<(String, String)>) -> LoginRequest {
-        self.request_data(transit, nsg, encode_pairs(&out))
+    /// A Login Request in the current stage, asking to move to `nsg` when given (the T bit).
+    fn request(
+        &self,
+        n: &mut Negotiation,
+        nsg: Option<Stage>,
+        out: Vec<(String, String)>,
+    ) -> LoginRequest {
+        self.request_data(n, nsg, encode_pairs(&out))
     }
 
-    fn request_data(&mut self, transit: bool, nsg: u8, data: Bytes) -> LoginRequest {
-        self.last_transit = (transit, nsg);
+    fn request_data(&self, n: &mut Negotiation, nsg: Option<Stage>, data: Bytes) -> LoginRequest {
+        n.asked = nsg;
         LoginRequest {
-            transit,
+            transit: nsg.is_some(),
             continue_: false,
-            csg: self.stage,
-            nsg: if transit { nsg } else { 0 },
+            csg: n.phase.stage().bits(),
+            nsg: nsg.map_or(0, Stage::bits),
             version_max: 0,
             version_min: 0,
             isid: self.config.isid,
@@ -216,33 +246,35 @@ impl InitiatorLogin {
             itt: self.itt,
             cid: self.config.cid,
             cmd_sn: self.config.cmd_sn,
-            exp_stat_sn: self.exp_stat_sn,
+            exp_stat_sn: n.exp_stat_sn,
             data,
         }
     }
 
     /// Handles one Login Response.
     pub fn on_response(&mut self, response: LoginResponse) -> Result<InitiatorStep, LoginError> {
-        if self.phase != Phase::Waiting {
-            return Err(LoginError::Protocol(
-                "login response when none was expected".into(),
-            ));
-        }
-        match self.process(response) {
-            Ok(step) => {
-                if matches!(step, InitiatorStep::Done(_)) {
-                    self.phase = Phase::Finished;
-                }
-                Ok(step)
+        let mut negotiation = match std::mem::replace(&mut self.state, Progress::Ended) {
+            Progress::Negotiating(negotiation) => negotiation,
+            other => {
+                self.state = other;
+                return Err(LoginError::Protocol(
+                    "login response when none was expected".into(),
+                ));
             }
-            Err(e) => {
-                self.phase = Phase::Finished;
-                Err(e)
-            }
+        };
+        // Anything but a further request ends the login.
+        let step = self.process(&mut negotiation, response)?;
+        if matches!(step, InitiatorStep::Send(_)) {
+            self.state = Progress::Negotiating(negotiation);
         }
+        Ok(step)
     }
 
-    fn process(&mut self, resp: LoginResponse) -> Result<InitiatorStep, LoginError> {
+    fn process(
+        &mut self,
+        n: &mut Negotiation,
+        resp: LoginResponse,
+    ) -> Result<InitiatorStep, LoginError> {
         let proto = |m: &str| Err(LoginError::Protocol(m.to_string()));
         if resp.status_class != 0 {
             let code = (resp.status_class as u16) << 8 | resp.status_detail as u16;
@@ -252,8 +284,8 @@ impl InitiatorLogin {
                 message: status::name(code),
             });
         }
-        self.exchanges += 1;
-        if self.exchanges > MAX_EXCHANGES {
+        n.exchanges += 1;
+        if n.exchanges > MAX_EXCHANGES {
             return proto("login takes too many exchanges");
         }
         if resp.itt != self.itt || resp.isid != self.config.isid {
@@ -262,27 +294,27 @@ impl InitiatorLogin {
         if resp.version_active != 0 {
             return proto("unsupported version");
         }
-        if resp.csg != self.stage {
+        if Stage::from_code(resp.csg) != Some(n.phase.stage()) {
             return proto("login response in the wrong stage");
         }
         if resp.transit && resp.continue_ {
             return proto("login response with both T and C set");
         }
-        self.exp_stat_sn = resp.stat_sn.wrapping_add(1);
-        if self.text.len() + resp.data.len() > MAX_TEXT_LEN {
+        n.exp_stat_sn = resp.stat_sn.wrapping_add(1);
+        if n.text.len() + resp.data.len() > MAX_TEXT_LEN {
             return proto("login response text too long");
         }
-        self.text.extend_from_slice(&resp.data);
+        n.text.extend_from_slice(&resp.data);
         if resp.continue_ {
             // §11.13.7 C bit: acknowledge with an empty request and wait for the rest.
-            let (transit, nsg) = self.last_transit;
+            let asked = n.asked;
             return Ok(InitiatorStep::Send(self.request_data(
-                transit,
-                nsg,
+                n,
+                asked,
                 Bytes::new(),
             )));
         }
-        let text = std::mem::take(&mut self.text);
+        let text = std::mem::take(&mut n.text);
         let pairs = parse_pairs(&text).map_err(|e| LoginError::Protocol(e.to_string()))?;
 
         let mut out: Vec<(String, String)> = Vec::new();
@@ -292,16 +324,16 @@ impl InitiatorLogin {
             match key.as_str() {
                 "AuthMethod" => method = Some(value),
                 "CHAP_A" | "CHAP_I" | "CHAP_C" | "CHAP_N" | "CHAP_R" => chap.push((key, value)),
-                "TargetAlias" => self.target_alias = Some(value.clone()),
+                "TargetAlias" => n.target_alias = Some(value.clone()),
                 "TargetPortalGroupTag" | "TargetAddress" => {}
-                _ => match self.neg.accept_answer(key, value) {
+                _ => match n.neg.accept_answer(key, value) {
                     Ok(true) => {}
                     Err(e) => return Err(LoginError::Negotiation(e.to_string())),
                     Ok(false) => {
                         if matches!(value.as_str(), "NotUnderstood" | "Irrelevant" | "Reject") {
                             continue;
                         }
-                        match self.neg.respond(key, value) {
+                        match n.neg.respond(key, value) {
                             Ok(Some(Answer::Value(v))) => out.push((key.clone(), v)),
                             Ok(Some(Answer::None)) => {}
                             Ok(None) => out.push((key.clone(), "NotUnderstood".into())),
@@ -311,14 +343,19 @@ impl InitiatorLogin {
                 },
             }
         }
-        if self.stage == 0 {
-            self.authenticate(method, &chap, &mut out)?;
-        } else if method.is_some() || !chap.is_empty() {
-            return proto("security keys in the operational stage");
+        match &mut n.phase {
+            Phase::Security { auth } => self.authenticate(auth, method, &chap, &mut out)?,
+            Phase::Operational { .. } => {
+                if method.is_some() || !chap.is_empty() {
+                    return proto("security keys in the operational stage");
+                }
+            }
         }
 
         if resp.transit {
-            if self.stage == 0 && !matches!(self.auth, Auth::Done) {
+            if let Phase::Security { auth } = &n.phase
+                && !matches!(auth, Auth::Done)
+            {
                 // Never let a target skip authentication we asked for (mutual CHAP included).
                 return Err(if self.config.mutual_chap.is_some() {
                     LoginError::MutualAuthFailed
@@ -328,48 +365,52 @@ impl InitiatorLogin {
                     )
                 });
             }
-            // §11.13.6 T bit: the target may only transit when we asked, and no further than we asked.
-            let (asked_transit, asked) = self.last_transit;
-            if !asked_transit || resp.nsg == 2 || resp.nsg <= self.stage || resp.nsg > asked {
-                return proto("invalid stage transition in login response");
-            }
-            if resp.nsg == 3 {
-                if !out.is_empty() {
-                    return proto("target ended the login while offering keys");
+            // §11.13.6 T bit: the target may only transit when we asked, and no further than we
+            // asked.
+            let granted = Stage::from_code(resp.nsg)
+                .filter(|&nsg| nsg > n.phase.stage() && n.asked.is_some_and(|asked| nsg <= asked));
+            match granted {
+                None => return proto("invalid stage transition in login response"),
+                Some(Stage::FullFeature) => {
+                    if !out.is_empty() {
+                        return proto("target ended the login while offering keys");
+                    }
+                    return Ok(InitiatorStep::Done(InitiatorLoginOutcome {
+                        tsih: resp.tsih,
+                        negotiated: n.neg.result(),
+                        target_alias: n.target_alias.clone(),
+                        exp_stat_sn: n.exp_stat_sn,
+                        cmd_sn: self.config.cmd_sn,
+                        max_cmd_sn: resp.max_cmd_sn,
+                    }));
                 }
-                return Ok(InitiatorStep::Done(InitiatorLoginOutcome {
-                    tsih: resp.tsih,
-                    negotiated: self.neg.result(),
-                    target_alias: self.target_alias.clone(),
-                    exp_stat_sn: self.exp_stat_sn,
-                    cmd_sn: self.config.cmd_sn,
-                    max_cmd_sn: resp.max_cmd_sn,
-                }));
+                // From the security stage the only other stage is the operational one.
+                Some(_) => n.phase = Phase::Operational { offered: false },
             }
-            self.stage = resp.nsg;
         }
 
-        if self.stage == 0 {
-            let done = matches!(self.auth, Auth::Done);
-            let sending_response =
-                matches!(self.auth, Auth::ResponseSent { .. }) && !out.is_empty();
-            // Ask to move on once authenticated, or together with our CHAP response.
-            return Ok(InitiatorStep::Send(self.request(
-                done || sending_response,
-                1,
-                out,
-            )));
-        }
-        if !self.operational_offered {
-            self.operational_offered = true;
-            out.extend(self.neg.declarations());
-            out.extend(self.neg.offers());
-        }
-        Ok(InitiatorStep::Send(self.request(true, 3, out)))
+        let nsg = match &mut n.phase {
+            Phase::Security { auth } => {
+                let done = matches!(auth, Auth::Done);
+                let sending_response = matches!(auth, Auth::ResponseSent { .. }) && !out.is_empty();
+                // Ask to move on once authenticated, or together with our CHAP response.
+                (done || sending_response).then_some(Stage::Operational)
+            }
+            Phase::Operational { offered } => {
+                if !*offered {
+                    *offered = true;
+                    out.extend(n.neg.declarations());
+                    out.extend(n.neg.offers());
+                }
+                Some(Stage::FullFeature)
+            }
+        };
+        Ok(InitiatorStep::Send(self.request(n, nsg, out)))
     }
 
     fn authenticate(
         &mut self,
+        auth: &mut Auth,
         method: Option<&str>,
         chap: &[(&str, &str)],
         out: &mut Vec<(String, String)>,
@@ -377,7 +418,7 @@ impl InitiatorLogin {
         let auth_err = |m: &str| Err(LoginError::Authentication(m.to_string()));
         let want_chap = self.config.chap.is_some() || self.config.mutual_chap.is_some();
         let get = |k: &str| chap.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
-        match self.auth.clone() {
+        match auth.clone() {
             Auth::MethodOffered => {
                 match method {
                     Some("CHAP") if want_chap => {
@@ -390,11 +431,11 @@ impl InitiatorLogin {
                             .map(|a| a.code().to_string())
                             .collect();
                         out.push(("CHAP_A".into(), list.join(",")));
-                        self.auth = Auth::AlgorithmsOffered;
+                        *auth = Auth::AlgorithmsOffered;
                     }
-                    Some("None") if !want_chap => self.auth = Auth::Done,
+                    Some("None") if !want_chap => *auth = Auth::Done,
                     // Targets may omit the answer when we offered only None.
-                    None if !want_chap => self.auth = Auth::Done,
+                    None if !want_chap => *auth = Auth::Done,
                     None => {}
                     Some(other) => {
                         return auth_err(&format!("target chose AuthMethod={other}"));
@@ -439,7 +480,7 @@ impl InitiatorLogin {
                 } else {
                     None
                 };
-                self.auth = Auth::ResponseSent { mutual };
+                *auth = Auth::ResponseSent { mutual };
             }
             Auth::ResponseSent { mutual } => {
                 if method.is_some()
@@ -450,7 +491,7 @@ impl InitiatorLogin {
                     return auth_err("unexpected CHAP keys after our response");
                 }
                 match (mutual, get("CHAP_N"), get("CHAP_R")) {
-                    (None, None, None) => self.auth = Auth::Done,
+                    (None, None, None) => *auth = Auth::Done,
                     (None, _, _) => return auth_err("unexpected CHAP response from the target"),
                     (Some((alg, id, challenge)), Some(name), Some(response)) => {
                         let Some(expected) = self.config.mutual_chap.clone() else {
@@ -464,7 +505,7 @@ impl InitiatorLogin {
                         if !ok {
                             return Err(LoginError::MutualAuthFailed);
                         }
-                        self.auth = Auth::Done;
+                        *auth = Auth::Done;
                     }
                     (Some(_), _, _) => return Err(LoginError::MutualAuthFailed),
                 }

@@ -5,6 +5,14 @@
 //! allocation and session reinstatement (§6.3.5) stay with the caller, which receives everything it
 //! needs in [`LoginOutcome`] and can refuse with [`TargetLogin::reject`].
 //!
+//! The login is a sequence of typed states (§6.3): no request yet; the leading request's text
+//! still incomplete (C bit), nobody identified; the security stage with its CHAP progress; the
+//! operational stage; and the end — the full-feature phase handed over as a validated
+//! [`LoginOutcome`], or a failure after which every request is refused. Each state carries only
+//! what is valid in it, and stages are [`Stage`]s: a stage the current state does not allow
+//! (a reserved code, going back, skipping authentication the target requires) is refused with
+//! a Login Response status (§11.13.5), never reached.
+//!
 //! Randomness (CHAP identifiers and challenges) comes from the 32-byte seed given to
 //! [`TargetLogin::new`], expanded with SHA-256 in counter mode ([`crate::chap::SeedRng`]): the caller
 //! must supply fresh random bytes for every connection.
@@ -20,7 +28,7 @@ use crate::chap::{
 };
 pub use crate::chap::{ChapCredentials, Secret};
 use crate::params::{Answer, Limits, Negotiated, Negotiator, Role};
-use crate::pdu::{LoginRequest, LoginResponse};
+use crate::pdu::{LoginRequest, LoginResponse, Stage};
 use crate::text::{MAX_TEXT_LEN, encode_pairs, initiator_allowed, names_equal, parse_pairs};
 
 /// Login status codes, `class << 8 | detail` (§11.13.5).
@@ -98,7 +106,7 @@ pub struct TargetConfig {
 #[derive(Clone, Debug)]
 pub struct PortalConfig {
     pub targets: Vec<TargetConfig>,
-    /// Addresses advertised in TargetAddress, e.g. "127.0.0.1:3260" or "[::1]:3260".
+    /// Addresses advertised in TargetAddress, e.g. `127.0.0.1:3260` or `[::1]:3260`.
     pub addresses: Vec<String>,
     pub limits: Limits,
     /// Credentials required for discovery sessions (mutual CHAP is not offered on discovery).
@@ -137,6 +145,7 @@ pub enum LoginStep {
     Complete(LoginResponse, LoginOutcome),
 }
 
+/// Progress of the security stage (§6.3.1, §12.1.3).
 #[derive(Clone, Debug)]
 enum Auth {
     /// No AuthMethod chosen yet.
@@ -149,9 +158,12 @@ enum Auth {
         id: u8,
         challenge: Vec<u8>,
     },
+    /// The initiator is authenticated (or needs no authentication): the stage may be left.
     Done,
 }
 
+/// What every request of one login repeats: §11.12.5–§11.12.7, ISID, TSIH and CID must not
+/// change during the login.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Ident {
     isid: [u8; 6],
@@ -159,33 +171,134 @@ struct Ident {
     cid: u16,
 }
 
+impl Ident {
+    fn of(request: &LoginRequest) -> Self {
+        Ident {
+            isid: request.isid,
+            tsih: request.tsih,
+            cid: request.cid,
+        }
+    }
+}
+
+/// Who logs in to what, read from the leading request (§13.4–§13.6, §13.21).
+#[derive(Clone, Debug)]
+struct Peer {
+    kind: SessionKind,
+    initiator_name: String,
+    initiator_alias: Option<String>,
+}
+
+/// Where one side of a login stands (§6.3), target and initiator alike. Each state holds only
+/// what is valid in it: nothing before the first PDU and after the end, the negotiation `N` (its
+/// stage and that stage's progress) in between.
+#[derive(Debug)]
+pub(crate) enum Progress<N> {
+    /// Nothing exchanged yet.
+    Idle,
+    /// Login PDUs are being exchanged.
+    Negotiating(N),
+    /// The login is over: the full-feature phase was handed over with the negotiated parameters
+    /// ([`LoginOutcome`], [`crate::initiator_login::InitiatorLoginOutcome`]), or the login
+    /// failed. Every further login PDU is refused.
+    Ended,
+}
+
+/// The target's negotiation: CHAP progress only in the security stage, our operational
+/// declarations only in the operational stage.
+#[derive(Debug)]
+struct Negotiation {
+    ident: Ident,
+    /// The text of a request split with the C bit (§11.12.2), collected until complete.
+    text: BytesMut,
+    phase: Phase,
+}
+
+/// The stage the target negotiates in, and that stage's progress.
+#[derive(Debug)]
+enum Phase {
+    /// The leading request's text came with the C bit and is not complete: nobody is identified
+    /// yet. `stage` is the CSG the initiator started in, Security or Operational.
+    Leading { stage: Stage },
+    /// The initiator is identified and negotiates in a stage (boxed: the leading state is small).
+    Identified(Box<Identified>),
+}
+
+/// The stages a login negotiates in once the initiator is known (§11.12.3: never the
+/// full-feature phase, which only a final response enters).
+#[derive(Debug)]
+enum Identified {
+    Security(SecurityStage),
+    Operational(OperationalStage),
+}
+
+/// Security negotiation: AuthMethod and the CHAP exchange (§6.3.1, §12.1.3).
+#[derive(Debug)]
+struct SecurityStage {
+    peer: Peer,
+    neg: Negotiator,
+    auth: Auth,
+}
+
+/// Operational negotiation (§6.3.2).
+#[derive(Debug)]
+struct OperationalStage {
+    peer: Peer,
+    neg: Negotiator,
+    /// Our declarations and offers went out with the stage's first response.
+    declared: bool,
+}
+
+impl Phase {
+    /// The current stage (CSG) of the login.
+    fn stage(&self) -> Stage {
+        match self {
+            Phase::Leading { stage } => *stage,
+            Phase::Identified(identified) => match **identified {
+                Identified::Security(_) => Stage::Security,
+                Identified::Operational(_) => Stage::Operational,
+            },
+        }
+    }
+
+    fn peer(&self) -> Option<&Peer> {
+        match self {
+            Phase::Leading { .. } => None,
+            Phase::Identified(identified) => match &**identified {
+                Identified::Security(s) => Some(&s.peer),
+                Identified::Operational(o) => Some(&o.peer),
+            },
+        }
+    }
+}
+
+/// The security keys of one request, handled by [`TargetLogin::authenticate`].
+#[derive(Default)]
+struct SecurityKeys<'a> {
+    auth_method: Option<&'a str>,
+    chap: BTreeMap<&'a str, &'a str>,
+}
+
 /// The target-side login state machine for one connection.
 pub struct TargetLogin {
     portal: Arc<PortalConfig>,
     rng: SeedRng,
     stat_sn: u32,
-    finished: bool,
-    ident: Option<Ident>,
-    /// Current stage: 0 security, 1 operational.
-    stage: u8,
-    kind: Option<SessionKind>,
-    initiator_name: String,
-    initiator_alias: Option<String>,
-    auth: Auth,
-    neg: Negotiator,
-    text: BytesMut,
-    session_declared: bool,
-    operational_declared: bool,
     exchanges: u32,
+    state: Progress<Negotiation>,
 }
 
 impl std::fmt::Debug for TargetLogin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (stage, peer) = match &self.state {
+            Progress::Negotiating(n) => (Some(n.phase.stage()), n.phase.peer()),
+            Progress::Idle | Progress::Ended => (None, None),
+        };
         f.debug_struct("TargetLogin")
-            .field("stage", &self.stage)
-            .field("kind", &self.kind)
-            .field("initiator_name", &self.initiator_name)
-            .field("finished", &self.finished)
+            .field("stage", &stage)
+            .field("kind", &peer.map(|p| p.kind))
+            .field("initiator_name", &peer.map(|p| &p.initiator_name))
+            .field("finished", &matches!(self.state, Progress::Ended))
             .finish_non_exhaustive()
     }
 }
@@ -196,46 +309,33 @@ impl TargetLogin {
     /// `seed`: 32 fresh random bytes from the caller (CHAP identifiers and challenges are derived
     /// from it). `initial_stat_sn`: StatSN of the first Login Response.
     pub fn new(portal: Arc<PortalConfig>, seed: [u8; 32], initial_stat_sn: u32) -> Self {
-        let limits = portal.limits.clone();
         TargetLogin {
             portal,
             rng: SeedRng::new(seed),
             stat_sn: initial_stat_sn,
-            finished: false,
-            ident: None,
-            stage: 0,
-            kind: None,
-            initiator_name: String::new(),
-            initiator_alias: None,
-            auth: Auth::Start,
-            neg: Negotiator::new(Role::Target, limits, false),
-            text: BytesMut::new(),
-            session_declared: false,
-            operational_declared: false,
             exchanges: 0,
+            state: Progress::Idle,
         }
     }
 
-    /// The initiator's name once the leading request has been accepted.
+    /// The initiator's name once the leading request has been accepted, while the login lasts.
     pub fn initiator_name(&self) -> Option<&str> {
-        if self.kind.is_some() {
-            Some(&self.initiator_name)
-        } else {
-            None
+        match &self.state {
+            Progress::Negotiating(n) => n.phase.peer().map(|p| p.initiator_name.as_str()),
+            Progress::Idle | Progress::Ended => None,
         }
     }
 
     /// Handles one Login Request.
     pub fn on_request(&mut self, request: LoginRequest) -> LoginStep {
-        if self.finished {
-            return LoginStep::Fail(self.reject(&request, status::INITIATOR_ERROR));
-        }
-        match self.process(&request) {
-            Ok(step) => step,
-            Err(code) => {
-                self.finished = true;
-                LoginStep::Fail(self.reject(&request, code))
+        // A failure ends the login (§11.13.5: the target closes the connection after it).
+        let state = std::mem::replace(&mut self.state, Progress::Ended);
+        match self.process(state, &request) {
+            Ok((step, next)) => {
+                self.state = next;
+                step
             }
+            Err(code) => LoginStep::Fail(self.reject(&request, code)),
         }
     }
 
@@ -268,18 +368,35 @@ impl TargetLogin {
         sn
     }
 
-    fn credentials(&self) -> (Option<&ChapCredentials>, Option<&ChapCredentials>) {
-        match self.kind {
-            Some(SessionKind::Normal { target }) => match self.portal.targets.get(target) {
+    /// The credentials the initiator must prove, and those we answer mutual CHAP with.
+    fn credentials(
+        &self,
+        kind: SessionKind,
+    ) -> (Option<&ChapCredentials>, Option<&ChapCredentials>) {
+        match kind {
+            SessionKind::Normal { target } => match self.portal.targets.get(target) {
                 Some(t) => (t.chap.as_ref(), t.mutual_chap.as_ref()),
                 None => (None, None),
             },
-            Some(SessionKind::Discovery) => (self.portal.discovery_chap.as_ref(), None),
-            None => (None, None),
+            SessionKind::Discovery => (self.portal.discovery_chap.as_ref(), None),
         }
     }
 
-    fn process(&mut self, req: &LoginRequest) -> Result<LoginStep, Status> {
+    fn auth_required(&self, kind: SessionKind) -> bool {
+        self.credentials(kind).0.is_some()
+    }
+
+    /// One request in `state`: the response and the state after it.
+    fn process(
+        &mut self,
+        state: Progress<Negotiation>,
+        req: &LoginRequest,
+    ) -> Result<(LoginStep, Progress<Negotiation>), Status> {
+        let negotiation = match state {
+            Progress::Ended => return Err(status::INITIATOR_ERROR),
+            Progress::Idle => None,
+            Progress::Negotiating(negotiation) => Some(negotiation),
+        };
         self.exchanges += 1;
         if self.exchanges > MAX_EXCHANGES {
             return Err(status::INITIATOR_ERROR);
@@ -288,78 +405,216 @@ impl TargetLogin {
         if req.version_min > 0 {
             return Err(status::UNSUPPORTED_VERSION);
         }
-        // §11.12.2: "If the C bit is set to 1, the T bit MUST be set to 0"; stage 2 is reserved and
-        // the FullFeature stage can't be current (§11.12.3).
-        if (req.transit && req.continue_) || req.csg > 1 {
+        // §11.12.2: "If the C bit is set to 1, the T bit MUST be set to 0".
+        if req.transit && req.continue_ {
             return Err(status::INITIATOR_ERROR);
         }
-        if req.transit && (req.nsg == 2 || req.nsg <= req.csg) {
-            return Err(status::INITIATOR_ERROR);
-        }
-        let ident = Ident {
-            isid: req.isid,
-            tsih: req.tsih,
-            cid: req.cid,
+        // §11.12.3: stage 2 is reserved and the FullFeature stage can't be current; a transition
+        // only goes forward.
+        let csg = match Stage::from_code(req.csg) {
+            Some(stage @ (Stage::Security | Stage::Operational)) => stage,
+            _ => return Err(status::INITIATOR_ERROR),
         };
-        match self.ident {
-            None => {
-                self.ident = Some(ident);
-                self.stage = req.csg;
-            }
-            // §11.12.5–§11.12.7: ISID, TSIH and CID must not change during the login; the stage only advances
-            // through a transition the target granted.
-            Some(prev) if prev != ident || req.csg != self.stage => {
-                return Err(status::INITIATOR_ERROR);
-            }
-            Some(_) => {}
+        let nsg = match (req.transit, Stage::from_code(req.nsg)) {
+            (false, _) => None,
+            (true, Some(nsg)) if nsg > csg => Some(nsg),
+            (true, _) => return Err(status::INITIATOR_ERROR),
+        };
+        let ident = Ident::of(req);
+        let mut negotiation = negotiation.unwrap_or_else(|| Negotiation {
+            ident,
+            text: BytesMut::new(),
+            phase: Phase::Leading { stage: csg },
+        });
+        // §11.12.5–§11.12.7: ISID, TSIH and CID must not change during the login; the stage only
+        // advances through a transition the target granted.
+        if negotiation.ident != ident || negotiation.phase.stage() != csg {
+            return Err(status::INITIATOR_ERROR);
         }
 
         // §11.12.2 C bit: accumulate until the text is complete, acknowledging each piece.
-        if self.text.len() + req.data.len() > MAX_TEXT_LEN {
+        if negotiation.text.len() + req.data.len() > MAX_TEXT_LEN {
             return Err(status::INITIATOR_ERROR);
         }
-        self.text.extend_from_slice(&req.data);
+        negotiation.text.extend_from_slice(&req.data);
         if req.continue_ {
-            let resp = self.response(req, false, 0, Vec::new());
-            return Ok(LoginStep::Continue(resp));
+            let resp = self.response(req, csg, None, Vec::new());
+            return Ok((
+                LoginStep::Continue(resp),
+                Progress::Negotiating(negotiation),
+            ));
         }
-        let text = std::mem::take(&mut self.text);
+        let text = std::mem::take(&mut negotiation.text);
         let pairs = parse_pairs(&text).map_err(|_| status::INITIATOR_ERROR)?;
         if crate::text::duplicate_key(&pairs).is_some() {
             return Err(status::INITIATOR_ERROR);
         }
 
-        if self.kind.is_none() {
-            self.identify(&pairs)?;
+        let (identified, first) = match negotiation.phase {
+            Phase::Leading { stage } => (self.identify(&pairs, stage)?, true),
+            Phase::Identified(identified) => (*identified, false),
+        };
+        let (step, next) = match identified {
+            Identified::Security(stage) => self.security_step(req, nsg, &pairs, first, stage)?,
+            Identified::Operational(stage) => {
+                self.operational_step(req, nsg, &pairs, first, stage)?
+            }
+        };
+        let state = match next {
+            Some(identified) => {
+                negotiation.phase = Phase::Identified(Box::new(identified));
+                Progress::Negotiating(negotiation)
+            }
+            None => Progress::Ended,
+        };
+        Ok((step, state))
+    }
+
+    /// A complete request in the security stage; `first`: the request that identified the
+    /// initiator.
+    fn security_step(
+        &mut self,
+        req: &LoginRequest,
+        nsg: Option<Stage>,
+        pairs: &[(String, String)],
+        first: bool,
+        mut stage: SecurityStage,
+    ) -> Result<(LoginStep, Option<Identified>), Status> {
+        let mut out = Vec::new();
+        let keys = self.read_keys(
+            pairs,
+            Stage::Security,
+            &mut stage.peer,
+            &mut stage.neg,
+            &mut out,
+        )?;
+        self.authenticate(stage.peer.kind, &mut stage.auth, &keys, &mut out)?;
+        if first {
+            self.declare_session(stage.peer.kind, &mut out);
         }
-        let (creds, _) = self.credentials();
-        let auth_required = creds.is_some();
-        if self.stage == 1 && matches!(self.auth, Auth::Start) {
-            // The initiator skipped the security stage (§6.3: allowed only if the target agrees).
-            if auth_required {
+        if nsg.is_some() && matches!(stage.auth, Auth::Start) {
+            // The initiator never sent AuthMethod: acceptable only without authentication.
+            if self.auth_required(stage.peer.kind) {
                 return Err(status::AUTHENTICATION_FAILURE);
             }
-            self.auth = Auth::Done;
+            stage.auth = Auth::Done;
         }
+        // Operational keys may not appear in security-stage PDUs, and we always declare
+        // MaxRecvDataSegmentLength: the login goes through the operational stage even when the
+        // initiator asked for the full-feature phase (a target may answer with a lower NSG than
+        // asked, §6.3). Our declarations go out with the first response of the operational stage
+        // — never in a security-stage response, even the one that leaves it: open-iscsi refuses
+        // operational keys there ("can't accept MaxRecvDataSegmentLength in security stage"),
+        // found by the kernel-initiator VM test.
+        let transit = nsg.is_some() && matches!(stage.auth, Auth::Done);
+        let resp = self.response(
+            req,
+            Stage::Security,
+            transit.then_some(Stage::Operational),
+            out,
+        );
+        check_size(&resp)?;
+        let next = if transit {
+            Identified::Operational(OperationalStage {
+                peer: stage.peer,
+                neg: stage.neg,
+                declared: false,
+            })
+        } else {
+            Identified::Security(stage)
+        };
+        Ok((LoginStep::Continue(resp), Some(next)))
+    }
 
-        let mut out: Vec<(String, String)> = Vec::new();
-        let mut auth_method: Option<&str> = None;
-        let mut chap: BTreeMap<&str, &str> = BTreeMap::new();
-        for (key, value) in &pairs {
+    /// A complete request in the operational stage; `first` as in [`Self::security_step`].
+    /// Leaving this stage ends the login: the full-feature phase is the only stage after it.
+    fn operational_step(
+        &mut self,
+        req: &LoginRequest,
+        nsg: Option<Stage>,
+        pairs: &[(String, String)],
+        first: bool,
+        mut stage: OperationalStage,
+    ) -> Result<(LoginStep, Option<Identified>), Status> {
+        let mut out = Vec::new();
+        self.read_keys(
+            pairs,
+            Stage::Operational,
+            &mut stage.peer,
+            &mut stage.neg,
+            &mut out,
+        )?;
+        if first {
+            self.declare_session(stage.peer.kind, &mut out);
+        }
+        let mut transit = nsg.is_some();
+        if !stage.declared {
+            stage.declared = true;
+            out.extend(stage.neg.declarations());
+            let offers = stage.neg.offers();
+            if !offers.is_empty() {
+                // Our offers need answers before the full-feature phase (§6.2).
+                transit = false;
+            }
+            out.extend(offers);
+        } else if transit && stage.neg.awaiting_answers() {
+            // The initiator asked to proceed without answering our offers.
+            return Err(status::INITIATOR_ERROR);
+        }
+        let resp = self.response(
+            req,
+            Stage::Operational,
+            transit.then_some(Stage::FullFeature),
+            out,
+        );
+        check_size(&resp)?;
+        if !transit {
+            return Ok((
+                LoginStep::Continue(resp),
+                Some(Identified::Operational(stage)),
+            ));
+        }
+        let outcome = LoginOutcome {
+            kind: stage.peer.kind,
+            initiator_name: stage.peer.initiator_name,
+            initiator_alias: stage.peer.initiator_alias,
+            isid: req.isid,
+            tsih: req.tsih,
+            cid: req.cid,
+            negotiated: stage.neg.result(),
+            exp_cmd_sn: req.cmd_sn,
+            stat_sn: self.stat_sn,
+        };
+        Ok((LoginStep::Complete(resp, outcome), None))
+    }
+
+    /// Reads the keys of one complete request: login keys are checked against the peer, security
+    /// keys are returned for [`Self::authenticate`] (refused outside the security stage),
+    /// operational keys go to the negotiator and their answers to `out`.
+    fn read_keys<'a>(
+        &self,
+        pairs: &'a [(String, String)],
+        stage: Stage,
+        peer: &mut Peer,
+        neg: &mut Negotiator,
+        out: &mut Vec<(String, String)>,
+    ) -> Result<SecurityKeys<'a>, Status> {
+        let mut security = SecurityKeys::default();
+        for (key, value) in pairs {
             match key.as_str() {
                 "InitiatorName" => {
-                    if !names_equal(value, &self.initiator_name) {
+                    if !names_equal(value, &peer.initiator_name) {
                         return Err(status::INITIATOR_ERROR);
                     }
                 }
                 "SessionType" => {
                     let discovery = value == "Discovery";
-                    if discovery != (self.kind == Some(SessionKind::Discovery)) {
+                    if discovery != (peer.kind == SessionKind::Discovery) {
                         return Err(status::INITIATOR_ERROR);
                     }
                 }
                 "TargetName" => {
-                    if let Some(SessionKind::Normal { target }) = self.kind
+                    if let SessionKind::Normal { target } = peer.kind
                         && self
                             .portal
                             .targets
@@ -369,28 +624,25 @@ impl TargetLogin {
                         return Err(status::INITIATOR_ERROR);
                     }
                 }
-                "InitiatorAlias" => self.initiator_alias = Some(value.clone()),
-                "AuthMethod" => {
-                    if self.stage != 0 {
-                        return Err(status::INITIATOR_ERROR);
-                    }
-                    auth_method = Some(value);
+                "InitiatorAlias" => peer.initiator_alias = Some(value.clone()),
+                "AuthMethod" | "CHAP_A" | "CHAP_I" | "CHAP_C" | "CHAP_N" | "CHAP_R"
+                    if stage != Stage::Security =>
+                {
+                    return Err(status::INITIATOR_ERROR);
                 }
+                "AuthMethod" => security.auth_method = Some(value),
                 "CHAP_A" | "CHAP_I" | "CHAP_C" | "CHAP_N" | "CHAP_R" => {
-                    if self.stage != 0 {
-                        return Err(status::INITIATOR_ERROR);
-                    }
-                    chap.insert(key, value);
+                    security.chap.insert(key, value);
                 }
                 // Keys only a target sends (§13.7, §13.8, §13.9), and SendTargets, which belongs to
                 // the full-feature phase (Appendix C).
                 "TargetAlias" | "TargetAddress" | "TargetPortalGroupTag" | "SendTargets" => {
                     return Err(status::INITIATOR_ERROR);
                 }
-                _ => match self.neg.accept_answer(key, value) {
+                _ => match neg.accept_answer(key, value) {
                     Ok(true) => {}
                     Err(_) => return Err(status::INITIATOR_ERROR),
-                    Ok(false) => match self.neg.respond(key, value) {
+                    Ok(false) => match neg.respond(key, value) {
                         Ok(Some(Answer::Value(v))) => out.push((key.clone(), v)),
                         Ok(Some(Answer::None)) => {}
                         // §6.2: "NotUnderstood" for keys we don't know (including X- keys).
@@ -400,101 +652,27 @@ impl TargetLogin {
                 },
             }
         }
-
-        if self.stage == 0 {
-            self.authenticate(auth_method, &chap, &mut out)?;
-        }
-
-        // Session-wide declarations in the first successful response (§13.9: TargetPortalGroupTag
-        // "MUST be returned in the first Login Response" of a normal session).
-        if !self.session_declared {
-            self.session_declared = true;
-            if let Some(SessionKind::Normal { target }) = self.kind {
-                let t = &self.portal.targets[target];
-                out.push((
-                    "TargetPortalGroupTag".into(),
-                    t.portal_group_tag.to_string(),
-                ));
-                if let Some(alias) = &t.alias {
-                    out.push(("TargetAlias".into(), alias.clone()));
-                }
-            }
-        }
-
-        let mut transit = false;
-        let mut nsg = 0;
-        if req.transit {
-            if self.stage == 0 {
-                if matches!(self.auth, Auth::Start) {
-                    // The initiator never sent AuthMethod: acceptable only without authentication.
-                    if auth_required {
-                        return Err(status::AUTHENTICATION_FAILURE);
-                    }
-                    self.auth = Auth::Done;
-                }
-                if matches!(self.auth, Auth::Done) {
-                    transit = true;
-                    nsg = req.nsg;
-                    // Operational keys may not appear in security-stage PDUs, and we always
-                    // declare MaxRecvDataSegmentLength: go through the operational stage
-                    // (a target may answer with a lower NSG than asked, §6.3).
-                    if nsg == 3 && !self.operational_declared {
-                        nsg = 1;
-                    }
-                }
-            } else {
-                transit = true;
-                nsg = 3;
-            }
-        }
-        // Our declarations (MaxRecvDataSegmentLength) and the keys we must offer go out with the
-        // first response of the operational stage — never in a security-stage response, even
-        // the one that leaves it: open-iscsi refuses operational keys there ("can't accept
-        // MaxRecvDataSegmentLength in security stage"), found by the kernel-initiator VM test.
-        if self.stage == 1 {
-            if !self.operational_declared {
-                self.operational_declared = true;
-                out.extend(self.neg.declarations());
-                let offers = self.neg.offers();
-                if !offers.is_empty() && nsg == 3 {
-                    // Our offers need answers before the full-feature phase (§6.2).
-                    transit = false;
-                }
-                out.extend(offers);
-            } else if transit && nsg == 3 && self.neg.awaiting_answers() {
-                // The initiator asked to proceed without answering our offers.
-                return Err(status::INITIATOR_ERROR);
-            }
-        }
-
-        let resp = self.response(req, transit, nsg, out);
-        if resp.data.len() > LOGIN_MAX_SEGMENT {
-            return Err(status::TARGET_ERROR);
-        }
-        if transit {
-            if nsg == 3 {
-                self.finished = true;
-                let kind = self.kind.unwrap_or(SessionKind::Discovery);
-                let outcome = LoginOutcome {
-                    kind,
-                    initiator_name: self.initiator_name.clone(),
-                    initiator_alias: self.initiator_alias.clone(),
-                    isid: req.isid,
-                    tsih: req.tsih,
-                    cid: req.cid,
-                    negotiated: self.neg.result(),
-                    exp_cmd_sn: req.cmd_sn,
-                    stat_sn: self.stat_sn,
-                };
-                return Ok(LoginStep::Complete(resp, outcome));
-            }
-            self.stage = nsg;
-        }
-        Ok(LoginStep::Continue(resp))
+        Ok(security)
     }
 
-    /// Reads the leading request's declarations: who is logging in to what (§13.4–§13.6, §13.21).
-    fn identify(&mut self, pairs: &[(String, String)]) -> Result<(), Status> {
+    /// Session-wide declarations in the first successful response (§13.9: TargetPortalGroupTag
+    /// "MUST be returned in the first Login Response" of a normal session).
+    fn declare_session(&self, kind: SessionKind, out: &mut Vec<(String, String)>) {
+        if let SessionKind::Normal { target } = kind {
+            let t = &self.portal.targets[target];
+            out.push((
+                "TargetPortalGroupTag".into(),
+                t.portal_group_tag.to_string(),
+            ));
+            if let Some(alias) = &t.alias {
+                out.push(("TargetAlias".into(), alias.clone()));
+            }
+        }
+    }
+
+    /// Reads the leading request's declarations: who is logging in to what (§13.4–§13.6, §13.21),
+    /// and enters the stage the initiator started in.
+    fn identify(&self, pairs: &[(String, String)], stage: Stage) -> Result<Identified, Status> {
         let get = |k: &str| {
             pairs
                 .iter()
@@ -526,24 +704,48 @@ impl TargetLogin {
             Some("Discovery") => SessionKind::Discovery,
             Some(_) => return Err(status::SESSION_TYPE_NOT_SUPPORTED),
         };
-        self.initiator_name = name.to_string();
-        self.kind = Some(kind);
-        self.neg.set_discovery(kind == SessionKind::Discovery);
-        Ok(())
+        let peer = Peer {
+            kind,
+            initiator_name: name.to_string(),
+            initiator_alias: None,
+        };
+        let neg = Negotiator::new(
+            Role::Target,
+            self.portal.limits.clone(),
+            kind == SessionKind::Discovery,
+        );
+        if stage == Stage::Security {
+            return Ok(Identified::Security(SecurityStage {
+                peer,
+                neg,
+                auth: Auth::Start,
+            }));
+        }
+        // The initiator skipped the security stage (§6.3: allowed only if the target agrees).
+        if self.auth_required(kind) {
+            return Err(status::AUTHENTICATION_FAILURE);
+        }
+        Ok(Identified::Operational(OperationalStage {
+            peer,
+            neg,
+            declared: false,
+        }))
     }
 
     /// The security stage: AuthMethod selection and the CHAP exchange (§12.1.3).
     fn authenticate(
         &mut self,
-        auth_method: Option<&str>,
-        chap: &BTreeMap<&str, &str>,
+        kind: SessionKind,
+        auth: &mut Auth,
+        keys: &SecurityKeys<'_>,
         out: &mut Vec<(String, String)>,
     ) -> Result<(), Status> {
-        let (creds, mutual) = self.credentials();
+        let chap = &keys.chap;
+        let (creds, mutual) = self.credentials(kind);
         let creds = creds.cloned();
         let mutual = mutual.cloned();
-        if let Some(methods) = auth_method {
-            if !matches!(self.auth, Auth::Start) {
+        if let Some(methods) = keys.auth_method {
+            if !matches!(auth, Auth::Start) {
                 // AuthMethod may not be renegotiated.
                 return Err(status::INITIATOR_ERROR);
             }
@@ -553,16 +755,16 @@ impl TargetLogin {
                     return Err(status::AUTHENTICATION_FAILURE);
                 }
                 out.push(("AuthMethod".into(), "CHAP".into()));
-                self.auth = Auth::ChapAwaitAlgorithm;
+                *auth = Auth::ChapAwaitAlgorithm;
             } else if offered("None") {
                 out.push(("AuthMethod".into(), "None".into()));
-                self.auth = Auth::Done;
+                *auth = Auth::Done;
             } else {
                 // We have nothing to authenticate with.
                 return Err(status::AUTHENTICATION_FAILURE);
             }
         }
-        match self.auth.clone() {
+        match auth.clone() {
             Auth::Start | Auth::Done => {
                 if !chap.is_empty() {
                     return Err(status::INITIATOR_ERROR);
@@ -589,7 +791,7 @@ impl TargetLogin {
                 out.push(("CHAP_A".into(), alg.code().to_string()));
                 out.push(("CHAP_I".into(), id.to_string()));
                 out.push(("CHAP_C".into(), encode_binary(&challenge)));
-                self.auth = Auth::ChapAwaitResponse { alg, id, challenge };
+                *auth = Auth::ChapAwaitResponse { alg, id, challenge };
             }
             Auth::ChapAwaitResponse { alg, id, challenge } => {
                 if chap.contains_key("CHAP_A") {
@@ -632,25 +834,26 @@ impl TargetLogin {
                     }
                     _ => return Err(status::INITIATOR_ERROR),
                 }
-                self.auth = Auth::Done;
+                *auth = Auth::Done;
             }
         }
         Ok(())
     }
 
+    /// A successful Login Response in stage `csg`, moving to `nsg` when given (the T bit).
     fn response(
         &mut self,
         req: &LoginRequest,
-        transit: bool,
-        nsg: u8,
+        csg: Stage,
+        nsg: Option<Stage>,
         out: Vec<(String, String)>,
     ) -> LoginResponse {
         let stat_sn = self.next_stat_sn();
         LoginResponse {
-            transit,
+            transit: nsg.is_some(),
             continue_: false,
-            csg: self.stage,
-            nsg: if transit { nsg } else { 0 },
+            csg: csg.bits(),
+            nsg: nsg.map_or(0, Stage::bits),
             version_max: 0,
             version_active: 0,
             isid: req.isid,
@@ -664,4 +867,12 @@ impl TargetLogin {
             data: encode_pairs(&out),
         }
     }
+}
+
+/// A login response's data must fit the segment limit in force during login (§13.12).
+fn check_size(response: &LoginResponse) -> Result<(), Status> {
+    if response.data.len() > LOGIN_MAX_SEGMENT {
+        return Err(status::TARGET_ERROR);
+    }
+    Ok(())
 }

@@ -231,6 +231,7 @@ pub enum Answer {
 
 /// A negotiation failure that ends the login.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum NegotiationError {
     /// §6.2: "a key ... MUST NOT be offered more than once" (login status 0x0200).
     #[error("key {0} negotiated more than once")]

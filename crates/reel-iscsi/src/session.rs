@@ -251,7 +251,7 @@ pub struct TargetConnection {
     early: BTreeMap<u32, Pdu>,
     /// Tasks in CmdSN order, not yet handed out.
     dispatch_order: VecDeque<u32>,
-    next_ttt: u32,
+    ttts: TransferTags,
     outbox: VecDeque<Pdu>,
     events: VecDeque<Event>,
     pending_tmfs: Vec<PendingTmf>,
@@ -334,7 +334,7 @@ impl TargetConnection {
             committed: 0,
             early: BTreeMap::new(),
             dispatch_order: VecDeque::new(),
-            next_ttt: 1,
+            ttts: TransferTags::default(),
             outbox: VecDeque::new(),
             events: VecDeque::new(),
             pending_tmfs: Vec::new(),
@@ -430,7 +430,7 @@ impl TargetConnection {
             self.close(CloseReason::PeerUnresponsive);
             return false;
         }
-        let ttt = self.alloc_ttt();
+        let ttt = self.ttts.allocate();
         self.ping_ttt = Some(ttt);
         let pdu = Pdu::NopIn(NopIn {
             lun: [0; 8],
@@ -460,15 +460,6 @@ impl TargetConnection {
             data: Bytes::new(),
         });
         self.outbox.push_back(pdu);
-    }
-
-    fn alloc_ttt(&mut self) -> u32 {
-        let ttt = self.next_ttt;
-        self.next_ttt = self.next_ttt.wrapping_add(1);
-        if self.next_ttt == RESERVED_TAG {
-            self.next_ttt = 1;
-        }
-        ttt
     }
 
     /// Handles what the framer produced.
@@ -767,7 +758,7 @@ impl TargetConnection {
         loop {
             let (exp_cmd_sn, max_cmd_sn, stat_sn) =
                 (self.exp_cmd_sn, self.max_cmd_sn(), self.stat_sn);
-            let ttt_candidate = self.next_ttt;
+            let ttt_candidate = self.ttts.peek();
             let committed = self.committed;
             let Some(task) = self.tasks.get_mut(&itt) else {
                 return;
@@ -807,7 +798,7 @@ impl TargetConnection {
             let r2t_sn = task.r2t_sn;
             task.r2t_sn += 1;
             let lun = task.lun;
-            self.alloc_ttt();
+            self.ttts.allocate();
             self.outbox.push_back(Pdu::R2t(R2t {
                 lun,
                 itt,

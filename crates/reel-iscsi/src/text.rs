@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::login::{PortalConfig, TargetConfig};
 use crate::params::{MAX_SEGMENT, MIN_SEGMENT, is_operational_key, parse_number};
-use crate::pdu::{RESERVED_TAG, TextRequest, TextResponse};
+use crate::pdu::{RESERVED_TAG, TextRequest, TextResponse, TransferTags};
 
 /// Longest key name (§6.1: "key-name ... maximum length of 63 bytes").
 pub const MAX_KEY_LEN: usize = 63;
@@ -21,6 +21,7 @@ pub const MAX_TEXT_LEN: usize = 64 * 1024;
 
 /// Why text data or a Text Request is unacceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TextError {
     #[error("text data does not end with a NUL byte")]
     Unterminated,
@@ -181,7 +182,7 @@ pub struct TextResponder {
     initiator_name: Option<String>,
     pending_response: Option<PendingResponse>,
     pending_request: Option<PendingRequest>,
-    next_ttt: u32,
+    ttts: TransferTags,
     max_xmit_update: Option<u32>,
 }
 
@@ -194,7 +195,7 @@ impl TextResponder {
             initiator_name: None,
             pending_response: None,
             pending_request: None,
-            next_ttt: 1,
+            ttts: TransferTags::default(),
             max_xmit_update: None,
         }
     }
@@ -209,15 +210,6 @@ impl TextResponder {
     /// may be sent at any time), to apply to subsequent PDUs we send. Taken once.
     pub fn take_max_xmit_update(&mut self) -> Option<u32> {
         self.max_xmit_update.take()
-    }
-
-    fn alloc_ttt(&mut self) -> u32 {
-        let ttt = self.next_ttt;
-        self.next_ttt = self.next_ttt.wrapping_add(1);
-        if self.next_ttt == RESERVED_TAG {
-            self.next_ttt = 1;
-        }
-        ttt
     }
 
     /// Returns the Text Response to send (the caller fills StatSN/ExpCmdSN/MaxCmdSN) or a protocol
@@ -278,7 +270,7 @@ impl TextResponder {
         text.extend_from_slice(&req.data);
         if req.continue_ {
             // More text follows: acknowledge with an empty response (§11.10.2 C bit, §11.11.4).
-            let ttt = self.alloc_ttt();
+            let ttt = self.ttts.allocate();
             self.pending_request = Some(PendingRequest {
                 itt: req.itt,
                 ttt,
@@ -318,7 +310,7 @@ impl TextResponder {
             return self.response(itt, true, false, RESERVED_TAG, text);
         }
         let head = text.split_to(max_xmit);
-        let ttt = self.alloc_ttt();
+        let ttt = self.ttts.allocate();
         self.pending_response = Some(PendingResponse {
             itt,
             ttt,

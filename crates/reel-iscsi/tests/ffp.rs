@@ -62,18 +62,8 @@ impl Device {
                 self.written.push(command.data_out.clone());
                 ScsiOutcome::default()
             }
-            _ => {
-                let mut sense = vec![0u8; 18];
-                sense[0] = 0x70;
-                sense[2] = 0x05;
-                sense[7] = 10;
-                sense[12] = 0x20;
-                ScsiOutcome {
-                    status: 2,
-                    sense: Some(Bytes::from(sense)),
-                    data_in: Bytes::new(),
-                }
-            }
+            // ILLEGAL REQUEST, INVALID COMMAND OPERATION CODE.
+            _ => check(0x05, 0x20),
         }
     }
 }
@@ -109,18 +99,21 @@ fn params(tweak: impl FnOnce(&mut Negotiated)) -> Negotiated {
 
 impl Pair {
     fn new(p: Negotiated, queue_depth: u32) -> Pair {
-        let target = TargetConnection::new(
-            p.clone(),
+        Pair::with_config(
+            p,
             ConnectionConfig {
                 queue_depth,
                 discovery: false,
                 data_out_limit: DataOutLimit::unlimited(),
                 data_out_budget: u64::MAX,
             },
-            None,
-            1,
-            100,
-        );
+        )
+    }
+
+    /// A pair whose target connection has `config` (Data-Out limit and budget).
+    fn with_config(p: Negotiated, config: ConnectionConfig) -> Pair {
+        let queue_depth = config.queue_depth;
+        let target = TargetConnection::new(p.clone(), config, None, 1, 100);
         let initiator = InitiatorSession::new(p, SessionConfig::default(), 1, 100, queue_depth);
         Pair {
             initiator,
@@ -204,6 +197,39 @@ impl Pair {
         panic!("pump did not settle");
     }
 
+    /// A READ of `len` bytes from `lun`.
+    fn read(&mut self, lun: u64, len: u32) -> u32 {
+        self.initiator
+            .scsi(lun, &read_cdb(), Bytes::new(), len, TaskAttr::Simple)
+    }
+
+    /// A WRITE of `data` to `lun`.
+    fn write(&mut self, lun: u64, data: Bytes) -> u32 {
+        self.initiator
+            .scsi(lun, &write_cdb(), data, 0, TaskAttr::Simple)
+    }
+
+    /// Completes every command the device holds, with GOOD status and `data_in`.
+    fn complete_held(&mut self, data_in: Bytes) {
+        for itt in std::mem::take(&mut self.device.held) {
+            let outcome = ScsiOutcome {
+                status: 0,
+                sense: None,
+                data_in: data_in.clone(),
+            };
+            self.target.complete(itt, outcome);
+        }
+    }
+
+    /// The PDUs of one kind the target sent, picked by `pick`.
+    fn sent<'a, T>(&'a self, pick: impl Fn(&'a Pdu) -> Option<T>) -> Vec<T> {
+        self.pdus_to_initiator.iter().filter_map(pick).collect()
+    }
+
+    fn r2ts(&self) -> Vec<&R2t> {
+        self.sent(|p| if let Pdu::R2t(r) = p { Some(r) } else { None })
+    }
+
     fn result(&self, itt: u32) -> &ScsiResult {
         match self.completions.iter().find(|(i, _)| *i == itt) {
             Some((_, Outcome::Scsi(r))) => r,
@@ -222,25 +248,19 @@ fn write_cdb() -> [u8; 10] {
 #[test]
 fn read_is_split_into_data_in_pdus_with_collapsed_status() {
     let mut pair = Pair::new(params(|_| {}), 8);
-    let itt = pair
-        .initiator
-        .scsi(0, &read_cdb(), Bytes::new(), 1 << 20, TaskAttr::Simple);
+    let itt = pair.read(0, 1 << 20);
     pair.pump();
     let result = pair.result(itt);
     assert_eq!(result.status, 0);
     assert_eq!(result.residual, 0);
     assert_eq!(result.data, pattern(1 << 20));
-    let data_ins: Vec<&DataIn> = pair
-        .pdus_to_initiator
-        .iter()
-        .filter_map(|p| {
-            if let Pdu::DataIn(d) = p {
-                Some(d)
-            } else {
-                None
-            }
-        })
-        .collect();
+    let data_ins: Vec<&DataIn> = pair.sent(|p| {
+        if let Pdu::DataIn(d) = p {
+            Some(d)
+        } else {
+            None
+        }
+    });
     // 1 MiB in 64 KiB segments; F at the end of each 256 KiB burst (§13.13); status on the last only.
     assert_eq!(data_ins.len(), 16);
     assert_eq!(data_ins.iter().filter(|d| d.final_).count(), 4);
@@ -265,16 +285,12 @@ fn read_is_split_into_data_in_pdus_with_collapsed_status() {
 fn short_and_long_reads_report_residuals() {
     let mut pair = Pair::new(params(|_| {}), 8);
     pair.device.short_read = Some(1000);
-    let itt = pair
-        .initiator
-        .scsi(0, &read_cdb(), Bytes::new(), 4096, TaskAttr::Simple);
+    let itt = pair.read(0, 4096);
     pair.pump();
     let r = pair.result(itt).clone();
     assert_eq!((r.residual, r.data.len()), (3096, 1000));
     pair.device.short_read = Some(10_000);
-    let itt = pair
-        .initiator
-        .scsi(0, &read_cdb(), Bytes::new(), 4096, TaskAttr::Simple);
+    let itt = pair.read(0, 4096);
     pair.pump();
     let r = pair.result(itt);
     assert_eq!((r.residual, r.data.len()), (-(10_000 - 4096), 4096));
@@ -292,9 +308,7 @@ fn write_with_immediate_and_unsolicited_data_then_r2ts() {
         8,
     );
     let data = pattern(1_000_000);
-    let itt = pair
-        .initiator
-        .scsi(0, &write_cdb(), data.clone(), 0, TaskAttr::Simple);
+    let itt = pair.write(0, data.clone());
     pair.pump();
     assert_eq!(pair.result(itt).status, 0);
     assert_eq!(pair.device.written, vec![data]);
@@ -316,8 +330,7 @@ fn write_over_the_lun_limit_is_refused_without_buffering_or_r2t() {
             p.immediate_data = immediate;
             p.initial_r2t = initial_r2t;
         });
-        let mut pair = Pair::new(p.clone(), 8);
-        pair.target = TargetConnection::new(
+        let mut pair = Pair::with_config(
             p,
             ConnectionConfig {
                 queue_depth: 8,
@@ -326,19 +339,10 @@ fn write_over_the_lun_limit_is_refused_without_buffering_or_r2t() {
                 data_out_limit: DataOutLimit::new(|lun| if lun[1] == 1 { 1 << 20 } else { 4096 }),
                 data_out_budget: u64::MAX,
             },
-            None,
-            1,
-            100,
         );
-        let big = pair
-            .initiator
-            .scsi(1, &write_cdb(), pattern(4 << 20), 0, TaskAttr::Simple);
-        let small = pair
-            .initiator
-            .scsi(1, &write_cdb(), pattern(1 << 20), 0, TaskAttr::Simple);
-        let other_lun = pair
-            .initiator
-            .scsi(0, &write_cdb(), pattern(4097), 0, TaskAttr::Simple);
+        let big = pair.write(1, pattern(4 << 20));
+        let small = pair.write(1, pattern(1 << 20));
+        let other_lun = pair.write(0, pattern(4097));
         pair.pump();
         assert!(pair.closed.is_none(), "{:?}", pair.closed);
         let r = pair.result(big);
@@ -349,17 +353,7 @@ fn write_over_the_lun_limit_is_refused_without_buffering_or_r2t() {
         assert_eq!(pair.device.refused, 2);
         assert_eq!(pair.device.written, vec![pattern(1 << 20)]);
         // R2Ts only for the write within the limit.
-        let r2t_itts: std::collections::BTreeSet<u32> = pair
-            .pdus_to_initiator
-            .iter()
-            .filter_map(|p| {
-                if let Pdu::R2t(r) = p {
-                    Some(r.itt)
-                } else {
-                    None
-                }
-            })
-            .collect();
+        let r2t_itts: std::collections::BTreeSet<u32> = pair.r2ts().iter().map(|r| r.itt).collect();
         assert!(!r2t_itts.contains(&big) && !r2t_itts.contains(&other_lun));
         assert!(r2t_itts.contains(&small));
         assert_eq!(pair.target.task_count(), 0);
@@ -368,15 +362,9 @@ fn write_over_the_lun_limit_is_refused_without_buffering_or_r2t() {
 
 /// Bytes the target asked for with R2Ts so far.
 fn solicited(pair: &Pair) -> u64 {
-    pair.pdus_to_initiator
+    pair.r2ts()
         .iter()
-        .filter_map(|p| {
-            if let Pdu::R2t(r) = p {
-                Some(u64::from(r.desired_length))
-            } else {
-                None
-            }
-        })
+        .map(|r| u64::from(r.desired_length))
         .sum()
 }
 
@@ -389,8 +377,7 @@ fn data_out_beyond_the_budget_waits_for_running_commands() {
         p.initial_r2t = true;
         p.max_outstanding_r2t = 4;
     });
-    let mut pair = Pair::new(p.clone(), 16);
-    pair.target = TargetConnection::new(
+    let mut pair = Pair::with_config(
         p,
         ConnectionConfig {
             queue_depth: 16,
@@ -398,21 +385,12 @@ fn data_out_beyond_the_budget_waits_for_running_commands() {
             data_out_limit: DataOutLimit::unlimited(),
             data_out_budget: 1 << 20,
         },
-        None,
-        1,
-        100,
     );
     pair.device.hold = true;
     let data: Vec<Bytes> = (0..8)
         .map(|i| Bytes::from(vec![i as u8; 512 << 10]))
         .collect();
-    let itts: Vec<u32> = data
-        .iter()
-        .map(|d| {
-            pair.initiator
-                .scsi(0, &write_cdb(), d.clone(), 0, TaskAttr::Simple)
-        })
-        .collect();
+    let itts: Vec<u32> = data.iter().map(|d| pair.write(0, d.clone())).collect();
     pair.pump();
     // Two 512 KiB writes fill the 1 MiB budget; they run (held), the rest wait for R2Ts.
     assert_eq!(pair.device.held.len(), 2);
@@ -443,17 +421,11 @@ fn write_with_initial_r2t_and_no_immediate_data() {
     });
     let mut pair = Pair::new(p, 8);
     let data = pattern(3 * 262144 + 5);
-    let itt = pair
-        .initiator
-        .scsi(0, &write_cdb(), data.clone(), 0, TaskAttr::Simple);
+    let itt = pair.write(0, data.clone());
     pair.pump();
     assert_eq!(pair.result(itt).status, 0);
     assert_eq!(pair.device.written, vec![data]);
-    let r2ts: Vec<&R2t> = pair
-        .pdus_to_initiator
-        .iter()
-        .filter_map(|p| if let Pdu::R2t(r) = p { Some(r) } else { None })
-        .collect();
+    let r2ts = pair.r2ts();
     assert_eq!(r2ts.len(), 4);
     assert_eq!(r2ts[0].buffer_offset, 0);
     assert!(r2ts.iter().enumerate().all(|(i, r)| r.r2t_sn == i as u32));
@@ -463,28 +435,13 @@ fn write_with_initial_r2t_and_no_immediate_data() {
 fn window_limits_commands_in_flight_and_all_complete() {
     let mut pair = Pair::new(params(|_| {}), 4);
     pair.device.hold = true;
-    let itts: Vec<u32> = (0..8)
-        .map(|_| {
-            pair.initiator
-                .scsi(0, &read_cdb(), Bytes::new(), 512, TaskAttr::Simple)
-        })
-        .collect();
+    let itts: Vec<u32> = (0..8).map(|_| pair.read(0, 512)).collect();
     pair.pump();
     // Only the window (4) reached the target.
     assert_eq!(pair.device.held.len(), 4);
     assert_eq!(pair.target.task_count(), 4);
     for round in 0..2 {
-        let held = std::mem::take(&mut pair.device.held);
-        for itt in held {
-            pair.target.complete(
-                itt,
-                ScsiOutcome {
-                    status: 0,
-                    sense: None,
-                    data_in: pattern(512),
-                },
-            );
-        }
+        pair.complete_held(pattern(512));
         pair.pump();
         assert_eq!(pair.completions.len(), 4 * (round + 1));
     }
@@ -512,28 +469,21 @@ fn commands_reach_the_device_in_cmdsn_order_even_when_a_write_waits_for_data() {
         p.initial_r2t = true;
     });
     let mut pair = Pair::new(p, 8);
-    let w = pair
-        .initiator
-        .scsi(0, &write_cdb(), pattern(100_000), 0, TaskAttr::Simple);
-    let r = pair
-        .initiator
-        .scsi(0, &read_cdb(), Bytes::new(), 100, TaskAttr::Simple);
+    let w = pair.write(0, pattern(100_000));
+    let r = pair.read(0, 100);
     pair.pump();
     let order: Vec<u32> = pair.completions.iter().map(|(itt, _)| *itt).collect();
     assert_eq!(order, vec![w, r]);
 }
 
 fn rejects(pair: &Pair) -> Vec<u8> {
-    pair.pdus_to_initiator
-        .iter()
-        .filter_map(|p| {
-            if let Pdu::Reject(r) = p {
-                Some(r.reason)
-            } else {
-                None
-            }
-        })
-        .collect()
+    pair.sent(|p| {
+        if let Pdu::Reject(r) = p {
+            Some(r.reason)
+        } else {
+            None
+        }
+    })
 }
 
 #[test]
@@ -549,8 +499,7 @@ fn bad_data_digest_is_rejected_and_ends_the_connection() {
             bytes[last] ^= 0xff; // the data digest's last byte
         }
     }));
-    pair.initiator
-        .scsi(0, &write_cdb(), pattern(4096), 0, TaskAttr::Simple);
+    pair.write(0, pattern(4096));
     pair.pump();
     assert_eq!(rejects(&pair), vec![RejectReason::DataDigestError as u8]);
     assert!(matches!(pair.closed, Some(CloseReason::ProtocolError(_))));
@@ -562,8 +511,7 @@ fn bad_header_digest_ends_the_connection_without_executing() {
     let p = params(|p| p.header_digest = true);
     let mut pair = Pair::new(p, 8);
     pair.tamper = Some(Box::new(|_, bytes| bytes[BHS_LEN] ^= 1));
-    pair.initiator
-        .scsi(0, &read_cdb(), Bytes::new(), 512, TaskAttr::Simple);
+    pair.read(0, 512);
     pair.pump();
     assert!(matches!(pair.closed, Some(CloseReason::ProtocolError(_))));
     assert_eq!(pair.device.executed, 0);
@@ -595,8 +543,7 @@ fn commands_outside_the_cmdsn_window_are_ignored() {
 fn data_segment_longer_than_negotiated_is_rejected_and_closes() {
     let mut pair = Pair::new(params(|p| p.max_recv_data_segment_length = 8192), 8);
     // The initiator believes it may send 64 KiB per PDU.
-    pair.initiator
-        .scsi(0, &write_cdb(), pattern(65536), 0, TaskAttr::Simple);
+    pair.write(0, pattern(65536));
     pair.pump();
     assert_eq!(rejects(&pair), vec![RejectReason::ProtocolError as u8]);
     assert!(pair.closed.is_some());
@@ -613,9 +560,7 @@ fn unsolicited_data_beyond_first_burst_fails_the_command() {
         100,
         8,
     );
-    let itt = pair
-        .initiator
-        .scsi(0, &write_cdb(), pattern(65536), 0, TaskAttr::Simple);
+    let itt = pair.write(0, pattern(65536));
     pair.pump();
     // §11.4.7.2: CHECK CONDITION, ABORTED COMMAND, "unexpected unsolicited data" (0Ch/0Ch).
     let r = pair.result(itt);
@@ -626,9 +571,7 @@ fn unsolicited_data_beyond_first_burst_fails_the_command() {
     assert_eq!(pair.device.executed, 0);
     assert_eq!(pair.target.task_count(), 0);
     // The connection still works.
-    let itt = pair
-        .initiator
-        .scsi(0, &read_cdb(), Bytes::new(), 100, TaskAttr::Simple);
+    let itt = pair.read(0, 100);
     pair.pump();
     assert_eq!(pair.result(itt).data.len(), 100);
 }
@@ -649,9 +592,7 @@ fn a_wrong_data_sn_fails_the_command_and_its_later_data_is_dropped() {
             bytes[36..40].copy_from_slice(&7u32.to_be_bytes());
         }
     }));
-    let itt = pair
-        .initiator
-        .scsi(0, &write_cdb(), pattern(40_000), 0, TaskAttr::Simple);
+    let itt = pair.write(0, pattern(40_000));
     pair.pump();
     let r = pair.result(itt);
     assert_eq!(r.status, 2);
@@ -706,9 +647,7 @@ fn pdus_in_the_wrong_phase_are_rejected() {
     );
     assert!(pair.closed.is_none());
     // The connection still works.
-    let itt = pair
-        .initiator
-        .scsi(0, &read_cdb(), Bytes::new(), 100, TaskAttr::Simple);
+    let itt = pair.read(0, 100);
     pair.pump();
     assert_eq!(pair.result(itt).data.len(), 100);
 }
@@ -717,14 +656,10 @@ fn pdus_in_the_wrong_phase_are_rejected() {
 fn truncated_pdu_waits_then_connection_loss_leaks_nothing() {
     let mut pair = Pair::new(params(|_| {}), 8);
     pair.device.hold = true;
-    let _running = pair
-        .initiator
-        .scsi(0, &read_cdb(), Bytes::new(), 512, TaskAttr::Simple);
+    let _running = pair.read(0, 512);
     pair.pump();
     // Half a write command with its data: the target waits for the rest.
-    let itt = pair
-        .initiator
-        .scsi(0, &write_cdb(), pattern(4096), 0, TaskAttr::Simple);
+    let itt = pair.write(0, pattern(4096));
     let _ = itt;
     let pdu = pair.initiator.poll_transmit().unwrap();
     let bytes = pdu.to_bytes(&pair.initiator.send_limits());
@@ -734,9 +669,7 @@ fn truncated_pdu_waits_then_connection_loss_leaks_nothing() {
     let executing = pair.target.connection_lost();
     assert_eq!(executing.len(), 1);
     // The running task finishes on the device afterwards: swallowed, nothing leaks.
-    for itt in std::mem::take(&mut pair.device.held) {
-        pair.target.complete(itt, ScsiOutcome::default());
-    }
+    pair.complete_held(Bytes::new());
     assert_eq!(pair.target.task_count(), 0);
     assert!(pair.target.poll_transmit().is_none());
 }
@@ -745,9 +678,7 @@ fn truncated_pdu_waits_then_connection_loss_leaks_nothing() {
 fn abort_task_answers_after_the_task_ends_and_suppresses_its_response() {
     let mut pair = Pair::new(params(|_| {}), 8);
     pair.device.hold = true;
-    let victim = pair
-        .initiator
-        .scsi(0, &read_cdb(), Bytes::new(), 512, TaskAttr::Simple);
+    let victim = pair.read(0, 512);
     pair.pump();
     let tmf = pair
         .initiator
@@ -757,16 +688,7 @@ fn abort_task_answers_after_the_task_ends_and_suppresses_its_response() {
         pair.completions.is_empty(),
         "no TMF response while the task still runs"
     );
-    for itt in std::mem::take(&mut pair.device.held) {
-        pair.target.complete(
-            itt,
-            ScsiOutcome {
-                status: 0,
-                sense: None,
-                data_in: pattern(512),
-            },
-        );
-    }
+    pair.complete_held(pattern(512));
     pair.pump();
     assert_eq!(
         pair.completions,
@@ -787,8 +709,7 @@ fn lun_reset_aborts_waiting_writes_and_reaches_the_device() {
         p.initial_r2t = true;
     });
     let mut pair = Pair::new(p, 8);
-    pair.initiator
-        .scsi(0, &write_cdb(), pattern(100_000), 0, TaskAttr::Simple);
+    pair.write(0, pattern(100_000));
     // Keep the Data-Out from reaching the target: the write waits forever.
     pair.tamper = Some(Box::new(|pdu, bytes| {
         if matches!(pdu, Pdu::DataOut(_)) {
@@ -830,23 +751,12 @@ fn target_ping_is_answered_and_an_unanswered_ping_closes() {
 fn logout_waits_for_running_tasks() {
     let mut pair = Pair::new(params(|_| {}), 8);
     pair.device.hold = true;
-    let cmd = pair
-        .initiator
-        .scsi(0, &read_cdb(), Bytes::new(), 512, TaskAttr::Simple);
+    let cmd = pair.read(0, 512);
     pair.pump();
     let logout = pair.initiator.logout();
     pair.pump();
     assert!(pair.closed.is_none());
-    for itt in std::mem::take(&mut pair.device.held) {
-        pair.target.complete(
-            itt,
-            ScsiOutcome {
-                status: 0,
-                sense: None,
-                data_in: pattern(512),
-            },
-        );
-    }
+    pair.complete_held(pattern(512));
     pair.pump();
     let order: Vec<u32> = pair.completions.iter().map(|(itt, _)| *itt).collect();
     assert_eq!(order, vec![cmd, logout]);
@@ -857,8 +767,7 @@ fn logout_waits_for_running_tasks() {
 fn duplicate_task_tag_is_rejected() {
     let mut pair = Pair::new(params(|_| {}), 8);
     pair.device.hold = true;
-    pair.initiator
-        .scsi(0, &read_cdb(), Bytes::new(), 512, TaskAttr::Simple);
+    pair.read(0, 512);
     pair.pump();
     let pdu = Pdu::ScsiCommand(ScsiCommand {
         immediate: true,

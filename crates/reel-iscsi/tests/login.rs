@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use reel_iscsi::chap::{
-    ChapAlgorithm, ChapCredentials, chap_response, decode_binary, encode_binary,
+    ChapAlgorithm, ChapCredentials, Secret, chap_response, decode_binary, encode_binary,
 };
 use reel_iscsi::fuzzing::{fuzz_login, fuzz_pdu};
 use reel_iscsi::initiator_login::{
@@ -639,6 +639,13 @@ fn digests_negotiated_both_ways() {
     }
 }
 
+/// Asserts the target's answer to each key.
+fn assert_answers(pairs: &[(String, String)], expected: &[(&str, &str)]) {
+    for (key, answer) in expected {
+        assert_eq!(value(pairs, key), Some(*answer), "{key}");
+    }
+}
+
 /// Logs in with the given operational keys (security skipped) and returns the answers.
 fn negotiate(
     limits: Limits,
@@ -682,13 +689,18 @@ fn numeric_rules() {
     assert_eq!(value(&pairs, "MaxBurstLength"), Some("Reject"));
     assert_eq!(o.negotiated.max_burst_length, 262_144);
     // FirstBurstLength ≤ MaxBurstLength and our own limit.
-    assert_eq!(value(&pairs, "FirstBurstLength"), Some("65536"));
-    // DefaultTime2Wait above 3600 → Reject.
-    assert_eq!(value(&pairs, "DefaultTime2Wait"), Some("Reject"));
-    assert_eq!(value(&pairs, "DefaultTime2Retain"), Some("20"));
-    assert_eq!(value(&pairs, "MaxOutstandingR2T"), Some("1"));
-    assert_eq!(value(&pairs, "MaxConnections"), Some("1"));
-    assert_eq!(value(&pairs, "ErrorRecoveryLevel"), Some("0"));
+    assert_answers(
+        &pairs,
+        &[
+            ("FirstBurstLength", "65536"),
+            // DefaultTime2Wait above 3600 → Reject.
+            ("DefaultTime2Wait", "Reject"),
+            ("DefaultTime2Retain", "20"),
+            ("MaxOutstandingR2T", "1"),
+            ("MaxConnections", "1"),
+            ("ErrorRecoveryLevel", "0"),
+        ],
+    );
 
     let (pairs, o) = negotiate(
         Limits::target_default(),
@@ -700,10 +712,15 @@ fn numeric_rules() {
         ],
     )
     .unwrap();
-    assert_eq!(value(&pairs, "MaxBurstLength"), Some("8192"));
-    assert_eq!(value(&pairs, "FirstBurstLength"), Some("8192"));
-    // DefaultTime2Wait uses the maximum.
-    assert_eq!(value(&pairs, "DefaultTime2Wait"), Some("10"));
+    assert_answers(
+        &pairs,
+        &[
+            ("MaxBurstLength", "8192"),
+            ("FirstBurstLength", "8192"),
+            // DefaultTime2Wait uses the maximum.
+            ("DefaultTime2Wait", "10"),
+        ],
+    );
     assert_eq!(o.negotiated.max_burst_length, 8192);
     assert_eq!(o.negotiated.first_burst_length, 8192);
     assert_eq!(o.negotiated.default_time2wait, 10);
@@ -727,10 +744,15 @@ fn boolean_rules() {
         ],
     )
     .unwrap();
-    assert_eq!(value(&pairs, "ImmediateData"), Some("No")); // AND
-    assert_eq!(value(&pairs, "InitialR2T"), Some("No")); // OR of No, No
-    assert_eq!(value(&pairs, "DataPDUInOrder"), Some("Yes")); // OR with our Yes
-    assert_eq!(value(&pairs, "DataSequenceInOrder"), Some("Yes"));
+    assert_answers(
+        &pairs,
+        &[
+            ("ImmediateData", "No"),   // AND
+            ("InitialR2T", "No"),      // OR of No, No
+            ("DataPDUInOrder", "Yes"), // OR with our Yes
+            ("DataSequenceInOrder", "Yes"),
+        ],
+    );
     assert!(!o.negotiated.immediate_data);
     assert!(!o.negotiated.initial_r2t);
     let (pairs, o) = negotiate(
@@ -760,16 +782,18 @@ fn not_understood_reject_irrelevant() {
         ],
     )
     .unwrap();
-    assert_eq!(
-        value(&pairs, "X-com.example.Feature"),
-        Some("NotUnderstood")
+    assert_answers(
+        &pairs,
+        &[
+            ("X-com.example.Feature", "NotUnderstood"),
+            ("SomethingNew", "NotUnderstood"),
+            ("MaxConnections", "Reject"),
+            ("HeaderDigest", "Reject"),
+            ("ImmediateData", "Reject"),
+            ("IFMarker", "No"),
+            ("OFMarkInt", "Reject"),
+        ],
     );
-    assert_eq!(value(&pairs, "SomethingNew"), Some("NotUnderstood"));
-    assert_eq!(value(&pairs, "MaxConnections"), Some("Reject"));
-    assert_eq!(value(&pairs, "HeaderDigest"), Some("Reject"));
-    assert_eq!(value(&pairs, "ImmediateData"), Some("Reject"));
-    assert_eq!(value(&pairs, "IFMarker"), Some("No"));
-    assert_eq!(value(&pairs, "OFMarkInt"), Some("Reject"));
     let (pairs, _) = negotiate(
         Limits::target_default(),
         true,
@@ -780,9 +804,14 @@ fn not_understood_reject_irrelevant() {
         ],
     )
     .unwrap();
-    assert_eq!(value(&pairs, "MaxBurstLength"), Some("Irrelevant"));
-    assert_eq!(value(&pairs, "ImmediateData"), Some("Irrelevant"));
-    assert_eq!(value(&pairs, "DefaultTime2Wait"), Some("2"));
+    assert_answers(
+        &pairs,
+        &[
+            ("MaxBurstLength", "Irrelevant"),
+            ("ImmediateData", "Irrelevant"),
+            ("DefaultTime2Wait", "2"),
+        ],
+    );
     // No TargetPortalGroupTag for discovery sessions.
     assert_eq!(value(&pairs, "TargetPortalGroupTag"), None);
 }
@@ -848,10 +877,15 @@ fn target_offers_keys_the_initiator_left_out() {
     assert_eq!(value(&pairs, "MaxRecvDataSegmentLength"), None);
     let (resp, pairs) = expect_continue(t.on_request(request(1, true, 3, &[])));
     assert!(!resp.transit, "target must wait for answers to its offers");
-    assert_eq!(value(&pairs, "ImmediateData"), Some("No"));
-    assert_eq!(value(&pairs, "MaxBurstLength"), Some("65536"));
-    assert_eq!(value(&pairs, "FirstBurstLength"), Some("16384"));
-    assert_eq!(value(&pairs, "MaxRecvDataSegmentLength"), Some("262144"));
+    assert_answers(
+        &pairs,
+        &[
+            ("ImmediateData", "No"),
+            ("MaxBurstLength", "65536"),
+            ("FirstBurstLength", "16384"),
+            ("MaxRecvDataSegmentLength", "262144"),
+        ],
+    );
     match t.on_request(request(
         1,
         true,
@@ -1308,4 +1342,195 @@ proptest! {
             }
         }
     }
+}
+
+/// A target whose initiator must prove CHAP, under the name [`T`].
+fn chap_portal() -> Arc<PortalConfig> {
+    let mut ct = chap_target(false);
+    ct.name = T.into();
+    portal(vec![ct])
+}
+
+/// The stage a Login Request claims must be the one the target's state is in (RFC 7143 §6.3,
+/// §11.12.3): a stage it did not grant, a reserved stage or the full-feature phase as the
+/// current stage is an initiator error (§11.13.5, status 0x0200), which ends the login.
+#[test]
+fn requests_must_claim_the_stage_the_target_granted() {
+    let p = portal(vec![target(T)]);
+    // Still in the security stage (no transit asked): claiming the operational stage.
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    let (resp, _) = expect_continue(t.on_request(request(0, false, 0, &leading(&[]))));
+    assert_eq!((resp.transit, resp.csg), (false, 0));
+    expect_fail(
+        t.on_request(request(1, true, 3, &[])),
+        status::INITIATOR_ERROR,
+    );
+    expect_fail(
+        t.on_request(request(0, true, 1, &[])),
+        status::INITIATOR_ERROR,
+    );
+
+    // In the operational stage after the target granted it: claiming the security stage again.
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    let (resp, _) =
+        expect_continue(t.on_request(request(0, true, 1, &leading(&[("AuthMethod", "None")]))));
+    assert_eq!((resp.transit, resp.csg, resp.nsg), (true, 0, 1));
+    expect_fail(
+        t.on_request(request(0, true, 1, &[])),
+        status::INITIATOR_ERROR,
+    );
+
+    // The full-feature phase can never be the current stage; 2 is reserved as CSG and NSG.
+    for (csg, nsg) in [(3, 3), (2, 3), (0, 2), (1, 2)] {
+        let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+        let resp = expect_fail(
+            t.on_request(request(csg, true, nsg, &leading(&[]))),
+            status::INITIATOR_ERROR,
+        );
+        assert!(!resp.transit);
+        assert_eq!(resp.csg, csg & 3);
+    }
+}
+
+/// A request with the C bit is acknowledged in its own stage with no keys and no transition
+/// (§11.12.2); its continuation must stay in that stage.
+#[test]
+fn a_split_leading_request_keeps_its_stage() {
+    let p = portal(vec![target(T)]);
+    let text = encode_pairs(&leading(&[("AuthMethod", "None")]));
+    let (head, tail) = text.split_at(10);
+    let mut t = TargetLogin::new(p.clone(), [0; 32], 1);
+    let mut first = request(1, false, 0, &[]);
+    first.continue_ = true;
+    first.data = Bytes::copy_from_slice(head);
+    let (resp, pairs) = expect_continue(t.on_request(first.clone()));
+    assert_eq!((resp.transit, resp.csg), (false, 1));
+    assert!(pairs.is_empty());
+    // The rest claims the security stage: refused.
+    let mut rest = request(0, true, 1, &[]);
+    rest.data = Bytes::copy_from_slice(tail);
+    expect_fail(t.on_request(rest), status::INITIATOR_ERROR);
+
+    // The same split in the security stage goes on normally.
+    let mut t = TargetLogin::new(p, [0; 32], 1);
+    first.csg = 0;
+    expect_continue(t.on_request(first));
+    let mut rest = request(0, true, 1, &[]);
+    rest.data = Bytes::copy_from_slice(tail);
+    let (resp, pairs) = expect_continue(t.on_request(rest));
+    assert_eq!((resp.transit, resp.csg, resp.nsg), (true, 0, 1));
+    assert_eq!(value(&pairs, "AuthMethod"), Some("None"));
+}
+
+/// The security stage is left only once CHAP is complete: until then a request asking to
+/// transit is answered without the T bit and the login stays in the security stage (§6.3,
+/// §12.1.3); a request from the security stage straight to the full-feature phase is answered
+/// with the operational stage, where the target declares its keys (§6.3: a target may answer
+/// with a lower NSG).
+#[test]
+fn security_is_left_only_after_chap_and_only_for_the_operational_stage() {
+    let mut t = TargetLogin::new(chap_portal(), [0; 32], 1);
+    let (resp, pairs) = expect_continue(t.on_request(request(
+        0,
+        true,
+        1,
+        &leading(&[("AuthMethod", "CHAP,None")]),
+    )));
+    assert_eq!(value(&pairs, "AuthMethod"), Some("CHAP"));
+    assert!(!resp.transit, "CHAP has not started");
+    let (resp, pairs) = expect_continue(t.on_request(request(0, true, 3, &[("CHAP_A", "5")])));
+    assert!(!resp.transit, "CHAP is not complete");
+    let id: u8 = value(&pairs, "CHAP_I").unwrap().parse().unwrap();
+    let challenge = decode_binary(value(&pairs, "CHAP_C").unwrap(), 1024).unwrap();
+    // The operational stage was not granted.
+    let early = request(1, true, 3, &[("MaxBurstLength", "65536")]);
+    let mut t2 = TargetLogin::new(chap_portal(), [0; 32], 1);
+    expect_continue(t2.on_request(request(0, false, 0, &leading(&[("AuthMethod", "CHAP")]))));
+    expect_continue(t2.on_request(request(0, false, 0, &[("CHAP_A", "5")])));
+    expect_fail(t2.on_request(early), status::INITIATOR_ERROR);
+
+    let secret = Secret::new("alice-secret-123");
+    let answer = encode_binary(&chap_response(ChapAlgorithm::Md5, id, &secret, &challenge));
+    let (resp, pairs) = expect_continue(t.on_request(request(
+        0,
+        true,
+        3,
+        &[("CHAP_N", "alice"), ("CHAP_R", &answer)],
+    )));
+    assert_eq!((resp.transit, resp.csg, resp.nsg), (true, 0, 1));
+    assert_eq!(value(&pairs, "MaxRecvDataSegmentLength"), None);
+    // Security keys are refused in the operational stage.
+    let mut t3 = TargetLogin::new(portal(vec![target(T)]), [0; 32], 1);
+    expect_continue(t3.on_request(request(1, false, 0, &leading(&[]))));
+    expect_fail(
+        t3.on_request(request(1, false, 0, &[("AuthMethod", "None")])),
+        status::INITIATOR_ERROR,
+    );
+    // The authenticated login goes on in the operational stage, where the target declares its
+    // keys, and completes there.
+    match t.on_request(request(1, true, 3, &[])) {
+        LoginStep::Complete(resp, outcome) => {
+            assert_eq!((resp.transit, resp.csg, resp.nsg), (true, 1, 3));
+            let pairs = parse_pairs(&resp.data).unwrap();
+            assert!(value(&pairs, "MaxRecvDataSegmentLength").is_some());
+            assert_eq!(outcome.initiator_name, INITIATOR);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The login is over: any further request is refused.
+    expect_fail(
+        t.on_request(request(1, true, 3, &[])),
+        status::INITIATOR_ERROR,
+    );
+}
+
+/// A Login Response may only move to the stage the initiator asked for, from the stage the
+/// initiator is in (§11.13.6); the initiator ends the login otherwise.
+#[test]
+fn responses_must_follow_the_initiator_stage() {
+    let response = |request: &LoginRequest, transit: bool, csg: u8, nsg: u8| LoginResponse {
+        transit,
+        continue_: false,
+        csg,
+        nsg,
+        version_max: 0,
+        version_active: 0,
+        isid: request.isid,
+        tsih: 1,
+        itt: request.itt,
+        stat_sn: 1,
+        exp_cmd_sn: 1,
+        max_cmd_sn: 1,
+        status_class: 0,
+        status_detail: 0,
+        data: encode_pairs(&[("AuthMethod", "None")]),
+    };
+    let protocol_error = |result: Result<InitiatorStep, LoginError>| {
+        assert!(matches!(result, Err(LoginError::Protocol(_))), "{result:?}");
+    };
+    // Before start: no response is expected, and the login can still start.
+    let mut i = InitiatorLogin::new(config(Some(T)), [0; 32]);
+    let early = i.start();
+    let mut fresh = InitiatorLogin::new(config(Some(T)), [0; 32]);
+    protocol_error(fresh.on_response(response(&early, true, 0, 1)));
+    assert_eq!(fresh.start(), early);
+
+    // The initiator asked for the operational stage: not further, not back, not reserved.
+    for (csg, nsg) in [(0, 3), (0, 0), (0, 2), (1, 3)] {
+        let mut i = InitiatorLogin::new(config(Some(T)), [0; 32]);
+        let req = i.start();
+        assert_eq!((req.transit, req.csg, req.nsg), (true, 0, 1));
+        protocol_error(i.on_response(response(&req, true, csg, nsg)));
+        // The login is over after the error.
+        protocol_error(i.on_response(response(&req, true, 0, 1)));
+    }
+
+    // Granted: the next request is in the operational stage and asks for the full-feature phase.
+    let req = match i.on_response(response(&early, true, 0, 1)) {
+        Ok(InitiatorStep::Send(req)) => req,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!((req.transit, req.csg, req.nsg), (true, 1, 3));
+    // A response still in the security stage is refused.
+    protocol_error(i.on_response(response(&req, true, 0, 1)));
 }

@@ -23,9 +23,7 @@ use reel_smc::{
 };
 use reel_ssc::{DriveModel, InsertError, RemoveError, TapeDrive};
 
-use crate::barcodes::BarcodeFilter;
-use crate::cartridges::{CartridgeError, Cartridges};
-use crate::partition::ChunkPartition;
+use reel_volume::{BarcodeFilter, CartridgeError, Cartridges, ChunkPartition};
 
 /// A drive as the library runs it.
 pub type Drive = ScsiDevice<TapeDrive<ChunkPartition>>;

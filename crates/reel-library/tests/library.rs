@@ -5,27 +5,28 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use reel_backend::MemoryBackend;
-use reel_chunkstore::{ChunkStore, StoreConfig};
-use reel_library::{BarcodeFilter, Cartridges, LibrarySpec, VirtualLibrary};
+use reel_library::{LibrarySpec, VirtualLibrary};
 use reel_media::{Barcode, CartridgeInfo, MediaType, PartitionStore, UnixTime, Unsynced};
-use reel_scsi::{Bytes, ItNexus, LunTable, Request, Response, Status, TaskAttribute};
+use reel_scsi::initiator::smc::{
+    ElementType, move_medium, parse_element_status, read_element_status_range,
+};
+use reel_scsi::initiator::spc::mode_select6;
+use reel_scsi::initiator::ssc::{
+    PositionForm, Transfer, parse_read_position, read_position, write6,
+};
+use reel_scsi::{Bytes, ItNexus, LunTable, Response, Status};
 use reel_smc::{ChangerModel, Layout};
 use reel_ssc::DriveModel;
+use reel_testkit::memory_catalog;
+use reel_volume::BarcodeFilter;
 
 const SLOTS: u16 = 60_000;
 /// Element descriptor with a primary volume tag (SMC-3 §6.10.3): 12 + 36 bytes.
 const DESCRIPTOR: usize = 48;
 
 fn library(slots: u16, drives: u16, cartridges: usize) -> (tempfile::TempDir, VirtualLibrary) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = ChunkStore::open(
-        dir.path(),
-        Arc::new(MemoryBackend::new()),
-        StoreConfig::default(),
-    )
-    .unwrap();
-    let carts = Arc::new(Cartridges::new(store));
+    let (dir, carts) = memory_catalog();
+    let carts = Arc::new(carts);
     for i in 0..cartridges {
         let barcode = Barcode::new(&format!("B{i:05}L9")).unwrap();
         carts
@@ -51,16 +52,7 @@ fn library(slots: u16, drives: u16, cartridges: usize) -> (tempfile::TempDir, Vi
 }
 
 fn run(table: &LunTable, nexus: &ItNexus, lun: u64, cdb: &[u8], data_out: &[u8]) -> Response {
-    table.execute(
-        lun,
-        Request {
-            nexus,
-            cdb,
-            data_out: Bytes::copy_from_slice(data_out),
-            data_in_len: u32::MAX,
-            attribute: TaskAttribute::Simple,
-        },
-    )
+    table.execute(lun, reel_scsi::initiator::request(nexus, cdb, data_out))
 }
 
 /// Runs until GOOD, consuming the power-on unit attention.
@@ -75,25 +67,7 @@ fn good(table: &LunTable, nexus: &ItNexus, lun: u64, cdb: &[u8], data_out: &[u8]
 
 /// READ ELEMENT STATUS (B8h) with VOLTAG.
 fn res(element_type: u8, start: u16, count: u16, allocation: u32) -> [u8; 12] {
-    let (s, n, a) = (
-        start.to_be_bytes(),
-        count.to_be_bytes(),
-        allocation.to_be_bytes(),
-    );
-    [
-        0xB8,
-        0x10 | element_type,
-        s[0],
-        s[1],
-        n[0],
-        n[1],
-        0,
-        a[1],
-        a[2],
-        a[3],
-        0,
-        0,
-    ]
+    read_element_status_range(ElementType(element_type), true, start, count, allocation)
 }
 
 fn be16(d: &[u8], at: usize) -> u16 {
@@ -128,17 +102,19 @@ fn a_60000_slot_library_starts_and_reports_every_slot() {
         (2, 0x80, DESCRIPTOR as u16)
     );
     assert_eq!(be24(&d, 13), body);
+    // The descriptors, through the initiator kit's parser.
+    let elements = parse_element_status(&d).unwrap();
+    assert_eq!(elements.len(), usize::from(SLOTS));
     let mut full = 0;
-    for i in 0..usize::from(SLOTS) {
-        let at = 16 + i * DESCRIPTOR;
-        assert_eq!(usize::from(be16(&d, at)), 0x0401 + i, "descriptor {i}");
-        if d[at + 2] & 0x01 != 0 {
+    for (i, e) in elements.iter().enumerate() {
+        assert_eq!(usize::from(e.address), 0x0401 + i, "descriptor {i}");
+        assert_eq!(e.element_type, ElementType::STORAGE);
+        if e.full {
             // New cartridges fill the first free slots, in barcode order.
-            let tag = String::from_utf8_lossy(&d[at + 12..at + 44])
-                .trim()
-                .to_string();
-            assert_eq!(tag, format!("B{i:05}L9"));
+            assert_eq!(e.barcode, Some(format!("B{i:05}L9")));
             full += 1;
+        } else {
+            assert_eq!(e.barcode, None);
         }
     }
     assert_eq!(full, cartridges);
@@ -161,12 +137,16 @@ fn a_60000_slot_library_starts_and_reports_every_slot() {
     assert_eq!(be16(&d, 2), 1 + 4 + 32 + SLOTS);
 
     // The last slot takes a cartridge and gives it back (the inventory is saved each time).
-    let (from, to) = (0x0401u16.to_be_bytes(), last.to_be_bytes());
-    let mv = |a: [u8; 2], b: [u8; 2]| [0xA5, 0, 0, 0, a[0], a[1], b[0], b[1], 0, 0, 0, 0];
-    good(&table, &nexus, 0, &mv(from, to), &[]);
+    good(&table, &nexus, 0, &move_medium(0, 0x0401, last), &[]);
     let d = good(&table, &nexus, 0, &res(2, last, 1, 0xFF_FFFF), &[]);
-    assert_eq!(d[16 + 2] & 0x01, 1, "the last slot is full");
-    good(&table, &nexus, 0, &mv(to, from), &[]);
+    let e = parse_element_status(&d).unwrap();
+    assert!(e[0].full, "the last slot is full");
+    assert_eq!(
+        e[0].source,
+        Some(0x0401),
+        "and knows where its cartridge came from"
+    );
+    good(&table, &nexus, 0, &move_medium(0, last, 0x0401), &[]);
 }
 
 #[test]
@@ -175,13 +155,7 @@ fn buffered_mode_zero_writes_are_durable_in_the_store_when_good() {
     let table = lib.lun_table();
     let nexus = ItNexus::new("iqn.test:host,i,0x000000000001", 1);
     // Slot 0401h to the drive (0101h on the 3584).
-    good(
-        &table,
-        &nexus,
-        0,
-        &[0xA5, 0, 0, 0, 0x04, 0x01, 0x01, 0x01, 0, 0, 0, 0],
-        &[],
-    );
+    good(&table, &nexus, 0, &move_medium(0, 0x0401, 0x0101), &[]);
     let unsynced = || {
         lib.drives()[0].with_personality(|d| {
             let c = d.medium().unwrap();
@@ -190,8 +164,8 @@ fn buffered_mode_zero_writes_are_durable_in_the_store_when_good() {
     };
     let write = |len: usize| {
         let data = vec![0x5A; len];
-        let l = (len as u32).to_be_bytes();
-        good(&table, &nexus, 1, &[0x0A, 0, l[1], l[2], l[3], 0], &data);
+        let cdb = write6(Transfer::Variable(len as u32));
+        good(&table, &nexus, 1, &cdb, &data);
     };
     write(4096);
     let one = Unsynced {
@@ -200,17 +174,20 @@ fn buffered_mode_zero_writes_are_durable_in_the_store_when_good() {
     };
     assert_eq!(unsynced(), (one, one), "buffered mode 1: not durable yet");
     // READ POSITION (extended) reports the chunk store's unsynchronised object and bytes.
-    let d = good(
-        &table,
-        &nexus,
-        1,
-        &[0x34, 0x08, 0, 0, 0, 0, 0, 0, 32, 0],
-        &[],
-    );
-    assert_eq!(be24(&d, 5), 1);
-    assert_eq!(u64::from_be_bytes(d[24..32].try_into().unwrap()), 4096);
-    // mt drvbuffer 0.
-    good(&table, &nexus, 1, &[0x15, 0x10, 0, 0, 4, 0], &[0, 0, 0, 0]);
+    let position = || {
+        let d = good(
+            &table,
+            &nexus,
+            1,
+            &read_position(PositionForm::Extended),
+            &[],
+        );
+        let p = parse_read_position(PositionForm::Extended, &d).unwrap();
+        (p.buffered_objects, p.buffered_bytes)
+    };
+    assert_eq!(position(), (Some(1), Some(4096)));
+    // mt drvbuffer 0: a mode parameter header with BUFFERED MODE 0 and no block descriptor.
+    good(&table, &nexus, 1, &mode_select6(4), &[0, 0, 0, 0]);
     write(1000);
     let none = Unsynced::default();
     assert_eq!(
@@ -218,13 +195,5 @@ fn buffered_mode_zero_writes_are_durable_in_the_store_when_good() {
         (none, none),
         "buffered mode 0: synced before GOOD"
     );
-    let d = good(
-        &table,
-        &nexus,
-        1,
-        &[0x34, 0x08, 0, 0, 0, 0, 0, 0, 32, 0],
-        &[],
-    );
-    assert_eq!(be24(&d, 5), 0);
-    assert_eq!(u64::from_be_bytes(d[24..32].try_into().unwrap()), 0);
+    assert_eq!(position(), (Some(0), Some(0)));
 }

@@ -19,16 +19,19 @@ fn fixture(name: &str) -> Rig {
             let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
             for (i, n) in [(1u8, 3), (4, 2)] {
                 for k in 0..n {
-                    let r = rig.run(&write6(1000, false), &[i + k; 1000]);
+                    let r = rig.run(&write6(Transfer::Variable(1000)), &[i + k; 1000]);
                     assert_eq!(r.status, Status::Good);
                 }
                 if i == 1 {
-                    assert_eq!(rig.run(&[0x10, 0, 0, 0, 1, 0], &[]).status, Status::Good);
+                    assert_eq!(
+                        rig.run(&write_filemarks(1, false), &[]).status,
+                        Status::Good
+                    );
                 }
             }
-            assert_eq!(rig.run(&[0x01, 0, 0, 0, 0, 0], &[]).status, Status::Good);
+            assert_eq!(rig.run(&REWIND, &[]).status, Status::Good);
             if name == "unloaded" {
-                assert_eq!(rig.run(&[0x1B, 0, 0, 0, 0, 0], &[]).status, Status::Good);
+                assert_eq!(rig.run(&UNLOAD, &[]).status, Status::Good);
             }
             rig
         }
@@ -38,7 +41,7 @@ fn fixture(name: &str) -> Rig {
             c.set_write_protected(true);
             rig.insert(c).unwrap();
             for n in [rig.nexus.clone(), rig.other.clone()] {
-                rig.run_as(&n, &[0x03, 0, 0, 0, 18, 0], &[]);
+                rig.run_as(&n, &request_sense(18), &[]);
             }
             rig
         }

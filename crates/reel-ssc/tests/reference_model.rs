@@ -267,12 +267,16 @@ impl Model {
                 self.tape.truncate(self.pos);
                 self.tape.push(Obj::Record(d.clone()));
                 self.pos += 1;
-                (write6(len as u32, false).to_vec(), d, good(Vec::new()))
+                (
+                    write6(Transfer::Variable(len as u32)).to_vec(),
+                    d,
+                    good(Vec::new()),
+                )
             }
             Op::WriteFixed { count, seed } => {
                 let b = self.block as usize;
                 let d = record(seed, b * count as usize);
-                let cdb = write6(count, true).to_vec();
+                let cdb = write6(Transfer::Fixed(count)).to_vec();
                 if b == 0 {
                     return (cdb, d, invalid_cdb());
                 }
@@ -293,10 +297,14 @@ impl Model {
                         self.pos += 1;
                     }
                 }
-                (wfm(count, immed).to_vec(), Vec::new(), good(Vec::new()))
+                (
+                    write_filemarks(count, immed).to_vec(),
+                    Vec::new(),
+                    good(Vec::new()),
+                )
             }
             Op::ReadVar { len, sili } => (
-                read6(len, false, sili).to_vec(),
+                read6(Transfer::Variable(len), sili).to_vec(),
                 Vec::new(),
                 self.read_one(len, sili),
             ),
@@ -306,22 +314,30 @@ impl Model {
                 } else {
                     self.read_fixed(count)
                 };
-                (read6(count, true, false).to_vec(), Vec::new(), e)
+                (read6(Transfer::Fixed(count), false).to_vec(), Vec::new(), e)
             }
             Op::SpaceRecords(n) => (
-                space6(0, n).to_vec(),
+                space6(SpaceCode::Blocks, n).to_vec(),
                 Vec::new(),
                 self.space_records(i64::from(n)),
             ),
-            Op::Space16Records(n) => (space16(0, n).to_vec(), Vec::new(), self.space_records(n)),
+            Op::Space16Records(n) => (
+                space16(SpaceCode::Blocks, n).to_vec(),
+                Vec::new(),
+                self.space_records(n),
+            ),
             Op::SpaceFilemarks(n) => (
-                space6(1, n).to_vec(),
+                space6(SpaceCode::Filemarks, n).to_vec(),
                 Vec::new(),
                 self.space_filemarks(i64::from(n)),
             ),
             Op::SpaceEod => {
                 self.pos = self.tape.len();
-                (space6(3, 0).to_vec(), Vec::new(), good(Vec::new()))
+                (
+                    space6(SpaceCode::EndOfData, 0).to_vec(),
+                    Vec::new(),
+                    good(Vec::new()),
+                )
             }
             Op::Locate(o) => {
                 let e = if o as usize > self.tape.len() {
@@ -351,14 +367,22 @@ impl Model {
                         eod(None)
                     }
                 };
-                (locate16(1, None, k).to_vec(), Vec::new(), e)
+                (
+                    locate16(LocateDestination::File(k), None).to_vec(),
+                    Vec::new(),
+                    e,
+                )
             }
             Op::ReadPosition => {
                 let mut d = vec![0u8; 32];
                 d[0] = if self.pos == 0 { 0x80 } else { 0 };
                 d[8..16].copy_from_slice(&(self.pos as u64).to_be_bytes());
                 d[16..24].copy_from_slice(&(self.files_before(self.pos) as u64).to_be_bytes());
-                (READ_POSITION_LONG.to_vec(), Vec::new(), good(d))
+                (
+                    read_position(PositionForm::Long).to_vec(),
+                    Vec::new(),
+                    good(d),
+                )
             }
             Op::Rewind => {
                 self.pos = 0;

@@ -13,7 +13,7 @@ const GB: u64 = 1_000_000_000;
 #[test]
 fn inquiry_and_vpd_identify_the_drive() {
     let rig = Rig::empty("ibm-td9-hh");
-    let d = rig.good(&[0x12, 0, 0, 0, 96, 0], &[]);
+    let d = rig.good(&inquiry(96), &[]);
     assert_eq!(d[0], 0x01, "sequential-access device");
     assert_eq!(d[1], 0x80, "RMB");
     assert_eq!(&d[8..16], b"IBM     ");
@@ -23,21 +23,21 @@ fn inquiry_and_vpd_identify_the_drive() {
         d[58..74].chunks(2).any(|v| v == [0x05, 0x20]),
         "SSC-4 descriptor"
     );
-    let serial = rig.good(&[0x12, 1, 0x80, 0, 255, 0], &[]);
+    let serial = rig.good(&inquiry_vpd(0x80, 255), &[]);
     assert_eq!(&serial[4..], b"1068000123");
-    let pages = rig.good(&[0x12, 1, 0x00, 0, 255, 0], &[]);
+    let pages = rig.good(&inquiry_vpd(0x00, 255), &[]);
     assert_eq!(
         &pages[4..],
         &[0x00, 0x80, 0x83, 0x86, 0xB0, 0xB1, 0xC0, 0xC1]
     );
-    let c1 = rig.good(&[0x12, 1, 0xC1, 0, 255, 0], &[]);
+    let c1 = rig.good(&inquiry_vpd(0xC1, 255), &[]);
     assert_eq!(&c1[4..16], b"1068000123  ");
     let hpe = Rig::empty("hpe-ultrium8");
-    let d = hpe.good(&[0x12, 0, 0, 0, 96, 0], &[]);
+    let d = hpe.good(&inquiry(96), &[]);
     assert_eq!(&d[8..32], b"HPE     Ultrium 8-SCSI  ");
     for model in DriveModel::all() {
         let rig = Rig::empty(model.name());
-        let d = rig.good(&[0x12, 0, 0, 0, 96, 0], &[]);
+        let d = rig.good(&inquiry(96), &[]);
         assert_eq!(
             std::str::from_utf8(&d[16..32]).unwrap().trim_end(),
             model.product()
@@ -48,22 +48,22 @@ fn inquiry_and_vpd_identify_the_drive() {
 #[test]
 fn empty_drive_is_not_ready_and_media_commands_say_why() {
     let rig = Rig::empty("ibm-td9");
-    let (s, _) = rig.check(&TUR, &[]);
+    let (s, _) = rig.check(&TEST_UNIT_READY, &[]);
     assert_eq!(
         (s.key, s.asc),
         (SenseKey::NOT_READY, Asc::MEDIUM_NOT_PRESENT)
     );
     for cdb in [
-        &read6(10, false, false)[..],
-        &READ_POSITION,
+        &read6(Transfer::Variable(10), false)[..],
+        &read_position(PositionForm::Short),
         &REWIND,
-        &space6(1, 1),
+        &space6(SpaceCode::Filemarks, 1),
     ] {
         let (s, _) = rig.check(cdb, &[]);
         assert_eq!(s.asc, Asc::MEDIUM_NOT_PRESENT, "{cdb:02x?}");
     }
     // Drive information works without a cartridge.
-    let limits = rig.good(&[0x05, 0, 0, 0, 0, 0], &[]);
+    let limits = rig.good(&READ_BLOCK_LIMITS, &[]);
     assert_eq!(&limits[..], &[0, 0x80, 0x00, 0x00, 0, 1]);
     assert_eq!(rig.with_drive(|d| d.state()), DriveState::Empty);
 }
@@ -74,7 +74,7 @@ fn linux_st_open_sequence() {
     rig.insert(cartridge("ST0001L8", MediaType::Lto8, 4 * GB))
         .unwrap();
     // First command after the load: the unit attention, then ready.
-    let (s, _) = rig.check(&TUR, &[]);
+    let (s, _) = rig.check(&TEST_UNIT_READY, &[]);
     assert_eq!(
         (s.key, s.asc),
         (
@@ -82,14 +82,14 @@ fn linux_st_open_sequence() {
             Asc::NOT_READY_TO_READY_CHANGE_MEDIUM_MAY_HAVE_CHANGED
         )
     );
-    rig.good(&TUR, &[]);
-    let limits = rig.good(&[0x05, 0, 0, 0, 0, 0], &[]);
+    rig.good(&TEST_UNIT_READY, &[]);
+    let limits = rig.good(&READ_BLOCK_LIMITS, &[]);
     assert_eq!(
         u32::from_be_bytes([0, limits[1], limits[2], limits[3]]),
         0x80_0000
     );
     // MODE SENSE(6) `1a 00 00 00 0c 00`: header + block descriptor.
-    let m = rig.good(&[0x1A, 0, 0, 0, 12, 0], &[]);
+    let m = rig.good(&mode_sense6(0, 12), &[]);
     assert_eq!(m.len(), 12);
     assert_eq!(m[2], 0x10, "buffered mode 1, not write protected");
     assert_eq!(m[3], 8);
@@ -103,26 +103,26 @@ fn mt_setblk_fixed_mode_and_back() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
     // mt setblk 65536
     let list = [0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0x01, 0x00, 0x00];
-    rig.good(&[0x15, 0x10, 0, 0, 12, 0], &list);
-    let m = rig.good(&[0x1A, 0, 0, 0, 12, 0], &[]);
+    rig.good(&mode_select6(12), &list);
+    let m = rig.good(&mode_sense6(0, 12), &[]);
     assert_eq!(&m[9..12], &[0x01, 0, 0]);
     // Fixed mode: two 64 KiB blocks in one WRITE.
     let data = record(3, 2 * 65536);
-    rig.good(&write6(2, true), &data);
+    rig.good(&write6(Transfer::Fixed(2)), &data);
     rig.good(&REWIND, &[]);
-    let back = rig.good(&read6(2, true, false), &[]);
+    let back = rig.good(&read6(Transfer::Fixed(2), false), &[]);
     assert_eq!(&back[..], &data[..]);
     // FIXED = 1 with SILI = 1 is invalid.
-    let (s, _) = rig.check(&read6(1, true, true), &[]);
+    let (s, _) = rig.check(&read6(Transfer::Fixed(1), true), &[]);
     assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
     // mt setblk 0: variable again; FIXED reads are refused.
     let list = [0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0, 0, 0];
-    rig.good(&[0x15, 0x10, 0, 0, 12, 0], &list);
-    let (s, _) = rig.check(&read6(1, true, false), &[]);
+    rig.good(&mode_select6(12), &list);
+    let (s, _) = rig.check(&read6(Transfer::Fixed(1), false), &[]);
     assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
     // A block length over 8 MiB is refused.
     let list = [0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0x80, 0, 1];
-    let (s, _) = rig.check(&[0x15, 0x10, 0, 0, 12, 0], &list);
+    let (s, _) = rig.check(&mode_select6(12), &list);
     assert_eq!(s.asc, Asc::INVALID_FIELD_IN_PARAMETER_LIST);
 }
 
@@ -130,25 +130,22 @@ fn mt_setblk_fixed_mode_and_back() {
 fn fixed_mode_read_stops_at_filemark_with_block_residue() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
     let list = [0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0, 0x02, 0x00];
-    rig.good(&[0x15, 0x10, 0, 0, 12, 0], &list);
-    rig.good(&write6(3, true), &record(1, 3 * 512));
-    rig.good(&wfm(1, false), &[]);
+    rig.good(&mode_select6(12), &list);
+    rig.good(&write6(Transfer::Fixed(3)), &record(1, 3 * 512));
+    rig.good(&write_filemarks(1, false), &[]);
     rig.good(&REWIND, &[]);
-    let (s, data) = rig.check(&read6(5, true, false), &[]);
+    let (s, data) = rig.check(&read6(Transfer::Fixed(5), false), &[]);
     assert!(s.filemark);
     assert_eq!((s.key, s.asc), (SenseKey::NO_SENSE, Asc::FILEMARK_DETECTED));
     assert_eq!(residue(&s), 2);
     assert_eq!(data.len(), 3 * 512);
     assert_eq!(long_position(&rig).1, 4, "after the filemark");
     // A 512-byte fixed read of a 100-byte record: ILI, residue in blocks.
-    rig.good(
-        &[0x15, 0x10, 0, 0, 12, 0],
-        &[0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0, 0, 0],
-    );
-    rig.good(&write6(100, false), &record(2, 100));
-    rig.good(&[0x15, 0x10, 0, 0, 12, 0], &list);
+    rig.good(&mode_select6(12), &[0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0, 0, 0]);
+    rig.good(&write6(Transfer::Variable(100)), &record(2, 100));
+    rig.good(&mode_select6(12), &list);
     rig.good(&locate10(4, None), &[]);
-    let (s, _) = rig.check(&read6(3, true, false), &[]);
+    let (s, _) = rig.check(&read6(Transfer::Fixed(3), false), &[]);
     assert!(s.ili);
     assert_eq!(residue(&s), 3);
 }
@@ -158,14 +155,17 @@ fn tar_writes_then_closes_with_a_filemark_and_mt_eod_finds_the_end() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
     for file in 0..3u8 {
         for block in 0..4u8 {
-            rig.good(&write6(10240, false), &record(file * 16 + block, 10240));
+            rig.good(
+                &write6(Transfer::Variable(10240)),
+                &record(file * 16 + block, 10240),
+            );
         }
         // st writes a filemark when a file opened for writing is closed.
-        rig.good(&wfm(1, false), &[]);
+        rig.good(&write_filemarks(1, false), &[]);
     }
     rig.good(&REWIND, &[]);
     // mt eod (st without fast_mteom): SPACE 0x7fffff filemarks, then SPACE to EOD.
-    let (s, _) = rig.check(&space6(1, 0x7F_FFFF), &[]);
+    let (s, _) = rig.check(&space6(SpaceCode::Filemarks, 0x7F_FFFF), &[]);
     assert_eq!(
         (s.key, s.asc),
         (SenseKey::BLANK_CHECK, Asc::END_OF_DATA_DETECTED)
@@ -175,11 +175,11 @@ fn tar_writes_then_closes_with_a_filemark_and_mt_eod_finds_the_end() {
         0x7F_FFFF - 3,
         "st computes the file number from it"
     );
-    rig.good(&space6(3, 0), &[]);
+    rig.good(&space6(SpaceCode::EndOfData, 0), &[]);
     assert_eq!(long_position(&rig), (0, 15, 3));
     // Append a fourth file after EOD.
-    rig.good(&write6(100, false), &record(99, 100));
-    rig.good(&wfm(1, false), &[]);
+    rig.good(&write6(Transfer::Variable(100)), &record(99, 100));
+    rig.good(&write_filemarks(1, false), &[]);
     assert_eq!(long_position(&rig), (0, 17, 4));
     // Synchronising points call the saver.
     assert!(rig.saved.lock().unwrap().len() >= 5);
@@ -190,60 +190,66 @@ fn mt_fsf_bsf_fsr_bsr() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
     // file 0: 2 records, FM, file 1: 3 records, FM, file 2: 1 record
     for len in [10, 20] {
-        rig.good(&write6(len, false), &record(len as u8, len as usize));
+        rig.good(
+            &write6(Transfer::Variable(len)),
+            &record(len as u8, len as usize),
+        );
     }
-    rig.good(&wfm(1, false), &[]);
+    rig.good(&write_filemarks(1, false), &[]);
     for len in [30, 40, 50] {
-        rig.good(&write6(len, false), &record(len as u8, len as usize));
+        rig.good(
+            &write6(Transfer::Variable(len)),
+            &record(len as u8, len as usize),
+        );
     }
-    rig.good(&wfm(1, false), &[]);
-    rig.good(&write6(60, false), &record(60, 60));
+    rig.good(&write_filemarks(1, false), &[]);
+    rig.good(&write6(Transfer::Variable(60)), &record(60, 60));
     rig.good(&REWIND, &[]);
-    rig.good(&space6(1, 1), &[]); // fsf 1
+    rig.good(&space6(SpaceCode::Filemarks, 1), &[]); // fsf 1
     assert_eq!(long_position(&rig), (0, 3, 1));
-    let d = rig.good(&read6(100, false, true), &[]);
+    let d = rig.good(&read6(Transfer::Variable(100), true), &[]);
     assert_eq!(d.len(), 30);
-    rig.good(&space6(0, 1), &[]); // fsr 1
-    let d = rig.good(&read6(100, false, true), &[]);
+    rig.good(&space6(SpaceCode::Blocks, 1), &[]); // fsr 1
+    let d = rig.good(&read6(Transfer::Variable(100), true), &[]);
     assert_eq!(d.len(), 50);
     // fsr over the filemark: stops after it, FILEMARK, residue.
-    let (s, _) = rig.check(&space6(0, 3), &[]);
+    let (s, _) = rig.check(&space6(SpaceCode::Blocks, 3), &[]);
     assert!(s.filemark);
     assert_eq!(residue(&s), 3);
     assert_eq!(long_position(&rig), (0, 7, 2));
     // bsf 1: lands on the BOP side of the filemark just crossed.
-    rig.good(&space6(1, -1), &[]);
+    rig.good(&space6(SpaceCode::Filemarks, -1), &[]);
     assert_eq!(long_position(&rig), (0, 6, 1));
     // bsr 5 from there: 3 records back, then the filemark stops it (residue -2).
-    let (s, _) = rig.check(&space6(0, -5), &[]);
+    let (s, _) = rig.check(&space6(SpaceCode::Blocks, -5), &[]);
     assert!(s.filemark);
     assert_eq!(residue(&s), -2);
     assert_eq!(long_position(&rig), (0, 2, 0));
     // bsf 5: BOP, EOM, residue -5 + 0 filemarks crossed... only the one at object 2 exists.
-    let (s, _) = rig.check(&space6(1, -5), &[]);
+    let (s, _) = rig.check(&space6(SpaceCode::Filemarks, -5), &[]);
     assert!(s.eom);
     assert_eq!(s.asc, Asc::BEGINNING_OF_PARTITION_MEDIUM_DETECTED);
     assert_eq!(residue(&s), -5);
     assert_eq!(position(&rig), (0, 0, true, false));
     // Read at BOP after a backspace: the data is there.
-    let d = rig.good(&read6(10, false, false), &[]);
+    let d = rig.good(&read6(Transfer::Variable(10), false), &[]);
     assert_eq!(&d[..], &record(10, 10)[..]);
 }
 
 #[test]
 fn ili_reads_both_ways() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
-    rig.good(&write6(10000, false), &record(1, 10000));
-    rig.good(&write6(65536, false), &record(2, 65536));
+    rig.good(&write6(Transfer::Variable(10000)), &record(1, 10000));
+    rig.good(&write6(Transfer::Variable(65536)), &record(2, 65536));
     rig.good(&REWIND, &[]);
     // 64 KiB buffer on a 10000-byte block: ILI, positive residue, the data.
-    let (s, d) = rig.check(&read6(65536, false, false), &[]);
+    let (s, d) = rig.check(&read6(Transfer::Variable(65536), false), &[]);
     assert!(s.ili && !s.filemark && !s.eom);
     assert_eq!(s.key, SenseKey::NO_SENSE);
     assert_eq!(residue(&s), 65536 - 10000);
     assert_eq!(&d[..], &record(1, 10000)[..]);
     // 32 KiB buffer on a 64 KiB block: ILI, negative residue, 32 KiB, position after it.
-    let (s, d) = rig.check(&read6(32768, false, false), &[]);
+    let (s, d) = rig.check(&read6(Transfer::Variable(32768), false), &[]);
     assert!(s.ili);
     assert_eq!(residue(&s), 32768 - 65536);
     assert_eq!(&d[..], &record(2, 65536)[..32768]);
@@ -251,12 +257,12 @@ fn ili_reads_both_ways() {
     // SILI in variable mode (block length 0) suppresses both reports (SSC-4 READ(6)): the
     // short record comes back whole, the long one truncated, both GOOD.
     rig.good(&REWIND, &[]);
-    let d = rig.good(&read6(65536, false, true), &[]);
+    let d = rig.good(&read6(Transfer::Variable(65536), true), &[]);
     assert_eq!(d.len(), 10000);
-    let d = rig.good(&read6(100, false, true), &[]);
+    let d = rig.good(&read6(Transfer::Variable(100), true), &[]);
     assert_eq!(&d[..100], &record(2, 65536)[..100]);
     // At EOD: BLANK CHECK with the whole request as residue.
-    let (s, d) = rig.check(&read6(512, false, false), &[]);
+    let (s, d) = rig.check(&read6(Transfer::Variable(512), false), &[]);
     assert_eq!(
         (s.key, s.asc),
         (SenseKey::BLANK_CHECK, Asc::END_OF_DATA_DETECTED)
@@ -269,30 +275,30 @@ fn ili_reads_both_ways() {
 fn btape_append_and_backspace_across_filemarks() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
     // btape: label (64512 bytes), data blocks, EOF, then append after reopening at EOD.
-    rig.good(&write6(64512, false), &record(7, 64512));
-    rig.good(&wfm(1, false), &[]);
+    rig.good(&write6(Transfer::Variable(64512)), &record(7, 64512));
+    rig.good(&write_filemarks(1, false), &[]);
     rig.good(&REWIND, &[]);
-    rig.good(&space6(3, 0), &[]);
+    rig.good(&space6(SpaceCode::EndOfData, 0), &[]);
     assert_eq!(
         long_position(&rig),
         (0, 2, 1),
         "EOD after append keeps the file count"
     );
-    rig.good(&write6(1 << 20, false), &record(8, 1 << 20));
-    rig.good(&wfm(2, false), &[]);
+    rig.good(&write6(Transfer::Variable(1 << 20)), &record(8, 1 << 20));
+    rig.good(&write_filemarks(2, false), &[]);
     assert_eq!(long_position(&rig), (0, 5, 3));
     // bsf 2 then fsf 1: after the first of the two filemarks.
-    rig.good(&space6(1, -2), &[]);
+    rig.good(&space6(SpaceCode::Filemarks, -2), &[]);
     assert_eq!(long_position(&rig), (0, 3, 1));
-    rig.good(&space6(1, 1), &[]);
+    rig.good(&space6(SpaceCode::Filemarks, 1), &[]);
     assert_eq!(long_position(&rig), (0, 4, 2));
     // bsr across a filemark stops on it.
-    let (s, _) = rig.check(&space6(0, -1), &[]);
+    let (s, _) = rig.check(&space6(SpaceCode::Blocks, -1), &[]);
     assert!(s.filemark);
     assert_eq!(residue(&s), -1);
     assert_eq!(long_position(&rig), (0, 3, 1));
     // Reading the filemark: FILEMARK, position after it.
-    let (s, _) = rig.check(&read6(1 << 20, false, true), &[]);
+    let (s, _) = rig.check(&read6(Transfer::Variable(1 << 20), true), &[]);
     assert!(s.filemark);
     assert_eq!(residue(&s), 1 << 20);
     assert_eq!(long_position(&rig), (0, 4, 2));
@@ -302,8 +308,8 @@ fn btape_append_and_backspace_across_filemarks() {
 fn write_filemarks_immed_and_zero_count() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
     let before = rig.saved.lock().unwrap().len();
-    rig.good(&write6(10, false), &record(1, 10));
-    rig.good(&wfm(1, true), &[]);
+    rig.good(&write6(Transfer::Variable(10)), &record(1, 10));
+    rig.good(&write_filemarks(1, true), &[]);
     assert_eq!(
         rig.saved.lock().unwrap().len(),
         before,
@@ -311,7 +317,7 @@ fn write_filemarks_immed_and_zero_count() {
     );
     let synced = rig.with_drive(|d| d.medium().unwrap().partitions()[0].synced_objects());
     assert_eq!(synced, 0);
-    rig.good(&wfm(0, false), &[]);
+    rig.good(&write_filemarks(0, false), &[]);
     assert_eq!(rig.saved.lock().unwrap().len(), before + 1);
     let synced = rig.with_drive(|d| d.medium().unwrap().partitions()[0].synced_objects());
     assert_eq!(synced, 2);
@@ -324,10 +330,16 @@ fn early_warning_then_volume_overflow() {
     // 100 KiB cartridge: early warning at 98 %.
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, 100 * 1024);
     for i in 0..9 {
-        rig.good(&write6(10 * 1024, false), &record(i, 10 * 1024));
+        rig.good(
+            &write6(Transfer::Variable(10 * 1024)),
+            &record(i, 10 * 1024),
+        );
     }
     // 90 KiB used; the next 10 KiB reaches 100 KiB: past early warning, written.
-    let (s, _) = rig.check(&write6(10 * 1024, false), &record(9, 10 * 1024));
+    let (s, _) = rig.check(
+        &write6(Transfer::Variable(10 * 1024)),
+        &record(9, 10 * 1024),
+    );
     assert_eq!(
         (s.key, s.asc, s.eom),
         (
@@ -341,7 +353,7 @@ fn early_warning_then_volume_overflow() {
     let (_, _, bop, eop) = position(&rig);
     assert!(!bop && eop, "EOP/BPEW at EOD beyond early warning");
     // Full: VOLUME OVERFLOW, nothing written, residue = the record.
-    let (s, _) = rig.check(&write6(1, false), &[1]);
+    let (s, _) = rig.check(&write6(Transfer::Variable(1)), &[1]);
     assert_eq!(
         (s.key, s.asc, s.eom),
         (
@@ -353,7 +365,7 @@ fn early_warning_then_volume_overflow() {
     assert_eq!(residue(&s), 1);
     assert_eq!(long_position(&rig).1, 10);
     // Filemarks still fit (they take no space), reported with EOM.
-    let (s, _) = rig.check(&wfm(1, false), &[]);
+    let (s, _) = rig.check(&write_filemarks(1, false), &[]);
     assert!(s.eom && s.key == SenseKey::NO_SENSE);
 }
 
@@ -363,56 +375,56 @@ fn write_protect_and_read_only_generations() {
     let mut c = cartridge("WP0001L9", MediaType::Lto9, GB);
     c.set_write_protected(true);
     rig.insert(c).unwrap();
-    rig.run(&TUR, &[]);
-    let m = rig.good(&[0x1A, 0, 0, 0, 12, 0], &[]);
+    rig.run(&TEST_UNIT_READY, &[]);
+    let m = rig.good(&mode_sense6(0, 12), &[]);
     assert_eq!(m[2] & 0x80, 0x80, "WP bit");
-    let (s, _) = rig.check(&write6(4, false), &[1, 2, 3, 4]);
+    let (s, _) = rig.check(&write6(Transfer::Variable(4)), &[1, 2, 3, 4]);
     assert_eq!(
         (s.key, s.asc),
         (SenseKey::DATA_PROTECT, Asc::WRITE_PROTECTED)
     );
-    let (s, _) = rig.check(&wfm(1, false), &[]);
+    let (s, _) = rig.check(&write_filemarks(1, false), &[]);
     assert_eq!(s.asc, Asc::WRITE_PROTECTED);
     let (s, _) = rig.check(&[0x19, 0, 0, 0, 0, 0], &[]);
     assert_eq!(s.asc, Asc::WRITE_PROTECTED);
     // TapeAlert flag 09h (write protect), cleared by reading page 2Eh.
-    let page = rig.good(&[0x4D, 0, 0x40 | 0x12, 0, 0, 0, 0, 0, 255, 0], &[]);
+    let page = rig.good(&log_sense(0x12, 255), &[]);
     assert_eq!(page[8] & 0x80, 0, "flag 1 clear");
     assert_eq!(page[9], 0x80, "flag 9 set (msb-first)");
-    let page = rig.good(&[0x4D, 0, 0x40 | 0x2E, 0, 0, 0, 0, 0, 255, 0], &[]);
+    let page = rig.good(&log_sense(0x2E, 255), &[]);
     assert_eq!(page[4 + 8 * 5 + 4], 1, "flag 9 in page 2Eh");
-    let page = rig.good(&[0x4D, 0, 0x40 | 0x2E, 0, 0, 0, 0, 0, 255, 0], &[]);
+    let page = rig.good(&log_sense(0x2E, 255), &[]);
     assert_eq!(page[4 + 8 * 5 + 4], 0, "reading cleared it");
     // An LTO-7 drive reads LTO-5 but does not write it.
     let rig = Rig::loaded("ibm-td7", MediaType::Lto5, GB);
-    let m = rig.good(&[0x1A, 0, 0, 0, 12, 0], &[]);
+    let m = rig.good(&mode_sense6(0, 12), &[]);
     assert_eq!(m[2] & 0x80, 0x80);
-    let (s, _) = rig.check(&write6(1, false), &[1]);
+    let (s, _) = rig.check(&write6(Transfer::Variable(1)), &[1]);
     assert_eq!(
         (s.key, s.asc),
         (SenseKey::DATA_PROTECT, Asc::new(0x30, 0x05))
     );
-    let (s, _) = rig.check(&read6(10, false, false), &[]);
+    let (s, _) = rig.check(&read6(Transfer::Variable(10), false), &[]);
     assert_eq!(s.key, SenseKey::BLANK_CHECK);
 }
 
 #[test]
 fn worm_appends_only() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9Worm, GB);
-    rig.good(&write6(10, false), &record(1, 10));
-    rig.good(&wfm(1, false), &[]);
-    rig.good(&write6(10, false), &record(2, 10));
+    rig.good(&write6(Transfer::Variable(10)), &record(1, 10));
+    rig.good(&write_filemarks(1, false), &[]);
+    rig.good(&write6(Transfer::Variable(10)), &record(2, 10));
     rig.good(&REWIND, &[]);
-    let (s, _) = rig.check(&write6(10, false), &record(3, 10));
+    let (s, _) = rig.check(&write6(Transfer::Variable(10)), &record(3, 10));
     assert_eq!(
         (s.key, s.asc),
         (SenseKey::DATA_PROTECT, Asc::new(0x30, 0x0C))
     );
     let (s, _) = rig.check(&[0x04, 0, 0, 0, 0, 0], &[]);
     assert_eq!(s.asc, Asc::new(0x30, 0x0C), "no format on WORM");
-    rig.good(&space6(3, 0), &[]);
-    rig.good(&write6(10, false), &record(4, 10));
-    let m = rig.good(&[0x1A, 0, 0x1D, 0, 255, 0], &[]);
+    rig.good(&space6(SpaceCode::EndOfData, 0), &[]);
+    rig.good(&write6(Transfer::Variable(10)), &record(4, 10));
+    let m = rig.good(&mode_sense6(0x1D, 255), &[]);
     assert_eq!(&m[12..14], &[0x1D, 30]);
     assert_eq!(m[14] & 1, 1, "WORMM");
 }
@@ -438,29 +450,30 @@ fn insert_remove_and_prevent() {
     assert_eq!(e, InsertError::Occupied);
     // Both nexuses learn of the new medium.
     for n in [rig.nexus.clone(), rig.other.clone()] {
-        let r = rig.run_as(&n, &TUR, &[]);
+        let r = rig.run_as(&n, &TEST_UNIT_READY, &[]);
         assert_eq!(
             sense_of(&r).unwrap().asc,
             Asc::NOT_READY_TO_READY_CHANGE_MEDIUM_MAY_HAVE_CHANGED
         );
     }
-    rig.good(&write6(5, false), &[1, 2, 3, 4, 5]);
+    rig.good(&write6(Transfer::Variable(5)), &[1, 2, 3, 4, 5]);
     // PREVENT from the other nexus blocks removal; its nexus loss releases it.
     assert_eq!(
-        rig.run_as(&rig.other, &[0x1E, 0, 0, 0, 1, 0], &[]).status,
+        rig.run_as(&rig.other, &prevent_allow_medium_removal(true), &[])
+            .status,
         Status::Good
     );
     assert_eq!(rig.remove().unwrap_err(), RemoveError::Prevented);
     let (s, _) = rig.check(&[0x1E, 0, 0, 0, 2, 0], &[]);
     assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
-    rig.good(&[0x1E, 0, 0, 0, 0, 0], &[]); // ALLOW from this nexus changes nothing
+    rig.good(&prevent_allow_medium_removal(false), &[]); // ALLOW from this nexus changes nothing
     assert_eq!(rig.remove().unwrap_err(), RemoveError::Prevented);
     use reel_scsi::LogicalUnit;
     rig.device.nexus_lost(&rig.other);
     // UNLOAD: not ready, INITIALIZING COMMAND REQUIRED; LOAD threads again.
-    rig.good(&[0x1B, 0, 0, 0, 0, 0], &[]);
+    rig.good(&UNLOAD, &[]);
     assert_eq!(rig.with_drive(|d| d.state()), DriveState::Unloaded);
-    let (s, _) = rig.check(&TUR, &[]);
+    let (s, _) = rig.check(&TEST_UNIT_READY, &[]);
     assert_eq!(
         (s.key, s.asc),
         (
@@ -468,9 +481,9 @@ fn insert_remove_and_prevent() {
             Asc::LOGICAL_UNIT_NOT_READY_INITIALIZING_COMMAND_REQUIRED
         )
     );
-    rig.good(&[0x1B, 0, 0, 0, 1, 0], &[]);
-    rig.good(&TUR, &[]);
-    let d = rig.good(&read6(5, false, false), &[]);
+    rig.good(&LOAD, &[]);
+    rig.good(&TEST_UNIT_READY, &[]);
+    let d = rig.good(&read6(Transfer::Variable(5), false), &[]);
     assert_eq!(&d[..], &[1, 2, 3, 4, 5]);
     let saves = rig.saved.lock().unwrap().len();
     let c = rig.remove().unwrap();
@@ -481,13 +494,13 @@ fn insert_remove_and_prevent() {
         1,
         "synchronised on removal"
     );
-    let (s, _) = rig.check(&TUR, &[]);
+    let (s, _) = rig.check(&TEST_UNIT_READY, &[]);
     assert_eq!(s.asc, Asc::MEDIUM_NOT_PRESENT);
     assert_eq!(rig.remove().unwrap_err(), RemoveError::Empty);
     // A LU reset clears every prevention.
     rig.insert(c).unwrap();
-    rig.run(&TUR, &[]);
-    rig.good(&[0x1E, 0, 0, 0, 1, 0], &[]);
+    rig.run(&TEST_UNIT_READY, &[]);
+    rig.good(&prevent_allow_medium_removal(true), &[]);
     rig.device
         .task_management(reel_scsi::TaskManagement::LogicalUnitReset, &rig.nexus);
     assert!(rig.remove().is_ok());
@@ -519,29 +532,29 @@ fn ltfs_format_two_partitions_and_switch() {
     let caps = rig.with_drive(|d| d.medium().unwrap().info().partition_capacities().to_vec());
     assert_eq!(caps, [GB, 19 * GB]);
     // Write the index in partition 0 and data in partition 1 (LOCATE(16) with CP).
-    rig.good(&write6(100, false), &record(1, 100));
-    rig.good(&wfm(1, false), &[]);
-    rig.good(&locate16(0, Some(1), 0), &[]);
+    rig.good(&write6(Transfer::Variable(100)), &record(1, 100));
+    rig.good(&write_filemarks(1, false), &[]);
+    rig.good(&locate16(LocateDestination::Object(0), Some(1)), &[]);
     assert_eq!(long_position(&rig), (1, 0, 0));
-    rig.good(&write6(200, false), &record(2, 200));
-    rig.good(&wfm(1, false), &[]);
-    rig.good(&write6(300, false), &record(3, 300));
+    rig.good(&write6(Transfer::Variable(200)), &record(2, 200));
+    rig.good(&write_filemarks(1, false), &[]);
+    rig.good(&write6(Transfer::Variable(300)), &record(3, 300));
     // READ POSITION long, extended.
     assert_eq!(long_position(&rig), (1, 3, 1));
-    let ext = rig.good(&[0x34, 0x08, 0, 0, 0, 0, 0, 0, 32, 0], &[]);
+    let ext = rig.good(&read_position(PositionForm::Extended), &[]);
     assert_eq!(ext[1], 1);
     assert_eq!(u16::from_be_bytes([ext[2], ext[3]]), 28);
     assert_eq!(u64::from_be_bytes(ext[8..16].try_into().unwrap()), 3);
     // LOCATE(16) to a file: the BOP side of filemark 0 of partition 1.
-    rig.good(&locate16(1, None, 0), &[]);
+    rig.good(&locate16(LocateDestination::File(0), None), &[]);
     assert_eq!(long_position(&rig), (1, 1, 0));
-    rig.good(&space6(1, 1), &[]);
-    let d = rig.good(&read6(300, false, false), &[]);
+    rig.good(&space6(SpaceCode::Filemarks, 1), &[]);
+    let d = rig.good(&read6(Transfer::Variable(300), false), &[]);
     assert_eq!(&d[..], &record(3, 300)[..]);
     // To EOD of partition 0, then a missing file.
-    rig.good(&locate16(3, Some(0), 0), &[]);
+    rig.good(&locate16(LocateDestination::EndOfData, Some(0)), &[]);
     assert_eq!(long_position(&rig), (0, 2, 1));
-    let (s, _) = rig.check(&locate16(1, None, 5), &[]);
+    let (s, _) = rig.check(&locate16(LocateDestination::File(5), None), &[]);
     assert_eq!(
         (s.key, s.asc),
         (SenseKey::BLANK_CHECK, Asc::END_OF_DATA_DETECTED)
@@ -552,7 +565,7 @@ fn ltfs_format_two_partitions_and_switch() {
     let (s, _) = rig.check(&locate10(0, Some(3)), &[]);
     assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
     // Tape capacity page 31h: partition 1 max = 19000 MB.
-    let page = rig.good(&[0x4D, 0, 0x40 | 0x31, 0, 0, 0, 0, 0, 255, 0], &[]);
+    let page = rig.good(&log_sense(0x31, 255), &[]);
     assert_eq!(&page[4 + 24..4 + 28], &[0, 4, 0x03, 4]);
     assert_eq!(
         u32::from_be_bytes(page[4 + 28..4 + 32].try_into().unwrap()),
@@ -570,12 +583,12 @@ fn ltfs_volume_coherency_attributes_per_partition() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, 20 * GB);
     rig.good(&[0x15, 0x10, 0, 0, 0, 0], &[]);
     // Two partitions via SDP.
-    let m = rig.good(&[0x1A, 0, 0x11, 0, 255, 0], &[]);
+    let m = rig.good(&mode_sense6(0x11, 255), &[]);
     let mut list = m.to_vec();
     list[0] = 0;
     list[12 + 3] = 1;
     list[12 + 4] = 0x40 | (list[12 + 4] & 0x07);
-    rig.good(&[0x15, 0x10, 0, 0, list.len() as u8, 0], &list);
+    rig.good(&mode_select6(list.len() as u8), &list);
     rig.good(&[0x04, 0, 0x02, 0, 0, 0], &[]);
     // Absent attribute: INVALID FIELD IN CDB (LTFS learns it is not set).
     let read_attr = |partition: u8, id: u16| {
@@ -666,34 +679,34 @@ fn report_density_support_forms() {
 #[test]
 fn log_pages_for_pbs_and_ltfs() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
-    rig.good(&write6(1000, false), &record(1, 1000));
+    rig.good(&write6(Transfer::Variable(1000)), &record(1, 1000));
     let supported = rig.good(&[0x4D, 0, 0, 0, 0, 0, 0, 0, 255, 0], &[]);
     assert_eq!(
         &supported[4..],
         &[0x00, 0x0C, 0x11, 0x12, 0x17, 0x1B, 0x2E, 0x31, 0x32]
     );
     // DT device status: DINIT (page valid for PBS), medium present, threaded.
-    let page = rig.good(&[0x4D, 0, 0x40 | 0x11, 0, 0, 0, 0, 0, 255, 0], &[]);
+    let page = rig.good(&log_sense(0x11, 255), &[]);
     assert_eq!(&page[4..8], &[0, 0, 0x03, 4]);
     assert_eq!(page[8] & 0x01, 1);
     assert_eq!(page[9] & 0x13, 0x13);
     // Volume statistics: page valid, mounts.
-    let page = rig.good(&[0x4D, 0, 0x40 | 0x17, 0, 0, 0, 0, 0, 255, 0], &[]);
+    let page = rig.good(&log_sense(0x17, 255), &[]);
     assert_eq!(&page[4..9], &[0, 0, 0x03, 1, 1]);
     assert_eq!(&page[9..13], &[0, 1, 0x03, 4]);
     assert_eq!(u32::from_be_bytes(page[13..17].try_into().unwrap()), 1);
     // Sequential-access page counts host bytes; LOG SELECT PCR resets it.
-    let page = rig.good(&[0x4D, 0, 0x40 | 0x0C, 0, 0, 0, 0, 0, 255, 0], &[]);
+    let page = rig.good(&log_sense(0x0C, 255), &[]);
     assert_eq!(u64::from_be_bytes(page[8..16].try_into().unwrap()), 1000);
     rig.good(&[0x4C, 0x02, 0x40, 0, 0, 0, 0, 0, 0, 0], &[]);
-    let page = rig.good(&[0x4D, 0, 0x40 | 0x0C, 0, 0, 0, 0, 0, 255, 0], &[]);
+    let page = rig.good(&log_sense(0x0C, 255), &[]);
     assert_eq!(u64::from_be_bytes(page[8..16].try_into().unwrap()), 0);
 }
 
 #[test]
 fn mode_pages_compression_and_informational_exceptions() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
-    let m = rig.good(&[0x1A, 0, 0x0F, 0, 255, 0], &[]);
+    let m = rig.good(&mode_sense6(0x0F, 255), &[]);
     assert_eq!(&m[12..14], &[0x0F, 14]);
     assert_eq!(m[14] & 0xC0, 0xC0, "DCE and DCC");
     assert_eq!(&m[16..20], &[0, 0, 0, 1]);
@@ -701,11 +714,11 @@ fn mode_pages_compression_and_informational_exceptions() {
     let mut list = m.to_vec();
     list[0] = 0;
     list[14] &= 0x7F;
-    rig.good(&[0x15, 0x10, 0, 0, list.len() as u8, 0], &list);
-    let m = rig.good(&[0x1A, 0, 0x0F, 0, 255, 0], &[]);
+    rig.good(&mode_select6(list.len() as u8), &list);
+    let m = rig.good(&mode_sense6(0x0F, 255), &[]);
     assert_eq!(m[14] & 0x80, 0);
     // Page 1Ch: DEXCPT changeable, MRIE 3.
-    let m = rig.good(&[0x1A, 0, 0x1C, 0, 255, 0], &[]);
+    let m = rig.good(&mode_sense6(0x1C, 255), &[]);
     assert_eq!(&m[12..16], &[0x1C, 10, 0, 3]);
     let m = rig.good(&[0x1A, 0, 0x40 | 0x1C, 0, 255, 0], &[]);
     assert_eq!(&m[14..16], &[0x0C, 0x0F], "changeable mask");
@@ -773,16 +786,16 @@ fn diagnostics_and_read_buffer() {
 fn immediate_rewind_space16_and_refused_sequential_filemarks() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
     rig.good(&[0x01, 0x01, 0, 0, 0, 0], &[]);
-    let (s, _) = rig.check(&space6(2, 1), &[]);
+    let (s, _) = rig.check(&space6(SpaceCode::SequentialFilemarks, 1), &[]);
     assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
-    rig.good(&space16(3, 0), &[]);
-    let (s, _) = rig.check(&space16(0, -1), &[]);
+    rig.good(&space16(SpaceCode::EndOfData, 0), &[]);
+    let (s, _) = rig.check(&space16(SpaceCode::Blocks, -1), &[]);
     assert_eq!(s.asc, Asc::BEGINNING_OF_PARTITION_MEDIUM_DETECTED);
 }
 
 /// The extended READ POSITION form (08h): (objects in buffer, bytes in buffer, first, last).
 fn buffer_counts_extended(rig: &Rig) -> (u32, u64, u64, u64) {
-    let d = rig.good(&[0x34, 0x08, 0, 0, 0, 0, 0, 0, 32, 0], &[]);
+    let d = rig.good(&read_position(PositionForm::Extended), &[]);
     assert_eq!(d.len(), 32);
     (
         u32::from_be_bytes([0, d[5], d[6], d[7]]),
@@ -794,7 +807,7 @@ fn buffer_counts_extended(rig: &Rig) -> (u32, u64, u64, u64) {
 
 /// The short READ POSITION form (00h): (objects in buffer, bytes in buffer, BCU, BYCU).
 fn buffer_counts_short(rig: &Rig) -> (u32, u32, bool, bool) {
-    let d = rig.good(&READ_POSITION, &[]);
+    let d = rig.good(&read_position(PositionForm::Short), &[]);
     (
         u32::from_be_bytes([0, d[13], d[14], d[15]]),
         u32::from_be_bytes(d[16..20].try_into().unwrap()),
@@ -811,30 +824,27 @@ fn synced_objects(rig: &Rig) -> u64 {
 fn buffered_mode_zero_makes_every_write_durable_before_good() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
     // Buffered mode 1 (the default): a WRITE is GOOD before it is durable.
-    rig.good(&write6(1000, false), &record(1, 1000));
+    rig.good(&write6(Transfer::Variable(1000)), &record(1, 1000));
     assert_eq!(synced_objects(&rig), 0);
     // mt drvbuffer 0: MODE SELECT with BUFFERED MODE 0 in the header, echoed by MODE SENSE.
     let list = [0, 0, 0x00, 0];
-    rig.good(&[0x15, 0x10, 0, 0, 4, 0], &list);
-    let m = rig.good(&[0x1A, 0, 0, 0, 12, 0], &[]);
+    rig.good(&mode_select6(4), &list);
+    let m = rig.good(&mode_sense6(0, 12), &[]);
     assert_eq!(m[2] & 0x70, 0, "buffered mode 0");
     // Every WRITE is now on the medium when it completes, the earlier one with it.
-    rig.good(&write6(500, false), &record(2, 500));
+    rig.good(&write6(Transfer::Variable(500)), &record(2, 500));
     assert_eq!(synced_objects(&rig), 2);
     assert_eq!(buffer_counts_short(&rig), (0, 0, false, false));
     // Fixed-block writes too.
     rig.good(
-        &[0x15, 0x10, 0, 0, 12, 0],
+        &mode_select6(12),
         &[0, 0, 0x00, 8, 0, 0, 0, 0, 0, 0, 0x10, 0],
     );
-    rig.good(&write6(3, true), &record(3, 3 * 4096));
+    rig.good(&write6(Transfer::Fixed(3)), &record(3, 3 * 4096));
     assert_eq!(synced_objects(&rig), 5);
     // Back to buffered mode 1: writes are buffered again.
-    rig.good(
-        &[0x15, 0x10, 0, 0, 12, 0],
-        &[0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0, 0, 0],
-    );
-    rig.good(&write6(10, false), &record(4, 10));
+    rig.good(&mode_select6(12), &[0, 0, 0x10, 8, 0, 0, 0, 0, 0, 0, 0, 0]);
+    rig.good(&write6(Transfer::Variable(10)), &record(4, 10));
     assert_eq!(synced_objects(&rig), 5);
 }
 
@@ -843,25 +853,25 @@ fn read_position_reports_the_unsynced_objects_and_bytes() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
     assert_eq!(buffer_counts_short(&rig), (0, 0, false, false));
     assert_eq!(buffer_counts_extended(&rig), (0, 0, 0, 0));
-    rig.good(&write6(1000, false), &record(1, 1000));
-    rig.good(&write6(24, false), &record(2, 24));
-    rig.good(&wfm(1, true), &[]);
+    rig.good(&write6(Transfer::Variable(1000)), &record(1, 1000));
+    rig.good(&write6(Transfer::Variable(24)), &record(2, 24));
+    rig.good(&write_filemarks(1, true), &[]);
     // Two records and a filemark written, none synchronised: 3 objects, 1024 bytes. The last
     // logical object location is the next object to go to the medium (SSC-4 READ POSITION).
     assert_eq!(buffer_counts_short(&rig), (3, 1024, false, false));
     assert_eq!(buffer_counts_extended(&rig), (3, 1024, 3, 0));
-    let d = rig.good(&READ_POSITION, &[]);
+    let d = rig.good(&read_position(PositionForm::Short), &[]);
     assert_eq!(u32::from_be_bytes(d[4..8].try_into().unwrap()), 3);
     assert_eq!(u32::from_be_bytes(d[8..12].try_into().unwrap()), 0);
     // WRITE FILEMARKS(0) without IMMED is a synchronising point: the buffer is empty.
-    rig.good(&wfm(0, false), &[]);
+    rig.good(&write_filemarks(0, false), &[]);
     assert_eq!(buffer_counts_short(&rig), (0, 0, false, false));
     assert_eq!(buffer_counts_extended(&rig), (0, 0, 3, 3));
-    rig.good(&write6(7, false), &record(3, 7));
+    rig.good(&write6(Transfer::Variable(7)), &record(3, 7));
     assert_eq!(buffer_counts_extended(&rig), (1, 7, 4, 3));
     // Truncating unsynchronised objects takes them out of the buffer.
-    rig.good(&space6(0, -1), &[]);
-    rig.good(&write6(5, false), &record(4, 5));
+    rig.good(&space6(SpaceCode::Blocks, -1), &[]);
+    rig.good(&write6(Transfer::Variable(5)), &record(4, 5));
     assert_eq!(buffer_counts_extended(&rig), (1, 5, 4, 3));
     rig.good(&REWIND, &[]);
     assert_eq!(buffer_counts_extended(&rig), (0, 0, 0, 0));

@@ -15,13 +15,13 @@ const GB: u64 = 1_000_000_000;
 fn set_block_length(rig: &Rig, block: u32) {
     let b = block.to_be_bytes();
     let list = [0, 0, 0x10, 8, 0, 0, 0, 0, 0, b[1], b[2], b[3]];
-    rig.good(&[0x15, 0x10, 0, 0, 12, 0], &list);
+    rig.good(&mode_select6(12), &list);
 }
 
 #[test]
 fn the_limit_is_the_largest_record_times_the_fixed_factor() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
-    let limits = rig.good(&[0x05, 0, 0, 0, 0, 0], &[]);
+    let limits = rig.good(&READ_BLOCK_LIMITS, &[]);
     let max_record = u32::from_be_bytes([0, limits[1], limits[2], limits[3]]);
     assert_eq!(MAX_TRANSFER_LENGTH % max_record, 0);
     assert!(MAX_TRANSFER_LENGTH >= max_record);
@@ -34,21 +34,21 @@ fn a_fixed_read_beyond_the_limit_is_refused_before_the_tape_moves() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
     let block = 512 * 1024;
     set_block_length(&rig, block);
-    rig.good(&write6(3, true), &record(1, 3 * block as usize));
+    rig.good(&write6(Transfer::Fixed(3)), &record(1, 3 * block as usize));
     rig.good(&REWIND, &[]);
     // 2^24 - 1 blocks of 512 KiB: 8 TiB asked for in one command.
-    let (s, data) = rig.check(&read6(0xFF_FFFF, true, false), &[]);
+    let (s, data) = rig.check(&read6(Transfer::Fixed(0xFF_FFFF), false), &[]);
     assert_eq!(s, Sense::invalid_field_in_cdb(2, None));
     assert!(data.is_empty());
     assert_eq!(long_position(&rig).1, 0, "the tape did not move");
     // Exactly the limit is fine: it reads the three blocks and stops at end of data.
     let count = MAX_TRANSFER_LENGTH / block;
-    let (s, data) = rig.check(&read6(count, true, false), &[]);
+    let (s, data) = rig.check(&read6(Transfer::Fixed(count), false), &[]);
     assert_eq!(s.key, SenseKey::BLANK_CHECK);
     assert_eq!(data.len(), 3 * block as usize);
     // One block more than the limit is refused.
     rig.good(&REWIND, &[]);
-    let (s, _) = rig.check(&read6(count + 1, true, false), &[]);
+    let (s, _) = rig.check(&read6(Transfer::Fixed(count + 1), false), &[]);
     assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
 }
 
@@ -57,7 +57,7 @@ fn a_refused_write_is_answered_invalid_field_in_cdb_and_writes_nothing() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, GB);
     let response = rig.device.refuse_data_out(Request {
         nexus: &rig.nexus,
-        cdb: &write6(0xFF_FFFF, false),
+        cdb: &write6(Transfer::Variable(0xFF_FFFF)),
         data_out: Default::default(),
         data_in_len: 0,
         attribute: TaskAttribute::Simple,

@@ -1,7 +1,7 @@
 // iSCSI sessions and the audit log.
 
 import { get } from "./api.js";
-import { attempt, clear, debounce, field, h, options, time } from "./ui.js";
+import { attempt, debounce, field, fillRows, h, options, time } from "./ui.js";
 
 function table(testid, caption, heads) {
   const tbody = h("tbody");
@@ -47,10 +47,11 @@ export function mountSessions(view) {
   async function load() {
     const list = await get("/sessions");
     if (!alive) return;
-    clear(tbody);
     count.textContent = `${list.length} session${list.length === 1 ? "" : "s"} logged in (refreshed every 5 s)`;
-    for (const s of list) {
-      tbody.appendChild(
+    fillRows(
+      tbody,
+      list,
+      (s) =>
         h(
           "tr",
           {},
@@ -60,9 +61,9 @@ export function mountSessions(view) {
           h("td", { class: "mono", text: String(s.tsih) }),
           h("td", { class: "mono", text: s.peer }),
         ),
-      );
-    }
-    if (!list.length) tbody.appendChild(h("tr", {}, h("td", { colspan: "5", class: "muted", text: "No initiator is logged in." })));
+      "No initiator is logged in.",
+      5,
+    );
   }
   refresh.addEventListener("click", () => attempt("Loading sessions", load));
   attempt("Loading sessions", load);
@@ -95,28 +96,25 @@ export function mountEvents(view) {
   let events = [];
   let extended = false;
   function render() {
-    clear(tbody);
     const q = filter.input.value.trim().toLowerCase();
     const shown = q
       ? events.filter((e) => [e.user, e.action, e.target, e.result].some((v) => String(v ?? "").toLowerCase().includes(q)))
       : events;
-    for (const e of shown) {
+    const row = (e) => {
       const result = String(e.result ?? "");
       const ok = /^(ok|success)/i.test(result);
-      tbody.appendChild(
-        h(
-          "tr",
-          { "data-testid": "event-row" },
-          h("td", { class: "mono", text: String(e.seq) }),
-          h("td", { class: "nowrap", text: time(e.time) }),
-          h("td", { text: e.user ?? "–" }),
-          h("td", { class: "mono", text: e.action }),
-          h("td", { class: "wrap-anywhere", text: typeof e.target === "object" ? JSON.stringify(e.target) : String(e.target ?? "") }),
-          h("td", {}, ok ? h("span", { class: "badge ok", text: result }) : h("span", { class: "result-bad", text: result || "–" })),
-        ),
+      return h(
+        "tr",
+        { "data-testid": "event-row" },
+        h("td", { class: "mono", text: String(e.seq) }),
+        h("td", { class: "nowrap", text: time(e.time) }),
+        h("td", { text: e.user ?? "–" }),
+        h("td", { class: "mono", text: e.action }),
+        h("td", { class: "wrap-anywhere", text: typeof e.target === "object" ? JSON.stringify(e.target) : String(e.target ?? "") }),
+        h("td", {}, ok ? h("span", { class: "badge ok", text: result }) : h("span", { class: "result-bad", text: result || "–" })),
       );
-    }
-    if (!shown.length) tbody.appendChild(h("tr", {}, h("td", { colspan: "6", class: "muted", text: "No events." })));
+    };
+    fillRows(tbody, shown, row, "No events.", 6);
   }
   async function load() {
     const list = await get(`/events?limit=${encodeURIComponent(limit.input.value)}`);

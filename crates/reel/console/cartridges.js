@@ -2,24 +2,9 @@
 // in the store) and actions (write protection, import, export/vault, erase, delete).
 
 import { del, get, hasRole, patch, post, seg } from "./api.js";
-import {
-  attempt,
-  bytes,
-  clear,
-  confirmDialog,
-  debounce,
-  field,
-  h,
-  kindLabel,
-  openDialog,
-  options,
-  parseSize,
-  ratio,
-  showError,
-  showMessage,
-  time,
-} from "./ui.js";
-import { exportCartridge, openImportDialog } from "./library.js";
+import { confirmDialog, formDialog, openDialog } from "./dialogs.js";
+import { exportCartridge, openImportDialog } from "./moves.js";
+import { attempt, bytes, clear, debounce, field, fillRows, h, kindLabel, options, parseSize, ratio, showMessage, time } from "./ui.js";
 
 const PAGE = 100;
 const MEDIA = ["lto5", "lto6", "lto7", "lto8", "lto9"];
@@ -48,10 +33,13 @@ function usage(c) {
 /** The bulk creation dialog (admin). Resolves to the created cartridges or undefined. */
 async function openCreateDialog() {
   const libraries = await get("/libraries").catch(() => []);
-  return openDialog({
+  return formDialog({
     title: "Create cartridges",
     testid: "create-cartridges-dialog",
-    build: (close) => {
+    form: { class: "dialog-body form-grid", "data-testid": "create-cartridges-form", novalidate: true },
+    submit: { text: "Create", "data-testid": "create-submit" },
+    failure: "Creating cartridges failed",
+    build: () => {
       const prefix = field("Barcode prefix", { name: "prefix", required: true, value: "REL", maxlength: "5", "data-testid": "create-prefix", autocomplete: "off", pattern: "[A-Za-z0-9]{1,5}" }, "Letters and digits; the number and media suffix (e.g. L9) follow: 8 characters in all.");
       const first = field("First number", { name: "first", type: "number", min: "0", value: "1", required: true, "data-testid": "create-first" });
       const count = field("How many", { name: "count", type: "number", min: "1", max: "10000", value: "10", required: true, "data-testid": "create-count" });
@@ -61,58 +49,37 @@ async function openCreateDialog() {
       const wp = field("Write-protected", { name: "write_protected", type: "checkbox", "data-testid": "create-write-protected" });
       const target = field("Put them into", { tag: "select", name: "library", "data-testid": "create-target" });
       options(target.input, [["", "The vault"], ...libraries.map((l) => [l.name, `Library ${l.name} (free slots)`])], "");
-      const error = h("div", { class: "dialog-error", role: "alert", "data-testid": "dialog-error" });
-      const submit = h("button", { type: "submit", class: "button primary", text: "Create", "data-testid": "create-submit" });
-      const form = h(
-        "form",
-        { class: "dialog-body form-grid", "data-testid": "create-cartridges-form", novalidate: true },
-        prefix.wrap,
-        first.wrap,
-        count.wrap,
-        media.wrap,
-        capacity.wrap,
-        target.wrap,
-        wp.wrap,
-        error,
-        h(
-          "div",
-          { class: "dialog-actions" },
-          h("button", { type: "button", class: "button", text: "Cancel", onclick: () => close(undefined) }),
-          submit,
-        ),
-      );
-      prefix.input.setAttribute("autofocus", "");
-      form.addEventListener("submit", async (event) => {
-        event.preventDefault();
-        error.textContent = "";
-        const body = {
-          prefix: prefix.input.value.trim().toUpperCase(),
-          first: Number(first.input.value),
-          count: Number(count.input.value),
-          media: media.input.value,
-        };
-        if (!/^[A-Z0-9]{1,5}$/.test(body.prefix)) {
-          error.textContent = "The prefix must be 1 to 5 letters or digits.";
-          prefix.input.focus();
-          return;
-        }
-        if (!Number.isInteger(body.first) || body.first < 0 || !Number.isInteger(body.count) || body.count < 1) {
-          error.textContent = "First number and count must be whole numbers (count at least 1).";
-          return;
-        }
-        if (capacity.input.value.trim()) {
-          const size = parseSize(capacity.input.value);
-          if (!size) {
-            error.textContent = "Capacity: a number of bytes, or with a unit such as 64M, 2G, 800G.";
-            capacity.input.focus();
-            return;
+      let body; // the request, as validate() read it from the form
+      return {
+        content: [prefix.wrap, first.wrap, count.wrap, media.wrap, capacity.wrap, target.wrap, wp.wrap],
+        focus: prefix.input,
+        validate: () => {
+          body = {
+            prefix: prefix.input.value.trim().toUpperCase(),
+            first: Number(first.input.value),
+            count: Number(count.input.value),
+            media: media.input.value,
+          };
+          if (!/^[A-Z0-9]{1,5}$/.test(body.prefix)) {
+            prefix.input.focus();
+            return "The prefix must be 1 to 5 letters or digits.";
           }
-          body.capacity = size;
-        }
-        if (wp.input.checked) body.write_protected = true;
-        if (target.input.value) body.library = target.input.value;
-        submit.disabled = true;
-        try {
+          if (!Number.isInteger(body.first) || body.first < 0 || !Number.isInteger(body.count) || body.count < 1) {
+            return "First number and count must be whole numbers (count at least 1).";
+          }
+          if (capacity.input.value.trim()) {
+            const size = parseSize(capacity.input.value);
+            if (!size) {
+              capacity.input.focus();
+              return "Capacity: a number of bytes, or with a unit such as 64M, 2G, 800G.";
+            }
+            body.capacity = size;
+          }
+          if (wp.input.checked) body.write_protected = true;
+          if (target.input.value) body.library = target.input.value;
+          return undefined;
+        },
+        send: async () => {
           const created = await post("/cartridges", body);
           const list = Array.isArray(created) ? created : [];
           showMessage(
@@ -121,16 +88,9 @@ async function openCreateDialog() {
               (body.library ? ` in ${body.library}.` : " in the vault."),
             "success",
           );
-          close(list);
-        } catch (e) {
-          if (e.status === 401) return close(undefined);
-          error.textContent = `${e.message}${e.code ? ` (${e.code})` : ""}`;
-          showError(e, "Creating cartridges failed");
-        } finally {
-          submit.disabled = false;
-        }
-      });
-      return form;
+          return list;
+        },
+      };
     },
   });
 }
@@ -179,14 +139,15 @@ export function mountCartridges(view) {
   );
 
   function render() {
-    clear(tbody);
     const list = state.list;
     const pages = Math.max(1, Math.ceil(list.length / PAGE));
     if (state.page >= pages) state.page = pages - 1;
     const rows = list.slice(state.page * PAGE, (state.page + 1) * PAGE);
     count.textContent = `${list.length} cartridge${list.length === 1 ? "" : "s"}`;
-    for (const c of rows) {
-      tbody.appendChild(
+    fillRows(
+      tbody,
+      rows,
+      (c) =>
         h(
           "tr",
           { "data-testid": `cartridge-row-${c.barcode}`, "data-barcode": c.barcode },
@@ -197,9 +158,9 @@ export function mountCartridges(view) {
           h("td", { text: c.write_protected ? "write-protected" : "–" }),
           h("td", { text: time(c.last_written) }),
         ),
-      );
-    }
-    if (rows.length === 0) tbody.appendChild(h("tr", {}, h("td", { colspan: "6", class: "muted", text: "No cartridges match." })));
+      "No cartridges match.",
+      6,
+    );
     clear(pager);
     if (pages > 1) {
       pager.append(

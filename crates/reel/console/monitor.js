@@ -3,7 +3,7 @@
 // page that shows it: throughput chart, per-drive and per-initiator rates, CPU, store.
 
 import { get, token } from "./api.js";
-import { attempt, bytes, clear, h, mbps, num, ratio, time } from "./ui.js";
+import { attempt, bytes, clear, fillRows, h, mbps, num, ratio, time } from "./ui.js";
 
 const WINDOW_S = 300;
 
@@ -320,9 +320,10 @@ export function mountMonitor(view) {
   }
 
   function renderTables(s) {
-    clear(drivesBody);
-    for (const d of (s && s.drives) || []) {
-      drivesBody.appendChild(
+    fillRows(
+      drivesBody,
+      (s && s.drives) || [],
+      (d) =>
         h(
           "tr",
           { "data-testid": `monitor-drive-${d.index}`, "data-write-bps": String(d.write_bps || 0), "data-read-bps": String(d.read_bps || 0) },
@@ -334,12 +335,13 @@ export function mountMonitor(view) {
           h("td", { class: "num", text: num(d.read_iops) }),
           h("td", { class: "num", text: num(d.write_iops) }),
         ),
-      );
-    }
-    if (!drivesBody.firstChild) drivesBody.appendChild(h("tr", {}, h("td", { colspan: "7", class: "muted", text: "No drives." })));
-    clear(initBody);
-    for (const i of (s && s.initiators) || []) {
-      initBody.appendChild(
+      "No drives.",
+      7,
+    );
+    fillRows(
+      initBody,
+      (s && s.initiators) || [],
+      (i) =>
         h(
           "tr",
           { "data-testid": "monitor-initiator", "data-initiator": i.initiator, "data-write-bps": String(i.write_bps || 0), "data-read-bps": String(i.read_bps || 0) },
@@ -348,9 +350,9 @@ export function mountMonitor(view) {
           h("td", { class: "num", text: mbps(i.write_bps) }),
           h("td", { class: "num", text: num(i.commands_per_s) }),
         ),
-      );
-    }
-    if (!initBody.firstChild) initBody.appendChild(h("tr", {}, h("td", { colspan: "4", class: "muted", text: "No initiator is logged in." })));
+      "No initiator is logged in.",
+      4,
+    );
   }
 
   function update(s) {

@@ -1,4 +1,5 @@
-// Small DOM helpers, the message area, modal dialogs and number formatting.
+// Small DOM helpers, the message area, form fields and number formatting (the modal
+// dialogs are in dialogs.js).
 
 /**
  * h("button", {class: "x", onclick: fn, dataset: {...}}, "text", child…) builds an element.
@@ -34,6 +35,36 @@ function append(node, children) {
 export function clear(node) {
   while (node.firstChild) node.removeChild(node.firstChild);
   return node;
+}
+
+/**
+ * Keeps one child of `box` per item, found by its `data-testid` (`keyOf(item)`): makes the
+ * missing ones with `create(key)`, redraws each with `update(node, item)`, and removes the
+ * children whose item is gone. Nodes that stay keep their focus and listeners.
+ */
+export function keyedChildren(box, items, keyOf, create, update) {
+  const seen = new Set();
+  for (const item of items) {
+    const key = keyOf(item);
+    seen.add(key);
+    let node = box.querySelector(`[data-testid="${key}"]`);
+    if (!node) {
+      node = create(key);
+      box.appendChild(node);
+    }
+    update(node, item);
+  }
+  for (const node of [...box.children]) if (!seen.has(node.dataset.testid)) node.remove();
+}
+
+/**
+ * Replaces the rows of `tbody` with `row(item)` for each item; with none, one muted row
+ * across `columns` columns says `empty` (when given).
+ */
+export function fillRows(tbody, items, row, empty, columns) {
+  clear(tbody);
+  for (const item of items) tbody.appendChild(row(item));
+  if (items.length === 0 && empty) tbody.appendChild(h("tr", {}, h("td", { colspan: String(columns), class: "muted", text: empty })));
 }
 
 // ---------------------------------------------------------------- messages
@@ -95,106 +126,6 @@ export async function attempt(context, fn) {
     showError(e, context);
     return undefined;
   }
-}
-
-// ---------------------------------------------------------------- dialogs
-
-const FOCUSABLE =
-  'a[href], button:not([disabled]), input:not([disabled]), select:not([disabled]), textarea:not([disabled]), [tabindex]:not([tabindex="-1"])';
-
-/**
- * Opens a modal <dialog> (focus kept inside, Escape closes). `build(close)` returns the
- * body; the promise resolves with the value passed to close() (undefined on Escape).
- */
-export function openDialog({ title, testid, build, className }) {
-  return new Promise((resolve) => {
-    const opener = document.activeElement;
-    const titleId = `dialog-title-${Math.random().toString(36).slice(2)}`;
-    const dialog = h("dialog", {
-      class: `dialog ${className || ""}`,
-      "aria-labelledby": titleId,
-      "data-testid": testid,
-    });
-    let result;
-    const close = (value) => {
-      result = value;
-      if (dialog.open) dialog.close();
-    };
-    const header = h(
-      "div",
-      { class: "dialog-header" },
-      h("h2", { id: titleId, text: title }),
-      h("button", {
-        type: "button",
-        class: "icon-button",
-        "aria-label": "Close dialog",
-        "data-testid": "dialog-close",
-        text: "×",
-        onclick: () => close(undefined),
-      }),
-    );
-    dialog.append(header, build(close));
-    dialog.addEventListener("keydown", (event) => {
-      if (event.key !== "Tab") return;
-      const items = [...dialog.querySelectorAll(FOCUSABLE)].filter(
-        (n) => n.offsetParent !== null || n === document.activeElement,
-      );
-      if (items.length === 0) return;
-      const first = items[0];
-      const last = items[items.length - 1];
-      if (event.shiftKey && document.activeElement === first) {
-        event.preventDefault();
-        last.focus();
-      } else if (!event.shiftKey && document.activeElement === last) {
-        event.preventDefault();
-        first.focus();
-      }
-    });
-    dialog.addEventListener("close", () => {
-      dialog.remove();
-      if (opener && opener.isConnected && typeof opener.focus === "function") opener.focus();
-      resolve(result);
-    });
-    document.body.appendChild(dialog);
-    dialog.showModal();
-    const autofocus = dialog.querySelector("[autofocus]") || dialog.querySelector(
-      ".dialog-body " + FOCUSABLE.split(", ").join(", .dialog-body "),
-    );
-    if (autofocus) autofocus.focus();
-  });
-}
-
-/** A yes/no confirmation; resolves true when confirmed. */
-export function confirmDialog(title, text, confirmLabel = "Confirm", danger = true) {
-  return openDialog({
-    title,
-    testid: "confirm-dialog",
-    build: (close) =>
-      h(
-        "div",
-        { class: "dialog-body" },
-        h("p", {}, text),
-        h(
-          "div",
-          { class: "dialog-actions" },
-          h("button", {
-            type: "button",
-            class: "button",
-            text: "Cancel",
-            "data-testid": "confirm-cancel",
-            onclick: () => close(false),
-          }),
-          h("button", {
-            type: "button",
-            class: danger ? "button danger" : "button primary",
-            text: confirmLabel,
-            "data-testid": "confirm-ok",
-            autofocus: true,
-            onclick: () => close(true),
-          }),
-        ),
-      ),
-  }).then((v) => v === true);
 }
 
 // ---------------------------------------------------------------- form fields

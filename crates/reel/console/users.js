@@ -1,7 +1,8 @@
 // Users (admins) and API tokens (everyone: their own; admins: all).
 
 import { currentUser, del, get, hasRole, post, put, seg } from "./api.js";
-import { attempt, clear, confirmDialog, field, h, openDialog, options, showError, showMessage, time } from "./ui.js";
+import { confirmDialog, openDialog } from "./dialogs.js";
+import { attempt, field, fillRows, h, options, showError, showMessage, time } from "./ui.js";
 
 // Your own password needs the current one; an admin setting someone else's does not. The
 // server ends every other session and API token of that user.
@@ -92,6 +93,45 @@ function showTokenDialog(answer) {
   });
 }
 
+/**
+ * A one-line create form under a list: its fields and submit button; on submit,
+ * `act(form)` runs through attempt() under `context`.
+ */
+function inlineForm({ label, testid, fields, submit, context, act }) {
+  const form = h(
+    "form",
+    { class: "inline-form", "data-testid": testid, "aria-label": label },
+    fields.map((f) => f.wrap),
+    h("button", { type: "submit", class: "button primary", ...submit }),
+  );
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    attempt(context, () => act(form));
+  });
+  return form;
+}
+
+/** A panel with a table (`heads`, rows in `tbody`) and, under it, the form that adds to it. */
+function listPanel({ id, title, testid, heads, tbody, formTitle, form }) {
+  return h(
+    "section",
+    { class: "panel", "aria-labelledby": id },
+    h("h2", { id, text: title }),
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        { class: "table", "data-testid": testid },
+        h("thead", {}, h("tr", {}, heads.map((t) => h("th", { scope: "col", text: t })))),
+        tbody,
+      ),
+    ),
+    h("h3", { text: formTitle }),
+    form,
+  );
+}
+
 export function mountUsers(view) {
   const isAdmin = hasRole("admin");
   const me = currentUser() || {};
@@ -106,17 +146,13 @@ export function mountUsers(view) {
     const password = field("Password", { name: "password", type: "password", required: true, autocomplete: "new-password", "data-testid": "user-password" });
     const role = field("Role", { tag: "select", name: "role", "data-testid": "user-role" });
     options(role.input, [["viewer", "viewer: reads"], ["operator", "operator: also moves, imports, exports"], ["admin", "admin: everything"]], "operator");
-    const form = h(
-      "form",
-      { class: "inline-form", "data-testid": "create-user-form", "aria-label": "Create a user" },
-      username.wrap,
-      password.wrap,
-      role.wrap,
-      h("button", { type: "submit", class: "button primary", text: "Create user", "data-testid": "create-user-submit" }),
-    );
-    form.addEventListener("submit", (e) => {
-      e.preventDefault();
-      attempt("Creating the user", async () => {
+    const form = inlineForm({
+      label: "Create a user",
+      testid: "create-user-form",
+      fields: [username, password, role],
+      submit: { text: "Create user", "data-testid": "create-user-submit" },
+      context: "Creating the user",
+      act: async (form) => {
         const name = username.input.value.trim();
         if (!name || !password.input.value) {
           showMessage("A new user needs a username and a password.", "error");
@@ -126,26 +162,18 @@ export function mountUsers(view) {
         showMessage(`User ${name} (${role.input.value}) is created.`, "success");
         form.reset();
         await loadUsers();
-      });
+      },
     });
     page.append(
-      h(
-        "section",
-        { class: "panel", "aria-labelledby": "u-title" },
-        h("h2", { id: "u-title", text: "Users" }),
-        h(
-          "div",
-          { class: "table-wrap" },
-          h(
-            "table",
-            { class: "table", "data-testid": "users-table" },
-            h("thead", {}, h("tr", {}, ["User", "Role", "Created", "Actions"].map((t) => h("th", { scope: "col", text: t })))),
-            usersBody,
-          ),
-        ),
-        h("h3", { text: "Create a user" }),
+      listPanel({
+        id: "u-title",
+        title: "Users",
+        testid: "users-table",
+        heads: ["User", "Role", "Created", "Actions"],
+        tbody: usersBody,
+        formTitle: "Create a user",
         form,
-      ),
+      }),
     );
   } else {
     page.append(
@@ -162,9 +190,10 @@ export function mountUsers(view) {
     if (!isAdmin) return;
     const users = await get("/users");
     if (!alive) return;
-    clear(usersBody);
-    for (const u of users) {
-      usersBody.appendChild(
+    fillRows(
+      usersBody,
+      users,
+      (u) =>
         h(
           "tr",
           { "data-testid": `user-row-${u.username}` },
@@ -199,59 +228,49 @@ export function mountUsers(view) {
             }),
           ),
         ),
-      );
-    }
+    );
   }
 
   // ---------------------------------------------------------------- tokens
   const tokensBody = h("tbody");
   const tokenName = field("Token name", { name: "name", required: true, placeholder: "e.g. backup-script", autocomplete: "off", "data-testid": "token-name" });
-  const tokenForm = h(
-    "form",
-    { class: "inline-form", "data-testid": "create-token-form", "aria-label": "Create an API token" },
-    tokenName.wrap,
-    h("button", { type: "submit", class: "button primary", text: "Create token", "data-testid": "create-token-submit" }),
-  );
-  tokenForm.addEventListener("submit", (e) => {
-    e.preventDefault();
-    attempt("Creating the token", async () => {
+  const tokenForm = inlineForm({
+    label: "Create an API token",
+    testid: "create-token-form",
+    fields: [tokenName],
+    submit: { text: "Create token", "data-testid": "create-token-submit" },
+    context: "Creating the token",
+    act: async (form) => {
       const name = tokenName.input.value.trim();
       if (!name) {
         showMessage("Give the token a name.", "error");
         return;
       }
       const answer = await post("/tokens", { name });
-      tokenForm.reset();
+      form.reset();
       await loadTokens();
       await showTokenDialog({ name, ...answer });
-    });
+    },
   });
   page.append(
-    h(
-      "section",
-      { class: "panel", "aria-labelledby": "t-title" },
-      h("h2", { id: "t-title", text: isAdmin ? "API tokens (all users)" : "Your API tokens" }),
-      h(
-        "div",
-        { class: "table-wrap" },
-        h(
-          "table",
-          { class: "table", "data-testid": "tokens-table" },
-          h("thead", {}, h("tr", {}, ["Name", "User", "ID", "Created", "Last used", "Actions"].map((t) => h("th", { scope: "col", text: t })))),
-          tokensBody,
-        ),
-      ),
-      h("h3", { text: "Create a token" }),
-      tokenForm,
-    ),
+    listPanel({
+      id: "t-title",
+      title: isAdmin ? "API tokens (all users)" : "Your API tokens",
+      testid: "tokens-table",
+      heads: ["Name", "User", "ID", "Created", "Last used", "Actions"],
+      tbody: tokensBody,
+      formTitle: "Create a token",
+      form: tokenForm,
+    }),
   );
 
   async function loadTokens() {
     const tokens = await get("/tokens");
     if (!alive) return;
-    clear(tokensBody);
-    for (const t of tokens) {
-      tokensBody.appendChild(
+    fillRows(
+      tokensBody,
+      tokens,
+      (t) =>
         h(
           "tr",
           { "data-testid": `token-row-${t.id}` },
@@ -280,9 +299,9 @@ export function mountUsers(view) {
             }),
           ),
         ),
-      );
-    }
-    if (!tokens.length) tokensBody.appendChild(h("tr", {}, h("td", { colspan: "6", class: "muted", text: "No API tokens." })));
+      "No API tokens.",
+      6,
+    );
   }
 
   attempt("Loading users", loadUsers);

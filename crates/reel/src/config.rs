@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use reel_library::BarcodeFilter;
+use reel_volume::BarcodeFilter;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize, Default)]

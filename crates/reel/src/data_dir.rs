@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use reel_backend::LocalBackend;
 use reel_chunkstore::{ChunkStore, StoreConfig, StoreError};
-use reel_library::Cartridges;
+use reel_volume::Cartridges;
 
 /// Default data directory, relative to where reel is started.
 pub const DEFAULT_DATA_DIR: &str = "reel-data";

@@ -16,9 +16,10 @@ use reel_iscsi::chap::ChapCredentials;
 use reel_iscsi::login::{PortalConfig, TargetConfig};
 use reel_iscsi::params::Limits;
 use reel_iscsi_net::{TargetServer, TargetServerConfig};
-use reel_library::{Cartridges, LibrarySpec, VirtualLibrary};
+use reel_library::{LibrarySpec, VirtualLibrary};
 use reel_media::{CartridgeInfo, MediaType};
 use reel_scsi::{Identity, LunTable, NullDisk, ScsiDevice};
+use reel_volume::Cartridges;
 
 use crate::admin::{barcodes, human, now};
 use crate::config::{self, Chap, Config, TargetKind};

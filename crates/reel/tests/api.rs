@@ -6,8 +6,8 @@ mod common;
 use std::io::{BufRead, BufReader};
 
 use common::api::{Api, admin_password};
-use common::tape::Tape;
 use common::{Server, free_portal};
+use reel_scsi::initiator::{spc, ssc};
 use serde_json::{Value, json};
 
 const LIB: &str = "iqn.2026-11.org.reel:library";
@@ -998,6 +998,85 @@ fn https_with_a_configured_certificate() {
 
 // ---------------------------------------------------------------- maintenance, erase, usage
 
+/// An iSCSI session to the default library (reel's own initiator), for writing tapes.
+struct Tapes {
+    runtime: tokio::runtime::Runtime,
+    client: reel_iscsi_net::Client,
+}
+
+impl Tapes {
+    fn connect(portal: std::net::SocketAddr) -> Tapes {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let config = reel_testkit::login_config("iqn.2026-11.org.reel.test:api", Some(LIB), 2);
+        let client = runtime
+            .block_on(reel_iscsi_net::Client::connect(
+                portal,
+                config,
+                reel_iscsi_net::ClientOptions::default(),
+            ))
+            .unwrap();
+        Tapes { runtime, client }
+    }
+
+    /// (status, sense) of one command.
+    fn run(&self, lun: u64, cdb: &[u8], data: Vec<u8>, data_in: u32) -> (u8, Vec<u8>) {
+        let r = self
+            .runtime
+            .block_on(
+                self.client
+                    .execute(lun, cdb, bytes::Bytes::from(data), data_in),
+            )
+            .unwrap();
+        (r.status, r.sense.map(|s| s.to_vec()).unwrap_or_default())
+    }
+
+    fn good(&self, lun: u64, cdb: &[u8], data: Vec<u8>) {
+        let (status, sense) = self.run(lun, cdb, data, 0);
+        assert_eq!(status, 0, "CDB {cdb:02x?} on LUN {lun}: sense {sense:02x?}");
+    }
+
+    /// TEST UNIT READY until the unit attentions (power on, medium changed) are reported.
+    fn ready(&self, lun: u64) {
+        for _ in 0..5 {
+            if self.run(lun, &spc::TEST_UNIT_READY, Vec::new(), 0).0 == 0 {
+                return;
+            }
+        }
+        panic!("LUN {lun} never became ready");
+    }
+
+    /// Writes the records at the current position, then a filemark (a synchronising point).
+    fn write(&self, lun: u64, records: &[Vec<u8>]) {
+        self.ready(lun);
+        for r in records {
+            let cdb = ssc::write6(ssc::Transfer::Variable(r.len() as u32));
+            self.good(lun, &cdb, r.clone());
+        }
+        self.good(lun, &ssc::write_filemarks(1, false), Vec::new());
+    }
+
+    /// Rewinds and reads `count` records of `len` bytes.
+    fn read(&self, lun: u64, count: usize, len: u32) -> Vec<Vec<u8>> {
+        self.ready(lun);
+        self.good(lun, &ssc::REWIND, Vec::new());
+        let cdb = ssc::read6(ssc::Transfer::Variable(len), false);
+        (0..count)
+            .map(|_| {
+                let r = self
+                    .runtime
+                    .block_on(self.client.execute(lun, &cdb, bytes::Bytes::new(), len))
+                    .unwrap();
+                assert_eq!(r.status, 0, "READ on LUN {lun}");
+                r.data.to_vec()
+            })
+            .collect()
+    }
+}
+
 /// 64 KiB that zstd shrinks (a repeating ramp, different per seed).
 fn compressible(seed: usize) -> Vec<u8> {
     (0..65536)
@@ -1118,18 +1197,15 @@ fn usage_erase_and_reclaim() {
     for i in 0..3 {
         move_medium(&api, &admin, slot(i), drive(i));
     }
-    // One session per drive (LUN 1 to 4).
-    let tapes: Vec<Tape> = (1..=4u8)
-        .map(|lun| Tape::connect(portal, LIB, u64::from(lun), lun))
-        .collect();
+    let tapes = Tapes::connect(portal);
     let repeated: Vec<Vec<u8>> = (0..32).map(|i| compressible(i % 8)).collect();
     let shared: Vec<Vec<u8>> = (0..4).map(noise).collect();
     let own2: Vec<Vec<u8>> = (100..116).map(noise).collect();
     let own3: Vec<Vec<u8>> = (200..204).map(noise).collect();
     let third: Vec<Vec<u8>> = [shared.clone(), own3].concat();
-    tapes[0].write(&repeated);
-    tapes[1].write(&[shared.clone(), own2].concat());
-    tapes[2].write(&third);
+    tapes.write(1, &repeated);
+    tapes.write(2, &[shared.clone(), own2].concat());
+    tapes.write(3, &third);
 
     let c1 = api.ok("GET", "/api/v1/cartridges/REL001L9", &viewer, None);
     let u = &c1["usage"];
@@ -1198,7 +1274,7 @@ fn usage_erase_and_reclaim() {
     let worm_slot = worm[0]["location"]["address"].as_u64().unwrap();
     api.ok("POST", "/api/v1/cartridges/WRM001LZ/erase", &admin, None);
     move_medium(&api, &admin, worm_slot, drive(3));
-    tapes[3].write(&[noise(300)]);
+    tapes.write(4, &[noise(300)]);
     move_medium(&api, &admin, drive(3), worm_slot);
     let msg = api.err(
         "POST",
@@ -1265,9 +1341,9 @@ fn usage_erase_and_reclaim() {
     // What stays is intact: REL003 (half of it shared with the deleted REL002) reads back, the
     // store verifies clean, and the erased REL001 takes new data.
     move_medium(&api, &admin, slot(2), drive(2));
-    assert!(tapes[2].read(8, 65536) == third, "REL003 reads back");
+    assert!(tapes.read(3, 8, 65536) == third, "REL003 reads back");
     move_medium(&api, &admin, slot(0), drive(0));
-    tapes[0].write(&[noise(400)]);
+    tapes.write(1, &[noise(400)]);
     let c1 = api.ok("GET", "/api/v1/cartridges/REL001L9", &viewer, None);
     assert_eq!(c1["usage"]["logical_bytes"], 65536);
     api.ok("POST", "/api/v1/verify", &operator, None);
@@ -1346,8 +1422,8 @@ fn every_endpoint_answers_in_its_reel_api_type() {
     let loaded = admin.move_medium(LIB, slot(0), drive0).unwrap();
     assert_eq!(loaded.drives[0].barcode.as_deref(), Some("REL001L9"));
     // An iSCSI session with a write, so the monitor and the session list have something.
-    let tape = Tape::connect(portal, LIB, 1, 7);
-    tape.write(&[noise(1)]);
+    let tapes = Tapes::connect(portal);
+    tapes.write(1, &[noise(1)]);
 
     let created = admin
         .create_cartridges(&CreateRequest {
@@ -1450,6 +1526,6 @@ fn every_endpoint_answers_in_its_reel_api_type() {
     let all: std::collections::BTreeSet<_> = endpoints::ALL.iter().copied().collect();
     let missed: Vec<_> = all.difference(&called).collect();
     assert!(missed.is_empty(), "endpoints no call covered: {missed:?}");
-    drop(tape);
+    drop(tapes);
     server.stop();
 }

@@ -20,10 +20,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Server, free_portal};
-use reel_iscsi::initiator_login::InitiatorLoginConfig;
-use reel_iscsi::params::Limits;
-use reel_iscsi_net::{Client, ClientOptions};
+use reel_iscsi_net::Client;
+use reel_scsi::initiator::smc::{
+    ElementType, move_medium, parse_element_status, read_element_status,
+};
+use reel_scsi::initiator::spc::TEST_UNIT_READY;
+use reel_scsi::initiator::ssc::{Transfer, write6};
+use reel_testkit::{Server, free_portal, good, login_config, ready};
 
 const IQN: &str = "iqn.2026-11.org.reel:library";
 /// `REEL_FLOOD_ATTEMPTS` makes it shorter (to watch an older reel fail it in minutes).
@@ -45,61 +48,25 @@ const RECORD: u32 = 256 << 10;
 const BASELINE: Duration = Duration::from_secs(10);
 
 async fn connect(portal: SocketAddr) -> Client {
-    let config = InitiatorLoginConfig {
-        initiator_name: "iqn.2026-11.org.reel.test:flood".into(),
-        initiator_alias: None,
-        target_name: Some(IQN.into()),
-        isid: [0x80, 0, 0, 0, 0, 2],
-        tsih: 0,
-        cid: 0,
-        chap: None,
-        mutual_chap: None,
-        limits: Limits::initiator_default(),
-        cmd_sn: 1,
-    };
-    let client = Client::connect(portal, config, ClientOptions::default())
-        .await
-        .unwrap();
-    for lun in 0..5 {
-        let _ = client
-            .execute(lun, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0)
-            .await
-            .unwrap();
-    }
+    let config = login_config("iqn.2026-11.org.reel.test:flood", Some(IQN), 2);
+    let client = reel_testkit::connect(portal, config).await.unwrap();
+    ready(&client, 0..5).await;
     client
-}
-
-async fn good(client: &Client, lun: u64, cdb: &[u8], data_out: Bytes, data_in_len: u32) -> Bytes {
-    let r = client
-        .execute(lun, cdb, data_out, data_in_len)
-        .await
-        .unwrap();
-    assert_eq!(r.status, 0, "CDB {cdb:02x?}: sense {:02x?}", r.sense);
-    r.data
 }
 
 /// Loads the cartridge of the first full slot into the first drive (LUN 1).
 async fn load_drive(client: &Client) {
-    let status = |kind: u8| [0xB8, 0x10 | kind, 0, 0, 0xFF, 0xFF, 0, 0, 0xFF, 0xFF, 0, 0];
-    let slots = good(client, 0, &status(2), Bytes::new(), 0xFFFF).await;
-    let slot = [slots[16], slots[17]];
-    let drives = good(client, 0, &status(4), Bytes::new(), 0xFFFF).await;
-    let drive = [drives[16], drives[17]];
-    good(
-        client,
-        0,
-        &[
-            0xA5, 0, 0, 0, slot[0], slot[1], drive[0], drive[1], 0, 0, 0, 0,
-        ],
-        Bytes::new(),
-        0,
-    )
-    .await;
+    let first = |kind: ElementType| async move {
+        let cdb = read_element_status(kind, 0xFFFF);
+        let data = good(client, 0, &cdb, Bytes::new(), 0xFFFF).await;
+        parse_element_status(&data).unwrap()[0].address
+    };
+    let slot = first(ElementType::STORAGE).await;
+    let drive = first(ElementType::DATA_TRANSFER).await;
+    good(client, 0, &move_medium(0, slot, drive), Bytes::new(), 0).await;
     // The unit attention for the medium change, then ready.
-    let _ = client
-        .execute(1, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0)
-        .await;
-    good(client, 1, &[0, 0, 0, 0, 0, 0], Bytes::new(), 0).await;
+    let _ = client.execute(1, &TEST_UNIT_READY, Bytes::new(), 0).await;
+    good(client, 1, &TEST_UNIT_READY, Bytes::new(), 0).await;
 }
 
 fn du(path: &Path) -> u64 {
@@ -205,8 +172,7 @@ async fn a_login_flood_does_not_stall_a_streaming_drive_or_fill_the_disk() {
                     .map(|i| (i * 7 % 251) as u8)
                     .collect::<Vec<u8>>(),
             );
-            let b = RECORD.to_be_bytes();
-            let cdb = [0x0A, 0, b[1], b[2], b[3], 0];
+            let cdb = write6(Transfer::Variable(RECORD));
             while !stop.load(Ordering::Relaxed) {
                 good(&client, 1, &cdb, record.clone(), 0).await;
                 written.fetch_add(u64::from(RECORD), Ordering::Relaxed);

@@ -15,6 +15,8 @@ use common::tape::Tape;
 use common::{Server, free_portal};
 use reel_api::Client;
 use reel_api::cartridges::{CreateRequest, ListQuery, ShowQuery};
+use reel_scsi::initiator::ssc::{REWIND, Transfer, read6, write_filemarks, write6};
+use reel_scsi::parse_sense;
 
 const LIB_A: &str = "iqn.2026-11.org.reel:race-a";
 const LIB_B: &str = "iqn.2026-11.org.reel:race-b";
@@ -135,25 +137,24 @@ fn concurrent_catalog_changes_keep_every_cartridge_its_own() {
                 tape.ready();
                 for i in 0..records_per_tape {
                     let r = record(&barcode, i);
-                    let len = (r.len() as u32).to_be_bytes();
-                    tape.good(&[0x0A, 0, len[1], len[2], len[3], 0], r);
+                    tape.good(&write6(Transfer::Variable(r.len() as u32)), r);
                     if i % 50 == 49 {
                         // WRITE FILEMARKS, IMMED=0: a synchronising point.
-                        tape.good(&[0x10, 0, 0, 0, 1, 0], Vec::new());
+                        tape.good(&write_filemarks(1, false), Vec::new());
                     }
                 }
-                tape.good(&[0x10, 0, 0, 0, 1, 0], Vec::new());
-                tape.good(&[0x01, 0, 0, 0, 0, 0], Vec::new());
+                tape.good(&write_filemarks(1, false), Vec::new());
+                tape.good(&REWIND, Vec::new());
                 let mut read = 0;
                 let mut filemarks = 0;
                 while read < records_per_tape {
                     let (status, data, sense) =
-                        tape.run(&[0x08, 0, 0, 0x80, 0, 0], Vec::new(), 32768);
+                        tape.run(&read6(Transfer::Variable(32768), false), Vec::new(), 32768);
                     if status != 0 {
                         // SSC-4 §5.3: a filemark read is CHECK CONDITION with FILEMARK set,
                         // positioned after it. One ends every 50 records.
                         assert!(
-                            sense.len() > 2 && sense[2] & 0x80 != 0 && read % 50 == 0,
+                            parse_sense(&sense).is_ok_and(|s| s.filemark) && read % 50 == 0,
                             "{barcode}: READ after record {read}: sense {sense:02x?}"
                         );
                         filemarks += 1;
@@ -327,7 +328,7 @@ fn concurrent_catalog_changes_keep_every_cartridge_its_own() {
         Arc::new(reel_backend::LocalBackend::open(&data.join("objects")).unwrap()),
         reel_chunkstore::StoreConfig::default(),
     );
-    let carts = reel_library::Cartridges::new(store.unwrap());
+    let carts = reel_volume::Cartridges::new(store.unwrap());
     let list = carts.list().unwrap();
     let numbers: BTreeSet<u64> = list.iter().map(|(n, _)| *n).collect();
     assert_eq!(numbers.len(), list.len(), "two cartridges share a number");

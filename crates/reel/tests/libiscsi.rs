@@ -9,8 +9,7 @@
 use std::collections::BTreeSet;
 use std::process::Command;
 
-mod common;
-use common::{Server, free_portal};
+use reel_testkit::{Server, free_portal};
 
 const CONFIG: &str = r#"
 [[iscsi.target]]

@@ -1,16 +1,13 @@
 //! Every library preset starts and its changer reports the preset's elements over iSCSI
 //! (READ ELEMENT STATUS through reel's own initiator); the API shows the same library.
 
-mod common;
-
 use std::time::Instant;
 
 use bytes::Bytes;
-use reel_iscsi::initiator_login::InitiatorLoginConfig;
-use reel_iscsi::params::Limits;
-use reel_iscsi_net::{Client, ClientOptions};
-
-use common::{Server, free_portal};
+use reel_iscsi_net::Client;
+use reel_scsi::initiator::smc::{ElementType, parse_element_status, read_element_status};
+use reel_testkit::serve::ServeCommand;
+use reel_testkit::{Server, free_portal, login_config};
 
 const IQN: &str = "iqn.2026-11.org.reel:preset";
 
@@ -25,60 +22,33 @@ async fn connect_as(
     target: &str,
     initiator: &str,
 ) -> Result<Client, reel_iscsi_net::ClientError> {
-    let config = InitiatorLoginConfig {
-        initiator_name: initiator.into(),
-        initiator_alias: None,
-        target_name: Some(target.into()),
-        isid: [0x80, 0, 0, 0, 0, 2],
-        tsih: 0,
-        cid: 0,
-        chap: None,
-        mutual_chap: None,
-        limits: Limits::initiator_default(),
-        cmd_sn: 1,
-    };
-    Client::connect(portal, config, ClientOptions::default()).await
+    reel_testkit::connect(portal, login_config(initiator, Some(target), 2)).await
 }
 
-/// READ ELEMENT STATUS of one element type with volume tags: (elements reported, full ones).
-async fn element_count(client: &Client, kind: u8) -> (usize, usize, std::time::Duration) {
+/// The elements of one type, with volume tags, and how long the answer took.
+async fn element_status(
+    client: &Client,
+    kind: ElementType,
+) -> (
+    Vec<reel_scsi::initiator::smc::ElementStatus>,
+    std::time::Duration,
+) {
     let alloc: u32 = 0xFF_FFFF;
-    let a = alloc.to_be_bytes();
-    let cdb = [
-        0xB8,
-        0x10 | kind,
-        0,
-        0,
-        0xFF,
-        0xFF,
-        0,
-        a[1],
-        a[2],
-        a[3],
-        0,
-        0,
-    ];
+    let cdb = read_element_status(kind, alloc);
     // The first command may report the power-on unit attention.
     let _ = client.execute(0, &cdb, Bytes::new(), alloc).await.unwrap();
     let started = Instant::now();
     let response = client.execute(0, &cdb, Bytes::new(), alloc).await.unwrap();
     let took = started.elapsed();
     assert_eq!(response.status, 0, "sense {:02x?}", response.sense);
-    let data = response.data;
-    let mut at = 8;
-    let (mut count, mut full) = (0, 0);
-    while at + 8 <= data.len() {
-        let descriptor_len = u16::from_be_bytes([data[at + 2], data[at + 3]]) as usize;
-        let page_bytes = u32::from_be_bytes([0, data[at + 5], data[at + 6], data[at + 7]]) as usize;
-        let mut d = at + 8;
-        while descriptor_len > 0 && d + descriptor_len <= (at + 8 + page_bytes).min(data.len()) {
-            count += 1;
-            full += usize::from(data[d + 2] & 0x01);
-            d += descriptor_len;
-        }
-        at += 8 + page_bytes;
-    }
-    (count, full, took)
+    (parse_element_status(&response.data).unwrap(), took)
+}
+
+/// READ ELEMENT STATUS of one element type with volume tags: (elements reported, full ones).
+async fn element_count(client: &Client, kind: ElementType) -> (usize, usize, std::time::Duration) {
+    let (elements, took) = element_status(client, kind).await;
+    let full = elements.iter().filter(|e| e.full).count();
+    (elements.len(), full, took)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,9 +76,9 @@ async fn every_preset_starts_with_its_elements() {
             &["--config", config.to_str().unwrap()],
         );
         let client = connect(portal).await;
-        let (d, _, _) = element_count(&client, 4).await;
-        let (s, full, took) = element_count(&client, 2).await;
-        let (m, _, _) = element_count(&client, 3).await;
+        let (d, _, _) = element_count(&client, ElementType::DATA_TRANSFER).await;
+        let (s, full, took) = element_count(&client, ElementType::STORAGE).await;
+        let (m, _, _) = element_count(&client, ElementType::IMPORT_EXPORT).await;
         assert_eq!((d, s, m), (drives, slots, mail), "{preset}");
         assert_eq!(
             full,
@@ -216,34 +186,12 @@ preset = "large"
     std::fs::write(&config, text).unwrap();
     let portal = free_portal();
     // No --data: the configuration's store.data_dir is used.
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_reel"))
-        .args([
-            "serve",
-            "--http",
-            "off",
-            "--listen",
-            &portal.to_string(),
-            "--config",
-        ])
-        .arg(&config)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut banner = String::new();
-    {
-        use std::io::BufRead;
-        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            banner.push_str(&line);
-            banner.push('\n');
-            if line.starts_with("Ctrl-C") {
-                break;
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
-    }
+    let server = ServeCommand::configured()
+        .portal(portal)
+        .args(&["--http", "off", "--config"])
+        .args(&[&config])
+        .start();
+    let banner = &server.banner;
     assert!(banner.contains("data-from-config"), "{banner}");
     assert!(
         banner.contains(
@@ -271,9 +219,9 @@ preset = "large"
         ),
     ] {
         let client = connect_as(portal, target, initiator).await.unwrap();
-        let (d, _, _) = element_count(&client, 4).await;
-        let (s, full, _) = element_count(&client, 2).await;
-        let (m, _, _) = element_count(&client, 3).await;
+        let (d, _, _) = element_count(&client, ElementType::DATA_TRANSFER).await;
+        let (s, full, _) = element_count(&client, ElementType::STORAGE).await;
+        let (m, _, _) = element_count(&client, ElementType::IMPORT_EXPORT).await;
         assert_eq!((d, s, m, full), (drives, slots, mail, 3), "{target}");
         // The three full slots hold this pool's cartridges (volume tags at descriptor
         // offset 12 of the storage page).
@@ -305,31 +253,15 @@ preset = "large"
         .await
         .is_err()
     );
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    assert!(child.wait().unwrap().success());
+    server.stop();
 }
 
 /// Volume tags of the full storage elements (READ ELEMENT STATUS, VolTag).
 async fn volume_tags(client: &Client) -> Vec<String> {
-    let alloc: u32 = 0xFF_FFFF;
-    let a = alloc.to_be_bytes();
-    let cdb = [0xB8, 0x12, 0, 0, 0xFF, 0xFF, 0, a[1], a[2], a[3], 0, 0];
-    let response = client.execute(0, &cdb, Bytes::new(), alloc).await.unwrap();
-    assert_eq!(response.status, 0);
-    let data = response.data;
-    let descriptor_len = u16::from_be_bytes([data[10], data[11]]) as usize;
-    let mut tags = Vec::new();
-    let mut d = 16;
-    while d + descriptor_len <= data.len() {
-        if data[d + 2] & 0x01 != 0 {
-            let tag = String::from_utf8_lossy(&data[d + 12..d + 44])
-                .trim()
-                .to_string();
-            tags.push(tag);
-        }
-        d += descriptor_len;
-    }
-    tags
+    let (elements, _) = element_status(client, ElementType::STORAGE).await;
+    elements
+        .into_iter()
+        .filter(|e| e.full)
+        .map(|e| e.barcode.unwrap_or_default())
+        .collect()
 }

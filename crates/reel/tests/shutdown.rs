@@ -7,6 +7,8 @@ use std::process::Stdio;
 
 use common::tape::Tape;
 use common::{Server, free_portal};
+use reel_scsi::initiator::smc::move_medium;
+use reel_scsi::initiator::ssc::{Transfer, write6};
 
 const LIB: &str = "iqn.2026-11.org.reel:library";
 
@@ -19,20 +21,17 @@ fn a_failed_flush_on_shutdown_is_reported_and_exits_non_zero() {
     let stderr = std::fs::File::create(&stderr_path).unwrap();
     let server = Server::start_with_stderr(&data, portal, &[], Stdio::from(stderr));
 
-    // MOVE MEDIUM (SMC-3 §6.10) through the changer at LUN 0: the first slot's cartridge into
+    // MOVE MEDIUM (SMC-3 §6.5) through the changer at LUN 0: the first slot's cartridge into
     // the first drive (IBM 3584 addresses: transport 0, drives from 0101h, slots from 0401h).
     let changer = Tape::connect(portal, LIB, 0, 1);
     changer.ready();
-    changer.good(
-        &[0xA5, 0, 0, 0, 0x04, 0x01, 0x01, 0x01, 0, 0, 0, 0],
-        Vec::new(),
-    );
+    changer.good(&move_medium(0, 0x0401, 0x0101), Vec::new());
     let drive = Tape::connect(portal, LIB, 1, 2);
     drive.ready();
     // Records without a synchronising point: accepted into the drive's buffer.
     let record = vec![0x5a_u8; 64 * 1024];
     for _ in 0..16 {
-        drive.good(&[0x0A, 0, 0x01, 0x00, 0x00, 0], record.clone());
+        drive.good(&write6(Transfer::Variable(64 * 1024)), record.clone());
     }
     drop(drive);
     drop(changer);

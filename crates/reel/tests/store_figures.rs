@@ -7,6 +7,7 @@ mod common;
 use common::tape::Tape;
 use common::{Server, free_portal};
 use reel_api::cartridges::ShowQuery;
+use reel_scsi::initiator::ssc::{Transfer, write_filemarks, write6};
 
 const LIB: &str = "iqn.2026-11.org.reel:library";
 
@@ -41,9 +42,9 @@ fn reduction_is_reported_for_the_packs_and_for_the_whole_data_directory() {
     tape.ready();
     let record: Vec<u8> = (0..65536u32).map(|i| (i * 7 % 253) as u8).collect();
     for _ in 0..128 {
-        tape.good(&[0x0A, 0, 0x01, 0x00, 0x00, 0], record.clone());
+        tape.good(&write6(Transfer::Variable(65536)), record.clone());
     }
-    tape.good(&[0x10, 0, 0, 0, 1, 0], Vec::new());
+    tape.good(&write_filemarks(1, false), Vec::new());
 
     let st = api.stats().unwrap();
     let (logical, stored, on_disk) = (st.logical_bytes, st.stored_bytes, st.on_disk_bytes);

@@ -8,10 +8,7 @@
 use std::sync::{Arc, Mutex};
 
 use reel_media::{Barcode, Cartridge, CartridgeInfo, MediaType, MemoryPartition, UnixTime};
-use reel_scsi::{
-    Bytes, ItNexus, LunTable, Request, Response, ScsiDevice, Sense, Status, TaskAttribute,
-    parse_sense,
-};
+use reel_scsi::{Bytes, ItNexus, LunTable, Response, ScsiDevice, Sense, Status, parse_sense};
 use reel_ssc::{DriveModel, InsertError, RemoveError, TapeDrive};
 
 pub type Drive = TapeDrive<MemoryPartition>;
@@ -54,7 +51,7 @@ impl Rig {
             saved,
         };
         for n in [rig.nexus.clone(), rig.other.clone()] {
-            rig.run_as(&n, &[0x03, 0, 0, 0, 18, 0], &[]);
+            rig.run_as(&n, &request_sense(18), &[]);
         }
         rig
     }
@@ -65,7 +62,7 @@ impl Rig {
         let rig = Self::empty(model);
         rig.insert(cartridge("REEL01L9", media, capacity)).unwrap();
         for n in [rig.nexus.clone(), rig.other.clone()] {
-            rig.run_as(&n, &[0x03, 0, 0, 0, 18, 0], &[]);
+            rig.run_as(&n, &request_sense(18), &[]);
         }
         rig
     }
@@ -84,16 +81,9 @@ impl Rig {
     }
 
     pub fn run_as(&self, nexus: &ItNexus, cdb: &[u8], data_out: &[u8]) -> Response {
-        let r = self.table.execute(
-            0,
-            Request {
-                nexus,
-                cdb,
-                data_out: Bytes::copy_from_slice(data_out),
-                data_in_len: u32::MAX,
-                attribute: TaskAttribute::Simple,
-            },
-        );
+        let r = self
+            .table
+            .execute(0, reel_scsi::initiator::request(nexus, cdb, data_out));
         if r.status == Status::CheckCondition {
             parse_sense(r.sense.as_ref().expect("sense")).expect("sense parses");
         }
@@ -132,86 +122,27 @@ pub fn residue(s: &Sense) -> i64 {
     s.information.map_or(0, |v| v as u32 as i32 as i64)
 }
 
-// CDB builders.
-pub fn write6(len: u32, fixed: bool) -> [u8; 6] {
-    let l = len.to_be_bytes();
-    [0x0A, u8::from(fixed), l[1], l[2], l[3], 0]
-}
-pub fn read6(len: u32, fixed: bool, sili: bool) -> [u8; 6] {
-    let l = len.to_be_bytes();
-    [
-        0x08,
-        u8::from(fixed) | u8::from(sili) << 1,
-        l[1],
-        l[2],
-        l[3],
-        0,
-    ]
-}
-pub fn wfm(count: u32, immed: bool) -> [u8; 6] {
-    let l = count.to_be_bytes();
-    [0x10, u8::from(immed), l[1], l[2], l[3], 0]
-}
-pub fn space6(code: u8, count: i32) -> [u8; 6] {
-    let l = count.to_be_bytes();
-    [0x11, code, l[1], l[2], l[3], 0]
-}
-pub fn space16(code: u8, count: i64) -> [u8; 16] {
-    let mut c = [0u8; 16];
-    c[0] = 0x91;
-    c[1] = code;
-    c[4..12].copy_from_slice(&count.to_be_bytes());
-    c
-}
-pub fn locate10(object: u32, partition: Option<u8>) -> [u8; 10] {
-    let o = object.to_be_bytes();
-    let cp = partition.map_or(0, |_| 0x02);
-    [
-        0x2B,
-        cp,
-        0,
-        o[0],
-        o[1],
-        o[2],
-        o[3],
-        0,
-        partition.unwrap_or(0),
-        0,
-    ]
-}
-pub fn locate16(dest_type: u8, partition: Option<u8>, id: u64) -> [u8; 16] {
-    let mut c = [0u8; 16];
-    c[0] = 0x92;
-    c[1] = dest_type << 3 | partition.map_or(0, |_| 0x02);
-    c[3] = partition.unwrap_or(0);
-    c[4..12].copy_from_slice(&id.to_be_bytes());
-    c
-}
-pub const REWIND: [u8; 6] = [0x01, 0, 0, 0, 0, 0];
-pub const TUR: [u8; 6] = [0; 6];
-pub const READ_POSITION: [u8; 10] = [0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-pub const READ_POSITION_LONG: [u8; 10] = [0x34, 0x06, 0, 0, 0, 0, 0, 0, 0, 0];
+// CDB builders and answer parsers: the initiator kit.
+pub use reel_scsi::initiator::spc::*;
+pub use reel_scsi::initiator::ssc::*;
 
 /// (partition, object, BOP, EOP) from the short READ POSITION form.
 pub fn position(rig: &Rig) -> (u8, u32, bool, bool) {
-    let d = rig.good(&READ_POSITION, &[]);
+    let d = rig.good(&read_position(PositionForm::Short), &[]);
     assert_eq!(d.len(), 20);
-    (
-        d[1],
-        u32::from_be_bytes([d[4], d[5], d[6], d[7]]),
-        d[0] & 0x80 != 0,
-        d[0] & 0x40 != 0,
-    )
+    let p = parse_read_position(PositionForm::Short, &d).unwrap();
+    (p.partition as u8, p.object as u32, p.bop, p.eop)
 }
 
 /// (partition, object, file) from the long READ POSITION form.
 pub fn long_position(rig: &Rig) -> (u32, u64, u64) {
-    let d = rig.good(&READ_POSITION_LONG, &[]);
+    let d = rig.good(&read_position(PositionForm::Long), &[]);
     assert_eq!(d.len(), 32);
+    let p = parse_read_position(PositionForm::Long, &d).unwrap();
     (
-        u32::from_be_bytes(d[4..8].try_into().unwrap()),
-        u64::from_be_bytes(d[8..16].try_into().unwrap()),
-        u64::from_be_bytes(d[16..24].try_into().unwrap()),
+        p.partition,
+        p.object,
+        p.file.expect("the long form has the file"),
     )
 }
 

@@ -13,9 +13,9 @@ use reel_api::cartridges::{
     ShowQuery, UpdateRequest, UsageView,
 };
 use reel_chunkstore::{Exclusive, StreamUsage};
-use reel_library::CartridgeError;
 use reel_media::CartridgeInfo;
 use reel_scsi::ItNexus;
+use reel_volume::CartridgeError;
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};

@@ -282,12 +282,7 @@ pub async fn move_medium(
                 .map(|e| e.address)
         });
         let transport = transport.ok_or_else(|| ApiError::internal("no transport element"))?;
-        // MOVE MEDIUM (SMC-3 §6.10): transport, source, destination.
-        let mut cdb = [0u8; 12];
-        cdb[0] = 0xA5;
-        cdb[2..4].copy_from_slice(&transport.to_be_bytes());
-        cdb[4..6].copy_from_slice(&req.from.to_be_bytes());
-        cdb[6..8].copy_from_slice(&req.to.to_be_bytes());
+        let cdb = reel_scsi::initiator::smc::move_medium(transport, req.from, req.to);
         let result = run_changer(lib, &cdb);
         s.audit(&caller, "move", &target, &result);
         result?;

@@ -25,7 +25,8 @@ use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use reel_iscsi_net::TargetServer;
-use reel_library::{Cartridges, VirtualLibrary};
+use reel_library::VirtualLibrary;
+use reel_volume::Cartridges;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 

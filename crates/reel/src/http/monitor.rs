@@ -21,7 +21,8 @@ use reel_api::monitor::{
 };
 use reel_api::session::AuditEvent;
 use reel_iscsi_net::{InitiatorStats, LATENCY_BUCKETS_US, TargetServer};
-use reel_library::{Cartridges, VirtualLibrary};
+use reel_library::VirtualLibrary;
+use reel_volume::Cartridges;
 use tokio::sync::watch;
 
 use super::auth::Caller;

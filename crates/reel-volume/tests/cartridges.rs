@@ -4,19 +4,9 @@ use std::sync::Arc;
 
 use reel_backend::MemoryBackend;
 use reel_chunkstore::{ChunkStore, Exclusive, StoreConfig};
-use reel_library::{CartridgeError, Cartridges};
 use reel_media::{Barcode, CartridgeInfo, MediaType, PartitionStore, ReadOutcome, UnixTime};
-
-fn catalog() -> (tempfile::TempDir, Cartridges) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = ChunkStore::open(
-        dir.path(),
-        Arc::new(MemoryBackend::new()),
-        StoreConfig::default(),
-    )
-    .unwrap();
-    (dir, Cartridges::new(store))
-}
+use reel_testkit::memory_catalog as catalog;
+use reel_volume::{CartridgeError, Cartridges};
 
 fn info(barcode: &str, media: MediaType) -> CartridgeInfo {
     CartridgeInfo::new(

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use proptest::prelude::*;
 use reel_backend::LocalBackend;
 use reel_chunkstore::{ChunkStore, StoreConfig, StreamId};
-use reel_library::ChunkPartition;
 use reel_media::testing::{
     check_partition_store, partition_ops, reference_cases, run_reference_model,
 };
+use reel_volume::ChunkPartition;
 
 fn shared_store() -> &'static (tempfile::TempDir, ChunkStore) {
     static STORE: std::sync::OnceLock<(tempfile::TempDir, ChunkStore)> = std::sync::OnceLock::new();

@@ -1,0 +1,96 @@
+//! Text Request and Text Response (RFC 7143 §11.10, §11.11); the key=value data is
+//! [`crate::text`]'s business.
+
+use bytes::{Bytes, BytesMut};
+
+use super::bhs::{Bhs, at, bit, flag};
+use super::{Codec, ParseError, opcode};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextRequest {
+    pub immediate: bool,
+    pub final_: bool,
+    pub continue_: bool,
+    pub lun: [u8; 8],
+    pub itt: u32,
+    pub ttt: u32,
+    pub cmd_sn: u32,
+    pub exp_stat_sn: u32,
+    pub data: Bytes,
+}
+
+impl Codec for TextRequest {
+    const OPCODE: u8 = opcode::TEXT_REQUEST;
+
+    fn decode(bhs: &Bhs, _ahs: &[u8], data: Bytes) -> Result<Self, ParseError> {
+        let (cmd_sn, exp_stat_sn) = bhs.request_sns();
+        Ok(TextRequest {
+            immediate: bhs.immediate(),
+            final_: bhs.flag(flag::FINAL),
+            continue_: bhs.flag(flag::CONTINUE),
+            lun: bhs.lun(),
+            itt: bhs.itt(),
+            ttt: bhs.u32(at::TTT),
+            cmd_sn,
+            exp_stat_sn,
+            data,
+        })
+    }
+
+    fn encode(&self, bhs: &mut Bhs, _ahs: &mut BytesMut) {
+        bhs.set_immediate(self.immediate);
+        bhs.set_flags(bit(self.final_, flag::FINAL) | bit(self.continue_, flag::CONTINUE));
+        bhs.set_lun(&self.lun);
+        bhs.set_itt(self.itt);
+        bhs.set_u32(at::TTT, self.ttt);
+        bhs.set_request_sns(self.cmd_sn, self.exp_stat_sn);
+    }
+
+    fn data(&self) -> Option<&Bytes> {
+        Some(&self.data)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextResponse {
+    pub final_: bool,
+    pub continue_: bool,
+    pub lun: [u8; 8],
+    pub itt: u32,
+    pub ttt: u32,
+    pub stat_sn: u32,
+    pub exp_cmd_sn: u32,
+    pub max_cmd_sn: u32,
+    pub data: Bytes,
+}
+
+impl Codec for TextResponse {
+    const OPCODE: u8 = opcode::TEXT_RESPONSE;
+
+    fn decode(bhs: &Bhs, _ahs: &[u8], data: Bytes) -> Result<Self, ParseError> {
+        let (stat_sn, exp_cmd_sn, max_cmd_sn) = bhs.response_sns();
+        Ok(TextResponse {
+            final_: bhs.flag(flag::FINAL),
+            continue_: bhs.flag(flag::CONTINUE),
+            lun: bhs.lun(),
+            itt: bhs.itt(),
+            ttt: bhs.u32(at::TTT),
+            stat_sn,
+            exp_cmd_sn,
+            max_cmd_sn,
+            data,
+        })
+    }
+
+    fn encode(&self, bhs: &mut Bhs, _ahs: &mut BytesMut) {
+        bhs.set_flags(bit(self.final_, flag::FINAL) | bit(self.continue_, flag::CONTINUE));
+        bhs.set_lun(&self.lun);
+        bhs.set_itt(self.itt);
+        bhs.set_u32(at::TTT, self.ttt);
+        bhs.set_response_sns(self.stat_sn, self.exp_cmd_sn, self.max_cmd_sn);
+    }
+
+    fn data(&self) -> Option<&Bytes> {
+        Some(&self.data)
+    }
+}
