@@ -37,6 +37,23 @@ pub fn write_filemarks(count: u32, immed: bool) -> [u8; 6] {
     [0x10, u8::from(immed), l[0], l[1], l[2], 0]
 }
 
+/// READ(10) of `bytes` at `lba` on a disk of `block`-byte blocks (SBC-3 §5.11).
+pub fn read10(lba: u32, bytes: u32, block: u32) -> [u8; 10] {
+    let blocks = u16::try_from(bytes / block).expect("sizes are validated to fit READ(10)");
+    let mut cdb = [0u8; 10];
+    cdb[0] = 0x28;
+    cdb[2..6].copy_from_slice(&lba.to_be_bytes());
+    cdb[7..9].copy_from_slice(&blocks.to_be_bytes());
+    cdb
+}
+
+/// WRITE(10) of `bytes` at `lba`, laid out as READ(10) (SBC-3 §5.32).
+pub fn write10(lba: u32, bytes: u32, block: u32) -> [u8; 10] {
+    let mut cdb = read10(lba, bytes, block);
+    cdb[0] = 0x2A;
+    cdb
+}
+
 /// INQUIRY, standard data.
 pub fn inquiry(alloc: u16) -> [u8; 6] {
     let a = alloc.to_be_bytes();
@@ -355,6 +372,12 @@ mod tests {
 
     #[test]
     fn cdbs() {
+        assert_eq!(
+            read10(0x01020304, 1 << 20, 512),
+            [0x28, 0, 1, 2, 3, 4, 0, 0x08, 0, 0]
+        );
+        assert_eq!(write10(7, 65536, 512)[0], 0x2a);
+        assert_eq!(&write10(7, 65536, 512)[7..9], &[0, 128]);
         assert_eq!(write6(256 << 10), [0x0A, 0, 0x04, 0, 0, 0]);
         assert_eq!(read6(0xFF_FFFF), [0x08, 0, 0xFF, 0xFF, 0xFF, 0]);
         assert_eq!(write_filemarks(1, false), [0x10, 0, 0, 0, 1, 0]);

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::harness::targets::SessionLimits;
 use crate::scsi::{self, CommandFailure, Element, Inquiry};
 
 pub const INITIATOR: &str = "iqn.2026-11.org.reel.bench:tape-initiator";
@@ -26,6 +27,12 @@ pub const INITIATOR: &str = "iqn.2026-11.org.reel.bench:tape-initiator";
 pub const MAX_RECV_DATA_SEGMENT: u32 = 256 << 10;
 pub const MAX_BURST: u32 = 1 << 20;
 pub const FIRST_BURST: u32 = 256 << 10;
+/// The same limits as a launched reel's `[iscsi]` settings.
+pub const SESSION_LIMITS: SessionLimits = SessionLimits {
+    max_recv_data_segment_length: MAX_RECV_DATA_SEGMENT,
+    max_burst_length: MAX_BURST,
+    first_burst_length: FIRST_BURST,
+};
 
 /// ISIDs are never reused within a process, so no login reinstates a session still closing.
 static NEXT_ISID: AtomicU16 = AtomicU16::new(1);

@@ -18,7 +18,7 @@ use super::model::{self, CartModel, Matcher, Obj, Read, Rng};
 use super::{Epoch, Soak};
 use crate::scsi;
 use crate::session::Drive;
-use crate::tape::{Exec, submit};
+use crate::tape::pipeline::{Exec, submit};
 
 /// Largest record the soak writes (and the allocation of its reads).
 pub const MAX_RECORD: u32 = 256 << 10;
@@ -225,7 +225,7 @@ async fn session(
         return Ok(());
     }
     // Ready, block limits, variable block mode, rewind.
-    crate::tape::load_and_prepare(drive, MAX_RECORD).await?;
+    crate::tape::pipeline::load_and_prepare(drive, MAX_RECORD).await?;
     soak.stats.rewinds.fetch_add(1, Ordering::Relaxed);
     // Position (logical object): 0 after the rewind; a read-back leaves it at end of data.
     let mut pos = 0;

@@ -11,13 +11,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, anyhow};
 
 use crate::api::ReelApi;
-use crate::args::{Cell, TargetKind, Workload};
-use crate::cpu::{self, Proc};
-use crate::filemode;
-use crate::report::{self, PhaseResult, Steps, TargetRun};
+use crate::harness::TargetKind;
+use crate::tape::args::{Cell, Workload};
+use reel_sysinfo::{self as cpu, Proc};
+use crate::tape::filemode;
+use crate::tape::report::{self, PhaseResult, Steps, TargetRun};
 use crate::session::{self, Drive, DrivePlan, NegotiatedReport};
-use crate::tape::{self, Aborted, DrivePhase, Shared};
-use crate::targets::Running;
+use crate::tape::pipeline::{self as tape, Aborted, DrivePhase, Shared};
+use crate::tape::targets::Running;
 
 /// Where one drive's data goes: a drive behind an iSCSI session, or a path written with
 /// write(2) (the `file` target).

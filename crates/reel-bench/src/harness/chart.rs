@@ -1,10 +1,10 @@
-//! Line charts as plain SVG (no dependencies): throughput against each swept dimension
-//! (record size, compressible share, drives, …), and throughput over time for the flat run.
+//! Line charts as plain SVG (no dependencies), for every benchmark's report: series of points
+//! on a linear y axis, a categorical or linear x axis, dashed lines and reference rules, a
+//! legend on the right. Each target has its colour (and shades of it for several lines).
 
 use std::fmt::Write as _;
 
-use crate::args::TargetKind;
-use crate::report::{CellReport, Dim, size_label, targets_in, varying};
+use super::TargetKind;
 
 pub const REEL_COLOR: &str = "#1f6fb4";
 pub const TGT_COLOR: &str = "#e0701b";
@@ -36,6 +36,8 @@ pub struct LineChart {
     pub x_ticks: Vec<(f64, String)>,
     pub series: Vec<Series>,
     pub rules: Vec<Rule>,
+    /// Draw each series as bars, grouped at each (categorical) x tick, instead of lines.
+    pub bars: bool,
 }
 
 const W: f64 = 760.0;
@@ -207,7 +209,25 @@ impl LineChart {
             );
         }
         // Series.
-        for s in &self.series {
+        if self.bars {
+            // Each group fills 80 % of the space of one category.
+            let slot = plot_w / (x_hi - x_lo) * 0.8;
+            let width = slot / self.series.len().max(1) as f64;
+            for (n, s) in self.series.iter().enumerate() {
+                for &(x, y) in &s.points {
+                    let left = sx(x) - slot / 2.0 + n as f64 * width;
+                    let _ = writeln!(
+                        out,
+                        r#"<rect x="{left:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"/>"#,
+                        sy(y),
+                        width * 0.9,
+                        (sy(0.0) - sy(y)).max(0.0),
+                        s.color
+                    );
+                }
+            }
+        }
+        for s in self.series.iter().filter(|_| !self.bars) {
             if s.points.is_empty() {
                 continue;
             }
@@ -284,12 +304,12 @@ impl LineChart {
     }
 }
 
-fn color(kind: TargetKind) -> &'static str {
+pub fn color(kind: TargetKind) -> &'static str {
     palette(kind)[0]
 }
 
 /// Shades of each target's colour, for several lines of one target in a chart.
-fn palette(kind: TargetKind) -> &'static [&'static str] {
+pub fn palette(kind: TargetKind) -> &'static [&'static str] {
     match kind {
         TargetKind::Reel => &[
             REEL_COLOR, "#0b3d66", "#5aa0d8", "#123f8c", "#8cc4ec", "#3d5a80",
@@ -301,122 +321,6 @@ fn palette(kind: TargetKind) -> &'static [&'static str] {
             "#2a9d3a", "#146b22", "#73c77f", "#4d7c0f", "#a3d9a5", "#1b4d2b",
         ],
     }
-}
-
-/// Throughput against one swept dimension: one line per target and combination of the other
-/// swept dimensions, peers in the same chart. `None` when `dim` does not vary.
-pub fn by_dim(cells: &[CellReport], dim: Dim, write: bool) -> Option<LineChart> {
-    let matrix: Vec<&CellReport> = cells.iter().filter(|c| !c.flat).collect();
-    let dims = varying(cells);
-    if !dims.contains(&dim) {
-        return None;
-    }
-    let others: Vec<Dim> = dims.iter().copied().filter(|d| *d != dim).collect();
-    let mut xs: Vec<(f64, String)> = matrix
-        .iter()
-        .map(|c| (dim.value(c), dim.label(c)))
-        .collect();
-    xs.sort_by(|a, b| a.0.total_cmp(&b.0));
-    xs.dedup_by(|a, b| a.0 == b.0);
-    let key = |c: &CellReport| -> Vec<String> { others.iter().map(|d| d.label(c)).collect() };
-    let mut keys: Vec<Vec<String>> = Vec::new();
-    for c in &matrix {
-        let k = key(c);
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
-    }
-    let mut series = Vec::new();
-    for kind in targets_in(cells) {
-        let shades = palette(kind);
-        for (n, k) in keys.iter().enumerate() {
-            let points: Vec<(f64, f64)> = xs
-                .iter()
-                .enumerate()
-                .filter_map(|(i, (v, _))| {
-                    let cell = matrix.iter().find(|c| dim.value(c) == *v && key(c) == *k)?;
-                    let run = cell.run(kind)?;
-                    let p = if write { &run.write } else { &run.read };
-                    Some((i as f64, p.mb_per_s))
-                })
-                .collect();
-            if points.is_empty() {
-                continue;
-            }
-            let mut name = kind.name().to_string();
-            for (d, value) in others.iter().zip(k) {
-                name.push_str(&format!(", {} {value}", d.short()));
-            }
-            series.push(Series {
-                name,
-                color: shades[n % shades.len()].into(),
-                dashed: n % 2 == 1,
-                points,
-                markers: true,
-            });
-        }
-    }
-    let word = if write { "write" } else { "read" };
-    Some(LineChart {
-        title: format!(
-            "Tape {word} throughput vs {} (all drives together)",
-            dim.short()
-        ),
-        x_label: dim.axis().into(),
-        y_label: format!("{word} MB/s (10^6 bytes/s)"),
-        x_ticks: xs
-            .iter()
-            .enumerate()
-            .map(|(i, (_, label))| (i as f64, label.clone()))
-            .collect(),
-        series,
-        rules: Vec::new(),
-    })
-}
-
-/// The flat run's one-second samples over time, with each target's 80 %-of-median line.
-pub fn over_time(cells: &[CellReport], write: bool) -> Option<LineChart> {
-    let cell = cells.iter().find(|c| c.flat)?;
-    let mut series = Vec::new();
-    let mut rules = Vec::new();
-    for run in &cell.runs {
-        let p = if write { &run.write } else { &run.read };
-        series.push(Series {
-            name: run.target.name().to_string(),
-            color: color(run.target).into(),
-            dashed: false,
-            points: p
-                .samples_mb_per_s
-                .iter()
-                .enumerate()
-                .map(|(i, v)| ((i + 1) as f64, *v))
-                .collect(),
-            markers: p.samples_mb_per_s.len() <= 40,
-        });
-        if let Some(f) = &p.flatness {
-            rules.push(Rule {
-                y: f.median * (1.0 - f.tolerance),
-                color: color(run.target).into(),
-                label: format!("{} 80 % of median", run.target.name()),
-            });
-        }
-    }
-    Some(LineChart {
-        title: format!(
-            "{} of {} on one drive, {} records: 1 s samples",
-            if write { "Write" } else { "Read" },
-            size_label(cell.size_per_drive),
-            size_label(u64::from(cell.record_size))
-        ),
-        x_label: format!(
-            "seconds since the {} phase started",
-            if write { "write" } else { "read" }
-        ),
-        y_label: "MB/s in that second (10^6 bytes/s)".into(),
-        x_ticks: Vec::new(),
-        series,
-        rules,
-    })
 }
 
 #[cfg(test)]
@@ -451,6 +355,7 @@ mod tests {
                 color: REEL_COLOR.into(),
                 label: "80 %".into(),
             }],
+            bars: false,
         };
         let svg = chart.render();
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
@@ -463,6 +368,7 @@ mod tests {
         let empty = LineChart {
             series: Vec::new(),
             rules: Vec::new(),
+            bars: false,
             ..chart
         };
         assert!(empty.render().contains("</svg>"));

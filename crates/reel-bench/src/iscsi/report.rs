@@ -1,17 +1,20 @@
-//! Medians, the terminal table, JSON and Markdown.
+//! The iSCSI benchmark's report: medians over the repetitions, the acceptance goals, the
+//! terminal table and the Markdown section; the JSON is the [`Report`] itself.
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::args::{Cell, TargetKind};
-use crate::load::Measurement;
-use crate::probe::ProbeReport;
+use super::args::Cell;
+use super::load::Measurement;
+use super::probe::ProbeReport;
+use crate::harness::table::{markdown_table, text_table};
+use crate::harness::{TargetKind, median, size_label};
 
 /// The issue's goal at 256 KiB, queue depth 8.
 pub const GOAL_RATIO: f64 = 1.5;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Settings {
     pub seconds: f64,
     pub warmup_seconds: f64,
@@ -24,7 +27,7 @@ pub struct Settings {
     pub initiator_threads: usize,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TargetReport {
     pub kind: TargetKind,
     pub addr: String,
@@ -36,7 +39,7 @@ pub struct TargetReport {
     pub probe: ProbeReport,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
     pub mb_per_s: f64,
     pub iops: f64,
@@ -46,7 +49,7 @@ pub struct Summary {
     pub initiator_cores: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TargetResult {
     pub target: TargetKind,
     /// Medians over the repetitions (each figure on its own).
@@ -54,7 +57,7 @@ pub struct TargetResult {
     pub runs: Vec<Measurement>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CellReport {
     #[serde(flatten)]
     pub cell: Cell,
@@ -63,7 +66,7 @@ pub struct CellReport {
     pub ratio: Option<f64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Acceptance {
     pub goal_ratio_256k_qd8: f64,
     /// (cell, ratio) of every 256 KiB, queue depth 8 cell.
@@ -75,7 +78,7 @@ pub struct Acceptance {
     pub below_tgt: Vec<(String, f64)>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     pub tool: String,
     pub started_unix: u64,
@@ -87,23 +90,10 @@ pub struct Report {
     pub acceptance: Option<Acceptance>,
 }
 
-/// Median (mean of the middle two for an even count); NaN for none.
-pub fn median(values: &[f64]) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| !x.is_nan()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 pub fn summarize(runs: &[Measurement]) -> Summary {
-    let med = |f: &dyn Fn(&Measurement) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+    let med = |f: &dyn Fn(&Measurement) -> f64| {
+        median(&runs.iter().map(f).collect::<Vec<_>>()).unwrap_or(f64::NAN)
+    };
     let opt = |f: &dyn Fn(&Measurement) -> Option<f64>| {
         runs.iter()
             .all(|m| f(m).is_some())
@@ -119,21 +109,10 @@ pub fn summarize(runs: &[Measurement]) -> Summary {
     }
 }
 
-/// 65536 → "64K", 1048576 → "1M".
-pub fn size_label(bytes: u32) -> String {
-    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
-        format!("{}M", bytes >> 20)
-    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
-        format!("{}K", bytes >> 10)
-    } else {
-        bytes.to_string()
-    }
-}
-
 pub fn cell_label(c: &Cell) -> String {
     format!(
         "{} QD{} x{} {}",
-        size_label(c.size),
+        size_label(u64::from(c.size)),
         c.queue_depth,
         c.sessions,
         c.direction.name()
@@ -220,15 +199,15 @@ const HEADER: [&str; 13] = [
     "init s/GB (tgt)",
 ];
 
-fn rows(report: &Report) -> Vec<[String; 13]> {
+fn rows(report: &Report) -> Vec<Vec<String>> {
     report
         .cells
         .iter()
         .map(|c| {
             let r = c.result(TargetKind::Reel);
             let t = c.result(TargetKind::Tgt);
-            [
-                size_label(c.cell.size),
+            vec![
+                size_label(u64::from(c.cell.size)),
                 c.cell.queue_depth.to_string(),
                 c.cell.sessions.to_string(),
                 c.cell.direction.name().to_string(),
@@ -248,29 +227,7 @@ fn rows(report: &Report) -> Vec<[String; 13]> {
 
 /// The table for the terminal (aligned columns).
 pub fn terminal_table(report: &Report) -> String {
-    let rows = rows(report);
-    let mut width = HEADER.map(str::len);
-    for row in &rows {
-        for (w, cell) in width.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let mut out = String::new();
-    let line = |cells: &[String], out: &mut String| {
-        let mut parts = Vec::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i < 4 {
-                parts.push(format!("{cell:<w$}", w = width[i]));
-            } else {
-                parts.push(format!("{cell:>w$}", w = width[i]));
-            }
-        }
-        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
-    };
-    line(&HEADER.map(String::from), &mut out);
-    for row in &rows {
-        line(row, &mut out);
-    }
+    let mut out = text_table(&HEADER, &rows(report), 4);
     if let Some(a) = &report.acceptance {
         out.push('\n');
         out.push_str(&acceptance_text(a));
@@ -333,11 +290,12 @@ fn yes_no(b: bool) -> &'static str {
     if b { "Yes" } else { "No" }
 }
 
-/// The Markdown report (a section; `bench/iscsi/run.sh` puts the machine above it).
-pub fn markdown(report: &Report) -> String {
+/// The Markdown report (a section; `bench/iscsi/run.sh` puts the machine above it), with
+/// links to the `(title, file)` charts.
+pub fn markdown(report: &Report, charts: &[(String, String)]) -> String {
     let s = &report.settings;
     let mut out = String::new();
-    let _ = writeln!(out, "### reel-iscsi-bench\n");
+    let _ = writeln!(out, "### reel bench iscsi\n");
     let _ = writeln!(
         out,
         "{} s measured per cell after {} s of warm-up, {} repetition(s) per cell with the targets \
@@ -460,21 +418,12 @@ pub fn markdown(report: &Report) -> String {
         out,
         "\nResults (CPU s/GB: CPU seconds, user + system, of the target process / of the initiator process per 10^9 bytes moved):\n"
     );
-    let _ = writeln!(out, "| {} |", HEADER.join(" | "));
-    let _ = writeln!(
-        out,
-        "|{}",
-        HEADER
-            .iter()
-            .enumerate()
-            .map(|(i, _)| if i < 4 { "---|" } else { "---:|" })
-            .collect::<String>()
-    );
-    for row in rows(report) {
-        let _ = writeln!(out, "| {} |", row.join(" | "));
-    }
+    out.push_str(&markdown_table(&HEADER, &rows(report), 4));
     if let Some(a) = &report.acceptance {
         let _ = writeln!(out, "\n{}", acceptance_text(a));
+    }
+    for (title, file) in charts {
+        let _ = writeln!(out, "![{title}]({file})\n");
     }
     if report.settings.repeat > 1 {
         let _ = writeln!(out, "Spread over the repetitions (min–max MB/s):\n");
@@ -507,21 +456,7 @@ pub fn markdown(report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::Direction;
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!(median(&[]).is_nan());
-    }
-
-    #[test]
-    fn labels() {
-        assert_eq!(size_label(65536), "64K");
-        assert_eq!(size_label(1 << 20), "1M");
-        assert_eq!(size_label(1536), "1536");
-    }
+    use crate::iscsi::args::Direction;
 
     fn result(target: TargetKind, mb: f64) -> TargetResult {
         let m = Measurement {

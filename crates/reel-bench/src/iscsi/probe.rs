@@ -12,12 +12,13 @@ use reel_iscsi::initiator::{InitiatorSession, Outcome, SessionConfig};
 use reel_iscsi::initiator_login::{InitiatorLogin, InitiatorLoginConfig, InitiatorStep};
 use reel_iscsi::params::{Limits, Negotiated};
 use reel_iscsi::pdu::{FrameLimits, Framer, Pdu, TaskAttr};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::load::{read10, write10};
-use crate::targets::{FIRST_BURST, MAX_BURST, MAX_RECV_DATA_SEGMENT};
+use super::args::BLOCK;
+use super::targets::{FIRST_BURST, MAX_BURST, MAX_RECV_DATA_SEGMENT};
+use crate::scsi::{read10, write10};
 
 pub const INITIATOR: &str = "iqn.2026-11.org.reel.bench:initiator";
 
@@ -52,7 +53,7 @@ pub fn login_config(iqn: &str, isid: u16) -> InitiatorLoginConfig {
 }
 
 /// Negotiated parameters in the report's words.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NegotiatedReport {
     /// What the target may send us per PDU (our MaxRecvDataSegmentLength).
     pub initiator_max_recv_data_segment_length: u32,
@@ -85,7 +86,7 @@ impl From<&Negotiated> for NegotiatedReport {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProbeReport {
     pub iqn: String,
     pub target_alias: Option<String>,
@@ -228,7 +229,7 @@ async fn probe_inner(
 
     let size = 1u32 << 20;
     let (mut data_ins, mut largest, mut collapsed) = (0u32, 0u32, false);
-    let itt = session.scsi(lun, &read10(0, size), Bytes::new(), size, TaskAttr::Simple);
+    let itt = session.scsi(lun, &read10(0, size, BLOCK), Bytes::new(), size, TaskAttr::Simple);
     let outcome = run(&mut conn, &mut session, itt, |pdu| {
         if let Pdu::DataIn(d) = pdu {
             data_ins += 1;
@@ -241,7 +242,7 @@ async fn probe_inner(
 
     let (mut r2ts, mut r2t_bytes) = (0u32, 0u32);
     let data = Bytes::from(vec![0x5a; size as usize]);
-    let itt = session.scsi(lun, &write10(0, size), data, 0, TaskAttr::Simple);
+    let itt = session.scsi(lun, &write10(0, size, BLOCK), data, 0, TaskAttr::Simple);
     let outcome = run(&mut conn, &mut session, itt, |pdu| {
         if let Pdu::R2t(r) = pdu {
             r2ts += 1;

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::args::{TargetKind, Workload};
+use crate::harness::table::{markdown_table, text_table};
+use crate::harness::{Machine, TargetKind, median, size_label};
+use crate::tape::args::Workload;
 use crate::session::{DrivePlan, NegotiatedReport};
 
 /// The goals.
@@ -43,20 +45,6 @@ pub struct Flatness {
     pub below: Vec<(usize, f64)>,
     pub tolerance: f64,
     pub flat: bool,
-}
-
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 /// Judges one-second samples (MB/s; `samples[0]` is the first second): after the first
@@ -407,16 +395,6 @@ pub struct Goal {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Machine {
-    pub nproc: usize,
-    pub cpu_model: String,
-    pub memory: String,
-    pub kernel: String,
-    pub load_average_start: String,
-    pub load_average_end: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     pub tool: String,
     pub command: String,
@@ -443,16 +421,6 @@ impl Report {
             }
         }
     }
-}
-
-/// `64K`, `256K`, `1M`, `2G`, or plain bytes.
-pub fn size_label(bytes: u64) -> String {
-    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -730,43 +698,6 @@ fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-fn markdown_table(header: &[&str], rows: &[Vec<String>], right_from: usize) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "| {} |", header.join(" | "));
-    let align: Vec<&str> = (0..header.len())
-        .map(|i| if i >= right_from { "---:" } else { "---" })
-        .collect();
-    let _ = writeln!(out, "|{}|", align.join("|"));
-    for row in rows {
-        let _ = writeln!(out, "| {} |", row.join(" | "));
-    }
-    out
-}
-
-fn text_table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:>w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
-    let mut out = line(header.iter().map(|h| h.to_string()).collect());
-    out.push('\n');
-    for row in rows {
-        out.push_str(&line(row.clone()));
-        out.push('\n');
-    }
-    out
-}
-
 fn flat_rows(report: &Report) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     for c in report.cells.iter().filter(|c| c.flat) {
@@ -916,16 +847,16 @@ pub fn terminal(report: &Report) -> String {
     let mut out = String::new();
     let (header, rows, _) = matrix_table(report);
     if !rows.is_empty() {
-        out.push_str(&text_table(&strs(&header), &rows));
+        out.push_str(&text_table(&strs(&header), &rows, 0));
     }
     let flat = flat_rows(report);
     if !flat.is_empty() {
         out.push('\n');
-        out.push_str(&text_table(&FLAT_HEADER, &flat));
+        out.push_str(&text_table(&FLAT_HEADER, &flat, 0));
     }
     out.push('\n');
     let (header, rows) = storage_table(report);
-    out.push_str(&text_table(&strs(&header), &rows));
+    out.push_str(&text_table(&strs(&header), &rows, 0));
     out.push('\n');
     for g in &report.goals {
         let _ = writeln!(out, "{}: {} — {}", met_word(g.met), g.goal, g.detail);
@@ -1067,15 +998,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn medians() {
-        assert_eq!(median(&[]), None);
-        assert_eq!(median(&[3.0]), Some(3.0));
-        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
-        assert_eq!(median(&[f64::NAN, 2.0]), Some(2.0));
-    }
-
-    #[test]
     fn flatness_skips_the_start_and_flags_dips() {
         // A slow start does not count; a later dip of 25 % does.
         let mut samples = vec![10.0, 50.0, 80.0, 90.0, 95.0];
@@ -1103,14 +1025,6 @@ mod tests {
         assert_eq!(per_second(&cumulative, 10.0).len(), 4);
         assert!(per_second(&cumulative, 0.9).is_empty());
         assert_eq!(per_second(&cumulative, 3.0).len(), 3);
-    }
-
-    #[test]
-    fn size_labels() {
-        assert_eq!(size_label(64 << 10), "64K");
-        assert_eq!(size_label(1 << 20), "1M");
-        assert_eq!(size_label(20 << 30), "20G");
-        assert_eq!(size_label(1000), "1000");
     }
 
     fn phase(mb_per_s: f64) -> PhaseResult {
@@ -1355,10 +1269,10 @@ mod tests {
             started_unix: 0,
             finished_unix: 0,
             machine: Machine {
-                nproc: 2,
-                cpu_model: String::new(),
-                memory: String::new(),
-                kernel: String::new(),
+                host: reel_sysinfo::Machine {
+                    nproc: 2,
+                    ..Default::default()
+                },
                 load_average_start: String::new(),
                 load_average_end: String::new(),
             },
@@ -1374,7 +1288,7 @@ mod tests {
         assert_eq!(first, 3);
         assert_eq!(rows[2][..6], ["1", "64K", "100 %", "200", "100", "2.00x"]);
         // One line per target and record size against the compressible share.
-        let chart = crate::chart::by_dim(&cells, Dim::CompressibleShare, true).unwrap();
+        let chart = crate::tape::chart::by_dim(&cells, Dim::CompressibleShare, true).unwrap();
         let names: Vec<&str> = chart.series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
             names,
@@ -1393,7 +1307,7 @@ mod tests {
         assert_eq!(ticks, ["0 %", "50 %", "100 %"]);
         assert!(chart.x_label.contains("compressible"));
         // Drives do not vary: no chart for them.
-        assert!(crate::chart::by_dim(&cells, Dim::Drives, true).is_none());
+        assert!(crate::tape::chart::by_dim(&cells, Dim::Drives, true).is_none());
     }
 
     #[test]
@@ -1413,10 +1327,12 @@ mod tests {
             started_unix: 0,
             finished_unix: 0,
             machine: Machine {
-                nproc: 2,
-                cpu_model: "cpu".into(),
-                memory: "1 GiB".into(),
-                kernel: "6".into(),
+                host: reel_sysinfo::Machine {
+                    nproc: 2,
+                    cpu_model: "cpu".into(),
+                    memory: "1 GiB".into(),
+                    kernel: "6".into(),
+                },
                 load_average_start: "0".into(),
                 load_average_end: "0".into(),
             },

@@ -1,7 +1,6 @@
-//! Target processes for the benchmarks (this one and `reel-iscsi-bench`): `reel serve` and
-//! Debian's `tgtd`, each started as its own process on a free loopback port so that its CPU
-//! time can be read from `/proc/PID/stat`, waited for until it listens, and stopped in an
-//! orderly way. The guards stop their process when dropped, so an error or a panic does not
+//! Target processes for the benchmarks: `reel serve` and Debian's `tgtd`, each started as its
+//! own process on a free loopback port so that its CPU time can be read from `/proc/PID/stat`,
+//! waited for until it listens, and stopped in an orderly way. The guards stop their process when dropped, so an error or a panic does not
 //! leave it running.
 
 use std::fs;
@@ -69,24 +68,6 @@ pub fn free_loopback() -> anyhow::Result<SocketAddr> {
 }
 
 /// Connects once to see that something listens (a clear error instead of a failed login).
-/// Refuses output files whose directory does not exist, before a benchmark starts.
-pub fn check_output_dirs<'a>(paths: impl IntoIterator<Item = &'a Path>) -> anyhow::Result<()> {
-    for path in paths {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if !dir.is_dir() {
-            bail!(
-                "{}: directory {} does not exist",
-                path.display(),
-                dir.display()
-            );
-        }
-    }
-    Ok(())
-}
-
 pub fn check_reachable(what: &str, addr: SocketAddr) -> anyhow::Result<()> {
     TcpStream::connect_timeout(&addr, Duration::from_secs(3))
         .map(drop)
@@ -243,6 +224,23 @@ impl ReelServe {
             self.bin.display(),
             version_of(&self.bin, "--version")
         )
+    }
+
+    /// The admin's first password, which `reel serve` writes into its data directory `data`
+    /// once its console listens (which may be just after the iSCSI portal): waits up to
+    /// `limit` for the whole line.
+    pub fn initial_admin_password(data: &Path, limit: Duration) -> anyhow::Result<String> {
+        let file = data.join("initial-admin-password");
+        let deadline = Instant::now() + limit;
+        loop {
+            match fs::read_to_string(&file) {
+                Ok(p) if p.ends_with('\n') => return Ok(p.trim().to_string()),
+                Err(e) if Instant::now() > deadline => {
+                    return Err(e).with_context(|| format!("reading {}", file.display()));
+                }
+                _ => thread::sleep(Duration::from_millis(50)),
+            }
+        }
     }
 
     /// SIGKILL and reap: a crash, as far as the store can tell (the soak test's restarts).

@@ -12,10 +12,14 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use crate::api::ReelApi;
-use crate::args::{Plan, Source, TargetKind, TargetPlan};
-use crate::procs::{ReelServe, Tgtd};
-use crate::report::Storage;
-use crate::session::{FIRST_BURST, MAX_BURST, MAX_RECV_DATA_SEGMENT};
+use crate::harness::TargetKind;
+use crate::harness::procs;
+use crate::tape::args::{Plan, Source, TargetPlan};
+use crate::harness::procs::{ReelServe, Tgtd};
+use crate::tape::report::Storage;
+use crate::harness::output::check_output_dirs;
+use crate::harness::targets::{ReelToml, preflight_external};
+use crate::session::{FIRST_BURST, MAX_BURST, MAX_RECV_DATA_SEGMENT, SESSION_LIMITS};
 
 pub const REEL_IQN: &str = "iqn.2026-11.org.reel.bench:tape-library";
 pub const TGT_IQN: &str = "iqn.2026-11.org.reel.bench:tgt-tape-library";
@@ -60,12 +64,10 @@ enum Guard {
 pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
     for t in &plan.targets {
         match (&t.source, t.kind) {
-            (Source::Launch, TargetKind::Reel) => {
-                crate::procs::reel_binary(plan.reel_bin.as_deref())?;
-            }
+            (Source::Launch, TargetKind::Reel) => plan.target.preflight_launch(t.kind)?,
             (Source::Launch, TargetKind::Tgt) => {
-                Tgtd::preflight(&plan.tgtd, &plan.tgtadm)?;
-                if crate::procs::which(&plan.tgtimg).is_none() {
+                plan.target.preflight_launch(t.kind)?;
+                if procs::which(&plan.tgtimg).is_none() {
                     bail!(
                         "{} not found (install Debian's tgt package or pass --tgtimg)",
                         plan.tgtimg
@@ -82,16 +84,10 @@ pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
                     }
                 }
             }
-            (Source::External { addr, pid, .. }, kind) => {
-                crate::procs::check_reachable(&format!("the {} target", kind.name()), *addr)?;
-                if let Some(pid) = pid {
-                    crate::cpu::cpu_seconds(crate::cpu::Proc::Pid(*pid))
-                        .with_context(|| format!("--{}-pid {pid}: no such process", kind.name()))?;
-                }
-            }
+            (Source::External(external), kind) => preflight_external(kind, external)?,
         }
     }
-    crate::procs::check_output_dirs(
+    check_output_dirs(
         [&plan.json, &plan.markdown]
             .into_iter()
             .flatten()
@@ -177,13 +173,13 @@ pub fn start(
     size: u64,
 ) -> anyhow::Result<Running> {
     match &t.source {
-        Source::External { addr, iqn, pid } => Ok(Running {
+        Source::External(external) => Ok(Running {
             kind: t.kind,
-            addr: *addr,
-            iqn: iqn.clone(),
-            pid: *pid,
+            addr: external.addr,
+            iqn: external.iqn.clone(),
+            pid: external.pid,
             launched: false,
-            software: format!("already running at {addr}"),
+            software: format!("already running at {}", external.addr),
             media: "changer".into(),
             api: match (t.kind, &plan.reel_url) {
                 (TargetKind::Reel, Some(url)) => Some(ReelApi::with_token(
@@ -204,7 +200,7 @@ pub fn start(
             pid: None,
             launched: false,
             software: "write(2)/read(2) on the paths given".into(),
-            media: if paths.iter().all(|p| crate::filemode::is_tape_device(p)) {
+            media: if paths.iter().all(|p| crate::tape::filemode::is_tape_device(p)) {
                 "device".into()
             } else {
                 "file".into()
@@ -259,7 +255,7 @@ pub fn start(
 }
 
 fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
-    let bin = crate::procs::reel_binary(plan.reel_bin.as_deref())?;
+    let bin = procs::reel_binary(plan.target.reel_bin.as_deref())?;
     let data = dir.join("data");
     run_tool(
         Command::new(&bin)
@@ -269,44 +265,24 @@ fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
             .arg(&data),
         "reel cartridges create",
     )?;
-    let addr = crate::procs::free_loopback()?;
-    let http = crate::procs::free_loopback()?;
+    let addr = procs::free_loopback()?;
+    let http = procs::free_loopback()?;
     let config = dir.join("reel.toml");
-    let text = format!(
-        "# written by reel-bench\n\
-         [iscsi]\n\
-         listen = [\"{addr}\"]\n\
-         queue_depth = 64\n\
-         max_recv_data_segment_length = {MAX_RECV_DATA_SEGMENT}\n\
-         max_burst_length = {MAX_BURST}\n\
-         first_burst_length = {FIRST_BURST}\n\
-         \n\
-         [http]\n\
-         listen = \"{http}\"\n\
-         \n\
-         [[iscsi.target]]\n\
-         name = \"{REEL_IQN}\"\n\
-         kind = \"library\"\n\
-         drives = {drives}\n\
-         slots = {}\n",
-        drives.max(8)
-    );
-    fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
+    ReelToml {
+        written_by: "reel bench tape".into(),
+        listen: addr,
+        queue_depth: 64,
+        limits: Some(SESSION_LIMITS),
+        http: Some(http),
+        targets: vec![format!(
+            "name = \"{REEL_IQN}\"\nkind = \"library\"\ndrives = {drives}\nslots = {}\n",
+            drives.max(8)
+        )],
+    }
+    .write(&config)?;
     let serve = ReelServe::start(&bin, &config, &data, &dir.join("reel.log"), addr, &[])?;
-    // The first start writes the admin's password next to the data once its console listens,
-    // which may be just after the iSCSI portal.
-    let password_file = data.join("initial-admin-password");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let password = loop {
-        match fs::read_to_string(&password_file) {
-            Ok(p) if p.ends_with('\n') => break p,
-            Err(e) if std::time::Instant::now() >= deadline => {
-                return Err(e).with_context(|| format!("reading {}", password_file.display()));
-            }
-            _ => std::thread::sleep(Duration::from_millis(50)),
-        }
-    };
-    let api = ReelApi::login(&format!("http://{http}"), "admin", password.trim())?;
+    let password = ReelServe::initial_admin_password(&data, Duration::from_secs(20))?;
+    let api = ReelApi::login(&format!("http://{http}"), "admin", &password)?;
     Ok(Running {
         kind: TargetKind::Reel,
         addr,
@@ -338,7 +314,7 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
         let path = tapes.join(barcode);
         run_tool(
             Command::new(
-                crate::procs::which(&plan.tgtimg).unwrap_or_else(|| plan.tgtimg.clone().into()),
+                procs::which(&plan.tgtimg).unwrap_or_else(|| plan.tgtimg.clone().into()),
             )
             .args(["--op", "new", "--device-type", "tape", "--type", "data"])
             .args(["--barcode", barcode.as_str()])
@@ -349,7 +325,7 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
         )?;
         paths.push(path);
     }
-    let mut tgtd = Tgtd::start(&plan.tgtd, &plan.tgtadm, &dir.join("tgtd.log"))?;
+    let mut tgtd = Tgtd::start(&plan.target.tgtd, &plan.target.tgtadm, &dir.join("tgtd.log"))?;
     let tid = 1;
     tgtd.new_target(tid, TGT_IQN)?;
     // tgt's defaults: MaxRecvDataSegmentLength 256 KiB, MaxXmitDataSegmentLength 8 KiB (the
@@ -461,7 +437,7 @@ impl Running {
             Guard::Tgt { tgtd, .. } => tgtd.log(),
             Guard::None | Guard::Files => return None,
         };
-        Some(crate::procs::tail(log))
+        Some(procs::tail(log))
     }
 
     /// Reads reel's counters through its API (while it still runs), stops a launched target

@@ -1,13 +1,15 @@
 //! Command line and its validation. Everything here is checked without touching the
-//! system; [`crate::targets::preflight`] then checks what needs I/O (binaries, ports, PIDs),
+//! system; [`super::targets::preflight`] then checks what needs I/O (binaries, ports, PIDs),
 //! so a bad argument stops the run before any target starts.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail};
-use serde::Serialize;
+use anyhow::bail;
+use serde::{Deserialize, Serialize};
+
+use crate::harness::targets::External;
+use crate::harness::{TargetFlags, TargetKind};
 
 /// Largest transfer: READ(10)/WRITE(10) carry at most 65535 blocks; 16 MiB keeps well inside.
 pub const MAX_SIZE: u32 = 16 << 20;
@@ -16,13 +18,10 @@ pub const BLOCK: u32 = 512;
 pub const MAX_QUEUE_DEPTH: u32 = 64;
 pub const MAX_SESSIONS: u32 = 16;
 
-#[derive(clap::Parser, Debug)]
-#[command(
-    name = "reel-iscsi-bench",
-    about = "iSCSI data-path throughput of reel's target next to tgt, driven by reel's initiator \
-             (null devices; see BENCHMARKING.md)"
-)]
-pub struct Cli {
+/// iSCSI data-path throughput of reel's target next to tgt, driven by reel's initiator (null
+/// devices; see BENCHMARKING.md).
+#[derive(clap::Args, Debug, Clone)]
+pub struct IscsiArgs {
     /// Targets to measure, comma separated: reel, tgt. Cells alternate between them.
     #[arg(long, value_delimiter = ',', default_value = "reel,tgt")]
     pub targets: Vec<String>,
@@ -47,33 +46,11 @@ pub struct Cli {
     /// Measure every cell this many times (targets alternating) and report the medians.
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
-    /// The `reel` binary to start (default: `reel` next to this program).
-    #[arg(long, value_name = "PATH")]
-    pub reel_bin: Option<PathBuf>,
-    /// tgt's daemon and admin tool.
-    #[arg(long, default_value = "tgtd", value_name = "PATH")]
-    pub tgtd: String,
-    #[arg(long, default_value = "tgtadm", value_name = "PATH")]
-    pub tgtadm: String,
-    /// Use a reel target that is already running at ADDR instead of starting one.
-    #[arg(long, value_name = "ADDR")]
-    pub reel_addr: Option<String>,
-    /// PID of that reel process (its CPU is reported only when given).
-    #[arg(long, value_name = "PID", requires = "reel_addr")]
-    pub reel_pid: Option<u32>,
-    /// Target name at --reel-addr (default: the first one SendTargets lists).
-    #[arg(long, value_name = "IQN", requires = "reel_addr")]
-    pub reel_iqn: Option<String>,
+    #[command(flatten)]
+    pub target: TargetFlags,
     /// LUN of reel's null disk.
     #[arg(long, default_value_t = 0)]
     pub reel_lun: u64,
-    /// Use a tgt target that is already running at ADDR instead of starting tgtd.
-    #[arg(long, value_name = "ADDR")]
-    pub tgt_addr: Option<String>,
-    #[arg(long, value_name = "PID", requires = "tgt_addr")]
-    pub tgt_pid: Option<u32>,
-    #[arg(long, value_name = "IQN", requires = "tgt_addr")]
-    pub tgt_iqn: Option<String>,
     /// LUN of tgt's null disk (LUN 0 is tgt's controller).
     #[arg(long, default_value_t = 1)]
     pub tgt_lun: u64,
@@ -83,25 +60,16 @@ pub struct Cli {
     /// Also write the report as Markdown.
     #[arg(long, value_name = "FILE")]
     pub markdown: Option<PathBuf>,
+    /// Write the charts (SVG) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub charts: Option<PathBuf>,
+    /// Measure nothing: print the report a previous run wrote with --json, and write its
+    /// --markdown and --charts again.
+    #[arg(long, value_name = "FILE")]
+    pub from_json: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetKind {
-    Reel,
-    Tgt,
-}
-
-impl TargetKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            TargetKind::Reel => "reel",
-            TargetKind::Tgt => "tgt",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     Write,
@@ -123,11 +91,7 @@ pub enum Source {
     /// Start it ourselves (and stop it at the end).
     Launch,
     /// Already running.
-    External {
-        addr: SocketAddr,
-        pid: Option<u32>,
-        iqn: Option<String>,
-    },
+    External(External),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,7 +102,7 @@ pub struct TargetPlan {
 }
 
 /// One point of the matrix.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cell {
     pub size: u32,
     pub queue_depth: u32,
@@ -156,11 +120,10 @@ pub struct Plan {
     pub measure: Duration,
     pub warmup: Duration,
     pub repeat: u32,
-    pub reel_bin: Option<PathBuf>,
-    pub tgtd: String,
-    pub tgtadm: String,
+    pub target: TargetFlags,
     pub json: Option<PathBuf>,
     pub markdown: Option<PathBuf>,
+    pub charts: Option<PathBuf>,
 }
 
 impl Plan {
@@ -185,30 +148,10 @@ impl Plan {
     }
 }
 
-/// A size such as `65536`, `64K`, `256k`, `1M`, `1MiB` (binary units).
+/// A transfer size such as `65536`, `64K`, `1M` (binary units): whole 512-byte blocks, at
+/// most [`MAX_SIZE`].
 pub fn parse_size(text: &str) -> anyhow::Result<u32> {
-    let t = text.trim();
-    let t = t
-        .strip_suffix("iB")
-        .or_else(|| t.strip_suffix('B'))
-        .unwrap_or(t);
-    let (digits, shift) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 10),
-        Some('m' | 'M') => (&t[..t.len() - 1], 20),
-        Some('g' | 'G') => (&t[..t.len() - 1], 30),
-        _ => (t, 0),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        bail!("size {text:?} is not a number with an optional K/M suffix (e.g. 64K, 1M)");
-    }
-    let value = digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|v| v.checked_mul(1 << shift))
-        .ok_or_else(|| anyhow!("size {text:?} is too large"))?;
-    if value == 0 {
-        bail!("size {text:?}: transfers must be at least one {BLOCK}-byte block");
-    }
+    let value = crate::harness::parse_size("size", text)?;
     if !value.is_multiple_of(u64::from(BLOCK)) {
         bail!("size {text:?} is not a multiple of the {BLOCK}-byte block size");
     }
@@ -221,25 +164,12 @@ pub fn parse_size(text: &str) -> anyhow::Result<u32> {
     Ok(value as u32)
 }
 
-fn parse_target(text: &str) -> anyhow::Result<TargetKind> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "reel" => Ok(TargetKind::Reel),
-        "tgt" | "tgtd" => Ok(TargetKind::Tgt),
-        _ => bail!("unknown target {text:?} (known: reel, tgt)"),
-    }
-}
-
 fn parse_direction(text: &str) -> anyhow::Result<Direction> {
     match text.trim().to_ascii_lowercase().as_str() {
         "write" | "w" => Ok(Direction::Write),
         "read" | "r" => Ok(Direction::Read),
         _ => bail!("unknown direction {text:?} (known: write, read)"),
     }
-}
-
-fn parse_addr(flag: &str, text: &str) -> anyhow::Result<SocketAddr> {
-    text.parse()
-        .map_err(|_| anyhow!("--{flag} {text:?} is not an address:port such as 127.0.0.1:3260"))
 }
 
 fn counts(flag: &str, values: &[u32], max: u32) -> anyhow::Result<Vec<u32>> {
@@ -266,62 +196,25 @@ fn seconds(flag: &str, value: f64, min: f64, max: f64) -> anyhow::Result<Duratio
 }
 
 /// Checks every argument and builds the plan (no I/O).
-pub fn validate(cli: Cli) -> anyhow::Result<Plan> {
-    let mut kinds = Vec::new();
-    for t in &cli.targets {
-        let kind = parse_target(t)?;
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
-        }
-    }
-    if kinds.is_empty() {
-        bail!("--targets: no targets");
-    }
+pub fn validate(cli: IscsiArgs) -> anyhow::Result<Plan> {
+    let kinds = TargetKind::parse_list(&cli.targets, &[TargetKind::Reel, TargetKind::Tgt])?;
     let mut targets = Vec::new();
-    for kind in kinds {
-        let (addr, pid, iqn, lun, flag) = match kind {
-            TargetKind::Reel => (
-                &cli.reel_addr,
-                cli.reel_pid,
-                &cli.reel_iqn,
-                cli.reel_lun,
-                "reel-addr",
-            ),
-            TargetKind::Tgt => (
-                &cli.tgt_addr,
-                cli.tgt_pid,
-                &cli.tgt_iqn,
-                cli.tgt_lun,
-                "tgt-addr",
-            ),
+    for &kind in &kinds {
+        let lun = if kind == TargetKind::Reel {
+            cli.reel_lun
+        } else {
+            cli.tgt_lun
         };
-        let source = match addr {
+        let source = match cli.target.external(kind)? {
+            Some(external) => Source::External(external),
             None => Source::Launch,
-            Some(addr) => {
-                let addr = parse_addr(flag, addr)?;
-                if addr.port() == 0 {
-                    bail!("--{flag} {addr}: port 0 cannot be connected to");
-                }
-                Source::External {
-                    addr,
-                    pid,
-                    iqn: iqn.clone(),
-                }
-            }
         };
         if lun > 16383 {
             bail!("--{}-lun {lun}: LUNs go up to 16383", kind.name());
         }
         targets.push(TargetPlan { kind, source, lun });
     }
-    for (flag, given, kind) in [
-        ("reel-addr", cli.reel_addr.is_some(), TargetKind::Reel),
-        ("tgt-addr", cli.tgt_addr.is_some(), TargetKind::Tgt),
-    ] {
-        if given && !targets.iter().any(|t| t.kind == kind) {
-            bail!("--{flag} given but {} is not in --targets", kind.name());
-        }
-    }
+    cli.target.check_used(&kinds)?;
     let mut sizes = Vec::new();
     for s in &cli.sizes {
         let size = parse_size(s)?;
@@ -345,7 +238,11 @@ pub fn validate(cli: Cli) -> anyhow::Result<Plan> {
     if !(1..=99).contains(&cli.repeat) {
         bail!("--repeat {}: must be 1 to 99", cli.repeat);
     }
-    for (flag, path) in [("json", &cli.json), ("markdown", &cli.markdown)] {
+    for (flag, path) in [
+        ("json", &cli.json),
+        ("markdown", &cli.markdown),
+        ("charts", &cli.charts),
+    ] {
         if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
             bail!("--{flag}: empty file name");
         }
@@ -359,11 +256,10 @@ pub fn validate(cli: Cli) -> anyhow::Result<Plan> {
         measure: seconds("seconds", cli.seconds, 0.1, 3600.0)?,
         warmup: seconds("warmup", cli.warmup, 0.0, 600.0)?,
         repeat: cli.repeat,
-        reel_bin: cli.reel_bin,
-        tgtd: cli.tgtd,
-        tgtadm: cli.tgtadm,
+        target: cli.target,
         json: cli.json,
         markdown: cli.markdown,
+        charts: cli.charts,
     })
 }
 
@@ -372,10 +268,20 @@ mod tests {
     use super::*;
     use clap::Parser;
 
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: IscsiArgs,
+    }
+
     fn plan(args: &[&str]) -> anyhow::Result<Plan> {
-        let mut argv = vec!["reel-iscsi-bench"];
+        let mut argv = vec!["reel-bench-iscsi"];
         argv.extend_from_slice(args);
-        validate(Cli::try_parse_from(argv).map_err(|e| anyhow!("{e}"))?)
+        validate(
+            Cli::try_parse_from(argv)
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .args,
+        )
     }
 
     fn err(args: &[&str]) -> String {
@@ -408,12 +314,7 @@ mod tests {
         assert_eq!(parse_size("1M").unwrap(), 1 << 20);
         assert_eq!(parse_size("1MiB").unwrap(), 1 << 20);
         assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert!(
-            parse_size("0")
-                .unwrap_err()
-                .to_string()
-                .contains("at least one")
-        );
+        assert!(parse_size("0").unwrap_err().to_string().contains("zero"));
         assert!(parse_size("0K").is_err());
         assert!(
             parse_size("1000")
@@ -469,11 +370,11 @@ mod tests {
         assert_eq!(p.targets.len(), 2);
         assert_eq!(
             p.targets[0].source,
-            Source::External {
+            Source::External(External {
                 addr: "127.0.0.1:3260".parse().unwrap(),
                 pid: Some(77),
                 iqn: None
-            }
+            })
         );
         assert_eq!(p.sizes, vec![1 << 20]);
     }

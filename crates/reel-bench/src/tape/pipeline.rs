@@ -26,7 +26,7 @@ use reel_iscsi::initiator::ScsiResult;
 use reel_iscsi_net::{Client, ClientError};
 use tokio::sync::mpsc;
 
-use crate::args::Workload;
+use crate::tape::args::Workload;
 use crate::scsi;
 use crate::session::Drive;
 
@@ -367,7 +367,7 @@ async fn pipeline(
         loop {
             while open && inflight.len() < depth {
                 if shared.abort.load(Ordering::Relaxed)
-                    || crate::INTERRUPTED.load(Ordering::Relaxed)
+                    || crate::harness::interrupted()
                 {
                     return Err(Aborted.into());
                 }

@@ -2,62 +2,30 @@
 //! tiny workload: every byte read back is verified by the benchmark itself, so a run that
 //! returns is a run whose data came back intact; the tests check the counts and the report.
 //! And bad arguments stop the run before anything is written.
-//!
-//! The `reel` binary is not a dependency cargo can build for this crate's tests, so it is
-//! taken from the target directory (`target/PROFILE/reel`) and built with cargo if missing.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use clap::Parser;
-use reel_bench::BenchArgs;
-use reel_bench::procs::{self, ReelServe};
+use reel_bench::harness::procs::{self, ReelServe};
+use reel_bench::tape::TapeArgs;
 use serde_json::Value;
+
+mod common;
+use common::{reel, tgt_installed};
 
 #[derive(clap::Parser)]
 struct Cli {
     #[command(flatten)]
-    args: BenchArgs,
+    args: TapeArgs,
 }
 
-fn args(list: &[&str]) -> BenchArgs {
+fn args(list: &[&str]) -> TapeArgs {
     let mut argv = vec!["reel-bench"];
     argv.extend_from_slice(list);
     Cli::try_parse_from(argv).unwrap().args
-}
-
-/// The `reel` binary of this profile, built once if it is not there.
-fn reel() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Ok(bin) = procs::reel_binary(None) {
-            return bin;
-        }
-        let exe = std::env::current_exe().unwrap();
-        let release = exe.components().any(|c| c.as_os_str() == "release");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", "reel"]);
-        if release {
-            cmd.arg("--release");
-        }
-        eprintln!("building the reel binary for this test: {cmd:?}");
-        assert!(
-            cmd.status().unwrap().success(),
-            "cargo build -p reel failed"
-        );
-        procs::reel_binary(None).expect("reel binary after building it")
-    })
-    .clone()
-}
-
-fn tgt_installed() -> bool {
-    ["tgtd", "tgtadm", "tgtimg"]
-        .iter()
-        .all(|t| procs::which(t).is_some())
 }
 
 fn run_to_json(dir: &Path, extra: &[&str]) -> Value {
@@ -76,7 +44,7 @@ fn run_to_json(dir: &Path, extra: &[&str]) -> Value {
         md.to_str().unwrap(),
     ];
     list.extend_from_slice(extra);
-    reel_bench::run(args(&list)).expect("benchmark run");
+    reel_bench::tape::run(args(&list)).expect("benchmark run");
     assert!(!work.exists(), "the work directory is removed afterwards");
     assert!(
         std::fs::read_to_string(&md)
@@ -295,7 +263,7 @@ fn bad_arguments_stop_before_anything_starts() {
     ] {
         let mut list = list;
         list.extend(["--work-dir", work.to_str().unwrap()]);
-        let e = format!("{:#}", reel_bench::run(args(&list)).unwrap_err());
+        let e = format!("{:#}", reel_bench::tape::run(args(&list)).unwrap_err());
         assert!(e.contains(wanted), "{list:?}: {e}");
         assert!(!work.exists(), "{list:?} created the work directory");
     }
@@ -359,7 +327,7 @@ fn too_many_drives_or_an_unknown_iqn_fail_before_writing() {
     ];
     let mut list = common.to_vec();
     list.extend(["--drives", "2", "--record-size", "64K"]);
-    let e = format!("{:#}", reel_bench::run(args(&list)).unwrap_err());
+    let e = format!("{:#}", reel_bench::tape::run(args(&list)).unwrap_err());
     assert!(
         e.contains("has 1 tape drive(s)") && e.contains("--drives asks for 2"),
         "{e}"
@@ -374,7 +342,7 @@ fn too_many_drives_or_an_unknown_iqn_fail_before_writing() {
         "--reel-iqn",
         "iqn.2026-11.org.reel.test:nonesuch",
     ]);
-    let e = format!("{:#}", reel_bench::run(args(&list)).unwrap_err());
+    let e = format!("{:#}", reel_bench::tape::run(args(&list)).unwrap_err());
     assert!(
         e.contains("nonesuch")
             && e.contains("the portal lists: iqn.2026-11.org.reel.test:one-drive"),
@@ -385,7 +353,7 @@ fn too_many_drives_or_an_unknown_iqn_fail_before_writing() {
     // before the first WRITE.
     let mut list = common.to_vec();
     list.extend(["--drives", "1", "--record-size", "9M"]);
-    let e = format!("{:#}", reel_bench::run(args(&list)).unwrap_err());
+    let e = format!("{:#}", reel_bench::tape::run(args(&list)).unwrap_err());
     assert!(e.contains("outside the drive's block limits"), "{e}");
 
     serve.stop(Duration::from_secs(60)).unwrap();
@@ -415,7 +383,7 @@ fn too_many_drives_or_an_unknown_iqn_fail_before_writing() {
     .unwrap();
     let mut list = common.to_vec();
     list.extend(["--drives", "1", "--record-size", "64K"]);
-    reel_bench::run(args(&list)).expect("a run after the failures");
+    reel_bench::tape::run(args(&list)).expect("a run after the failures");
     serve.stop(Duration::from_secs(60)).unwrap();
 }
 
@@ -426,7 +394,7 @@ fn a_target_failing_mid_run_is_reported_with_its_sense_data() {
     let (serve, addr, _, _) = external_reel(dir.path(), 1, Some("2M"));
     let addr = addr.to_string();
     let work = dir.path().join("work");
-    let e = reel_bench::run(args(&[
+    let e = reel_bench::tape::run(args(&[
         "--targets",
         "reel",
         "--reel-addr",

@@ -12,14 +12,13 @@ use anyhow::{Context, anyhow, bail};
 use bytes::Bytes;
 use reel_iscsi::initiator::SessionConfig;
 use reel_iscsi_net::{Client, ClientOptions};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::args::{BLOCK, Cell, Direction};
-use crate::probe::login_config;
-use reel_bench::cpu::{self, Proc};
+use reel_sysinfo::{self as cpu, Proc};
 
-/// Set by Ctrl-C / SIGTERM: the run stops at the next check and the targets are stopped.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+use super::args::{BLOCK, Cell, Direction};
+use super::probe::login_config;
+use crate::scsi::{read10, write10};
 
 /// ISIDs are never reused within a run, so no login reinstates a session still closing.
 static NEXT_ISID: AtomicU16 = AtomicU16::new(1);
@@ -31,21 +30,6 @@ pub fn next_isid() -> u16 {
 /// LBAs used: the first 4 GiB (both null disks are larger).
 const REGION_BLOCKS: u32 = 1 << 23;
 
-pub fn read10(lba: u32, bytes: u32) -> [u8; 10] {
-    let blocks = u16::try_from(bytes / BLOCK).expect("sizes are validated to fit READ(10)");
-    let mut cdb = [0u8; 10];
-    cdb[0] = 0x28;
-    cdb[2..6].copy_from_slice(&lba.to_be_bytes());
-    cdb[7..9].copy_from_slice(&blocks.to_be_bytes());
-    cdb
-}
-
-pub fn write10(lba: u32, bytes: u32) -> [u8; 10] {
-    let mut cdb = read10(lba, bytes);
-    cdb[0] = 0x2a;
-    cdb
-}
-
 /// Where the load goes.
 #[derive(Clone, Debug)]
 pub struct Endpoint {
@@ -56,7 +40,7 @@ pub struct Endpoint {
 }
 
 /// One measured interval of one cell on one target.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Measurement {
     pub seconds: f64,
     pub commands: u64,
@@ -138,7 +122,7 @@ async fn open_session(ep: &Endpoint) -> anyhow::Result<Client> {
 async fn watch(d: Duration, failed: &AtomicBool) -> anyhow::Result<()> {
     let end = Instant::now() + d;
     while Instant::now() < end {
-        if INTERRUPTED.load(Ordering::Relaxed) {
+        if crate::harness::interrupted() {
             bail!("interrupted");
         }
         if failed.load(Ordering::Relaxed) {
@@ -188,12 +172,12 @@ pub async fn run_cell(
                         let r = match direction {
                             Direction::Write => {
                                 client
-                                    .execute(lun, &write10(lba, size), data.clone(), 0)
+                                    .execute(lun, &write10(lba, size, BLOCK), data.clone(), 0)
                                     .await?
                             }
                             Direction::Read => {
                                 client
-                                    .execute(lun, &read10(lba, size), Bytes::new(), size)
+                                    .execute(lun, &read10(lba, size, BLOCK), Bytes::new(), size)
                                     .await?
                             }
                         };
@@ -281,16 +265,6 @@ pub async fn discover(addr: SocketAddr) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cdbs() {
-        assert_eq!(
-            read10(0x01020304, 1 << 20),
-            [0x28, 0, 1, 2, 3, 4, 0, 0x08, 0, 0]
-        );
-        assert_eq!(write10(7, 65536)[0], 0x2a);
-        assert_eq!(&write10(7, 65536)[7..9], &[0, 128]);
-    }
 
     #[test]
     fn figures_from_two_snapshots() {

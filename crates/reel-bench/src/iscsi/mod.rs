@@ -1,4 +1,4 @@
-//! `reel-iscsi-bench`: iSCSI data-path throughput of reel's target next to Debian's tgt.
+//! `reel bench iscsi`: iSCSI data-path throughput of reel's target next to Debian's tgt.
 //!
 //! Both targets serve a null device (writes discarded, reads return zeros), each runs as its
 //! own process on loopback, and both are driven by the same initiator — reel's
@@ -8,63 +8,66 @@
 //! BENCHMARKING.md ("iSCSI data path") for what each column means.
 
 mod args;
+mod chart;
 mod load;
 mod probe;
 mod report;
 mod targets;
 
 use std::fs;
-use std::sync::atomic::Ordering;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::path::Path;
 
 use anyhow::Context;
-use clap::Parser;
 
-use crate::args::{Cli, Plan, TargetKind};
-use crate::load::{Endpoint, INTERRUPTED};
-use crate::report::{CellReport, Report, Settings, TargetReport, TargetResult};
+use crate::harness::{self, TargetKind};
 
-fn load_average() -> String {
-    fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
-}
+pub use args::IscsiArgs;
+use args::Plan;
+use load::Endpoint;
+use report::{CellReport, Report, Settings, TargetReport, TargetResult};
 
-fn main() {
-    let plan = match args::validate(Cli::parse()) {
-        Ok(plan) => plan,
-        Err(e) => {
-            eprintln!("reel-iscsi-bench: {e}");
-            std::process::exit(2);
+/// `reel bench iscsi`: measure (or read `--from-json`), print the table, write what was asked
+/// for.
+pub fn run(args: IscsiArgs) -> anyhow::Result<()> {
+    let report = match &args.from_json {
+        Some(path) => read_report(path)?,
+        None => {
+            let plan = args::validate(args.clone())?;
+            targets::preflight(&plan)?;
+            harness::on_interrupt();
+            // `measure` owns the target processes: they are stopped when it returns.
+            measure(&plan)?
         }
     };
-    if let Err(e) = targets::preflight(&plan) {
-        eprintln!("reel-iscsi-bench: {e:#}");
-        std::process::exit(2);
+    println!("{}", report::terminal_table(&report));
+    if let Some(path) = args.json.as_ref().filter(|_| args.from_json.is_none()) {
+        harness::write_json(path, &report)?;
     }
-    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
-    // `run` owns the target processes: they are stopped when it returns, error or not.
-    if let Err(e) = run(&plan) {
-        eprintln!("reel-iscsi-bench: {e:#}");
-        std::process::exit(1);
+    let charts = match &args.charts {
+        Some(dir) => harness::write_charts(dir, &chart::charts(&report), args.markdown.as_deref())?,
+        None => Vec::new(),
+    };
+    if let Some(path) = &args.markdown {
+        harness::write_text(path, &report::markdown(&report, &charts))?;
     }
+    Ok(())
 }
 
-fn run(plan: &Plan) -> anyhow::Result<()> {
+/// Reads a report a previous run wrote with `--json`.
+fn read_report(path: &Path) -> anyhow::Result<Report> {
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a reel bench iscsi report", path.display()))
+}
+
+fn measure(plan: &Plan) -> anyhow::Result<Report> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2)
         .min(4);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .thread_name("initiator")
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let started_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let load_average_start = load_average();
+    let runtime = harness::runtime("initiator", threads)?;
+    let started_unix = harness::now_unix();
+    let load_average_start = reel_sysinfo::load_average();
     let running = targets::start_all(plan)?;
 
     // Probe each target: negotiated parameters, PDU sizes.
@@ -157,10 +160,10 @@ fn run(plan: &Plan) -> anyhow::Result<()> {
     }
 
     let report = Report {
-        tool: format!("reel-iscsi-bench {}", env!("CARGO_PKG_VERSION")),
+        tool: format!("reel bench iscsi {}", env!("CARGO_PKG_VERSION")),
         started_unix,
         load_average_start,
-        load_average_end: load_average(),
+        load_average_end: reel_sysinfo::load_average(),
         settings: Settings {
             seconds: plan.measure.as_secs_f64(),
             warmup_seconds: plan.warmup.as_secs_f64(),
@@ -180,14 +183,5 @@ fn run(plan: &Plan) -> anyhow::Result<()> {
     };
     // Stop the targets before writing (their shutdown is not measured anyway).
     drop(running);
-    println!("{}", report::terminal_table(&report));
-    if let Some(path) = &plan.json {
-        let text = serde_json::to_string_pretty(&report)?;
-        fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
-    }
-    if let Some(path) = &plan.markdown {
-        fs::write(path, report::markdown(&report))
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
+    Ok(report)
 }

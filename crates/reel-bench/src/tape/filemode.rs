@@ -19,8 +19,8 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 
-use crate::args::Workload;
-use crate::tape::{Aborted, DrivePhase, RecordStream, Shared};
+use crate::tape::args::Workload;
+use crate::tape::pipeline::{Aborted, DrivePhase, RecordStream, Shared};
 
 /// A character device (a tape such as /dev/nst0), as opposed to a plain file.
 pub(crate) fn is_tape_device(path: &Path) -> bool {
@@ -78,7 +78,7 @@ pub fn write(
     let started = Instant::now();
     let (mut bytes, mut records) = (0u64, 0u64);
     while let Some(record) = stream.next_record(workload.record_size as usize) {
-        if shared.abort.load(Ordering::Relaxed) || crate::INTERRUPTED.load(Ordering::Relaxed) {
+        if shared.abort.load(Ordering::Relaxed) || crate::harness::interrupted() {
             return Err(Aborted.into());
         }
         let n = file.write(&record).with_context(|| {
@@ -132,7 +132,7 @@ pub fn read(
     let started = Instant::now();
     let (mut bytes, mut records) = (0u64, 0u64);
     while let Some(expected) = stream.next_record(size) {
-        if shared.abort.load(Ordering::Relaxed) || crate::INTERRUPTED.load(Ordering::Relaxed) {
+        if shared.abort.load(Ordering::Relaxed) || crate::harness::interrupted() {
             return Err(Aborted.into());
         }
         let got = if device {

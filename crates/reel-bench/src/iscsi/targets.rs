@@ -5,23 +5,30 @@
 //! - tgt: `tgtd -f -C PORT --iscsi portal=127.0.0.1:PORT`, then `tgtadm` adds a target with a
 //!   `--bstype null` LUN 1 and the same limits reel offers.
 //!
-//! Starting, waiting for and stopping the processes is [`reel_bench::procs`], shared with the
-//! tape benchmark; the guards stop them when dropped, so an error or a panic does not leave
+//! Starting, waiting for and stopping the processes is [`crate::harness::procs`], shared
+//! with the tape benchmark; the guards stop them when dropped, so an error or a panic does not leave
 //! them running.
 
 use std::fs;
-use std::io::Write;
 use std::net::SocketAddr;
 
-use anyhow::Context;
-use reel_bench::procs::{self, ReelServe, Tgtd};
+use anyhow::{Context, bail};
 
-use crate::args::{Plan, Source, TargetKind};
+use super::args::{Plan, Source};
+use crate::harness::TargetKind;
+use crate::harness::output::check_output_dirs;
+use crate::harness::procs::{self, ReelServe, Tgtd};
+use crate::harness::targets::{ReelToml, SessionLimits, preflight_external};
 
 /// Limits both targets are configured with (and reel's initiator asks for).
 pub const MAX_RECV_DATA_SEGMENT: u32 = 256 << 10;
 pub const MAX_BURST: u32 = 1 << 20;
 pub const FIRST_BURST: u32 = 64 << 10;
+const SESSION_LIMITS: SessionLimits = SessionLimits {
+    max_recv_data_segment_length: MAX_RECV_DATA_SEGMENT,
+    max_burst_length: MAX_BURST,
+    first_burst_length: FIRST_BURST,
+};
 
 const REEL_IQN: &str = "iqn.2026-11.org.reel.bench:null";
 const TGT_IQN: &str = "iqn.2026-11.org.reel.bench:tgt-null";
@@ -52,28 +59,20 @@ enum Guard {
 /// ports and PIDs, output directories.
 pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
     for target in &plan.targets {
-        match (&target.source, target.kind) {
-            (Source::Launch, TargetKind::Reel) => {
-                procs::reel_binary(plan.reel_bin.as_deref())?;
-            }
-            (Source::Launch, TargetKind::Tgt) => {
-                Tgtd::preflight(&plan.tgtd, &plan.tgtadm)?;
-            }
-            (Source::External { addr, pid, .. }, kind) => {
-                procs::check_reachable(&format!("the {} target", kind.name()), *addr)?;
-                if let Some(pid) = pid {
-                    reel_bench::cpu::cpu_seconds(reel_bench::cpu::Proc::Pid(*pid))
-                        .with_context(|| format!("--{}-pid {pid}: no such process", kind.name()))?;
-                }
-            }
+        match &target.source {
+            Source::Launch => plan.target.preflight_launch(target.kind)?,
+            Source::External(external) => preflight_external(target.kind, external)?,
         }
     }
-    procs::check_output_dirs(
+    check_output_dirs(
         [&plan.json, &plan.markdown]
             .into_iter()
             .flatten()
             .map(|p| p.as_path()),
     )?;
+    if let Some(dir) = &plan.charts {
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     Ok(())
 }
 
@@ -108,32 +107,22 @@ impl Drop for TgtProcess {
 }
 
 fn start_reel(plan: &Plan) -> anyhow::Result<(ReelProcess, SocketAddr, String)> {
-    let bin = procs::reel_binary(plan.reel_bin.as_deref())?;
+    let bin = procs::reel_binary(plan.target.reel_bin.as_deref())?;
     let dir = tempfile::Builder::new()
-        .prefix("reel-iscsi-bench-")
+        .prefix("reel-bench-iscsi-")
         .tempdir()
         .context("creating a temporary directory for reel")?;
     let addr = procs::free_loopback()?;
     let config = dir.path().join("reel.toml");
-    let text = format!(
-        "# written by reel-iscsi-bench\n\
-         [iscsi]\n\
-         listen = [\"{addr}\"]\n\
-         queue_depth = 64\n\
-         max_recv_data_segment_length = {MAX_RECV_DATA_SEGMENT}\n\
-         max_burst_length = {MAX_BURST}\n\
-         first_burst_length = {FIRST_BURST}\n\
-         \n\
-         [http]\n\
-         enabled = false\n\
-         \n\
-         [[iscsi.target]]\n\
-         name = \"{REEL_IQN}\"\n\
-         kind = \"null-disk\"\n"
-    );
-    fs::File::create(&config)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .with_context(|| format!("writing {}", config.display()))?;
+    ReelToml {
+        written_by: "reel bench iscsi".into(),
+        listen: addr,
+        queue_depth: 64,
+        limits: Some(SESSION_LIMITS),
+        http: None,
+        targets: vec![format!("name = \"{REEL_IQN}\"\nkind = \"null-disk\"\n")],
+    }
+    .write(&config)?;
     let serve = ReelServe::start(
         &bin,
         &config,
@@ -148,11 +137,11 @@ fn start_reel(plan: &Plan) -> anyhow::Result<(ReelProcess, SocketAddr, String)> 
 
 fn start_tgt(plan: &Plan) -> anyhow::Result<(TgtProcess, SocketAddr, String)> {
     let log = std::env::temp_dir().join(format!(
-        "reel-iscsi-bench-tgtd-{}-{}.log",
+        "reel-bench-iscsi-tgtd-{}-{}.log",
         std::process::id(),
         procs::free_port()?
     ));
-    let mut tgtd = Tgtd::start(&plan.tgtd, &plan.tgtadm, &log)?;
+    let mut tgtd = Tgtd::start(&plan.target.tgtd, &plan.target.tgtadm, &log)?;
     let addr = tgtd.addr();
     let tid = 1;
     tgtd.new_target(tid, TGT_IQN)?;
@@ -199,14 +188,14 @@ pub fn start_all(plan: &Plan) -> anyhow::Result<Vec<Target>> {
     let mut out = Vec::new();
     for t in &plan.targets {
         let target = match (&t.source, t.kind) {
-            (Source::External { addr, pid, iqn }, kind) => Target {
+            (Source::External(external), kind) => Target {
                 kind,
-                addr: *addr,
-                iqn: iqn.clone(),
+                addr: external.addr,
+                iqn: external.iqn.clone(),
                 lun: t.lun,
-                pid: *pid,
+                pid: external.pid,
                 launched: false,
-                software: format!("already running at {addr}"),
+                software: format!("already running at {}", external.addr),
                 _guard: None,
             },
             (Source::Launch, TargetKind::Reel) => {
@@ -221,6 +210,9 @@ pub fn start_all(plan: &Plan) -> anyhow::Result<Vec<Target>> {
                     software,
                     _guard: Some(Guard::Reel(process)),
                 }
+            }
+            (Source::Launch, TargetKind::File) => {
+                bail!("the iSCSI benchmark has no file target")
             }
             (Source::Launch, TargetKind::Tgt) => {
                 let (process, addr, software) = start_tgt(plan)?;

@@ -1,14 +1,16 @@
-//! The command line ([`BenchArgs`]) and its validation into a [`Plan`]. Everything here is
+//! The command line ([`TapeArgs`]) and its validation into a [`Plan`]. Everything here is
 //! checked without touching the system, so a bad argument stops the run before any target
 //! starts; what needs the targets (how many drives they have, their block limits, whether the
 //! IQN exists) is checked after they start and before anything is written.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use serde::{Deserialize, Serialize};
+
+use crate::harness::targets::External;
+use crate::harness::{TargetFlags, TargetKind, parse_size};
 
 /// Largest record: READ(6)/WRITE(6) carry a 24-bit transfer length.
 pub const MAX_RECORD: u32 = (1 << 24) - 1;
@@ -20,10 +22,12 @@ pub const MAX_CELLS: usize = 200;
 
 /// Tape throughput: reel's library next to tgt's SSC emulation, side by side in one run.
 #[derive(clap::Args, Debug, Clone)]
-pub struct BenchArgs {
+pub struct TapeArgs {
     /// Targets to measure, comma separated: reel, tgt, file. Each cell runs on each in turn.
     /// `file` writes the same records with plain write(2) calls to the paths of `--device`
-    /// (a file, or a tape device such as /dev/nst0 behind the kernel's own initiator).
+    /// (a file, or a tape device such as /dev/nst0 behind the kernel's own initiator). A reel
+    /// at --reel-addr must have at least as many cartridges in its storage slots as drives
+    /// are used; the cells then share its store, so later cells dedup against earlier ones.
     #[arg(long, value_delimiter = ',', default_value = "reel,tgt")]
     pub targets: Vec<String>,
     /// A sweep preset: `obltape` (record size x compressible share, one drive), `tapewrite`
@@ -104,31 +108,15 @@ pub struct BenchArgs {
     /// Seconds a single command may take before the run is stopped as hung.
     #[arg(long, default_value_t = 300)]
     pub command_timeout: u64,
-    /// The `reel` binary to start (default: `reel` next to this program).
-    #[arg(long, value_name = "PATH")]
-    pub reel_bin: Option<PathBuf>,
-    /// tgt's tools.
-    #[arg(long, default_value = "tgtd", value_name = "PATH")]
-    pub tgtd: String,
-    #[arg(long, default_value = "tgtadm", value_name = "PATH")]
-    pub tgtadm: String,
+    #[command(flatten)]
+    pub target: TargetFlags,
+    /// tgt's tape image tool.
     #[arg(long, default_value = "tgtimg", value_name = "PATH")]
     pub tgtimg: String,
     /// Run tgt with cartridges preloaded in its drives instead of loading them through its
     /// changer (MOVE MEDIUM).
     #[arg(long)]
     pub tgt_no_changer: bool,
-    /// Use a reel library that is already running at ADDR instead of starting one (its
-    /// storage slots must hold at least as many cartridges as drives are used; the cells
-    /// then share its store, so later cells dedup against earlier ones).
-    #[arg(long, value_name = "ADDR")]
-    pub reel_addr: Option<String>,
-    /// Target name at --reel-addr (default: the first SendTargets lists).
-    #[arg(long, value_name = "IQN", requires = "reel_addr")]
-    pub reel_iqn: Option<String>,
-    /// PID of that reel process (its CPU is reported only when given).
-    #[arg(long, value_name = "PID", requires = "reel_addr")]
-    pub reel_pid: Option<u32>,
     /// reel's REST API for the reel at --reel-addr (e.g. http://127.0.0.1:8080): the report
     /// then shows its own compression and dedup ratios and CPU. The token comes from
     /// --reel-token or REEL_TOKEN (a launched reel is asked with its admin login).
@@ -136,13 +124,6 @@ pub struct BenchArgs {
     pub reel_url: Option<String>,
     #[arg(long, value_name = "TOKEN", requires = "reel_url")]
     pub reel_token: Option<String>,
-    /// Use a tgt target that is already running at ADDR.
-    #[arg(long, value_name = "ADDR")]
-    pub tgt_addr: Option<String>,
-    #[arg(long, value_name = "IQN", requires = "tgt_addr")]
-    pub tgt_iqn: Option<String>,
-    #[arg(long, value_name = "PID", requires = "tgt_addr")]
-    pub tgt_pid: Option<u32>,
     /// Write the whole report (every phase, every per-second sample) as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -172,38 +153,13 @@ pub enum Sweep {
     QueueDepth,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TargetKind {
-    Reel,
-    Tgt,
-    /// Plain files or tape devices written with write(2).
-    File,
-}
-
-impl TargetKind {
-    pub const ALL: [TargetKind; 3] = [TargetKind::Reel, TargetKind::Tgt, TargetKind::File];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            TargetKind::Reel => "reel",
-            TargetKind::Tgt => "tgt",
-            TargetKind::File => "file",
-        }
-    }
-}
-
 /// How to reach one target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
     /// Start it (fresh for every cell) and stop it afterwards.
     Launch,
     /// Already running.
-    External {
-        addr: SocketAddr,
-        iqn: Option<String>,
-        pid: Option<u32>,
-    },
+    External(External),
     /// `file`: these paths, one per drive (empty: a fresh file per drive in the cell's work
     /// directory).
     Paths(Vec<PathBuf>),
@@ -294,9 +250,7 @@ pub struct Plan {
     pub work_dir: PathBuf,
     pub keep: bool,
     pub command_timeout: Duration,
-    pub reel_bin: Option<PathBuf>,
-    pub tgtd: String,
-    pub tgtadm: String,
+    pub target: TargetFlags,
     pub tgtimg: String,
     pub tgt_changer: bool,
     pub reel_url: Option<String>,
@@ -317,13 +271,6 @@ impl Plan {
     }
 }
 
-/// A byte count such as `65536`, `64K`, `2G`, `1MiB` (binary units); zero is refused.
-pub fn parse_size(what: &str, text: &str) -> anyhow::Result<u64> {
-    let t = text.trim();
-    let t = t.strip_suffix("iB").unwrap_or(t);
-    reel_datagen::parse_size(t).map_err(|e| anyhow!("{what} {text:?}: {e}"))
-}
-
 /// A record size: 1 byte to 16 MiB - 1 (WRITE(6)'s 24-bit transfer length).
 pub fn parse_record_size(what: &str, text: &str) -> anyhow::Result<u32> {
     let t = text.trim();
@@ -337,15 +284,6 @@ pub fn parse_record_size(what: &str, text: &str) -> anyhow::Result<u32> {
         bail!("{what} {text:?} is larger than {MAX_RECORD} bytes, the most a WRITE(6) can carry");
     }
     Ok(value as u32)
-}
-
-fn parse_target(text: &str) -> anyhow::Result<TargetKind> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "reel" => Ok(TargetKind::Reel),
-        "tgt" | "tgtd" => Ok(TargetKind::Tgt),
-        "file" | "device" => Ok(TargetKind::File),
-        _ => bail!("unknown target {text:?} (known: reel, tgt, file)"),
-    }
 }
 
 fn parse_yes_no(flag: &str, text: &str) -> anyhow::Result<bool> {
@@ -428,40 +366,17 @@ fn owned(values: Option<&'static [&'static str]>, default: &[&str]) -> Vec<Strin
         .collect()
 }
 
-fn parse_addr(flag: &str, text: &str) -> anyhow::Result<SocketAddr> {
-    let addr: SocketAddr = text
-        .trim()
-        .parse()
-        .map_err(|_| anyhow!("--{flag} {text:?} is not an address:port (e.g. 127.0.0.1:3260)"))?;
-    if addr.port() == 0 {
-        bail!("--{flag} {text:?}: port 0");
-    }
-    Ok(addr)
-}
-
 /// Turns the command line into a plan, or says which argument is wrong.
-pub fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
+pub fn validate(args: &TapeArgs) -> anyhow::Result<Plan> {
     let mut targets: Vec<TargetPlan> = Vec::new();
     for t in &args.targets {
-        let kind = parse_target(t)?;
+        let kind = TargetKind::parse(t, &TargetKind::ALL)?;
         if targets.iter().any(|p| p.kind == kind) {
             continue;
         }
         let source = match kind {
-            TargetKind::Reel => match &args.reel_addr {
-                Some(a) => Source::External {
-                    addr: parse_addr("reel-addr", a)?,
-                    iqn: args.reel_iqn.clone(),
-                    pid: args.reel_pid,
-                },
-                None => Source::Launch,
-            },
-            TargetKind::Tgt => match &args.tgt_addr {
-                Some(a) => Source::External {
-                    addr: parse_addr("tgt-addr", a)?,
-                    iqn: args.tgt_iqn.clone(),
-                    pid: args.tgt_pid,
-                },
+            TargetKind::Reel | TargetKind::Tgt => match args.target.external(kind)? {
+                Some(external) => Source::External(external),
                 None => Source::Launch,
             },
             TargetKind::File => {
@@ -476,14 +391,10 @@ pub fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
     if targets.is_empty() {
         bail!("--targets: no targets");
     }
-    for (flag, given, kind) in [
-        ("reel-addr", args.reel_addr.is_some(), TargetKind::Reel),
-        ("tgt-addr", args.tgt_addr.is_some(), TargetKind::Tgt),
-        ("device", !args.device.is_empty(), TargetKind::File),
-    ] {
-        if given && !targets.iter().any(|t| t.kind == kind) {
-            bail!("--{flag} given but {} is not in --targets", kind.name());
-        }
+    let kinds: Vec<TargetKind> = targets.iter().map(|t| t.kind).collect();
+    args.target.check_used(&kinds)?;
+    if !args.device.is_empty() && !kinds.contains(&TargetKind::File) {
+        bail!("--device given but file is not in --targets");
     }
 
     let preset = sweep_defaults(args.sweep);
@@ -658,9 +569,7 @@ pub fn validate(args: &BenchArgs) -> anyhow::Result<Plan> {
         work_dir: args.work_dir.clone(),
         keep: args.keep,
         command_timeout: Duration::from_secs(args.command_timeout),
-        reel_bin: args.reel_bin.clone(),
-        tgtd: args.tgtd.clone(),
-        tgtadm: args.tgtadm.clone(),
+        target: args.target.clone(),
         tgtimg: args.tgtimg.clone(),
         tgt_changer: !args.tgt_no_changer,
         reel_url: args.reel_url.clone(),
@@ -682,7 +591,7 @@ mod tests {
     #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
-        args: BenchArgs,
+        args: TapeArgs,
     }
 
     fn plan(args: &[&str]) -> anyhow::Result<Plan> {
