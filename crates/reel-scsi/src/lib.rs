@@ -19,6 +19,7 @@
 pub mod cdb;
 pub mod conformance;
 mod device;
+pub mod initiator;
 mod inquiry;
 mod log;
 mod lun_table;

@@ -1,0 +1,229 @@
+//! `reel serve` as a child process: started on a free loopback portal with the console/API on
+//! a free loopback port, ready once its "Ctrl-C" banner line is out (after every portal and
+//! target is up), stopped with SIGTERM (or killed) by its PID.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long `reel serve` may take to print its banner.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The banner line that says where the console and API listen.
+const HTTP_BANNER: &str = "web console and REST API: ";
+
+/// A loopback address with a port that was free a moment ago.
+pub fn free_portal() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+}
+
+/// The `reel` binary of this build: `CARGO_BIN_EXE_reel` when Cargo set it, else `reel` next
+/// to the `deps` directory the running test binary is in (`target/<profile>/reel`, which
+/// Cargo builds before the `reel` crate's integration tests).
+pub fn reel_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_reel") {
+        return path.into();
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe.parent().expect("the test binary is in a directory");
+    let profile = if dir.ends_with("deps") {
+        dir.parent().unwrap_or(dir)
+    } else {
+        dir
+    };
+    profile.join("reel")
+}
+
+/// What to start: `reel serve --listen PORTAL --data DATA [--http 127.0.0.1:0] [args...]`.
+pub struct ServeCommand {
+    binary: PathBuf,
+    data: PathBuf,
+    portal: SocketAddr,
+    args: Vec<OsString>,
+    stderr: Stdio,
+}
+
+impl ServeCommand {
+    /// `reel serve` of [`reel_binary`] on a [`free_portal`] with its data in `data`, standard
+    /// error discarded.
+    pub fn new(data: &Path) -> Self {
+        Self {
+            binary: reel_binary(),
+            data: data.to_path_buf(),
+            portal: free_portal(),
+            args: Vec::new(),
+            stderr: Stdio::null(),
+        }
+    }
+
+    /// Another `reel` binary.
+    pub fn binary(mut self, binary: impl Into<PathBuf>) -> Self {
+        self.binary = binary.into();
+        self
+    }
+
+    /// The iSCSI portal to listen on.
+    pub fn portal(mut self, portal: SocketAddr) -> Self {
+        self.portal = portal;
+        self
+    }
+
+    /// More arguments (`--config FILE`, `--cartridges 0`, `--http ADDR`...).
+    pub fn args<S: Into<OsString> + Clone>(mut self, args: &[S]) -> Self {
+        self.args.extend(args.iter().cloned().map(Into::into));
+        self
+    }
+
+    /// Where the server's standard error goes.
+    pub fn stderr(mut self, stderr: Stdio) -> Self {
+        self.stderr = stderr;
+        self
+    }
+
+    /// Starts the server and waits for its banner. Panics if it exits first or takes longer
+    /// than a minute: a test cannot go on without it.
+    pub fn start(self) -> Server {
+        // reel refuses a data directory others can read; a test's temporary one may be.
+        if self.data.exists() {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&self.data, std::fs::Permissions::from_mode(0o700))
+                .expect("the data directory's mode can be set");
+        }
+        let http_given = self.args.iter().any(|a| a == "--http");
+        let mut command = Command::new(&self.binary);
+        command
+            .args(["serve", "--listen", &self.portal.to_string(), "--data"])
+            .arg(&self.data);
+        if !http_given {
+            command.args(["--http", "127.0.0.1:0"]);
+        }
+        let mut child = command
+            .args(&self.args)
+            .stdout(Stdio::piped())
+            .stderr(self.stderr)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", self.binary.display()));
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut lines = BufReader::new(stdout).lines();
+        let deadline = Instant::now() + START_TIMEOUT;
+        let mut http = None;
+        loop {
+            assert!(Instant::now() < deadline, "reel serve did not start");
+            match lines.next() {
+                Some(Ok(line)) if line.starts_with("Ctrl-C") => break,
+                Some(Ok(line)) if line.starts_with(HTTP_BANNER) => {
+                    let url = line[HTTP_BANNER.len()..]
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or("")
+                        .trim_end_matches('/');
+                    http = Some(url.to_string());
+                }
+                Some(Ok(_)) => {}
+                _ => panic!("reel serve exited before serving"),
+            }
+        }
+        // Keep reading so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server {
+            child,
+            portal: self.portal,
+            http,
+        }
+    }
+}
+
+/// A running `reel serve`; SIGTERM and wait on drop.
+pub struct Server {
+    child: Child,
+    portal: SocketAddr,
+    /// Base URL of the console/API (`http://127.0.0.1:PORT`), when it runs.
+    pub http: Option<String>,
+}
+
+impl Server {
+    /// `reel serve --listen PORTAL --data DATA [extra...]`; the console/API listens on a free
+    /// loopback port unless `extra` says `--http`.
+    pub fn start(data: &Path, portal: SocketAddr, extra: &[&str]) -> Server {
+        ServeCommand::new(data).portal(portal).args(extra).start()
+    }
+
+    /// [`Server::start`], with the server's standard error going to `stderr`.
+    pub fn start_with_stderr(
+        data: &Path,
+        portal: SocketAddr,
+        extra: &[&str],
+        stderr: Stdio,
+    ) -> Server {
+        ServeCommand::new(data)
+            .portal(portal)
+            .args(extra)
+            .stderr(stderr)
+            .start()
+    }
+
+    /// The server's process id (for /proc/<pid>/stat and /status).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The iSCSI portal it listens on.
+    pub fn portal(&self) -> SocketAddr {
+        self.portal
+    }
+
+    /// The console/API base URL, when it runs.
+    pub fn http(&self) -> Option<&str> {
+        self.http.as_deref()
+    }
+
+    /// A field of /proc/<pid>/status in KiB (VmRSS now, VmHWM the peak so far).
+    pub fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("the server is running");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("{field} in /proc/<pid>/status"))
+    }
+
+    fn terminate(&self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+    }
+
+    /// SIGTERM, and insists on a clean exit.
+    pub fn stop(self) {
+        let status = self.stop_status();
+        assert!(status.success(), "reel serve exited with {status:?}");
+    }
+
+    /// SIGTERM; returns how the server exited.
+    pub fn stop_status(mut self) -> ExitStatus {
+        self.terminate();
+        let status = self.child.wait().expect("waiting for reel serve");
+        std::mem::forget(self);
+        status
+    }
+
+    /// SIGKILL: no clean stop, nothing synchronised beyond what the protocol made durable.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.terminate();
+        let _ = self.child.wait();
+    }
+}
