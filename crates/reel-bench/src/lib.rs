@@ -24,7 +24,8 @@ pub mod soak;
 pub mod store;
 pub mod tape;
 
-pub use scsi::{CommandFailure, describe_sense};
+pub use reel_scsi::initiator::describe::describe_sense;
+pub use scsi::CommandFailure;
 
 /// `reel bench …`: one benchmark.
 #[derive(clap::Subcommand, Debug)]

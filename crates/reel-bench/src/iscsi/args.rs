@@ -16,6 +16,11 @@ pub const MAX_SIZE: u32 = 16 << 20;
 /// Block size of both null disks (tgt's `--bstype null` and reel's `NullDisk`).
 pub const BLOCK: u32 = 512;
 pub const MAX_QUEUE_DEPTH: u32 = 64;
+
+/// The TRANSFER LENGTH of READ(10)/WRITE(10) for `bytes` (whole blocks, validated to fit).
+pub fn blocks(bytes: u32) -> u16 {
+    u16::try_from(bytes / BLOCK).expect("sizes are validated to fit READ(10)")
+}
 pub const MAX_SESSIONS: u32 = 16;
 
 /// iSCSI data-path throughput of reel's target next to tgt, driven by reel's initiator (null

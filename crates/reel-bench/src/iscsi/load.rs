@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -16,16 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use reel_sysinfo::{self as cpu, Proc};
 
-use super::args::{BLOCK, Cell, Direction};
+use super::args::{self, BLOCK, Cell, Direction};
 use super::probe::login_config;
-use crate::scsi::{read10, write10};
-
-/// ISIDs are never reused within a run, so no login reinstates a session still closing.
-static NEXT_ISID: AtomicU16 = AtomicU16::new(1);
-
-pub fn next_isid() -> u16 {
-    NEXT_ISID.fetch_add(1, Ordering::Relaxed)
-}
+use reel_scsi::initiator::sbc::{read10, write10};
 
 /// LBAs used: the first 4 GiB (both null disks are larger).
 const REGION_BLOCKS: u32 = 1 << 23;
@@ -100,7 +93,7 @@ fn measurement(a: &Snapshot, b: &Snapshot, size: u32) -> Measurement {
 async fn open_session(ep: &Endpoint) -> anyhow::Result<Client> {
     let client = Client::connect(
         ep.addr,
-        login_config(&ep.iqn, next_isid()),
+        login_config(&ep.iqn),
         ClientOptions {
             session: SessionConfig {
                 discard_data_in: true,
@@ -172,12 +165,12 @@ pub async fn run_cell(
                         let r = match direction {
                             Direction::Write => {
                                 client
-                                    .execute(lun, &write10(lba, size, BLOCK), data.clone(), 0)
+                                    .execute(lun, &write10(lba, args::blocks(size)), data.clone(), 0)
                                     .await?
                             }
                             Direction::Read => {
                                 client
-                                    .execute(lun, &read10(lba, size, BLOCK), Bytes::new(), size)
+                                    .execute(lun, &read10(lba, args::blocks(size)), Bytes::new(), size)
                                     .await?
                             }
                         };
@@ -248,17 +241,10 @@ pub async fn run_cell(
 
 /// The first target SendTargets lists at `addr` (for targets given only by address).
 pub async fn discover(addr: SocketAddr) -> anyhow::Result<String> {
-    let mut config = login_config("unused", next_isid());
-    config.target_name = None;
-    let client = Client::connect(addr, config, ClientOptions::default())
-        .await
-        .with_context(|| format!("discovery session at {addr}"))?;
-    let targets = client.send_targets().await?;
-    let _ = client.logout().await;
-    targets
+    crate::session::discover(addr)
+        .await?
         .into_iter()
         .next()
-        .map(|(name, _)| name)
         .ok_or_else(|| anyhow!("{addr} lists no targets"))
 }
 

@@ -78,7 +78,7 @@ fn measure(plan: &Plan) -> anyhow::Result<Report> {
             Some(iqn) => iqn.clone(),
             None => runtime.block_on(load::discover(t.addr))?,
         };
-        let probe = runtime.block_on(probe::probe(t.addr, &iqn, t.lun, load::next_isid()))?;
+        let probe = runtime.block_on(probe::probe(t.addr, &iqn, t.lun))?;
         let n = &probe.negotiated;
         eprintln!(
             "iscsi bench: {}: MaxRecvDataSegmentLength {} (target) / {} (initiator), MaxBurstLength {}, \

@@ -10,46 +10,21 @@ use anyhow::{Context, anyhow, bail};
 use bytes::{Bytes, BytesMut};
 use reel_iscsi::initiator::{InitiatorSession, Outcome, SessionConfig};
 use reel_iscsi::initiator_login::{InitiatorLogin, InitiatorLoginConfig, InitiatorStep};
-use reel_iscsi::params::{Limits, Negotiated};
+use reel_iscsi::params::Negotiated;
 use reel_iscsi::pdu::{FrameLimits, Framer, Pdu, TaskAttr};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::args::BLOCK;
-use super::targets::{FIRST_BURST, MAX_BURST, MAX_RECV_DATA_SEGMENT};
-use crate::scsi::{read10, write10};
+use super::args::blocks;
+use super::targets::SESSION_LIMITS;
+use reel_scsi::initiator::sbc::{read10, write10};
 
 pub const INITIATOR: &str = "iqn.2026-11.org.reel.bench:initiator";
 
-/// What the initiator offers: reel's and tgt's configured limits, no digests, and
-/// InitialR2T=No so that each target's own default decides (the result is Yes if either
-/// side says Yes, RFC 7143 §13.10).
-pub fn initiator_limits() -> Limits {
-    Limits {
-        max_recv_data_segment_length: MAX_RECV_DATA_SEGMENT,
-        max_burst_length: MAX_BURST,
-        first_burst_length: FIRST_BURST,
-        immediate_data: true,
-        initial_r2t: false,
-        ..Limits::initiator_default()
-    }
-}
-
-pub fn login_config(iqn: &str, isid: u16) -> InitiatorLoginConfig {
-    InitiatorLoginConfig {
-        initiator_name: INITIATOR.into(),
-        initiator_alias: None,
-        target_name: Some(iqn.to_string()),
-        // Random-qualifier ISID format (type 2 = 0b10 in the top bits), unique per session.
-        isid: [0x80, 0x00, 0x00, 0x42, (isid >> 8) as u8, isid as u8],
-        tsih: 0,
-        cid: 0,
-        chap: None,
-        mutual_chap: None,
-        limits: initiator_limits(),
-        cmd_sn: 1,
-    }
+/// A session's login settings for `iqn`.
+pub fn login_config(iqn: &str) -> InitiatorLoginConfig {
+    crate::session::login_config(INITIATOR, Some(iqn), SESSION_LIMITS)
 }
 
 /// Negotiated parameters in the report's words.
@@ -170,7 +145,6 @@ async fn probe_inner(
     addr: SocketAddr,
     iqn: &str,
     lun: u64,
-    isid: u16,
 ) -> anyhow::Result<ProbeReport> {
     let stream = TcpStream::connect(addr)
         .await
@@ -182,7 +156,7 @@ async fn probe_inner(
         framer: Framer::new(FrameLimits::default()),
         send: FrameLimits::default(),
     };
-    let mut login = InitiatorLogin::new(login_config(iqn, isid), [7u8; 32]);
+    let mut login = InitiatorLogin::new(login_config(iqn), [7u8; 32]);
     let mut request = login.start();
     let outcome = loop {
         conn.send(Pdu::LoginRequest(request)).await?;
@@ -229,7 +203,7 @@ async fn probe_inner(
 
     let size = 1u32 << 20;
     let (mut data_ins, mut largest, mut collapsed) = (0u32, 0u32, false);
-    let itt = session.scsi(lun, &read10(0, size, BLOCK), Bytes::new(), size, TaskAttr::Simple);
+    let itt = session.scsi(lun, &read10(0, blocks(size)), Bytes::new(), size, TaskAttr::Simple);
     let outcome = run(&mut conn, &mut session, itt, |pdu| {
         if let Pdu::DataIn(d) = pdu {
             data_ins += 1;
@@ -242,7 +216,7 @@ async fn probe_inner(
 
     let (mut r2ts, mut r2t_bytes) = (0u32, 0u32);
     let data = Bytes::from(vec![0x5a; size as usize]);
-    let itt = session.scsi(lun, &write10(0, size, BLOCK), data, 0, TaskAttr::Simple);
+    let itt = session.scsi(lun, &write10(0, blocks(size)), data, 0, TaskAttr::Simple);
     let outcome = run(&mut conn, &mut session, itt, |pdu| {
         if let Pdu::R2t(r) = pdu {
             r2ts += 1;
@@ -274,9 +248,8 @@ pub async fn probe(
     addr: SocketAddr,
     iqn: &str,
     lun: u64,
-    isid: u16,
 ) -> anyhow::Result<ProbeReport> {
-    tokio::time::timeout(Duration::from_secs(30), probe_inner(addr, iqn, lun, isid))
+    tokio::time::timeout(Duration::from_secs(30), probe_inner(addr, iqn, lun))
         .await
         .map_err(|_| anyhow!("no answer within 30 s"))?
         .with_context(|| format!("probing {iqn} at {addr}"))

@@ -24,7 +24,7 @@ use crate::harness::targets::{ReelToml, SessionLimits, preflight_external};
 pub const MAX_RECV_DATA_SEGMENT: u32 = 256 << 10;
 pub const MAX_BURST: u32 = 1 << 20;
 pub const FIRST_BURST: u32 = 64 << 10;
-const SESSION_LIMITS: SessionLimits = SessionLimits {
+pub const SESSION_LIMITS: SessionLimits = SessionLimits {
     max_recv_data_segment_length: MAX_RECV_DATA_SEGMENT,
     max_burst_length: MAX_BURST,
     first_burst_length: FIRST_BURST,

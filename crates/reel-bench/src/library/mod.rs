@@ -17,9 +17,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail, ensure};
 use bytes::Bytes;
-use reel_iscsi::initiator_login::InitiatorLoginConfig;
-use reel_iscsi::params::Limits;
 use reel_iscsi_net::{Client, ClientOptions};
+use reel_scsi::initiator::smc;
 use reel_sysinfo::Proc;
 use serde::{Deserialize, Serialize};
 
@@ -323,23 +322,12 @@ async fn changer_requests(
 ) -> anyhow::Result<(Vec<Duration>, usize, Vec<Duration>)> {
     let client = Client::connect(
         portal,
-        InitiatorLoginConfig {
-            initiator_name: "iqn.2026-11.org.reel.bench:library".into(),
-            initiator_alias: None,
-            target_name: Some(IQN.into()),
-            isid: [0x80, 0, 0, 0, 0, 9],
-            tsih: 0,
-            cid: 0,
-            chap: None,
-            mutual_chap: None,
-            limits: Limits::initiator_default(),
-            cmd_sn: 1,
-        },
+        reel_testkit::login_config("iqn.2026-11.org.reel.bench:library", Some(IQN), 9),
         ClientOptions::default(),
     )
     .await?;
     // All storage elements with volume tags (what `mtx status` asks for).
-    let cdb = crate::scsi::read_element_status(crate::scsi::STORAGE, 0xFF_FFFF);
+    let cdb = smc::read_element_status(smc::ElementType::STORAGE, 0xFF_FFFF);
     let _ = client.execute(0, &cdb, Bytes::new(), 0xFF_FFFF).await?;
     let mut samples = Vec::new();
     let mut bytes = 0;
@@ -361,7 +349,7 @@ async fn changer_requests(
         } else {
             (io_slot, first_slot)
         };
-        let cdb = crate::scsi::move_medium(0, from, to);
+        let cdb = smc::move_medium(0, from, to);
         let t = Instant::now();
         let r = client.execute(0, &cdb, Bytes::new(), 0).await?;
         moves.push(t.elapsed());

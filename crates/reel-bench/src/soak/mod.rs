@@ -38,7 +38,7 @@ use serde::Serialize;
 
 use crate::api::ReelApi;
 use crate::harness::procs::{self, ReelServe};
-use crate::scsi;
+use reel_scsi::initiator::smc::{self, ElementStatus, ElementType};
 use crate::session::Drive;
 use library::Library;
 use model::{CartModel, Rng};
@@ -430,18 +430,18 @@ fn write_config(
 }
 
 /// READ ELEMENT STATUS of every element type with volume tags.
-async fn all_elements(session: &Drive, changer_lun: u64) -> anyhow::Result<Vec<scsi::Element>> {
+async fn all_elements(session: &Drive, changer_lun: u64) -> anyhow::Result<Vec<ElementStatus>> {
     let alloc = 1 << 20;
     let data = session
         .good(
             changer_lun,
-            &scsi::read_element_status(0, alloc),
+            &smc::read_element_status(ElementType::ALL, alloc),
             Bytes::new(),
             alloc,
             "reading the inventory",
         )
         .await?;
-    scsi::parse_element_status(&data)
+    Ok(smc::parse_element_status(&data)?)
 }
 
 async fn control_session(addr: SocketAddr, i: usize, timeout: Duration) -> anyhow::Result<Drive> {

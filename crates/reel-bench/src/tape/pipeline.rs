@@ -27,7 +27,8 @@ use reel_iscsi_net::{Client, ClientError};
 use tokio::sync::mpsc;
 
 use crate::tape::args::Workload;
-use crate::scsi;
+use reel_scsi::initiator::ssc::{self, Transfer};
+use reel_scsi::initiator::{describe, smc, spc};
 use crate::session::Drive;
 
 /// One step of a drive's tape layout.
@@ -377,18 +378,18 @@ async fn pipeline(
                 };
                 let (cdb, data_out, data_in) = match (&op, dir) {
                     (Op::Record { data, .. }, Direction::Write) => {
-                        (scsi::write6(data.len() as u32), data.clone(), 0)
+                        (ssc::write6(Transfer::Variable(data.len() as u32)), data.clone(), 0)
                     }
                     (Op::Record { data, .. }, Direction::Read) => (
-                        scsi::read6(data.len() as u32),
+                        ssc::read6(Transfer::Variable(data.len() as u32), false),
                         Bytes::new(),
                         data.len() as u32,
                     ),
                     (Op::Filemark { immed, .. }, Direction::Write) => {
-                        (scsi::write_filemarks(1, *immed), Bytes::new(), 0)
+                        (ssc::write_filemarks(1, *immed), Bytes::new(), 0)
                     }
                     (Op::Filemark { .. }, Direction::Read) => {
-                        (scsi::read6(record_size), Bytes::new(), record_size)
+                        (ssc::read6(Transfer::Variable(record_size), false), Bytes::new(), record_size)
                     }
                 };
                 let exec = submit(&drive.client, drive.lun, &cdb, data_out, data_in);
@@ -404,7 +405,7 @@ async fn pipeline(
                         "{} LUN {}: {} ({}) did not complete within {} s",
                         drive.name,
                         drive.lun,
-                        scsi::command_name(&slot.cdb),
+                        describe::command_name(&slot.cdb),
                         op_context(&slot.op),
                         drive.timeout.as_secs()
                     )
@@ -414,7 +415,7 @@ async fn pipeline(
                         "{} LUN {}: {} ({})",
                         drive.name,
                         drive.lun,
-                        scsi::command_name(&slot.cdb),
+                        describe::command_name(&slot.cdb),
                         op_context(&slot.op)
                     )
                 })?;
@@ -458,7 +459,7 @@ pub async fn load_and_prepare(drive: &Drive, record_size: u32) -> anyhow::Result
         drive
             .good(
                 c.lun,
-                &scsi::move_medium(c.transport, c.slot, c.drive_element),
+                &smc::move_medium(c.transport, c.slot, c.drive_element),
                 Bytes::new(),
                 0,
                 &format!(
@@ -481,13 +482,14 @@ pub async fn load_and_prepare(drive: &Drive, record_size: u32) -> anyhow::Result
     let limits = drive
         .good(
             lun,
-            &scsi::READ_BLOCK_LIMITS,
+            &ssc::READ_BLOCK_LIMITS,
             Bytes::new(),
             6,
             "checking the record size",
         )
         .await?;
-    let (max, min) = scsi::parse_block_limits(&limits)?;
+    let ssc::BlockLimits { max, min, .. } = ssc::parse_block_limits(&limits)?;
+    let min = u32::from(min);
     if record_size > max || record_size < min {
         bail!(
             "{} LUN {lun}: record size {record_size} is outside the drive's block limits ({min} to {max} bytes)",
@@ -497,17 +499,17 @@ pub async fn load_and_prepare(drive: &Drive, record_size: u32) -> anyhow::Result
     let sense = drive
         .good(
             lun,
-            &scsi::mode_sense6(255),
+            &spc::mode_sense6(spc::ALL_PAGES, 255),
             Bytes::new(),
             255,
             "reading the block descriptor",
         )
         .await?;
-    let select = scsi::variable_block_mode(&sense)?;
+    let select = spc::parse_mode_sense6(&sense)?.select_block_length(0);
     drive
         .good(
             lun,
-            &scsi::mode_select6(select.len() as u8),
+            &spc::mode_select6(select.len() as u8),
             Bytes::copy_from_slice(&select),
             0,
             "selecting variable block mode",
@@ -516,20 +518,23 @@ pub async fn load_and_prepare(drive: &Drive, record_size: u32) -> anyhow::Result
     let sense = drive
         .good(
             lun,
-            &scsi::mode_sense6(255),
+            &spc::mode_sense6(spc::ALL_PAGES, 255),
             Bytes::new(),
             255,
             "checking variable block mode",
         )
         .await?;
-    if let Some(len) = scsi::block_length(&sense).filter(|l| *l != 0) {
+    if let Some(len) = spc::parse_mode_sense6(&sense)?
+        .block_length()
+        .filter(|l| *l != 0)
+    {
         bail!(
             "{} LUN {lun}: still in fixed block mode ({len}-byte blocks) after MODE SELECT",
             drive.name
         );
     }
     drive
-        .good(lun, &scsi::REWIND, Bytes::new(), 0, "rewind before writing")
+        .good(lun, &ssc::REWIND, Bytes::new(), 0, "rewind before writing")
         .await?;
     Ok(())
 }
@@ -555,7 +560,7 @@ pub async fn write(
     drive
         .good(
             drive.lun,
-            &scsi::write_filemarks(1, false),
+            &ssc::write_filemarks(1, false),
             Bytes::new(),
             0,
             "final filemark (IMMED=0)",
@@ -568,7 +573,7 @@ pub async fn write(
 
 pub async fn rewind(drive: &Drive, context: &str) -> anyhow::Result<()> {
     drive
-        .good(drive.lun, &scsi::REWIND, Bytes::new(), 0, context)
+        .good(drive.lun, &ssc::REWIND, Bytes::new(), 0, context)
         .await
         .map(drop)
 }
@@ -596,7 +601,7 @@ pub async fn read(
 /// After the read: the final filemark must be next; then rewind and unload (LOAD UNLOAD,
 /// and MOVE MEDIUM back to the slot when there is a changer).
 pub async fn finish(drive: &Drive, record_size: u32) -> anyhow::Result<()> {
-    let cdb = scsi::read6(record_size);
+    let cdb = ssc::read6(Transfer::Variable(record_size), false);
     let r = drive
         .raw(drive.lun, &cdb, Bytes::new(), record_size)
         .await?;
@@ -604,12 +609,12 @@ pub async fn finish(drive: &Drive, record_size: u32) -> anyhow::Result<()> {
     rewind(drive, "rewind after reading").await?;
     if let Some(c) = drive.changer {
         drive
-            .good(drive.lun, &scsi::UNLOAD, Bytes::new(), 0, "unload")
+            .good(drive.lun, &ssc::UNLOAD, Bytes::new(), 0, "unload")
             .await?;
         drive
             .good(
                 c.lun,
-                &scsi::move_medium(c.transport, c.drive_element, c.slot),
+                &smc::move_medium(c.transport, c.drive_element, c.slot),
                 Bytes::new(),
                 0,
                 &format!(
@@ -632,12 +637,12 @@ pub async fn unload_best_effort(drive: &Drive) {
     let Some(c) = quick.changer else {
         return;
     };
-    let _ = quick.raw(quick.lun, &scsi::REWIND, Bytes::new(), 0).await;
-    let _ = quick.raw(quick.lun, &scsi::UNLOAD, Bytes::new(), 0).await;
+    let _ = quick.raw(quick.lun, &ssc::REWIND, Bytes::new(), 0).await;
+    let _ = quick.raw(quick.lun, &ssc::UNLOAD, Bytes::new(), 0).await;
     let _ = quick
         .raw(
             c.lun,
-            &scsi::move_medium(c.transport, c.drive_element, c.slot),
+            &smc::move_medium(c.transport, c.drive_element, c.slot),
             Bytes::new(),
             0,
         )
