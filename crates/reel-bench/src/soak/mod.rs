@@ -1,4 +1,4 @@
-//! `reel-bench soak`: a long run of a real `reel serve` under mixed load, killed with SIGKILL
+//! `reel bench soak`: a long run of a real `reel serve` under mixed load, killed with SIGKILL
 //! and restarted every few minutes, checked against a reference model after every restart.
 //!
 //! Four libraries (by default) share one server. Each has tape workers (one session and one
@@ -43,7 +43,7 @@ use crate::session::Drive;
 use library::Library;
 use model::{CartModel, Rng};
 
-/// `reel-bench soak` options.
+/// `reel bench soak` options.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SoakArgs {
     /// How long to run the load (the final restart and read-back come on top).
@@ -401,7 +401,7 @@ fn write_config(
     http: SocketAddr,
 ) -> anyhow::Result<()> {
     let mut text = format!(
-        "# written by reel-bench soak\n\
+        "# written by reel bench soak\n\
          [iscsi]\n\
          listen = [\"{addr}\"]\n\
          queue_depth = 64\n\
