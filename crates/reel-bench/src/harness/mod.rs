@@ -17,7 +17,7 @@ pub mod table;
 pub mod targets;
 
 pub use machine::Machine;
-pub use output::{now_unix, write_charts, write_json, write_text};
+pub use output::{ReportFlags, now_unix, write_charts, write_json, write_text};
 pub use runtime::{INTERRUPTED, interrupted, on_interrupt, runtime};
 pub use size::{parse_size, size_label};
 pub use stats::median;

@@ -3,13 +3,93 @@
 //! checked before a benchmark starts, so a long run does not end in a write error.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::chart::LineChart;
+
+/// What a benchmark writes, and where: the same four flags on every benchmark.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ReportFlags {
+    /// Write the whole report (every figure, every repetition or sample) as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the report as Markdown (the charts linked relative to it).
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Write the charts (SVG) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub charts: Option<PathBuf>,
+    /// Measure nothing: print the report a previous run wrote with --json, and write its
+    /// --markdown and --charts again (after a change to the report's layout).
+    #[arg(long, value_name = "FILE")]
+    pub from_json: Option<PathBuf>,
+}
+
+impl ReportFlags {
+    /// Refuses empty file names (no I/O: part of checking the command line).
+    pub fn check_names(&self) -> anyhow::Result<()> {
+        for (flag, path) in [
+            ("json", &self.json),
+            ("markdown", &self.markdown),
+            ("charts", &self.charts),
+        ] {
+            if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                bail!("--{flag}: empty file name");
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks, before anything is measured, that the files can be written: their names, and
+    /// that their directories exist (the charts' is created).
+    pub fn check(&self) -> anyhow::Result<()> {
+        self.check_names()?;
+        check_output_dirs([&self.json, &self.markdown].into_iter().flatten().map(PathBuf::as_path))?;
+        if let Some(dir) = &self.charts {
+            fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        Ok(())
+    }
+
+    /// The report `--from-json` names, if it does.
+    pub fn from_json<T: DeserializeOwned>(&self, what: &str) -> anyhow::Result<Option<T>> {
+        let Some(path) = &self.from_json else {
+            return Ok(None);
+        };
+        let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_str(&text)
+            .map(Some)
+            .with_context(|| format!("{}: not a {what} report", path.display()))
+    }
+
+    /// Writes the `charts`, the JSON (of a measured report only: `--from-json` leaves its
+    /// file alone) and the Markdown that `markdown` makes with the charts' (title, link);
+    /// returns that Markdown.
+    pub fn write<T: Serialize>(
+        &self,
+        report: &T,
+        charts: &[(String, LineChart)],
+        markdown: impl FnOnce(&[(String, String)]) -> String,
+    ) -> anyhow::Result<String> {
+        let links = match &self.charts {
+            Some(dir) => write_charts(dir, charts, self.markdown.as_deref())?,
+            None => Vec::new(),
+        };
+        if let Some(path) = self.json.as_ref().filter(|_| self.from_json.is_none()) {
+            write_json(path, report)?;
+        }
+        let text = markdown(&links);
+        if let Some(path) = &self.markdown {
+            write_text(path, &text)?;
+        }
+        Ok(text)
+    }
+}
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
 pub fn now_unix() -> u64 {

@@ -115,6 +115,20 @@ pub fn tail(log: &Path) -> String {
     }
 }
 
+/// Runs a tool to its end; its standard output, or an error with what it printed.
+pub fn run_tool(cmd: &mut Command, what: &str) -> anyhow::Result<String> {
+    let out = cmd.output().with_context(|| format!("running {what}"))?;
+    if !out.status.success() {
+        bail!(
+            "{what} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// The first line `tool FLAG` prints (stdout or stderr), for reports.
 pub fn version_of(tool: &Path, flag: &str) -> String {
     Command::new(tool)

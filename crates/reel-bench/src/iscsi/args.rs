@@ -2,14 +2,13 @@
 //! system; [`super::targets::preflight`] then checks what needs I/O (binaries, ports, PIDs),
 //! so a bad argument stops the run before any target starts.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
 
 use crate::harness::targets::External;
-use crate::harness::{TargetFlags, TargetKind};
+use crate::harness::{ReportFlags, TargetFlags, TargetKind};
 
 /// Largest transfer: READ(10)/WRITE(10) carry at most 65535 blocks; 16 MiB keeps well inside.
 pub const MAX_SIZE: u32 = 16 << 20;
@@ -59,19 +58,8 @@ pub struct IscsiArgs {
     /// LUN of tgt's null disk (LUN 0 is tgt's controller).
     #[arg(long, default_value_t = 1)]
     pub tgt_lun: u64,
-    /// Also write every figure, each repetition and the negotiated parameters as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Also write the report as Markdown.
-    #[arg(long, value_name = "FILE")]
-    pub markdown: Option<PathBuf>,
-    /// Write the charts (SVG) into DIR.
-    #[arg(long, value_name = "DIR")]
-    pub charts: Option<PathBuf>,
-    /// Measure nothing: print the report a previous run wrote with --json, and write its
-    /// --markdown and --charts again.
-    #[arg(long, value_name = "FILE")]
-    pub from_json: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: ReportFlags,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,9 +114,7 @@ pub struct Plan {
     pub warmup: Duration,
     pub repeat: u32,
     pub target: TargetFlags,
-    pub json: Option<PathBuf>,
-    pub markdown: Option<PathBuf>,
-    pub charts: Option<PathBuf>,
+    pub report: ReportFlags,
 }
 
 impl Plan {
@@ -243,15 +229,7 @@ pub fn validate(cli: IscsiArgs) -> anyhow::Result<Plan> {
     if !(1..=99).contains(&cli.repeat) {
         bail!("--repeat {}: must be 1 to 99", cli.repeat);
     }
-    for (flag, path) in [
-        ("json", &cli.json),
-        ("markdown", &cli.markdown),
-        ("charts", &cli.charts),
-    ] {
-        if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
-            bail!("--{flag}: empty file name");
-        }
-    }
+    cli.report.check_names()?;
     Ok(Plan {
         targets,
         sizes,
@@ -262,9 +240,7 @@ pub fn validate(cli: IscsiArgs) -> anyhow::Result<Plan> {
         warmup: seconds("warmup", cli.warmup, 0.0, 600.0)?,
         repeat: cli.repeat,
         target: cli.target,
-        json: cli.json,
-        markdown: cli.markdown,
-        charts: cli.charts,
+        report: cli.report,
     })
 }
 

@@ -14,9 +14,6 @@ mod probe;
 mod report;
 mod targets;
 
-use std::fs;
-use std::path::Path;
-
 use anyhow::Context;
 
 use crate::harness::{self, TargetKind};
@@ -29,8 +26,8 @@ use report::{CellReport, Report, Settings, TargetReport, TargetResult};
 /// `reel bench iscsi`: measure (or read `--from-json`), print the table, write what was asked
 /// for.
 pub fn run(args: IscsiArgs) -> anyhow::Result<()> {
-    let report = match &args.from_json {
-        Some(path) => read_report(path)?,
+    let report = match args.report.from_json::<Report>("reel bench iscsi")? {
+        Some(report) => report,
         None => {
             let plan = args::validate(args.clone())?;
             targets::preflight(&plan)?;
@@ -40,24 +37,9 @@ pub fn run(args: IscsiArgs) -> anyhow::Result<()> {
         }
     };
     println!("{}", report::terminal_table(&report));
-    if let Some(path) = args.json.as_ref().filter(|_| args.from_json.is_none()) {
-        harness::write_json(path, &report)?;
-    }
-    let charts = match &args.charts {
-        Some(dir) => harness::write_charts(dir, &chart::charts(&report), args.markdown.as_deref())?,
-        None => Vec::new(),
-    };
-    if let Some(path) = &args.markdown {
-        harness::write_text(path, &report::markdown(&report, &charts))?;
-    }
+    args.report
+        .write(&report, &chart::charts(&report), |links| report::markdown(&report, links))?;
     Ok(())
-}
-
-/// Reads a report a previous run wrote with `--json`.
-fn read_report(path: &Path) -> anyhow::Result<Report> {
-    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a reel bench iscsi report", path.display()))
 }
 
 fn measure(plan: &Plan) -> anyhow::Result<Report> {

@@ -16,7 +16,6 @@ use anyhow::{Context, bail};
 
 use super::args::{Plan, Source};
 use crate::harness::TargetKind;
-use crate::harness::output::check_output_dirs;
 use crate::harness::procs::{self, ReelServe, Tgtd};
 use crate::harness::targets::{ReelToml, SessionLimits, preflight_external};
 
@@ -64,16 +63,8 @@ pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
             Source::External(external) => preflight_external(target.kind, external)?,
         }
     }
-    check_output_dirs(
-        [&plan.json, &plan.markdown]
-            .into_iter()
-            .flatten()
-            .map(|p| p.as_path()),
-    )?;
-    if let Some(dir) = &plan.charts {
-        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    Ok(())
+    plan.report.check()
+
 }
 
 /// `reel serve` and the temporary directory holding its configuration, data and log

@@ -8,7 +8,6 @@
 mod chart;
 
 use std::fmt::Write as _;
-use std::fs;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -50,16 +49,10 @@ pub struct LibraryArgs {
     /// The `reel` binary to start (default: `reel` next to this program).
     #[arg(long, value_name = "PATH")]
     pub reel_bin: Option<PathBuf>,
-    /// Also write the figures as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Write the chart (latency of each request) into DIR; the tables link it by file name.
-    #[arg(long, value_name = "DIR")]
-    pub charts: Option<PathBuf>,
-    /// Measure nothing: print the report a previous run wrote with --json and write its
-    /// --charts again.
-    #[arg(long, value_name = "FILE")]
-    pub from_json: Option<PathBuf>,
+    /// --json, --markdown (the tables; they are printed too), --charts (the latency of each
+    /// request), --from-json.
+    #[command(flatten)]
+    pub report: harness::ReportFlags,
 }
 
 /// Latency of one kind of request.
@@ -125,27 +118,17 @@ pub struct Report {
 /// `reel bench library`: measure (or read `--from-json`), print the tables, write what was
 /// asked for.
 pub fn run(args: LibraryArgs) -> anyhow::Result<()> {
-    let report = match &args.from_json {
-        Some(path) => {
-            let text =
-                fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            serde_json::from_str(&text)
-                .with_context(|| format!("{}: not a reel bench library report", path.display()))?
-        }
+    let report = match args.report.from_json::<Report>("reel bench library")? {
+        Some(report) => report,
         None => {
-            harness::output::check_output_dirs(args.json.as_deref())?;
+            args.report.check()?;
             measure(&args)?
         }
     };
-    print!("{}", markdown(&report));
-    if let Some(dir) = &args.charts {
-        for (title, file) in harness::write_charts(dir, &chart::charts(&report), None)? {
-            println!("\n![{title}]({file})");
-        }
-    }
-    if let Some(path) = args.json.as_ref().filter(|_| args.from_json.is_none()) {
-        harness::write_json(path, &report)?;
-    }
+    let text = args
+        .report
+        .write(&report, &chart::charts(&report), |links| markdown(&report, links))?;
+    print!("{text}");
     Ok(())
 }
 
@@ -474,8 +457,8 @@ fn stream(
     })
 }
 
-/// The tables, as the benchmark has always printed them.
-fn markdown(r: &Report) -> String {
+/// The tables, as the benchmark has always printed them, then the `(title, link)` charts.
+fn markdown(r: &Report, charts: &[(String, String)]) -> String {
     let slots = r.slots;
     let mut out = String::new();
     let _ = writeln!(
@@ -532,6 +515,9 @@ fn markdown(r: &Report) -> String {
         for line in &s.throughput {
             let _ = writeln!(out, "- {}", line.trim_start_matches("reel-bench:").trim());
         }
+    }
+    for (title, file) in charts {
+        let _ = writeln!(out, "\n![{title}]({file})");
     }
     out
 }

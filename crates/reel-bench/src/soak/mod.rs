@@ -324,18 +324,6 @@ fn prefix(i: usize) -> String {
     format!("T{}", (b'A' + i as u8) as char)
 }
 
-fn run_tool(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
-    let out = cmd.output().with_context(|| format!("running {what}"))?;
-    if !out.status.success() {
-        bail!(
-            "{what} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout).trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
 
 fn vm_rss_kib(pid: u32) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -575,7 +563,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
     let data = work.join("data");
     let mut barcodes = Vec::new();
     for i in 0..args.libraries {
-        run_tool(
+        procs::run_tool(
             Command::new(&bin)
                 .args(["cartridges", "create", "--prefix", &prefix(i), "--count"])
                 .arg(args.cartridges.to_string())

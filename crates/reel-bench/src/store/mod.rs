@@ -75,9 +75,6 @@ pub struct StoreArgs {
     /// Directory in which each run's temporary store is made (and removed afterwards).
     #[arg(long, default_value = "/var/tmp")]
     dir: PathBuf,
-    /// Also write all results as JSON to this file.
-    #[arg(long)]
-    json: Option<PathBuf>,
     /// Also run bench/peers/run.sh (restic, borg, kopia) on the same workload.
     #[arg(long)]
     peers: bool,
@@ -87,14 +84,10 @@ pub struct StoreArgs {
     /// Tools the peers script runs, comma separated.
     #[arg(long, default_value = "restic,borg,kopia")]
     peer_tools: String,
-    /// Write the chart (ingest and read MB/s against the record size) into DIR; the tables
-    /// link it by file name.
-    #[arg(long, value_name = "DIR")]
-    charts: Option<PathBuf>,
-    /// Measure nothing: print the report a previous run wrote with --json and write its
-    /// --charts again.
-    #[arg(long, value_name = "FILE")]
-    from_json: Option<PathBuf>,
+    /// --json, --markdown (the tables; they are printed too), --charts (ingest and read MB/s
+    /// against the record size), --from-json.
+    #[command(flatten)]
+    report: harness::ReportFlags,
 }
 
 // ---- argument parsing ---------------------------------------------------------------------
@@ -359,25 +352,19 @@ fn dir_bytes(dir: &Path) -> Result<(u64, u64)> {
 /// `reel bench store`: measure (or read `--from-json`), print the tables, write what was
 /// asked for.
 pub fn run(args: StoreArgs) -> Result<()> {
-    let report = match &args.from_json {
-        Some(path) => {
-            let text =
-                fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            serde_json::from_str(&text)
-                .with_context(|| format!("{}: not a reel bench store report", path.display()))?
+    let report = match args.report.from_json::<Report>("reel bench store")? {
+        Some(report) => report,
+        None => {
+            args.report.check()?;
+            measure(&args)?
         }
-        None => measure(&args)?,
     };
-    print!("{}", render_markdown(&report));
-    if let Some(dir) = &args.charts {
-        for (title, file) in harness::write_charts(dir, &chart::charts(&report), None)? {
-            println!("\n![{title}]({file})");
-        }
-    }
-    if let Some(path) = args.json.as_ref().filter(|_| args.from_json.is_none()) {
-        harness::write_json(path, &report)?;
-        progress(format!("wrote {}", path.display()));
-    }
+    let text = args
+        .report
+        .write(&report, &chart::charts(&report), |links| {
+            render_markdown(&report, links)
+        })?;
+    print!("{text}");
     Ok(())
 }
 
@@ -921,7 +908,8 @@ fn run_peers(script: &Path, args: &StoreArgs, workload: &Workload) -> Result<Vec
 
 // ---- output -------------------------------------------------------------------------------
 
-fn render_markdown(r: &Report) -> String {
+/// The tables, then the `(title, link)` charts.
+fn render_markdown(r: &Report, charts: &[(String, String)]) -> String {
     let w = &r.workload;
     let mut s = String::new();
     let what = if w.incompressible {
@@ -1052,6 +1040,9 @@ fn render_markdown(r: &Report) -> String {
         if let Some(e) = &r.peers_error {
             let _ = writeln!(s, "\npeers script failed: {}", e.replace('\n', " "));
         }
+    }
+    for (title, file) in charts {
+        let _ = writeln!(s, "\n![{title}]({file})");
     }
     s
 }

@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::harness::targets::External;
-use crate::harness::{TargetFlags, TargetKind, parse_size};
+use crate::harness::{ReportFlags, TargetFlags, TargetKind, parse_size};
 
 /// Largest record: READ(6)/WRITE(6) carry a 24-bit transfer length.
 pub const MAX_RECORD: u32 = (1 << 24) - 1;
@@ -124,19 +124,8 @@ pub struct TapeArgs {
     pub reel_url: Option<String>,
     #[arg(long, value_name = "TOKEN", requires = "reel_url")]
     pub reel_token: Option<String>,
-    /// Write the whole report (every phase, every per-second sample) as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Write the report as Markdown.
-    #[arg(long, value_name = "FILE")]
-    pub markdown: Option<PathBuf>,
-    /// Write the charts (SVG) into DIR.
-    #[arg(long, value_name = "DIR")]
-    pub charts: Option<PathBuf>,
-    /// Measure nothing: print the report a previous run wrote with --json, and write its
-    /// --markdown and --charts again (after a change to the report's layout).
-    #[arg(long, value_name = "FILE")]
-    pub from_json: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: ReportFlags,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -255,9 +244,7 @@ pub struct Plan {
     pub tgt_changer: bool,
     pub reel_url: Option<String>,
     pub reel_token: Option<String>,
-    pub json: Option<PathBuf>,
-    pub markdown: Option<PathBuf>,
-    pub charts: Option<PathBuf>,
+    pub report: ReportFlags,
 }
 
 impl Plan {
@@ -558,11 +545,7 @@ pub fn validate(args: &TapeArgs) -> anyhow::Result<Plan> {
     if args.work_dir.as_os_str().is_empty() {
         bail!("--work-dir: empty path");
     }
-    for (flag, path) in [("json", &args.json), ("markdown", &args.markdown)] {
-        if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
-            bail!("--{flag}: empty file name");
-        }
-    }
+    args.report.check_names()?;
     Ok(Plan {
         targets,
         cells,
@@ -577,9 +560,7 @@ pub fn validate(args: &TapeArgs) -> anyhow::Result<Plan> {
             .reel_token
             .clone()
             .or_else(|| std::env::var("REEL_TOKEN").ok()),
-        json: args.json.clone(),
-        markdown: args.markdown.clone(),
-        charts: args.charts.clone(),
+        report: args.report.clone(),
     })
 }
 

@@ -18,7 +18,6 @@ mod report;
 mod targets;
 
 use std::fs;
-use std::path::Path;
 
 use anyhow::Context;
 
@@ -149,37 +148,23 @@ fn charts(report: &Report) -> Vec<(String, harness::chart::LineChart)> {
     out
 }
 
-/// Reads a report a previous run wrote with `--json`.
-fn read_report(path: &Path) -> anyhow::Result<Report> {
-    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut report = serde_json::from_str::<Report>(&text)
-        .with_context(|| format!("{}: not a reel-bench report", path.display()))?;
-    report.fill_workloads();
-    // Judged again: the goals may have changed since the run.
-    report.goals = report::goals(&report.cells);
-    Ok(report)
-}
-
 /// `reel bench tape`: measure (or read `--from-json`), print the tables, write what was asked
 /// for.
 pub fn run(args: TapeArgs) -> anyhow::Result<()> {
-    let report = match &args.from_json {
-        Some(path) => read_report(path)?,
+    let report = match args.report.from_json::<Report>("reel bench tape")? {
+        Some(mut report) => {
+            report.fill_workloads();
+            // Judged again: the goals may have changed since the run.
+            report.goals = report::goals(&report.cells);
+            report
+        }
         None => {
             harness::on_interrupt();
             measure(&args)?
         }
     };
     println!("{}", report::terminal(&report));
-    let charts = match &args.charts {
-        Some(dir) => harness::write_charts(dir, &charts(&report), args.markdown.as_deref())?,
-        None => Vec::new(),
-    };
-    if let Some(path) = args.json.as_ref().filter(|_| args.from_json.is_none()) {
-        harness::write_json(path, &report)?;
-    }
-    if let Some(path) = &args.markdown {
-        harness::write_text(path, &report::markdown(&report, &charts))?;
-    }
+    args.report
+        .write(&report, &charts(&report), |links| report::markdown(&report, links))?;
     Ok(())
 }

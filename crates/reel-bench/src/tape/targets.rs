@@ -17,7 +17,6 @@ use crate::harness::procs;
 use crate::tape::args::{Plan, Source, TargetPlan};
 use crate::harness::procs::{ReelServe, Tgtd};
 use crate::tape::report::Storage;
-use crate::harness::output::check_output_dirs;
 use crate::harness::targets::{ReelToml, preflight_external};
 use crate::session::{FIRST_BURST, MAX_BURST, MAX_RECV_DATA_SEGMENT, SESSION_LIMITS};
 
@@ -87,15 +86,7 @@ pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
             (Source::External(external), kind) => preflight_external(kind, external)?,
         }
     }
-    check_output_dirs(
-        [&plan.json, &plan.markdown]
-            .into_iter()
-            .flatten()
-            .map(|p| p.as_path()),
-    )?;
-    if let Some(dir) = &plan.charts {
-        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
+    plan.report.check()?;
     fs::create_dir_all(&plan.work_dir)
         .with_context(|| format!("creating the work directory {}", plan.work_dir.display()))?;
     // tgt stores every byte: the largest cell must fit (reel's share is far smaller).
@@ -151,18 +142,6 @@ pub fn disk_usage(path: &Path) -> u64 {
     own + children
 }
 
-fn run_tool(cmd: &mut Command, what: &str) -> anyhow::Result<String> {
-    let out = cmd.output().with_context(|| format!("running {what}"))?;
-    if !out.status.success() {
-        bail!(
-            "{what} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout).trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
 
 /// Starts (or adopts) `t` for a cell of `drives` drives of `size` bytes each.
 pub fn start(
@@ -257,7 +236,7 @@ pub fn start(
 fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
     let bin = procs::reel_binary(plan.target.reel_bin.as_deref())?;
     let data = dir.join("data");
-    run_tool(
+    procs::run_tool(
         Command::new(&bin)
             .args(["cartridges", "create", "--prefix", "RB", "--count"])
             .arg(drives.to_string())
@@ -312,7 +291,7 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
     let mut paths = Vec::new();
     for barcode in &barcodes {
         let path = tapes.join(barcode);
-        run_tool(
+        procs::run_tool(
             Command::new(
                 procs::which(&plan.tgtimg).unwrap_or_else(|| plan.tgtimg.clone().into()),
             )
