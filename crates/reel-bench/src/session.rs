@@ -20,9 +20,9 @@ use tokio::net::TcpStream;
 
 use crate::harness::targets::SessionLimits;
 use crate::scsi::CommandFailure;
+use reel_scsi::initiator::describe;
 use reel_scsi::initiator::smc::{self, ElementStatus, ElementType};
 use reel_scsi::initiator::spc::{self, StandardInquiry};
-use reel_scsi::initiator::describe;
 
 pub const INITIATOR: &str = "iqn.2026-11.org.reel.bench:tape-initiator";
 
@@ -71,9 +71,13 @@ pub fn login_config(
 
 /// The target names SendTargets lists at `addr`.
 pub async fn discover(addr: SocketAddr) -> anyhow::Result<Vec<String>> {
-    let client = Client::connect(addr, login_config(INITIATOR, None, SESSION_LIMITS), ClientOptions::default())
-        .await
-        .with_context(|| format!("discovery session at {addr}"))?;
+    let client = Client::connect(
+        addr,
+        login_config(INITIATOR, None, SESSION_LIMITS),
+        ClientOptions::default(),
+    )
+    .await
+    .with_context(|| format!("discovery session at {addr}"))?;
     let targets = client.send_targets().await?;
     let _ = client.logout().await;
     Ok(targets.into_iter().map(|(name, _)| name).collect())
@@ -81,7 +85,13 @@ pub async fn discover(addr: SocketAddr) -> anyhow::Result<Vec<String>> {
 
 /// Logs in to `iqn` at `addr`; an unknown name is reported with the names the portal has.
 pub async fn connect(addr: SocketAddr, iqn: &str) -> anyhow::Result<Client> {
-    match Client::connect(addr, login_config(INITIATOR, Some(iqn), SESSION_LIMITS), ClientOptions::default()).await {
+    match Client::connect(
+        addr,
+        login_config(INITIATOR, Some(iqn), SESSION_LIMITS),
+        ClientOptions::default(),
+    )
+    .await
+    {
         Ok(client) => Ok(client),
         Err(ClientError::Login(e)) if e.status_code().is_some_and(|c| c >> 8 == 2) => {
             let known = discover(addr)
@@ -137,7 +147,10 @@ pub async fn negotiate(addr: SocketAddr, iqn: &str) -> anyhow::Result<Negotiated
         let mut buf = BytesMut::with_capacity(64 << 10);
         let framer = Framer::new(FrameLimits::default());
         let limits = FrameLimits::default();
-        let mut login = InitiatorLogin::new(login_config(INITIATOR, Some(iqn), SESSION_LIMITS), [3u8; 32]);
+        let mut login = InitiatorLogin::new(
+            login_config(INITIATOR, Some(iqn), SESSION_LIMITS),
+            [3u8; 32],
+        );
         let mut request = login.start();
         let outcome = loop {
             stream
@@ -285,9 +298,7 @@ impl Drive {
             let retry = r.status == 0x02 && describe::is_unit_attention(sense);
             let wait = (r.status == 0x02 && describe::is_not_ready(sense)) || r.status == 0x08;
             if !(retry || wait) || Instant::now() > deadline {
-                return Err(self
-                    .failure(lun, &spc::TEST_UNIT_READY, &r, context)
-                    .into());
+                return Err(self.failure(lun, &spc::TEST_UNIT_READY, &r, context).into());
             }
             if wait {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -340,7 +351,11 @@ pub struct DrivePlan {
     pub drive_product: String,
 }
 
-async fn element_status(probe: &Drive, lun: u64, element_type: ElementType) -> anyhow::Result<Vec<ElementStatus>> {
+async fn element_status(
+    probe: &Drive,
+    lun: u64,
+    element_type: ElementType,
+) -> anyhow::Result<Vec<ElementStatus>> {
     let alloc = 0xFFFF;
     let data = probe
         .good(

@@ -49,7 +49,12 @@ impl ReportFlags {
     /// that their directories exist (the charts' is created).
     pub fn check(&self) -> anyhow::Result<()> {
         self.check_names()?;
-        check_output_dirs([&self.json, &self.markdown].into_iter().flatten().map(PathBuf::as_path))?;
+        check_output_dirs(
+            [&self.json, &self.markdown]
+                .into_iter()
+                .flatten()
+                .map(PathBuf::as_path),
+        )?;
         if let Some(dir) = &self.charts {
             fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
@@ -61,10 +66,27 @@ impl ReportFlags {
         let Some(path) = &self.from_json else {
             return Ok(None);
         };
-        let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text =
+            fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         serde_json::from_str(&text)
             .map(Some)
             .with_context(|| format!("{}: not a {what} report", path.display()))
+    }
+
+    /// The report: `--from-json`'s, or what `measure` returns once the output files have been
+    /// checked.
+    pub fn measure_or_replay<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        measure: impl FnOnce() -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        match self.from_json(what)? {
+            Some(report) => Ok(report),
+            None => {
+                self.check()?;
+                measure()
+            }
+        }
     }
 
     /// Writes the `charts`, the JSON (of a measured report only: `--from-json` leaves its

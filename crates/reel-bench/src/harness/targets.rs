@@ -44,7 +44,11 @@ impl TargetKind {
             Some(kind) => Ok(kind),
             None => bail!(
                 "unknown target {text:?} (known: {})",
-                known.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+                known
+                    .iter()
+                    .map(|k| k.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }
     }

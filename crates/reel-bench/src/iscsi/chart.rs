@@ -10,7 +10,9 @@ use crate::harness::size_label;
 pub fn charts(report: &Report) -> Vec<(String, LineChart)> {
     [Direction::Write, Direction::Read]
         .into_iter()
-        .filter_map(|d| by_size(&report.cells, d).map(|c| (format!("throughput-{}.svg", d.name()), c)))
+        .filter_map(|d| {
+            by_size(&report.cells, d).map(|c| (format!("throughput-{}.svg", d.name()), c))
+        })
         .collect()
 }
 
@@ -96,7 +98,10 @@ mod tests {
 
     #[test]
     fn the_committed_results_chart() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/iscsi/results.json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../bench/iscsi/results.json"
+        );
         let report: Report = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let charts = charts(&report);
         assert_eq!(charts.len(), 2);

@@ -165,12 +165,22 @@ pub async fn run_cell(
                         let r = match direction {
                             Direction::Write => {
                                 client
-                                    .execute(lun, &write10(lba, args::blocks(size)), data.clone(), 0)
+                                    .execute(
+                                        lun,
+                                        &write10(lba, args::blocks(size)),
+                                        data.clone(),
+                                        0,
+                                    )
                                     .await?
                             }
                             Direction::Read => {
                                 client
-                                    .execute(lun, &read10(lba, args::blocks(size)), Bytes::new(), size)
+                                    .execute(
+                                        lun,
+                                        &read10(lba, args::blocks(size)),
+                                        Bytes::new(),
+                                        size,
+                                    )
                                     .await?
                             }
                         };

@@ -38,7 +38,9 @@ pub fn run(args: IscsiArgs) -> anyhow::Result<()> {
     };
     println!("{}", report::terminal_table(&report));
     args.report
-        .write(&report, &chart::charts(&report), |links| report::markdown(&report, links))?;
+        .write(&report, &chart::charts(&report), |links| {
+            report::markdown(&report, links)
+        })?;
     Ok(())
 }
 

@@ -141,11 +141,7 @@ fn good(outcome: Outcome, what: &str) -> anyhow::Result<()> {
     }
 }
 
-async fn probe_inner(
-    addr: SocketAddr,
-    iqn: &str,
-    lun: u64,
-) -> anyhow::Result<ProbeReport> {
+async fn probe_inner(addr: SocketAddr, iqn: &str, lun: u64) -> anyhow::Result<ProbeReport> {
     let stream = TcpStream::connect(addr)
         .await
         .with_context(|| format!("connecting to {addr}"))?;
@@ -203,7 +199,13 @@ async fn probe_inner(
 
     let size = 1u32 << 20;
     let (mut data_ins, mut largest, mut collapsed) = (0u32, 0u32, false);
-    let itt = session.scsi(lun, &read10(0, blocks(size)), Bytes::new(), size, TaskAttr::Simple);
+    let itt = session.scsi(
+        lun,
+        &read10(0, blocks(size)),
+        Bytes::new(),
+        size,
+        TaskAttr::Simple,
+    );
     let outcome = run(&mut conn, &mut session, itt, |pdu| {
         if let Pdu::DataIn(d) = pdu {
             data_ins += 1;
@@ -244,11 +246,7 @@ async fn probe_inner(
 }
 
 /// Logs in, reads and writes 1 MiB once, logs out.
-pub async fn probe(
-    addr: SocketAddr,
-    iqn: &str,
-    lun: u64,
-) -> anyhow::Result<ProbeReport> {
+pub async fn probe(addr: SocketAddr, iqn: &str, lun: u64) -> anyhow::Result<ProbeReport> {
     tokio::time::timeout(Duration::from_secs(30), probe_inner(addr, iqn, lun))
         .await
         .map_err(|_| anyhow!("no answer within 30 s"))?

@@ -64,7 +64,6 @@ pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
         }
     }
     plan.report.check()
-
 }
 
 /// `reel serve` and the temporary directory holding its configuration, data and log

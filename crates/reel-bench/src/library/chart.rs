@@ -90,7 +90,11 @@ mod tests {
         assert_eq!(chart.series.len(), 3);
         assert_eq!(chart.series[2].points, [(0.0, 18.0), (1.0, 21.0)]);
         let svg = chart.render();
-        assert_eq!(svg.matches("<rect").count(), 1 + 6, "the background and six bars");
+        assert_eq!(
+            svg.matches("<rect").count(),
+            1 + 6,
+            "the background and six bars"
+        );
         assert!(!svg.contains("<polyline"));
     }
 }

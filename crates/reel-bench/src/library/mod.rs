@@ -118,16 +118,14 @@ pub struct Report {
 /// `reel bench library`: measure (or read `--from-json`), print the tables, write what was
 /// asked for.
 pub fn run(args: LibraryArgs) -> anyhow::Result<()> {
-    let report = match args.report.from_json::<Report>("reel bench library")? {
-        Some(report) => report,
-        None => {
-            args.report.check()?;
-            measure(&args)?
-        }
-    };
+    let report = args
+        .report
+        .measure_or_replay("reel bench library", || measure(&args))?;
     let text = args
         .report
-        .write(&report, &chart::charts(&report), |links| markdown(&report, links))?;
+        .write(&report, &chart::charts(&report), |links| {
+            markdown(&report, links)
+        })?;
     print!("{text}");
     Ok(())
 }
@@ -197,7 +195,10 @@ fn measure(args: &LibraryArgs) -> anyhow::Result<Report> {
             .status(),
     }
     .context("creating the cartridges")?;
-    ensure!(created.success(), "creating the cartridges failed ({created})");
+    ensure!(
+        created.success(),
+        "creating the cartridges failed ({created})"
+    );
     let create_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let server = ReelServe::start(
@@ -249,7 +250,13 @@ fn measure(args: &LibraryArgs) -> anyhow::Result<Report> {
     let streaming = if args.no_stream {
         None
     } else {
-        Some(stream(&reel, &api, portal, pid, &dir.path().join("bench-work"))?)
+        Some(stream(
+            &reel,
+            &api,
+            portal,
+            pid,
+            &dir.path().join("bench-work"),
+        )?)
     };
     server.stop(Duration::from_secs(120))?;
 
@@ -355,7 +362,14 @@ fn stream(
         .args(["bench", "tape", "--targets", "reel", "--reel-addr"])
         .arg(portal.to_string())
         .args(["--reel-iqn", IQN, "--reel-pid", &pid.to_string()])
-        .args(["--drives", "256", "--record-size", "256K", "--size", STREAM_SIZE])
+        .args([
+            "--drives",
+            "256",
+            "--record-size",
+            "256K",
+            "--size",
+            STREAM_SIZE,
+        ])
         .args(["--queue-depth", "2", "--window-blocks", "64", "--work-dir"])
         .arg(work)
         .stdout(Stdio::null())
@@ -421,7 +435,10 @@ fn stream(
     if !writer.wait()?.success() {
         bail!("reel bench tape failed:\n{}", log.join("\n"));
     }
-    let events = events.lock().map_err(|_| anyhow!("the stream reader panicked"))?.clone();
+    let events = events
+        .lock()
+        .map_err(|_| anyhow!("the stream reader panicked"))?
+        .clone();
     let gaps: Vec<Duration> = events.windows(2).map(|w| w[1].0 - w[0].0).collect();
     let (n_library, n_monitor, n_gaps) = (library.len(), monitor.len(), gaps.len());
     Ok(Streaming {

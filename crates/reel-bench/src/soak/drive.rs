@@ -16,15 +16,14 @@ use reel_scsi::{SenseKey, parse_sense};
 use super::library::{Library, Move};
 use super::model::{self, CartModel, Matcher, Obj, Read, Rng};
 use super::{Epoch, Soak};
-use reel_scsi::initiator::ssc::{self, Transfer};
-use reel_scsi::initiator::{describe, smc};
 use crate::session::Drive;
 use crate::tape::pipeline::{Exec, submit};
+use reel_scsi::initiator::ssc::{self, Transfer};
+use reel_scsi::initiator::{describe, smc};
 
 /// Largest record the soak writes (and the allocation of its reads).
 pub const MAX_RECORD: u32 = 256 << 10;
 const SIZES: [u32; 6] = [512, 4096, 16 << 10, 64 << 10, 128 << 10, MAX_RECORD];
-
 
 /// What a READ ended with.
 enum ReadEnd {
@@ -280,7 +279,13 @@ async fn session(
         } else {
             let form = ssc::PositionForm::Short;
             let data = drive
-                .good(drive.lun, &ssc::read_position(form), Bytes::new(), 20, "READ POSITION")
+                .good(
+                    drive.lun,
+                    &ssc::read_position(form),
+                    Bytes::new(),
+                    20,
+                    "READ POSITION",
+                )
                 .await?;
             soak.stats.read_positions.fetch_add(1, Ordering::Relaxed);
             let at = ssc::parse_read_position(form, &data)
@@ -388,7 +393,13 @@ async fn read_back(
         drive,
         n,
         soak.queue_depth,
-        |_| (ssc::read6(Transfer::Variable(MAX_RECORD), true).to_vec(), Bytes::new(), MAX_RECORD),
+        |_| {
+            (
+                ssc::read6(Transfer::Variable(MAX_RECORD), true).to_vec(),
+                Bytes::new(),
+                MAX_RECORD,
+            )
+        },
         |i, cdb, r| {
             let context = format!("{barcode} object {}", at + i);
             match classify(drive, cdb, r, &context)? {
@@ -427,7 +438,13 @@ async fn verify(soak: &Soak, epoch: &Epoch, drive: &Drive, barcode: &str) -> any
         drive,
         wanted,
         soak.queue_depth,
-        |_| (ssc::read6(Transfer::Variable(MAX_RECORD), true).to_vec(), Bytes::new(), MAX_RECORD),
+        |_| {
+            (
+                ssc::read6(Transfer::Variable(MAX_RECORD), true).to_vec(),
+                Bytes::new(),
+                MAX_RECORD,
+            )
+        },
         |i, cdb, r| {
             if end {
                 return Ok(false);

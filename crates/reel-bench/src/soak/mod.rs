@@ -38,10 +38,10 @@ use serde::Serialize;
 
 use crate::api::ReelApi;
 use crate::harness::procs::{self, ReelServe};
-use reel_scsi::initiator::smc::{self, ElementStatus, ElementType};
 use crate::session::Drive;
 use library::Library;
 use model::{CartModel, Rng};
+use reel_scsi::initiator::smc::{self, ElementStatus, ElementType};
 
 /// `reel bench soak` options.
 #[derive(clap::Args, Debug, Clone)]
@@ -324,7 +324,6 @@ fn prefix(i: usize) -> String {
     format!("T{}", (b'A' + i as u8) as char)
 }
 
-
 fn vm_rss_kib(pid: u32) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
@@ -504,7 +503,6 @@ fn login(http: SocketAddr, password: &str) -> anyhow::Result<ReelApi> {
         }
     }
 }
-
 
 fn date_utc() -> String {
     Command::new("date")

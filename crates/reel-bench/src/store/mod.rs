@@ -352,13 +352,9 @@ fn dir_bytes(dir: &Path) -> Result<(u64, u64)> {
 /// `reel bench store`: measure (or read `--from-json`), print the tables, write what was
 /// asked for.
 pub fn run(args: StoreArgs) -> Result<()> {
-    let report = match args.report.from_json::<Report>("reel bench store")? {
-        Some(report) => report,
-        None => {
-            args.report.check()?;
-            measure(&args)?
-        }
-    };
+    let report = args
+        .report
+        .measure_or_replay("reel bench store", || measure(&args))?;
     let text = args
         .report
         .write(&report, &chart::charts(&report), |links| {
@@ -508,8 +504,12 @@ fn open_store(dir: &Path) -> Result<ChunkStore> {
     let objects = dir.join("objects");
     let backend = LocalBackend::open(&objects)
         .with_context(|| format!("opening the object directory {}", objects.display()))?;
-    ChunkStore::open(&dir.join("catalog"), Arc::new(backend), StoreConfig::default())
-        .with_context(|| format!("opening the store in {}", dir.display()))
+    ChunkStore::open(
+        &dir.join("catalog"),
+        Arc::new(backend),
+        StoreConfig::default(),
+    )
+    .with_context(|| format!("opening the store in {}", dir.display()))
 }
 
 /// Record-aligned slices, one per stream, covering `data` in order.
@@ -859,7 +859,11 @@ fn find_peers_script(given: Option<&Path>) -> Result<PathBuf> {
     })
 }
 
-fn run_peers(script: &Path, args: &StoreArgs, workload: &Workload) -> Result<Vec<serde_json::Value>> {
+fn run_peers(
+    script: &Path,
+    args: &StoreArgs,
+    workload: &Workload,
+) -> Result<Vec<serde_json::Value>> {
     let tmp = tempfile::Builder::new()
         .prefix("reel-store-bench-peers.")
         .tempdir_in(&args.dir)?;

@@ -12,13 +12,13 @@ use anyhow::{Context, anyhow};
 
 use crate::api::ReelApi;
 use crate::harness::TargetKind;
-use crate::tape::args::{Cell, Workload};
-use reel_sysinfo::{self as cpu, Proc};
-use crate::tape::filemode;
-use crate::tape::report::{self, PhaseResult, Steps, TargetRun};
 use crate::session::{self, Drive, DrivePlan, NegotiatedReport};
+use crate::tape::args::{Cell, Workload};
+use crate::tape::filemode;
 use crate::tape::pipeline::{self as tape, Aborted, DrivePhase, Shared};
+use crate::tape::report::{self, PhaseResult, Steps, TargetRun};
 use crate::tape::targets::Running;
+use reel_sysinfo::{self as cpu, Proc};
 
 /// Where one drive's data goes: a drive behind an iSCSI session, or a path written with
 /// write(2) (the `file` target).

@@ -122,4 +122,3 @@ pub fn over_time(cells: &[CellReport], write: bool) -> Option<LineChart> {
         bars: false,
     })
 }
-

@@ -164,7 +164,8 @@ pub fn run(args: TapeArgs) -> anyhow::Result<()> {
         }
     };
     println!("{}", report::terminal(&report));
-    args.report
-        .write(&report, &charts(&report), |links| report::markdown(&report, links))?;
+    args.report.write(&report, &charts(&report), |links| {
+        report::markdown(&report, links)
+    })?;
     Ok(())
 }

@@ -26,10 +26,10 @@ use reel_iscsi::initiator::ScsiResult;
 use reel_iscsi_net::{Client, ClientError};
 use tokio::sync::mpsc;
 
+use crate::session::Drive;
 use crate::tape::args::Workload;
 use reel_scsi::initiator::ssc::{self, Transfer};
 use reel_scsi::initiator::{describe, smc, spc};
-use crate::session::Drive;
 
 /// One step of a drive's tape layout.
 #[derive(Clone, Debug)]
@@ -367,9 +367,7 @@ async fn pipeline(
     let result: anyhow::Result<()> = async {
         loop {
             while open && inflight.len() < depth {
-                if shared.abort.load(Ordering::Relaxed)
-                    || crate::harness::interrupted()
-                {
+                if shared.abort.load(Ordering::Relaxed) || crate::harness::interrupted() {
                     return Err(Aborted.into());
                 }
                 let Some(op) = source.recv().await else {
@@ -377,9 +375,11 @@ async fn pipeline(
                     break;
                 };
                 let (cdb, data_out, data_in) = match (&op, dir) {
-                    (Op::Record { data, .. }, Direction::Write) => {
-                        (ssc::write6(Transfer::Variable(data.len() as u32)), data.clone(), 0)
-                    }
+                    (Op::Record { data, .. }, Direction::Write) => (
+                        ssc::write6(Transfer::Variable(data.len() as u32)),
+                        data.clone(),
+                        0,
+                    ),
                     (Op::Record { data, .. }, Direction::Read) => (
                         ssc::read6(Transfer::Variable(data.len() as u32), false),
                         Bytes::new(),
@@ -388,9 +388,11 @@ async fn pipeline(
                     (Op::Filemark { immed, .. }, Direction::Write) => {
                         (ssc::write_filemarks(1, *immed), Bytes::new(), 0)
                     }
-                    (Op::Filemark { .. }, Direction::Read) => {
-                        (ssc::read6(Transfer::Variable(record_size), false), Bytes::new(), record_size)
-                    }
+                    (Op::Filemark { .. }, Direction::Read) => (
+                        ssc::read6(Transfer::Variable(record_size), false),
+                        Bytes::new(),
+                        record_size,
+                    ),
                 };
                 let exec = submit(&drive.client, drive.lun, &cdb, data_out, data_in);
                 inflight.push_back(InFlight { exec, op, cdb });

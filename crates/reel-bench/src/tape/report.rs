@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::harness::table::{markdown_table, text_table};
 use crate::harness::{Machine, TargetKind, median, size_label};
-use crate::tape::args::Workload;
 use crate::session::{DrivePlan, NegotiatedReport};
+use crate::tape::args::Workload;
 
 /// The goals.
 pub const GOAL_ONE_DRIVE: f64 = 1.2;

@@ -14,11 +14,11 @@ use anyhow::{Context, bail};
 use crate::api::ReelApi;
 use crate::harness::TargetKind;
 use crate::harness::procs;
-use crate::tape::args::{Plan, Source, TargetPlan};
 use crate::harness::procs::{ReelServe, Tgtd};
-use crate::tape::report::Storage;
 use crate::harness::targets::{ReelToml, preflight_external};
 use crate::session::{FIRST_BURST, MAX_BURST, MAX_RECV_DATA_SEGMENT, SESSION_LIMITS};
+use crate::tape::args::{Plan, Source, TargetPlan};
+use crate::tape::report::Storage;
 
 pub const REEL_IQN: &str = "iqn.2026-11.org.reel.bench:tape-library";
 pub const TGT_IQN: &str = "iqn.2026-11.org.reel.bench:tgt-tape-library";
@@ -142,7 +142,6 @@ pub fn disk_usage(path: &Path) -> u64 {
     own + children
 }
 
-
 /// Starts (or adopts) `t` for a cell of `drives` drives of `size` bytes each.
 pub fn start(
     plan: &Plan,
@@ -179,7 +178,10 @@ pub fn start(
             pid: None,
             launched: false,
             software: "write(2)/read(2) on the paths given".into(),
-            media: if paths.iter().all(|p| crate::tape::filemode::is_tape_device(p)) {
+            media: if paths
+                .iter()
+                .all(|p| crate::tape::filemode::is_tape_device(p))
+            {
                 "device".into()
             } else {
                 "file".into()
@@ -292,19 +294,21 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
     for barcode in &barcodes {
         let path = tapes.join(barcode);
         procs::run_tool(
-            Command::new(
-                procs::which(&plan.tgtimg).unwrap_or_else(|| plan.tgtimg.clone().into()),
-            )
-            .args(["--op", "new", "--device-type", "tape", "--type", "data"])
-            .args(["--barcode", barcode.as_str()])
-            .args(["--size", &size_mb.to_string()])
-            .arg("--file")
-            .arg(&path),
+            Command::new(procs::which(&plan.tgtimg).unwrap_or_else(|| plan.tgtimg.clone().into()))
+                .args(["--op", "new", "--device-type", "tape", "--type", "data"])
+                .args(["--barcode", barcode.as_str()])
+                .args(["--size", &size_mb.to_string()])
+                .arg("--file")
+                .arg(&path),
             "tgtimg",
         )?;
         paths.push(path);
     }
-    let mut tgtd = Tgtd::start(&plan.target.tgtd, &plan.target.tgtadm, &dir.join("tgtd.log"))?;
+    let mut tgtd = Tgtd::start(
+        &plan.target.tgtd,
+        &plan.target.tgtadm,
+        &dir.join("tgtd.log"),
+    )?;
     let tid = 1;
     tgtd.new_target(tid, TGT_IQN)?;
     // tgt's defaults: MaxRecvDataSegmentLength 256 KiB, MaxXmitDataSegmentLength 8 KiB (the
