@@ -27,32 +27,32 @@ pub mod tape;
 pub use reel_scsi::initiator::describe::describe_sense;
 pub use scsi::CommandFailure;
 
-/// `reel bench …`: one benchmark.
+/// `reel bench …`: one benchmark (each boxed: the arguments are large and parsed once).
 #[derive(clap::Subcommand, Debug)]
 pub enum BenchCommand {
     /// Tape throughput through iSCSI against reel and tgt side by side (tapewrite-style data;
     /// bench/tape/).
     Tape(Box<tape::TapeArgs>),
     /// The iSCSI data path alone: reel's target next to tgt on null devices (bench/iscsi/).
-    Iscsi(iscsi::IscsiArgs),
+    Iscsi(Box<iscsi::IscsiArgs>),
     /// The chunk store end to end on generated tapewrite-style data (bench/store/).
-    Store(store::StoreArgs),
+    Store(Box<store::StoreArgs>),
     /// Management-surface latency of a big library, and the console while 256 drives stream
     /// (bench/library/).
-    Library(library::LibraryArgs),
+    Library(Box<library::LibraryArgs>),
     /// The soak test: many sessions, changer moves and API calls against one `reel serve`,
     /// SIGKILLed and restarted every few minutes, checked after every restart (bench/soak/).
-    Soak(soak::SoakArgs),
+    Soak(Box<soak::SoakArgs>),
 }
 
 /// Runs one benchmark: measures, prints its tables and writes what was asked for.
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Tape(args) => tape::run(*args),
-        BenchCommand::Iscsi(args) => iscsi::run(args),
-        BenchCommand::Store(args) => store::run(args),
-        BenchCommand::Library(args) => library::run(args),
-        BenchCommand::Soak(args) => soak::run(args).and_then(|s| {
+        BenchCommand::Iscsi(args) => iscsi::run(*args),
+        BenchCommand::Store(args) => store::run(*args),
+        BenchCommand::Library(args) => library::run(*args),
+        BenchCommand::Soak(args) => soak::run(*args).and_then(|s| {
             if s.passed {
                 Ok(())
             } else {
