@@ -42,6 +42,15 @@ report_head() {
   if [[ -n $4 ]]; then echo; echo "Note: $4"; fi
 }
 
+# carry_notes OUT MARKER: prints MARKER, then whatever stands below it in the old report OUT
+# (profiles, analysis written by hand), so a new run keeps them.
+carry_notes() {
+  echo "$2"
+  if [[ -f $1 ]] && grep -qF -- "$2" "$1"; then
+    sed -n "/^$2\$/,\$p" "$1" | tail -n +2
+  fi
+}
+
 # assemble_report OUT HEAD SECTION COMMAND...: writes OUT from the HEAD file, the load average
 # now, the command and the SECTION `reel bench` wrote, then the old OUT's notes.
 assemble_report() {
@@ -58,10 +67,7 @@ assemble_report() {
     echo "\`\`\`"
     echo
     cat "$section"
-    echo "$notes_marker"
-    if [[ -f $out ]] && grep -qF -- "$notes_marker" "$out"; then
-      sed -n "/^$notes_marker\$/,\$p" "$out" | tail -n +2
-    fi
+    carry_notes "$out" "$notes_marker"
   } >"$out.new"
   mv "$out.new" "$out"
 }

@@ -365,10 +365,7 @@ EOF
 {
   cat "$work/report.md"
   echo
-  echo "$marker"
-  if [[ -f $out ]] && grep -qF -- "$marker" "$out"; then
-    sed -n "/^$marker\$/,\$p" "$out" | tail -n +2
-  fi
+  carry_notes "$out" "$marker"
 } >"$work/final.md"
 mv "$work/final.md" "$out"
 cat "$work/report.md"

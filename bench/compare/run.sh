@@ -390,10 +390,7 @@ EOF
     cat "$work/peers.md"
   fi
   echo
-  echo "$marker"
-  if [[ -f $out ]] && grep -qF -- "$marker" "$out"; then
-    sed -n "/^$marker\$/,\$p" "$out" | tail -n +2
-  fi
+  carry_notes "$out" "$marker"
 } >"$work/report.md"
 mv "$work/report.md" "$out"
 cat "$work/body.md"
