@@ -27,8 +27,8 @@ machine_md() {
   echo "- Source: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$root" && git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 }
 
-# report_head TITLE SCRIPT ANCHOR NOTE: the report's title, where it came from, the machine
-# and the load average before the run.
+# report_head TITLE SCRIPT ANCHOR: the report's title, where it came from, the machine and
+# the load average before the run.
 report_head() {
   echo "# $1"
   echo
@@ -39,7 +39,6 @@ report_head() {
   echo
   machine_md
   echo "- Load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
-  if [[ -n $4 ]]; then echo; echo "Note: $4"; fi
 }
 
 # carry_notes OUT MARKER: prints MARKER, then whatever stands below it in the old report OUT
@@ -51,14 +50,16 @@ carry_notes() {
   fi
 }
 
-# assemble_report OUT HEAD SECTION COMMAND...: writes OUT from the HEAD file, the load average
-# now, the command and the SECTION `reel bench` wrote, then the old OUT's notes.
+# assemble_report OUT HEAD SECTION NOTE COMMAND...: writes OUT from the HEAD file, the load
+# average now, the NOTE (if any), the command and the SECTION `reel bench` wrote, then the old
+# OUT's notes.
 assemble_report() {
-  local out=$1 head=$2 section=$3
-  shift 3
+  local out=$1 head=$2 section=$3 note=$4
+  shift 4
   {
     cat "$head"
     echo "- Load average after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+    if [[ -n $note ]]; then echo; echo "Note: $note"; fi
     echo
     echo "## Results"
     echo

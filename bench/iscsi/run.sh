@@ -39,8 +39,7 @@ build_reel "iscsi bench"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-report_head "reel iSCSI data-path benchmark results" bench/iscsi/run.sh iscsi-data-path-reel-bench-iscsi \
-  "$note" >"$tmp/head.md"
+report_head "reel iSCSI data-path benchmark results" bench/iscsi/run.sh iscsi-data-path-reel-bench-iscsi >"$tmp/head.md"
 
 cmd=(reel bench iscsi --seconds "$seconds" --repeat "$repeat" --json "$(realpath --relative-to="$PWD" "$json")"
   --charts "$(realpath --relative-to="$PWD" "$outdir")" "${extra[@]}")
@@ -49,6 +48,6 @@ echo "iscsi bench: ${cmd[*]}" >&2
 section=$outdir/.reel-bench-section.md
 "$reel" bench iscsi --reel-bin "$reel" --seconds "$seconds" --repeat "$repeat" \
   --json "$json" --charts "$outdir" --markdown "$section" "${extra[@]}"
-assemble_report "$out" "$tmp/head.md" "$section" "${cmd[@]}"
+assemble_report "$out" "$tmp/head.md" "$section" "$note" "${cmd[@]}"
 rm -f "$section"
 echo "iscsi bench: wrote $out, $json and the charts in $outdir" >&2

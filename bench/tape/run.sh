@@ -44,8 +44,7 @@ build_reel "tape bench"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-report_head "reel tape throughput benchmark results" bench/tape/run.sh tape-throughput-reel-bench-tape \
-  "$note" >"$tmp/head.md"
+report_head "reel tape throughput benchmark results" bench/tape/run.sh tape-throughput-reel-bench-tape >"$tmp/head.md"
 
 cmd=(reel bench tape --size "$size" "${flat_args[@]}" --json "$(realpath --relative-to="$PWD" "$json")"
   --charts "$(realpath --relative-to="$PWD" "$outdir")" "${extra[@]}")
@@ -54,6 +53,6 @@ echo "tape bench: ${cmd[*]}" >&2
 section=$outdir/.reel-bench-section.md
 "$reel" bench tape --reel-bin "$reel" --size "$size" "${flat_args[@]}" --json "$json" \
   --charts "$outdir" --markdown "$section" "${extra[@]}"
-assemble_report "$out" "$tmp/head.md" "$section" "${cmd[@]}"
+assemble_report "$out" "$tmp/head.md" "$section" "$note" "${cmd[@]}"
 rm -f "$section"
 echo "tape bench: wrote $out, $json and the charts in $outdir" >&2
