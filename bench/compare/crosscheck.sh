@@ -14,7 +14,7 @@
 #   --max-burst SIZE     tgt's MaxBurstLength (default 256K, what libiscsi offers, so both
 #                        initiators negotiate the same; reel-bench's own tgt uses 1M, which
 #                        only matters for records above FirstBurstLength, 256K)
-#   --reel-bench PATH    use this reel-bench instead of building it (cargo build --release)
+#   --reel PATH          use this reel binary (for `reel bench tape`) instead of building it
 #   --work-dir DIR       where the tape image goes (default /var/tmp; needs ~SIZE + 6 %)
 #   --out FILE           the report (default bench/compare/CROSSCHECK.md)
 #   --note TEXT          a remark for the report
@@ -41,7 +41,7 @@ while (($#)); do
     --record-size) record_list=$2; shift 2 ;;
     --queue-depth) depth_list=$2; shift 2 ;;
     --max-burst) max_burst=$2; shift 2 ;;
-    --reel-bench) rb=$2; shift 2 ;;
+    --reel) rb=$2; shift 2 ;;
     --work-dir) work_parent=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --note) note=$2; shift 2 ;;
@@ -63,9 +63,8 @@ need numfmt coreutils
 build_client
 if [[ -z $rb ]]; then
   need cargo "the Rust toolchain (rustup)"
-  log "building reel-bench (release)"
-  (cd "$root" && cargo build --release -q -p reel-bench)
-  rb=${CARGO_TARGET_DIR:-$root/target}/release/reel-bench
+  build_reel "$log_prefix"
+  rb=$reel
 fi
 [[ -x $rb ]] || die "$rb not found"
 
@@ -105,7 +104,7 @@ run_tool() {
   sample "$work/stats-$tag" &
   sampler=$!
   if [[ $tool == reel-bench ]]; then
-    if ! "$rb" --targets tgt --tgt-addr "127.0.0.1:$tgt_port" --tgt-iqn "$tgt_iqn" --tgt-pid "$tgt_pid" \
+    if ! "$rb" bench tape --targets tgt --tgt-addr "127.0.0.1:$tgt_port" --tgt-iqn "$tgt_iqn" --tgt-pid "$tgt_pid" \
       --drives 1 --record-size "$r" --queue-depth "$q" --size "$size" \
       --work-dir "$work/reel-bench-work" --json "$work/$tag.json" >"$work/$tag.out" 2>"$work/$tag.err"; then
       tail -n 20 "$work/$tag.err" >&2
@@ -191,7 +190,7 @@ export CC_RUNS=$runs CC_WORK=$work CC_SIZE=$size CC_ROUNDS=$rounds CC_BURST=$bur
   echo
   echo "## Machine"
   echo
-  machine_md
+  compare_machine_md
   echo "- Load average before: $load_before; after: $load_after"
   [[ -z $note ]] || { echo; echo "Note: $note"; }
   echo
@@ -200,7 +199,7 @@ export CC_RUNS=$runs CC_WORK=$work CC_SIZE=$size CC_ROUNDS=$rounds CC_BURST=$bur
   echo '```'
   echo "$invocation"
   echo "# each round, in turns:"
-  echo "reel-bench --targets tgt --tgt-addr 127.0.0.1:PORT --tgt-iqn $tgt_iqn --tgt-pid PID --drives 1 --record-size R --queue-depth Q --size $size --json …"
+  echo "reel bench tape --targets tgt --tgt-addr 127.0.0.1:PORT --tgt-iqn $tgt_iqn --tgt-pid PID --drives 1 --record-size R --queue-depth Q --size $size --json …"
   echo "libiscsi-tape 127.0.0.1:PORT $tgt_iqn 1 R $size Q"
   echo '```'
   echo
@@ -225,7 +224,7 @@ print(f"One `tgtd`, one SSC tape drive (LUN 1) with its cartridge preloaded, on 
       "from one round to the next, counted across configurations), on the same tape image, after one untimed "
       "pass over it.")
 print()
-print("- **reel-bench**: `reel-bench --targets tgt --tgt-addr … --tgt-iqn … --tgt-pid … --drives 1 "
+print("- **reel-bench**: `reel bench tape --targets tgt --tgt-addr … --tgt-iqn … --tgt-pid … --drives 1 "
       "--record-size R --queue-depth Q --size SIZE` (reel's initiator, `reel_iscsi_net::Client`; "
       "data from reel-datagen, generated on a thread of its own and compared byte for byte on read).")
 print("- **libiscsi-tape**: `bench/compare/libiscsi-tape.c` on libiscsi's async API "
@@ -366,10 +365,7 @@ EOF
 {
   cat "$work/report.md"
   echo
-  echo "$marker"
-  if [[ -f $out ]] && grep -qF -- "$marker" "$out"; then
-    sed -n "/^$marker\$/,\$p" "$out" | tail -n +2
-  fi
+  carry_notes "$out" "$marker"
 } >"$work/final.md"
 mv "$work/final.md" "$out"
 cat "$work/report.md"

@@ -1,9 +1,13 @@
 # shellcheck shell=bash disable=SC2154 # compare_dir and root are the caller's
 # Shared by bench/compare/crosscheck.sh and bench/compare/run.sh (sourced, not run):
 # checking tools, building the libiscsi client, and one tgtd with one preloaded SSC tape
-# drive on a free loopback port, set up the way reel-bench sets up its tgt
-# (crates/reel-bench/src/targets.rs start_tgt, procs.rs Tgtd) but without a changer.
-# Callers set `compare_dir` and `root` and call `tgt_stop` from their EXIT trap.
+# drive on a free loopback port, set up the way `reel bench tape` sets up its tgt
+# (crates/reel-bench/src/tape/targets.rs start_tgt, harness/procs.rs Tgtd) but without a
+# changer. Callers set `compare_dir` and `root` and call `tgt_stop` from their EXIT trap.
+# bench/lib.sh (building reel, the machine section) comes with it.
+
+# shellcheck source=../lib.sh
+source "$root/bench/lib.sh"
 
 tgt_iqn=iqn.2026-11.org.reel.bench:compare-tape
 tgt_pid='' tgt_port='' tgt_cport='' tgt_dir=''
@@ -127,14 +131,8 @@ tgt_conn_stats() {
   done < <(tgt_sessions)
 }
 
-# machine_md: the machine section of a report.
-machine_md() {
-  echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: *//')"
-  echo "- CPUs (nproc): $(nproc)"
-  echo "- RAM: $(free -h | awk '/^Mem:/ {print $2}')"
-  echo "- Kernel: $(uname -r)"
-  echo "- Filesystem of the work directory: $(df -PT "${work_parent:-/var/tmp}" | awk 'NR==2 {print $2 " on " $1}')"
-  echo "- tgt: $(tgtd --version 2>&1 | head -n 1)"
+# compare_machine_md: the machine section of a report, with the libiscsi client's build.
+compare_machine_md() {
+  machine_md
   echo "- libiscsi: $(dpkg-query -W -f '${Version}' libiscsi-dev 2>/dev/null || echo unknown) (Debian libiscsi-dev); gcc $(gcc -dumpfullversion)"
-  echo "- Source: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$root" && git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 }

@@ -12,7 +12,7 @@
 #   --tools LIST       reel,tgt,restic,borg (default); kopia can be added (bench/peers/run.sh
 #                      builds it with `go install`, slow)
 #   --identity-size S  size of the stream-identity check (default 512M; 0 skips it)
-#   --bin-dir DIR      use reel, reel-bench and reel-datagen from DIR instead of building them
+#   --bin-dir DIR      use reel (for `reel bench tape`) and reel-datagen from DIR instead of building them
 #   --work-dir DIR     where targets and repositories live (default /var/tmp)
 #   --out FILE         the report (default bench/compare/RESULTS.md; results.json goes next to it)
 #   --note TEXT        a remark for the report
@@ -58,7 +58,7 @@ for t in ${tools//,/ }; do
 done
 
 # The workload: reel-bench's defaults, spelled out so both sides get the same numbers. Drive
-# i of reel-bench uses seed + i (crates/reel-bench/src/args.rs Workload::generator), so drive
+# i of reel-bench uses seed + i (crates/reel-bench/src/tape/args.rs Workload::generator), so drive
 # 0's stream is exactly `reel-datagen $gen_args --total SIZE` (scattered order, no
 # incompressible blocks: reel-datagen's defaults).
 seed=1 block=256K randomness=0.25 redundancy=8 window=1024 record=256K
@@ -71,14 +71,14 @@ need sha256sum coreutils
 build_client
 if [[ -z $bin_dir ]]; then
   need cargo "the Rust toolchain (rustup)"
-  log "building reel, reel-bench and reel-datagen (release)"
-  (cd "$root" && cargo build --release -q -p reel -p reel-bench -p reel-datagen)
-  bin_dir=${CARGO_TARGET_DIR:-$root/target}/release
+  build_reel "$log_prefix"
+  (cd "$root" && cargo build --release -q -p reel-datagen)
+  bin_dir=$bin
   binaries="built from the working tree (cargo build --release)"
 else
   binaries="prebuilt, from $bin_dir"
 fi
-for b in reel reel-bench reel-datagen; do [[ -x $bin_dir/$b ]] || die "$bin_dir/$b not found"; done
+for b in reel reel-datagen; do [[ -x $bin_dir/$b ]] || die "$bin_dir/$b not found"; done
 
 mkdir -p "$work_parent"
 work=$(mktemp -d "$work_parent/reel-compare.XXXXXX")
@@ -95,10 +95,10 @@ identity_json=null
 if [[ $identity_bytes != 0 ]]; then
   log "identity check: reel-bench's drive-0 stream on tape vs reel-datagen, $identity_size"
   tgt_start "$work/identity" "$identity_bytes"
-  cmd=("$bin_dir/reel-bench" --targets tgt --tgt-addr "127.0.0.1:$tgt_port" --tgt-iqn "$tgt_iqn"
+  cmd=("$bin_dir/reel" bench tape --targets tgt --tgt-addr "127.0.0.1:$tgt_port" --tgt-iqn "$tgt_iqn"
     --drives 1 --record-size "$record" --size "$identity_size" "${gen_args[@]}" --work-dir "$work/rb-identity")
   "${cmd[@]}" >"$work/identity.out" 2>"$work/identity.err" || { tail "$work/identity.err" >&2; die "reel-bench (identity check) failed"; }
-  commands+=("reel-bench --targets tgt --tgt-addr ADDR --tgt-iqn IQN --drives 1 --record-size $record --size $identity_size ${gen_args[*]}")
+  commands+=("reel bench tape --targets tgt --tgt-addr ADDR --tgt-iqn IQN --drives 1 --record-size $record --size $identity_size ${gen_args[*]}")
   "$client" "127.0.0.1:$tgt_port" "$tgt_iqn" 1 "$record" "$identity_size" 1 --dump >"$work/tape.bin" 2>"$work/dump.err" ||
     { cat "$work/dump.err" >&2; die "libiscsi-tape --dump failed"; }
   tape_hash=$(sha256sum <"$work/tape.bin" | cut -d' ' -f1)
@@ -120,9 +120,9 @@ rb_json=$work/reel-bench.json
 if ((${#targets[@]})); then
   tlist=$(IFS=,; echo "${targets[*]}")
   # shellcheck disable=SC2054 # --drives 1,4 is one argument
-  cmd=("$bin_dir/reel-bench" --reel-bin "$bin_dir/reel" --targets "$tlist" --drives 1,4 --record-size "$record"
+  cmd=("$bin_dir/reel" bench tape --reel-bin "$bin_dir/reel" --targets "$tlist" --drives 1,4 --record-size "$record"
     --size "$size" "${gen_args[@]}" --work-dir "$work/reel-bench-work" --json "$rb_json")
-  commands+=("reel-bench --targets $tlist --drives 1,4 --record-size $record --size $size ${gen_args[*]} --json …")
+  commands+=("reel bench tape --targets $tlist --drives 1,4 --record-size $record --size $size ${gen_args[*]} --json …")
   log "${commands[-1]}"
   "${cmd[@]}" >"$work/reel-bench.out" || die "reel-bench failed"
 else
@@ -175,7 +175,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   echo "## Machine"
   echo
-  machine_md
+  compare_machine_md
   echo "- restic: $(restic version 2>/dev/null | awk '{print $2}' || echo -); borg: $(borg --version 2>/dev/null | awk '{print $2}' || echo -); zstd: $(zstd --version | grep -o 'v[0-9.]*')"
   echo "- Binaries: $binaries"
   echo "- Load average before: $load_before; after: $load_after"
@@ -390,10 +390,7 @@ EOF
     cat "$work/peers.md"
   fi
   echo
-  echo "$marker"
-  if [[ -f $out ]] && grep -qF -- "$marker" "$out"; then
-    sed -n "/^$marker\$/,\$p" "$out" | tail -n +2
-  fi
+  carry_notes "$out" "$marker"
 } >"$work/report.md"
 mv "$work/report.md" "$out"
 cat "$work/body.md"

@@ -7,8 +7,8 @@
 #   --minutes N   minutes of load (default 30; the last restart and read-back add 1-3 minutes)
 #   --out FILE    the report (default bench/soak/RESULTS.md, or RESULTS-short.md for runs
 #                 shorter than 30 minutes); the JSON goes next to it (results*.json)
-#   -- ARGS       passed to `reel-bench soak` as they are (`reel-bench soak --help`)
-# Builds reel and reel-bench (release) first. Needs about 20 GB free in /var/tmp for a
+#   -- ARGS       passed to `reel bench soak` as they are (`reel bench soak --help`)
+# Builds reel (release) first. Needs about 20 GB free in /var/tmp for a
 # 30-minute run (most data dedups); the data directory is removed after a passing run (kept
 # after a failing one, its path is printed). Exits non-zero when the soak failed.
 set -euo pipefail
@@ -35,9 +35,9 @@ if [[ -n $(git -C "$root" status --porcelain 2>/dev/null) ]]; then
   commit="$commit (dirty)"
 fi
 
-echo "soak: building reel and reel-bench (release)" >&2
-(cd "$root" && cargo build --release -q -p reel -p reel-bench)
-bin=${CARGO_TARGET_DIR:-$root/target}/release
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+source "$root/bench/lib.sh"
+build_reel soak
 
-exec "$bin/reel-bench" soak --minutes "$minutes" --reel-bin "$bin/reel" \
+exec "$reel" bench soak --minutes "$minutes" --reel-bin "$reel" \
   --markdown "$out" --json "$json" --commit "$commit" "${extra[@]}"

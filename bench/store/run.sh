@@ -7,8 +7,9 @@
 #   --out FILE    where the report goes (default bench/store/RESULTS.md); JSON goes next to
 #                 it as results-dedup.json and results-incompressible.json
 #   --note TEXT   a remark for the report (e.g. why --total was reduced)
-# Runs `reel store-bench --record-size 64K,256K,1M --streams 1,2` on two workloads:
-# randomness 0.25 / redundancy 8, and incompressible (randomness 1, redundancy 1).
+# Runs `reel bench store --record-size 64K,256K,1M --streams 1,2` on two workloads:
+# randomness 0.25 / redundancy 8, and incompressible (randomness 1, redundancy 1); each
+# run's chart (throughput-dedup.svg, throughput-incompressible.svg) goes next to the report.
 # See BENCHMARKING.md for the columns and the noise caveats.
 set -euo pipefail
 
@@ -27,9 +28,10 @@ while (($#)); do
 done
 outdir=$(cd "$(dirname "$out")" && pwd)
 
-echo "store bench: building reel and reel-datagen (release)" >&2
-(cd "$root" && cargo build --release -q -p reel -p reel-datagen)
-bin=${CARGO_TARGET_DIR:-$root/target}/release
+# shellcheck source-path=SCRIPTDIR source=../lib.sh
+source "$root/bench/lib.sh"
+build_reel "store bench"
+(cd "$root" && cargo build --release -q -p reel-datagen)
 export REEL_DATAGEN=$bin/reel-datagen
 
 common=(--total "$total" --record-size 64K,256K,1M --streams 1,2)
@@ -45,13 +47,7 @@ trap 'rm -rf "$tmp"' EXIT
   echo
   echo "## Machine"
   echo
-  echo "- CPUs (nproc): $(nproc)"
-  echo "- CPU: $(lscpu | grep 'Model name' | sed 's/Model name: *//' | head -n 1)"
-  echo "- RAM: $(free -h | awk '/^Mem:/ {print $2}')"
-  echo "- Kernel: $(uname -r)"
-  echo "- Rust: $(rustc --version)"
-  echo "- Source: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$root" && git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
-  echo "- Store directory filesystem: $(df -T /var/tmp | awk 'NR == 2 {print $2}') (/var/tmp)"
+  machine_md
   echo "- Load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
   if [[ -n $note ]]; then echo; echo "Note: $note"; fi
 } >"$tmp/head.md"
@@ -60,7 +56,8 @@ for name in dedup incompressible; do
   # shellcheck disable=SC2206 # the workload flags are a word list
   flags=(${workloads[$name]})
   json=$outdir/results-$name.json
-  cmd=(reel store-bench "${common[@]}" "${flags[@]}" "${peers[@]}" --json "$(realpath --relative-to="$PWD" "$json")")
+  cmd=(reel bench store "${common[@]}" "${flags[@]}" "${peers[@]}" --json "$(realpath --relative-to="$PWD" "$json")"
+    --charts "$(realpath --relative-to="$PWD" "$outdir")")
   echo "store bench: ${cmd[*]}" >&2
   {
     echo
@@ -70,7 +67,7 @@ for name in dedup incompressible; do
     echo "${cmd[*]}"
     echo "\`\`\`"
     echo
-    "$bin/${cmd[0]}" "${cmd[@]:1}"
+    "$reel" "${cmd[@]:1}"
   } >"$tmp/$name.md"
 done
 

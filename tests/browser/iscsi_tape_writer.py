@@ -3,7 +3,7 @@
 
 The browser test needs real iSCSI traffic to see the live monitor move, and neither the
 kernel initiator nor libiscsi's tools can write to a tape drive here (libiscsi-bin's
-tools read disks; reel-iscsi-bench writes WRITE(10) to null disks). This speaks just
+tools read disks; `reel bench iscsi` writes WRITE(10) to null disks). This speaks just
 enough iSCSI (RFC 7143) for that: a login straight into the operational stage without
 authentication, SCSI commands with immediate data, R2T/Data-Out, NOP-In answers, and a
 logout. It writes variable-length WRITE(6) records to the drive at LUN N until a byte

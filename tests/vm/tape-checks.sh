@@ -811,14 +811,14 @@ if [ "$MODE" = full ] && want cartridge; then
 fi
 
 # =============================================================================
-# reel-bench's file mode on /dev/nst*: its workload through the kernel's st
+# `reel bench tape`'s file mode on /dev/nst*: its workload through the kernel's st
 # =============================================================================
 if [ "$MODE" = full ] && want bench; then
 	# After the cartridge section: it rereads the dd section's data from slot 1's cartridge.
-	section bench "reel-bench --targets file on $T0DEV (the workload through st)"
-	if [ -x /vm/bin/reel-bench ]; then
+	section bench "reel bench tape --targets file on $T0DEV (the workload through st)"
+	if [ -x /vm/bin/reel ]; then
 		ensure_loaded 0 1
-		run /vm/bin/reel-bench --targets file --device "$T0DEV" --drives 1 \
+		run /vm/bin/reel bench tape --targets file --device "$T0DEV" --drives 1 \
 			--record-size 64K,256K --size "${BENCH_MB:-8}M" --block-size 64K --window-blocks 32 \
 			--work-dir "$W/bench" --json "$ART/bench.json"
 		printf '%s\n' "$RUN_OUT" >"$ART/bench.log"
@@ -839,7 +839,7 @@ if [ "$MODE" = full ] && want bench; then
 		fi
 		rm -f "$W/bench.rec"
 	else
-		skip "reel-bench file mode" "no /vm/bin/reel-bench (tape-test.sh passes it when it is next to reel)"
+		skip "reel bench tape file mode" "no /vm/bin/reel (tape-test.sh passes it)"
 	fi
 fi
 

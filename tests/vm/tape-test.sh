@@ -288,10 +288,9 @@ say "reel pid $(cat "$STATE/target.pid") on 127.0.0.1:$PORT ($MODE), started in 
 ENVS=(--env "TAPE_MODE=$MODE" --env "CHANGER_SPECS=${SPECS# }" --env "IQN_BASE=$BASE" --env "LIB_IQN=$LIB_IQN"
 	--env "FILL_IQN=$FILL_IQN" --env "FILL_CAP_MB=$FILL_MB" --env "TINY_CAP_MB=16")
 [ -n "$SECTIONS" ] && ENVS+=(--env "TAPE_SECTIONS=$SECTIONS")
-# reel-bench next to the reel binary: the guest's `bench` section runs its file mode on
+# The reel binary in the guest too: its `bench` section runs `reel bench tape`'s file mode on
 # /dev/nst* (the same workload through the kernel's initiator and st).
-BENCH_BIN=$(dirname "$ORIG_REEL_BIN")/reel-bench
-[ -x "$BENCH_BIN" ] && ENVS+=(--file "$BENCH_BIN")
+[ -x "$ORIG_REEL_BIN" ] && ENVS+=(--file "$ORIG_REEL_BIN")
 HOOK=$(printf '%q __hook %q' "$SELF" "$STATE")
 if [ "$SETUP_ONLY" = 1 ]; then
 	say "left running. The checks:  $VM_DIR/run.sh --portal 127.0.0.1:$PORT --script $VM_DIR/tape-checks.sh --hook '$HOOK' --timeout $TIMEOUT $(printf '%q ' "${ENVS[@]}")"

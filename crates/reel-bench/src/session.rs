@@ -18,7 +18,11 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::scsi::{self, CommandFailure, Element, Inquiry};
+use crate::harness::targets::SessionLimits;
+use crate::scsi::CommandFailure;
+use reel_scsi::initiator::describe;
+use reel_scsi::initiator::smc::{self, ElementStatus, ElementType};
+use reel_scsi::initiator::spc::{self, StandardInquiry};
 
 pub const INITIATOR: &str = "iqn.2026-11.org.reel.bench:tape-initiator";
 
@@ -26,48 +30,54 @@ pub const INITIATOR: &str = "iqn.2026-11.org.reel.bench:tape-initiator";
 pub const MAX_RECV_DATA_SEGMENT: u32 = 256 << 10;
 pub const MAX_BURST: u32 = 1 << 20;
 pub const FIRST_BURST: u32 = 256 << 10;
+/// The same limits as a launched reel's `[iscsi]` settings.
+pub const SESSION_LIMITS: SessionLimits = SessionLimits {
+    max_recv_data_segment_length: MAX_RECV_DATA_SEGMENT,
+    max_burst_length: MAX_BURST,
+    first_burst_length: FIRST_BURST,
+};
 
 /// ISIDs are never reused within a process, so no login reinstates a session still closing.
 static NEXT_ISID: AtomicU16 = AtomicU16::new(1);
 
-fn login_config(iqn: Option<&str>) -> InitiatorLoginConfig {
-    let isid = NEXT_ISID.fetch_add(1, Ordering::Relaxed);
-    InitiatorLoginConfig {
-        initiator_name: INITIATOR.into(),
-        initiator_alias: None,
-        target_name: iqn.map(str::to_string),
-        // Random-qualifier ISID format (type 2 = 0b10 in the top bits), unique per session;
-        // the process id keeps concurrent benchmark processes apart.
-        isid: [
-            0x80,
-            0x00,
-            (std::process::id() >> 8) as u8,
-            std::process::id() as u8,
-            (isid >> 8) as u8,
-            isid as u8,
-        ],
-        tsih: 0,
-        cid: 0,
-        chap: None,
-        mutual_chap: None,
-        // Large PDUs, immediate data; InitialR2T=No is offered, the target's answer decides.
-        limits: Limits {
-            max_recv_data_segment_length: MAX_RECV_DATA_SEGMENT,
-            max_burst_length: MAX_BURST,
-            first_burst_length: FIRST_BURST,
-            immediate_data: true,
-            initial_r2t: false,
-            ..Limits::initiator_default()
-        },
-        cmd_sn: 1,
+/// What the initiator offers: the targets' configured `limits`, immediate data, and
+/// InitialR2T=No so that each target's own default decides (the result is Yes if either side
+/// says Yes, RFC 7143 §13.10); no digests.
+pub fn offered_limits(limits: SessionLimits) -> Limits {
+    Limits {
+        max_recv_data_segment_length: limits.max_recv_data_segment_length,
+        max_burst_length: limits.max_burst_length,
+        first_burst_length: limits.first_burst_length,
+        immediate_data: true,
+        initial_r2t: false,
+        ..Limits::initiator_default()
     }
+}
+
+/// A benchmark session's login: the test kit's, offering `limits`, with an ISID of the random
+/// type (RFC 7143 §11.12.5) unique per session — this process's id in bytes 2–3 keeps
+/// concurrent benchmark processes apart, a counter in bytes 4–5 the sessions of this one.
+pub fn login_config(
+    initiator: &str,
+    iqn: Option<&str>,
+    limits: SessionLimits,
+) -> InitiatorLoginConfig {
+    let mut config =
+        reel_testkit::login_config(initiator, iqn, NEXT_ISID.fetch_add(1, Ordering::Relaxed));
+    config.isid[2..4].copy_from_slice(&(std::process::id() as u16).to_be_bytes());
+    config.limits = offered_limits(limits);
+    config
 }
 
 /// The target names SendTargets lists at `addr`.
 pub async fn discover(addr: SocketAddr) -> anyhow::Result<Vec<String>> {
-    let client = Client::connect(addr, login_config(None), ClientOptions::default())
-        .await
-        .with_context(|| format!("discovery session at {addr}"))?;
+    let client = Client::connect(
+        addr,
+        login_config(INITIATOR, None, SESSION_LIMITS),
+        ClientOptions::default(),
+    )
+    .await
+    .with_context(|| format!("discovery session at {addr}"))?;
     let targets = client.send_targets().await?;
     let _ = client.logout().await;
     Ok(targets.into_iter().map(|(name, _)| name).collect())
@@ -75,7 +85,13 @@ pub async fn discover(addr: SocketAddr) -> anyhow::Result<Vec<String>> {
 
 /// Logs in to `iqn` at `addr`; an unknown name is reported with the names the portal has.
 pub async fn connect(addr: SocketAddr, iqn: &str) -> anyhow::Result<Client> {
-    match Client::connect(addr, login_config(Some(iqn)), ClientOptions::default()).await {
+    match Client::connect(
+        addr,
+        login_config(INITIATOR, Some(iqn), SESSION_LIMITS),
+        ClientOptions::default(),
+    )
+    .await
+    {
         Ok(client) => Ok(client),
         Err(ClientError::Login(e)) if e.status_code().is_some_and(|c| c >> 8 == 2) => {
             let known = discover(addr)
@@ -131,7 +147,10 @@ pub async fn negotiate(addr: SocketAddr, iqn: &str) -> anyhow::Result<Negotiated
         let mut buf = BytesMut::with_capacity(64 << 10);
         let framer = Framer::new(FrameLimits::default());
         let limits = FrameLimits::default();
-        let mut login = InitiatorLogin::new(login_config(Some(iqn)), [3u8; 32]);
+        let mut login = InitiatorLogin::new(
+            login_config(INITIATOR, Some(iqn), SESSION_LIMITS),
+            [3u8; 32],
+        );
         let mut request = login.start();
         let outcome = loop {
             stream
@@ -230,11 +249,11 @@ impl Drive {
             anyhow!(
                 "{} LUN {lun}: {} did not complete within {} s",
                 self.name,
-                scsi::command_name(cdb),
+                describe::command_name(cdb),
                 self.timeout.as_secs()
             )
         })?
-        .with_context(|| format!("{} LUN {lun}: {}", self.name, scsi::command_name(cdb)))
+        .with_context(|| format!("{} LUN {lun}: {}", self.name, describe::command_name(cdb)))
     }
 
     /// Runs a command that must end GOOD.
@@ -270,18 +289,16 @@ impl Drive {
         let deadline = Instant::now() + limit;
         loop {
             let r = self
-                .raw(lun, &scsi::TEST_UNIT_READY, Bytes::new(), 0)
+                .raw(lun, &spc::TEST_UNIT_READY, Bytes::new(), 0)
                 .await?;
             if r.status == 0 {
                 return Ok(());
             }
             let sense = r.sense.as_deref();
-            let retry = r.status == 0x02 && scsi::is_unit_attention(sense);
-            let wait = (r.status == 0x02 && scsi::is_not_ready(sense)) || r.status == 0x08;
+            let retry = r.status == 0x02 && describe::is_unit_attention(sense);
+            let wait = (r.status == 0x02 && describe::is_not_ready(sense)) || r.status == 0x08;
             if !(retry || wait) || Instant::now() > deadline {
-                return Err(self
-                    .failure(lun, &scsi::TEST_UNIT_READY, &r, context)
-                    .into());
+                return Err(self.failure(lun, &spc::TEST_UNIT_READY, &r, context).into());
             }
             if wait {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -294,9 +311,9 @@ impl Drive {
     pub async fn clear_attentions(&self, lun: u64) -> anyhow::Result<()> {
         for _ in 0..8 {
             let r = self
-                .raw(lun, &scsi::TEST_UNIT_READY, Bytes::new(), 0)
+                .raw(lun, &spc::TEST_UNIT_READY, Bytes::new(), 0)
                 .await?;
-            if !(r.status == 0x02 && scsi::is_unit_attention(r.sense.as_deref())) {
+            if !(r.status == 0x02 && describe::is_unit_attention(r.sense.as_deref())) {
                 return Ok(());
             }
         }
@@ -305,14 +322,14 @@ impl Drive {
 }
 
 /// A logical unit the target reports.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct LunInfo {
     pub lun: u64,
-    pub inquiry: Inquiry,
+    pub inquiry: StandardInquiry,
 }
 
 /// What the target has: its LUNs, drives, and the changer's elements.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct Layout {
     pub luns: Vec<LunInfo>,
     /// Tape LUNs in LUN order.
@@ -320,9 +337,9 @@ pub struct Layout {
     pub changer_lun: Option<u64>,
     pub transport: Option<u16>,
     /// Drive elements in address order.
-    pub drive_elements: Vec<Element>,
+    pub drive_elements: Vec<ElementStatus>,
     /// Storage elements in address order.
-    pub slots: Vec<Element>,
+    pub slots: Vec<ElementStatus>,
 }
 
 /// How drive `i` of a run is reached.
@@ -334,18 +351,22 @@ pub struct DrivePlan {
     pub drive_product: String,
 }
 
-async fn element_status(probe: &Drive, lun: u64, element_type: u8) -> anyhow::Result<Vec<Element>> {
+async fn element_status(
+    probe: &Drive,
+    lun: u64,
+    element_type: ElementType,
+) -> anyhow::Result<Vec<ElementStatus>> {
     let alloc = 0xFFFF;
     let data = probe
         .good(
             lun,
-            &scsi::read_element_status(element_type, alloc),
+            &smc::read_element_status(element_type, alloc),
             Bytes::new(),
             alloc,
             "inspecting the changer",
         )
         .await?;
-    let mut elements: Vec<Element> = scsi::parse_element_status(&data)?
+    let mut elements: Vec<ElementStatus> = smc::parse_element_status(&data)?
         .into_iter()
         .filter(|e| e.element_type == element_type)
         .collect();
@@ -359,19 +380,19 @@ pub async fn inspect(probe: &Drive) -> anyhow::Result<Layout> {
     let data = probe
         .good(
             0,
-            &scsi::report_luns(alloc),
+            &spc::report_luns(alloc),
             Bytes::new(),
             alloc,
             "listing LUNs",
         )
         .await?;
     let mut luns = Vec::new();
-    for lun in scsi::parse_report_luns(&data)? {
+    for lun in spc::parse_report_luns(&data)? {
         probe.clear_attentions(lun).await?;
         let data = probe
             .good(
                 lun,
-                &scsi::inquiry(96),
+                &spc::inquiry(96),
                 Bytes::new(),
                 96,
                 "identifying the LUN",
@@ -379,7 +400,7 @@ pub async fn inspect(probe: &Drive) -> anyhow::Result<Layout> {
             .await?;
         luns.push(LunInfo {
             lun,
-            inquiry: scsi::parse_inquiry(&data)?,
+            inquiry: spc::parse_inquiry(&data)?,
         });
     }
     luns.sort_by_key(|l| l.lun);
@@ -401,12 +422,12 @@ pub async fn inspect(probe: &Drive) -> anyhow::Result<Layout> {
         slots: Vec::new(),
     };
     if let Some(lun) = changer_lun {
-        layout.transport = element_status(probe, lun, scsi::TRANSPORT)
+        layout.transport = element_status(probe, lun, ElementType::TRANSPORT)
             .await?
             .first()
             .map(|e| e.address);
-        layout.drive_elements = element_status(probe, lun, scsi::DATA_TRANSFER).await?;
-        layout.slots = element_status(probe, lun, scsi::STORAGE).await?;
+        layout.drive_elements = element_status(probe, lun, ElementType::DATA_TRANSFER).await?;
+        layout.slots = element_status(probe, lun, ElementType::STORAGE).await?;
     }
     Ok(layout)
 }
@@ -461,7 +482,7 @@ pub fn plan_drives(layout: &Layout, drives: u32, what: &str) -> anyhow::Result<V
             busy.barcode.as_deref().unwrap_or("no barcode")
         );
     }
-    let full: Vec<&Element> = layout.slots.iter().filter(|e| e.full).collect();
+    let full: Vec<&ElementStatus> = layout.slots.iter().filter(|e| e.full).collect();
     if full.len() < n {
         bail!(
             "{what}'s changer has {} cartridge(s) in its storage slots; --drives asks for {drives}",
@@ -487,9 +508,9 @@ pub fn plan_drives(layout: &Layout, drives: u32, what: &str) -> anyhow::Result<V
 mod tests {
     use super::*;
 
-    fn element(element_type: u8, address: u16, full: bool) -> Element {
-        Element {
-            element_type,
+    fn element(element_type: u8, address: u16, full: bool) -> ElementStatus {
+        ElementStatus {
+            element_type: ElementType(element_type),
             address,
             full,
             barcode: full.then(|| format!("B{address}")),
@@ -499,8 +520,9 @@ mod tests {
 
     fn layout(drives: usize, cartridges: usize, changer: bool) -> Layout {
         let mut luns = Vec::new();
-        let inquiry = |t: u8| Inquiry {
+        let inquiry = |t: u8| StandardInquiry {
             device_type: t,
+            removable: t == 8,
             vendor: "V".into(),
             product: "P".into(),
             revision: "1".into(),

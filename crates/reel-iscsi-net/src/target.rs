@@ -375,7 +375,7 @@ async fn serve_connection(
             .map(|i| shared.portal.targets[i].portal_group_tag)
             .unwrap_or(1),
     };
-    let result = full_feature(
+    let (result, reinstated_by) = full_feature(
         reader,
         writer,
         buf,
@@ -400,6 +400,9 @@ async fn serve_connection(
     }
     shared.info.lock().remove(&tsih);
     info!(%peer, tsih, "session ended");
+    if let Some(waiter) = reinstated_by {
+        let _ = waiter.send(());
+    }
     result
 }
 
@@ -430,7 +433,7 @@ async fn full_feature(
     nexus: &ItNexus,
     mut stop_rx: mpsc::UnboundedReceiver<oneshot::Sender<()>>,
     mut shutdown: watch::Receiver<bool>,
-) -> Result<(), ConnError> {
+) -> (Result<(), ConnError>, Option<oneshot::Sender<()>>) {
     let discovery = target_index.is_none();
     let text = TextResponder::new(shared.portal.clone(), target_index, discovery)
         .with_initiator_name(outcome.initiator_name.clone());
@@ -602,10 +605,9 @@ async fn full_feature(
     }
     drop(out_tx);
     let _ = writer_task.await;
-    if let Some(waiter) = stop_waiter {
-        let _ = waiter.send(());
-    }
-    result
+    // The reinstating login is told only after the caller has ended this session (its
+    // nexus, its registry entry), so the new session never sees the old one's leftovers.
+    (result, stop_waiter)
 }
 
 /// Adds a finished command to the initiator's counters.

@@ -13,7 +13,6 @@ mod disk_usage;
 mod http;
 mod remote;
 mod serve;
-mod store_bench;
 
 /// reel: a deduplicating virtual tape library.
 #[derive(Parser, Debug)]
@@ -36,12 +35,12 @@ enum Command {
     Reclaim(data_dir::DataDirArg),
     /// Space used, dedup and compression ratios.
     Stats(data_dir::DataDirArg),
-    /// Measure the chunk store end to end on generated tapewrite-style data.
-    StoreBench(store_bench::Args),
     /// Control a running reel through its REST API (status, moves, import/export, sessions).
     Ctl(remote::CtlArgs),
-    /// Tape throughput through iSCSI against reel and tgt side by side (tapewrite-style data).
-    Bench(Box<reel_bench::BenchArgs>),
+    /// Benchmarks: tape throughput, the iSCSI data path, the chunk store, a big library's
+    /// management surface, and the soak test (see BENCHMARKING.md).
+    #[command(subcommand)]
+    Bench(reel_bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -60,9 +59,8 @@ fn main() -> ExitCode {
         Command::Verify(data) => admin::verify(data),
         Command::Reclaim(data) => admin::reclaim(data),
         Command::Stats(data) => admin::stats(data),
-        Command::StoreBench(args) => store_bench::run(args),
         Command::Ctl(args) => remote::run(args),
-        Command::Bench(args) => reel_bench::run(*args),
+        Command::Bench(command) => reel_bench::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,29 +16,14 @@ use reel_scsi::{SenseKey, parse_sense};
 use super::library::{Library, Move};
 use super::model::{self, CartModel, Matcher, Obj, Read, Rng};
 use super::{Epoch, Soak};
-use crate::scsi;
 use crate::session::Drive;
-use crate::tape::{Exec, submit};
+use crate::tape::pipeline::{Exec, submit};
+use reel_scsi::initiator::ssc::{self, Transfer};
+use reel_scsi::initiator::{describe, smc};
 
 /// Largest record the soak writes (and the allocation of its reads).
 pub const MAX_RECORD: u32 = 256 << 10;
 const SIZES: [u32; 6] = [512, 4096, 16 << 10, 64 << 10, 128 << 10, MAX_RECORD];
-
-/// LOCATE(10) to logical object `object` in the current partition (SSC-4 §7.5, BT = 0).
-pub fn locate10(object: u32) -> [u8; 10] {
-    let b = object.to_be_bytes();
-    [0x2B, 0, 0, b[0], b[1], b[2], b[3], 0, 0, 0]
-}
-
-/// READ POSITION, short form (service action 00h): 20 bytes.
-pub const READ_POSITION: [u8; 10] = [0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-
-/// READ(6), variable length, SILI = 1: a shorter record is no error (SSC-4 §7.2).
-pub fn read6_sili(len: u32) -> [u8; 6] {
-    let mut cdb = scsi::read6(len);
-    cdb[1] |= 0x02;
-    cdb
-}
 
 /// What a READ ended with.
 enum ReadEnd {
@@ -82,8 +67,8 @@ async fn pipeline(
         };
         let r = tokio::time::timeout(drive.timeout, exec)
             .await
-            .map_err(|_| anyhow!("{}: {} timed out", drive.name, scsi::command_name(&cdb)))?
-            .with_context(|| format!("{}: {}", drive.name, scsi::command_name(&cdb)))?;
+            .map_err(|_| anyhow!("{}: {} timed out", drive.name, describe::command_name(&cdb)))?
+            .with_context(|| format!("{}: {}", drive.name, describe::command_name(&cdb)))?;
         match done(i, &cdb, r) {
             Ok(more) => go_on &= more,
             Err(e) => {
@@ -106,7 +91,7 @@ pub async fn move_medium(
     mv: &Move,
     keep: bool,
 ) -> anyhow::Result<()> {
-    let cdb = scsi::move_medium(lib.transport, mv.from, mv.to);
+    let cdb = smc::move_medium(lib.transport, mv.from, mv.to);
     lib.begin(mv);
     for _ in 0..16 {
         // A transport error leaves the move in doubt (the caller sees the kill).
@@ -116,7 +101,7 @@ pub async fn move_medium(
             soak.stats.moves.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        if r.status == 2 && scsi::is_unit_attention(r.sense.as_deref()) {
+        if r.status == 2 && describe::is_unit_attention(r.sense.as_deref()) {
             soak.stats.unit_attentions.fetch_add(1, Ordering::Relaxed);
             continue;
         }
@@ -225,7 +210,7 @@ async fn session(
         return Ok(());
     }
     // Ready, block limits, variable block mode, rewind.
-    crate::tape::load_and_prepare(drive, MAX_RECORD).await?;
+    crate::tape::pipeline::load_and_prepare(drive, MAX_RECORD).await?;
     soak.stats.rewinds.fetch_add(1, Ordering::Relaxed);
     // Position (logical object): 0 after the rewind; a read-back leaves it at end of data.
     let mut pos = 0;
@@ -271,7 +256,7 @@ async fn session(
             drive
                 .good(
                     drive.lun,
-                    &scsi::write_filemarks(1, !sync),
+                    &ssc::write_filemarks(1, !sync),
                     Bytes::new(),
                     0,
                     "filemark",
@@ -292,18 +277,20 @@ async fn session(
             rewind(soak, drive, barcode, true).await?;
             pos = 0;
         } else {
+            let form = ssc::PositionForm::Short;
             let data = drive
-                .good(drive.lun, &READ_POSITION, Bytes::new(), 20, "READ POSITION")
+                .good(
+                    drive.lun,
+                    &ssc::read_position(form),
+                    Bytes::new(),
+                    20,
+                    "READ POSITION",
+                )
                 .await?;
             soak.stats.read_positions.fetch_add(1, Ordering::Relaxed);
-            if data.len() < 8 {
-                bail!(
-                    "{}: READ POSITION answered {} bytes",
-                    drive.name,
-                    data.len()
-                );
-            }
-            let at = u32::from_be_bytes([data[4], data[5], data[6], data[7]]) as usize;
+            let at = ssc::parse_read_position(form, &data)
+                .with_context(|| format!("{}: READ POSITION", drive.name))?
+                .object as usize;
             if at != pos {
                 bail!(
                     "{} ({barcode}): READ POSITION says object {at}, the model {pos}",
@@ -317,7 +304,7 @@ async fn session(
 
 async fn rewind(soak: &Soak, drive: &Drive, barcode: &str, exact: bool) -> anyhow::Result<()> {
     drive
-        .good(drive.lun, &scsi::REWIND, Bytes::new(), 0, "rewind")
+        .good(drive.lun, &ssc::REWIND, Bytes::new(), 0, "rewind")
         .await?;
     soak.stats.rewinds.fetch_add(1, Ordering::Relaxed);
     if exact {
@@ -330,7 +317,7 @@ async fn locate(soak: &Soak, drive: &Drive, from: usize, to: usize) -> anyhow::R
     drive
         .good(
             drive.lun,
-            &locate10(to as u32),
+            &ssc::locate10(to as u32, None),
             Bytes::new(),
             0,
             &format!("from object {from} to object {to}"),
@@ -365,7 +352,7 @@ async fn append(
         |i| {
             let (seq, len) = records[i];
             (
-                scsi::write6(len).to_vec(),
+                ssc::write6(Transfer::Variable(len)).to_vec(),
                 Bytes::from(model::record(barcode, seq, len)),
                 0,
             )
@@ -406,7 +393,13 @@ async fn read_back(
         drive,
         n,
         soak.queue_depth,
-        |_| (read6_sili(MAX_RECORD).to_vec(), Bytes::new(), MAX_RECORD),
+        |_| {
+            (
+                ssc::read6(Transfer::Variable(MAX_RECORD), true).to_vec(),
+                Bytes::new(),
+                MAX_RECORD,
+            )
+        },
         |i, cdb, r| {
             let context = format!("{barcode} object {}", at + i);
             match classify(drive, cdb, r, &context)? {
@@ -445,7 +438,13 @@ async fn verify(soak: &Soak, epoch: &Epoch, drive: &Drive, barcode: &str) -> any
         drive,
         wanted,
         soak.queue_depth,
-        |_| (read6_sili(MAX_RECORD).to_vec(), Bytes::new(), MAX_RECORD),
+        |_| {
+            (
+                ssc::read6(Transfer::Variable(MAX_RECORD), true).to_vec(),
+                Bytes::new(),
+                MAX_RECORD,
+            )
+        },
         |i, cdb, r| {
             if end {
                 return Ok(false);

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 
-use crate::scsi::{self, Element};
+use reel_scsi::initiator::smc::{ElementStatus, ElementType};
 
 use super::model::Rng;
 
@@ -103,10 +103,10 @@ impl Library {
         iqn: &str,
         changer_lun: u64,
         tape_luns: &[u64],
-        elements: &[Element],
+        elements: &[ElementStatus],
         tape: usize,
     ) -> anyhow::Result<Library> {
-        let of = |t: u8| -> Vec<u16> {
+        let of = |t: ElementType| -> Vec<u16> {
             let mut v: Vec<u16> = elements
                 .iter()
                 .filter(|e| e.element_type == t)
@@ -115,7 +115,7 @@ impl Library {
             v.sort_unstable();
             v
         };
-        let drives = of(scsi::DATA_TRANSFER);
+        let drives = of(ElementType::DATA_TRANSFER);
         if drives.len() <= tape || tape_luns.len() < drives.len() {
             anyhow::bail!(
                 "library {iqn} has {} drive elements and {} tape LUNs; the soak needs more than {tape}",
@@ -127,15 +127,15 @@ impl Library {
             index,
             iqn: iqn.to_string(),
             changer_lun,
-            transport: of(scsi::TRANSPORT).first().copied().unwrap_or(0),
+            transport: of(ElementType::TRANSPORT).first().copied().unwrap_or(0),
             tape_drives: tape_luns[..tape]
                 .iter()
                 .copied()
                 .zip(drives[..tape].iter().copied())
                 .collect(),
             mover_drives: drives[tape..].to_vec(),
-            slots: of(scsi::STORAGE),
-            import_export: of(scsi::IMPORT_EXPORT),
+            slots: of(ElementType::STORAGE),
+            import_export: of(ElementType::IMPORT_EXPORT),
             inv: Mutex::new(Inventory::default()),
         };
         lib.rebuild(elements);
@@ -148,12 +148,12 @@ impl Library {
 
     /// Replaces the model with what the changer reports; the differences from what was
     /// acknowledged (cartridges not in doubt that are elsewhere, gone, or duplicated).
-    pub fn rebuild(&self, elements: &[Element]) -> Vec<String> {
+    pub fn rebuild(&self, elements: &[ElementStatus]) -> Vec<String> {
         let mut inv = self.lock();
         let mut problems = Vec::new();
         let mut at = BTreeMap::new();
         for e in elements {
-            if e.element_type == scsi::TRANSPORT {
+            if e.element_type == ElementType::TRANSPORT {
                 continue;
             }
             let b = if e.full {
@@ -340,8 +340,8 @@ impl Library {
 mod tests {
     use super::*;
 
-    fn el(t: u8, address: u16, barcode: Option<&str>) -> Element {
-        Element {
+    fn el(t: ElementType, address: u16, barcode: Option<&str>) -> ElementStatus {
+        ElementStatus {
             element_type: t,
             address,
             full: barcode.is_some(),
@@ -352,13 +352,13 @@ mod tests {
 
     fn library() -> Library {
         let elements = vec![
-            el(scsi::TRANSPORT, 1, None),
-            el(scsi::DATA_TRANSFER, 0x100, None),
-            el(scsi::DATA_TRANSFER, 0x101, None),
-            el(scsi::STORAGE, 0x400, Some("TA0001L9")),
-            el(scsi::STORAGE, 0x401, Some("TA0002L9")),
-            el(scsi::STORAGE, 0x402, None),
-            el(scsi::IMPORT_EXPORT, 0x300, None),
+            el(ElementType::TRANSPORT, 1, None),
+            el(ElementType::DATA_TRANSFER, 0x100, None),
+            el(ElementType::DATA_TRANSFER, 0x101, None),
+            el(ElementType::STORAGE, 0x400, Some("TA0001L9")),
+            el(ElementType::STORAGE, 0x401, Some("TA0002L9")),
+            el(ElementType::STORAGE, 0x402, None),
+            el(ElementType::IMPORT_EXPORT, 0x300, None),
         ];
         Library::new(0, "iqn.x", 0, &[1, 2], &elements, 1).unwrap()
     }
@@ -395,10 +395,10 @@ mod tests {
         lib.begin(&mv);
         // Killed before the answer: either place is fine.
         let mut after = vec![
-            el(scsi::DATA_TRANSFER, 0x100, Some(&mv.barcode)),
-            el(scsi::DATA_TRANSFER, 0x101, None),
-            el(scsi::STORAGE, 0x402, None),
-            el(scsi::IMPORT_EXPORT, 0x300, Some("Q00001L9")),
+            el(ElementType::DATA_TRANSFER, 0x100, Some(&mv.barcode)),
+            el(ElementType::DATA_TRANSFER, 0x101, None),
+            el(ElementType::STORAGE, 0x402, None),
+            el(ElementType::IMPORT_EXPORT, 0x300, Some("Q00001L9")),
         ];
         let other = if mv.barcode == "TA0001L9" {
             "TA0002L9"
@@ -406,15 +406,15 @@ mod tests {
             "TA0001L9"
         };
         let other_at = if mv.from == 0x400 { 0x401 } else { 0x400 };
-        after.push(el(scsi::STORAGE, other_at, Some(other)));
-        after.push(el(scsi::STORAGE, mv.from, None));
+        after.push(el(ElementType::STORAGE, other_at, Some(other)));
+        after.push(el(ElementType::STORAGE, mv.from, None));
         assert!(lib.rebuild(&after).is_empty());
         assert!(lib.lock().busy.contains("Q00001L9"));
         // An acknowledged cartridge that moved by itself is reported.
         let mut moved = after.clone();
         moved.retain(|e| e.address != other_at && e.address != 0x402);
-        moved.push(el(scsi::STORAGE, other_at, None));
-        moved.push(el(scsi::STORAGE, 0x402, Some(other)));
+        moved.push(el(ElementType::STORAGE, other_at, None));
+        moved.push(el(ElementType::STORAGE, 0x402, Some(other)));
         let problems = lib.rebuild(&moved);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains(other), "{problems:?}");

@@ -1,4 +1,4 @@
-//! `reel-bench soak`: a long run of a real `reel serve` under mixed load, killed with SIGKILL
+//! `reel bench soak`: a long run of a real `reel serve` under mixed load, killed with SIGKILL
 //! and restarted every few minutes, checked against a reference model after every restart.
 //!
 //! Four libraries (by default) share one server. Each has tape workers (one session and one
@@ -37,13 +37,13 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use crate::api::ReelApi;
-use crate::procs::ReelServe;
-use crate::scsi;
+use crate::harness::procs::{self, ReelServe};
 use crate::session::Drive;
 use library::Library;
 use model::{CartModel, Rng};
+use reel_scsi::initiator::smc::{self, ElementStatus, ElementType};
 
-/// `reel-bench soak` options.
+/// `reel bench soak` options.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SoakArgs {
     /// How long to run the load (the final restart and read-back come on top).
@@ -290,7 +290,7 @@ pub struct Summary {
     pub command: String,
     pub commit: String,
     pub date: String,
-    pub machine: crate::report::Machine,
+    pub machine: crate::harness::Machine,
     pub short_run: bool,
     pub minutes: f64,
     pub wall_s: f64,
@@ -322,19 +322,6 @@ fn iqn(i: usize) -> String {
 
 fn prefix(i: usize) -> String {
     format!("T{}", (b'A' + i as u8) as char)
-}
-
-fn run_tool(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
-    let out = cmd.output().with_context(|| format!("running {what}"))?;
-    if !out.status.success() {
-        bail!(
-            "{what} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout).trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
 }
 
 fn vm_rss_kib(pid: u32) -> Option<u64> {
@@ -401,7 +388,7 @@ fn write_config(
     http: SocketAddr,
 ) -> anyhow::Result<()> {
     let mut text = format!(
-        "# written by reel-bench soak\n\
+        "# written by reel bench soak\n\
          [iscsi]\n\
          listen = [\"{addr}\"]\n\
          queue_depth = 64\n\
@@ -430,18 +417,18 @@ fn write_config(
 }
 
 /// READ ELEMENT STATUS of every element type with volume tags.
-async fn all_elements(session: &Drive, changer_lun: u64) -> anyhow::Result<Vec<scsi::Element>> {
+async fn all_elements(session: &Drive, changer_lun: u64) -> anyhow::Result<Vec<ElementStatus>> {
     let alloc = 1 << 20;
     let data = session
         .good(
             changer_lun,
-            &scsi::read_element_status(0, alloc),
+            &smc::read_element_status(ElementType::ALL, alloc),
             Bytes::new(),
             alloc,
             "reading the inventory",
         )
         .await?;
-    scsi::parse_element_status(&data)
+    Ok(smc::parse_element_status(&data)?)
 }
 
 async fn control_session(addr: SocketAddr, i: usize, timeout: Duration) -> anyhow::Result<Drive> {
@@ -517,20 +504,6 @@ fn login(http: SocketAddr, password: &str) -> anyhow::Result<ReelApi> {
     }
 }
 
-fn read_password(data: &Path) -> anyhow::Result<String> {
-    let file = data.join("initial-admin-password");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match fs::read_to_string(&file) {
-            Ok(p) if p.ends_with('\n') => return Ok(p.trim().to_string()),
-            Err(e) if Instant::now() > deadline => {
-                return Err(e).with_context(|| format!("reading {}", file.display()));
-            }
-            _ => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
-}
-
 fn date_utc() -> String {
     Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
@@ -564,19 +537,19 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
         );
     }
     let movers = per_library - args.tape_drives;
-    let cartridge_bytes = crate::args::parse_size("--cartridge-bytes", &args.cartridge_bytes)?;
-    let rss_limit = crate::args::parse_size("--rss-limit", &args.rss_limit)?;
+    let cartridge_bytes = crate::harness::parse_size("--cartridge-bytes", &args.cartridge_bytes)?;
+    let rss_limit = crate::harness::parse_size("--rss-limit", &args.rss_limit)?;
     let kill_every = args
         .kill_every
         .unwrap_or((args.minutes * 6.0).clamp(30.0, 180.0));
-    crate::procs::check_output_dirs(
+    crate::harness::output::check_output_dirs(
         [&args.json, &args.markdown]
             .into_iter()
             .flatten()
             .map(|p| p.as_path()),
     )?;
-    let bin = crate::procs::reel_binary(args.reel_bin.as_deref())?;
-    let _ = ctrlc::set_handler(|| crate::INTERRUPTED.store(true, Ordering::Relaxed));
+    let bin = procs::reel_binary(args.reel_bin.as_deref())?;
+    crate::harness::on_interrupt();
     let work = args
         .work_dir
         .clone()
@@ -588,7 +561,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
     let data = work.join("data");
     let mut barcodes = Vec::new();
     for i in 0..args.libraries {
-        run_tool(
+        procs::run_tool(
             Command::new(&bin)
                 .args(["cartridges", "create", "--prefix", &prefix(i), "--count"])
                 .arg(args.cartridges.to_string())
@@ -600,8 +573,8 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
             barcodes.push(format!("{}{:04}L9", prefix(i), n));
         }
     }
-    let addr = crate::procs::free_loopback()?;
-    let http = crate::procs::free_loopback()?;
+    let addr = procs::free_loopback()?;
+    let http = procs::free_loopback()?;
     let config = work.join("reel.toml");
     write_config(&args, &config, addr, http)?;
     let timeout = Duration::from_secs(args.timeout);
@@ -614,7 +587,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
         .thread_name("soak")
         .enable_all()
         .build()?;
-    let machine = crate::machine(crate::load_average());
+    let machine = crate::harness::Machine::at_start();
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(args.minutes * 60.0);
     let rss = RssSampler::start();
@@ -643,7 +616,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
         let start_s = t0.elapsed().as_secs_f64();
         rss.pid.store(serve.pid(), Ordering::Relaxed);
         if n == 1 {
-            password = read_password(&data)?;
+            password = ReelServe::initial_admin_password(&data, Duration::from_secs(30))?;
         }
         let api = login(http, &password)?;
         let s = match &soak {
@@ -745,7 +718,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
         let mut last_note = Instant::now();
         loop {
             std::thread::sleep(Duration::from_millis(200));
-            if crate::INTERRUPTED.load(Ordering::Relaxed) {
+            if crate::harness::interrupted() {
                 epoch.killing.store(true, Ordering::SeqCst);
                 serve.kill()?;
                 wait_all(&runtime, tape_tasks, other_tasks, api_threads);
@@ -865,7 +838,7 @@ fn summarize(
     epochs: Vec<EpochReport>,
     kills: u64,
     wall_s: f64,
-    machine: crate::report::Machine,
+    machine: crate::harness::Machine,
     rss_limit: u64,
 ) -> Summary {
     let st = &s.stats;
@@ -980,10 +953,10 @@ pub fn markdown(s: &Summary) -> String {
         "- date: {}\n- commit: {}\n- machine: {} CPUs ({}), {} memory, kernel {}, load average at start {}\n- command: `{}`\n- {} libraries, {} iSCSI sessions, queue depth {}, {:.1} min of load, {:.1} min wall time\n",
         s.date,
         s.commit,
-        m.nproc,
-        m.cpu_model,
-        m.memory,
-        m.kernel,
+        m.host.nproc,
+        m.host.cpu_model,
+        m.host.memory,
+        m.host.kernel,
         m.load_average_start,
         s.command,
         s.libraries,

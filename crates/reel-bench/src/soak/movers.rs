@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 use super::library::{Library, Move};
 use super::model::Rng;
 use super::{Epoch, Soak};
-use crate::scsi;
+use reel_scsi::initiator::{describe, smc};
 
 pub async fn worker(soak: Arc<Soak>, epoch: Arc<Epoch>, lib: Arc<Library>, k: usize) {
     let name = format!("library {} changer session {k}", lib.index);
@@ -53,7 +53,7 @@ async fn run(
             };
             lib.begin(&mv);
             let client = client.clone();
-            let cdb = scsi::move_medium(lib.transport, mv.from, mv.to);
+            let cdb = smc::move_medium(lib.transport, mv.from, mv.to);
             let lun = lib.changer_lun;
             set.spawn(async move {
                 let r = tokio::time::timeout(timeout, client.execute(lun, &cdb, Bytes::new(), 0))
@@ -94,13 +94,13 @@ async fn run(
             lib.finish(&mv, true, false);
             soak.stats.moves.fetch_add(1, Ordering::Relaxed);
             soak.stats.changer_moves.fetch_add(1, Ordering::Relaxed);
-        } else if r.status == 2 && scsi::is_unit_attention(r.sense.as_deref()) {
+        } else if r.status == 2 && describe::is_unit_attention(r.sense.as_deref()) {
             // Not executed (SAM-5 §5.14): plan again.
             soak.stats.unit_attentions.fetch_add(1, Ordering::Relaxed);
             lib.finish(&mv, false, false);
         } else {
             lib.finish(&mv, false, false);
-            let cdb = scsi::move_medium(lib.transport, mv.from, mv.to);
+            let cdb = smc::move_medium(lib.transport, mv.from, mv.to);
             soak.fail(
                 probe
                     .failure(

@@ -51,7 +51,7 @@ pub struct Monitor {
 
 /// CPU seconds (user + system) of this process so far; 0 if /proc is unreadable.
 fn process_cpu_seconds() -> f64 {
-    reel_bench::cpu::cpu_seconds(reel_bench::cpu::Proc::This).unwrap_or(0.0)
+    reel_sysinfo::cpu_seconds(reel_sysinfo::Proc::This).unwrap_or(0.0)
 }
 
 impl Monitor {

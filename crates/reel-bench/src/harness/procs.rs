@@ -1,0 +1,522 @@
+//! Target processes for the benchmarks: `reel serve` and Debian's `tgtd`, each started as its
+//! own process on a free loopback port so that its CPU time can be read from `/proc/PID/stat`,
+//! waited for until it listens, and stopped in an orderly way. The guards stop their process when dropped, so an error or a panic does not
+//! leave it running.
+
+use std::fs;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+
+/// Where tgtd keeps its management sockets (`socket.N` for control port N).
+pub const TGTD_SOCKET_DIR: &str = "/var/run/tgtd";
+
+/// Finds `name` on PATH (and in /usr/sbin, /sbin), or checks it when it names a path.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let candidate = Path::new(name);
+    if name.contains('/') {
+        return candidate.is_file().then(|| candidate.to_path_buf());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The `reel` binary: `explicit` if given, else `reel` next to this program (where cargo puts
+/// both), else its parent directory (this program may be a test in `target/PROFILE/deps`).
+pub fn reel_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let exe = std::env::current_exe().context("finding this program's directory")?;
+            let beside = exe.with_file_name("reel");
+            let above = exe
+                .parent()
+                .and_then(Path::parent)
+                .map(|d| d.join("reel"))
+                .filter(|p| p.is_file());
+            match above {
+                Some(p) if !beside.is_file() => p,
+                _ => beside,
+            }
+        }
+    };
+    if !path.is_file() {
+        bail!(
+            "reel binary {} not found (build it with `cargo build --release -p reel` or pass --reel-bin)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// `127.0.0.1:PORT` with a port that was free a moment ago.
+pub fn free_loopback() -> anyhow::Result<SocketAddr> {
+    Ok(([127, 0, 0, 1], free_port()?).into())
+}
+
+/// Connects once to see that something listens (a clear error instead of a failed login).
+pub fn check_reachable(what: &str, addr: SocketAddr) -> anyhow::Result<()> {
+    TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .map(drop)
+        .map_err(|e| anyhow!("{what} at {addr} is unreachable: {e} (is it running?)"))
+}
+
+/// Waits until `addr` accepts connections, failing early if the process exits.
+pub fn wait_listening(
+    child: &mut Child,
+    addr: SocketAddr,
+    log: &Path,
+    what: &str,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            bail!(
+                "{what} exited ({status}) before listening on {addr}:\n{}",
+                tail(log)
+            );
+        }
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{what} did not listen on {addr} within 60 s:\n{}",
+                tail(log)
+            );
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The last lines of a log file, for error messages.
+pub fn tail(log: &Path) -> String {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(15);
+    let shown = lines[start..].join("\n");
+    if shown.is_empty() {
+        format!("({} is empty)", log.display())
+    } else {
+        format!("{shown}\n(from {})", log.display())
+    }
+}
+
+/// Runs a tool to its end; its standard output, or an error with what it printed.
+pub fn run_tool(cmd: &mut Command, what: &str) -> anyhow::Result<String> {
+    let out = cmd.output().with_context(|| format!("running {what}"))?;
+    if !out.status.success() {
+        bail!(
+            "{what} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The first line `tool FLAG` prints (stdout or stderr), for reports.
+pub fn version_of(tool: &Path, flag: &str) -> String {
+    Command::new(tool)
+        .arg(flag)
+        .output()
+        .ok()
+        .map(|o| {
+            let mut text = String::from_utf8_lossy(&o.stdout).to_string();
+            text.push_str(&String::from_utf8_lossy(&o.stderr));
+            text.lines().next().unwrap_or("").trim().to_string()
+        })
+        .unwrap_or_default()
+}
+
+fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Waits up to `limit` for the child to exit.
+fn wait_exit(child: &mut Child, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return true,
+            Ok(None) if Instant::now() > deadline => return false,
+            Ok(None) => thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// SIGTERM, then SIGKILL after `grace`.
+fn terminate(child: &mut Child, grace: Duration) {
+    if wait_exit(child, Duration::ZERO) {
+        return;
+    }
+    signal(child.id(), "TERM");
+    if !wait_exit(child, grace) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// A running `reel serve`; SIGTERM when dropped (reel logs sessions out and syncs on it).
+pub struct ReelServe {
+    child: Child,
+    addr: SocketAddr,
+    log: PathBuf,
+    bin: PathBuf,
+}
+
+impl ReelServe {
+    /// `BIN serve --data DATA --config CONFIG --cartridges 0 [extra...]` with its output in
+    /// `log`, ready once it listens on `addr` (which the configuration must name).
+    pub fn start(
+        bin: &Path,
+        config: &Path,
+        data: &Path,
+        log: &Path,
+        addr: SocketAddr,
+        extra: &[&str],
+    ) -> anyhow::Result<ReelServe> {
+        let out = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let child = Command::new(bin)
+            .arg("serve")
+            .arg("--data")
+            .arg(data)
+            .arg("--config")
+            .arg(config)
+            .arg("--cartridges")
+            .arg("0")
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let mut serve = ReelServe {
+            child,
+            addr,
+            log: log.to_path_buf(),
+            bin: bin.to_path_buf(),
+        };
+        wait_listening(&mut serve.child, addr, log, "reel serve")?;
+        Ok(serve)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// `BIN serve (reel x.y.z)`, for reports.
+    pub fn software(&self) -> String {
+        format!(
+            "{} serve ({})",
+            self.bin.display(),
+            version_of(&self.bin, "--version")
+        )
+    }
+
+    /// The admin's first password, which `reel serve` writes into its data directory `data`
+    /// once its console listens (which may be just after the iSCSI portal): waits up to
+    /// `limit` for the whole line.
+    pub fn initial_admin_password(data: &Path, limit: Duration) -> anyhow::Result<String> {
+        let file = data.join("initial-admin-password");
+        let deadline = Instant::now() + limit;
+        loop {
+            match fs::read_to_string(&file) {
+                Ok(p) if p.ends_with('\n') => return Ok(p.trim().to_string()),
+                Err(e) if Instant::now() > deadline => {
+                    return Err(e).with_context(|| format!("reading {}", file.display()));
+                }
+                _ => thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    /// SIGKILL and reap: a crash, as far as the store can tell (the soak test's restarts).
+    pub fn kill(mut self) -> anyhow::Result<()> {
+        self.child.kill().context("SIGKILL to reel serve")?;
+        self.child.wait().context("reaping reel serve")?;
+        Ok(())
+    }
+
+    /// SIGTERM and wait (up to `grace`, then SIGKILL); an error unless it exited cleanly.
+    pub fn stop(mut self, grace: Duration) -> anyhow::Result<()> {
+        if !wait_exit(&mut self.child, Duration::ZERO) {
+            signal(self.child.id(), "TERM");
+        }
+        if !wait_exit(&mut self.child, grace) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            bail!(
+                "reel serve did not stop within {} s of SIGTERM (killed):\n{}",
+                grace.as_secs(),
+                tail(&self.log)
+            );
+        }
+        let status = self.child.wait()?;
+        if !status.success() {
+            bail!("reel serve exited with {status}:\n{}", tail(&self.log));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ReelServe {
+    fn drop(&mut self) {
+        terminate(&mut self.child, Duration::from_secs(10));
+    }
+}
+
+/// Runs `TOOL -C CONTROL_PORT args...`; its standard output on success.
+pub fn tgtadm(tool: &str, control_port: u16, args: &[&str]) -> anyhow::Result<String> {
+    let output = Command::new(tool)
+        .arg("-C")
+        .arg(control_port.to_string())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {tool}"))?;
+    if !output.status.success() {
+        bail!(
+            "{tool} -C {control_port} {} failed ({}): {}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// A running `tgtd -f -C CONTROL_PORT --iscsi portal=ADDR`. Dropping it (or [`Tgtd::stop`])
+/// takes it down the orderly way: tgtd ignores SIGTERM while it has targets, so the system is
+/// set offline, every target created through [`Tgtd::new_target`] deleted, then the system.
+pub struct Tgtd {
+    child: Child,
+    tgtadm: String,
+    control_port: u16,
+    addr: SocketAddr,
+    log: PathBuf,
+    bin: PathBuf,
+    tids: Vec<u32>,
+}
+
+impl Tgtd {
+    /// Checks that tgtd's tools exist and its socket directory can be used.
+    pub fn preflight(tgtd: &str, tgtadm: &str) -> anyhow::Result<()> {
+        for tool in [tgtd, tgtadm] {
+            if which(tool).is_none() {
+                bail!("{tool} not found (install Debian's tgt package or pass --tgtd/--tgtadm)");
+            }
+        }
+        if !Path::new(TGTD_SOCKET_DIR).is_dir() {
+            fs::create_dir_all(TGTD_SOCKET_DIR)
+                .with_context(|| format!("tgtd needs {TGTD_SOCKET_DIR}"))?;
+        }
+        Ok(())
+    }
+
+    /// Starts tgtd on a free loopback port with its output in `log`.
+    pub fn start(tgtd: &str, tgtadm: &str, log: &Path) -> anyhow::Result<Tgtd> {
+        let bin = which(tgtd).ok_or_else(|| anyhow!("{tgtd} not found"))?;
+        let addr = free_loopback()?;
+        // The control port only names tgtd's management socket (/var/run/tgtd/socket.N, N at
+        // most 32767); derive it from the iSCSI port, skipping names in use.
+        let control_port = (0..22_000u16)
+            .map(|i| 10_000 + (addr.port() % 22_000 + i) % 22_000)
+            .find(|c| !Path::new(&format!("{TGTD_SOCKET_DIR}/socket.{c}")).exists())
+            .ok_or_else(|| anyhow!("no free tgtd control port in {TGTD_SOCKET_DIR}"))?;
+        let out = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let child = Command::new(&bin)
+            .arg("-f")
+            .arg("-C")
+            .arg(control_port.to_string())
+            .arg("--iscsi")
+            .arg(format!("portal={addr}"))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let mut tgtd = Tgtd {
+            child,
+            tgtadm: tgtadm.to_string(),
+            control_port,
+            addr,
+            log: log.to_path_buf(),
+            bin,
+            tids: Vec::new(),
+        };
+        wait_listening(&mut tgtd.child, addr, log, "tgtd")?;
+        Ok(tgtd)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// `BIN (version)`, for reports.
+    pub fn software(&self) -> String {
+        format!(
+            "{} ({})",
+            self.bin.display(),
+            version_of(&self.bin, "--version")
+        )
+    }
+
+    /// `tgtadm -C PORT args...`.
+    pub fn admin(&self, args: &[&str]) -> anyhow::Result<String> {
+        tgtadm(&self.tgtadm, self.control_port, args)
+            .with_context(|| format!("configuring tgt (tgtd log: {})", self.log.display()))
+    }
+
+    /// `tgtadm --lld iscsi --tid TID args...`.
+    pub fn target_admin(&self, tid: u32, args: &[&str]) -> anyhow::Result<String> {
+        let tid = tid.to_string();
+        let mut all = vec!["--lld", "iscsi", "--tid", tid.as_str()];
+        all.extend_from_slice(args);
+        self.admin(&all)
+    }
+
+    /// Creates target `tid` named `iqn` (deleted again when tgtd is stopped).
+    pub fn new_target(&mut self, tid: u32, iqn: &str) -> anyhow::Result<()> {
+        self.target_admin(tid, &["--op", "new", "--mode", "target", "-T", iqn])?;
+        self.tids.push(tid);
+        Ok(())
+    }
+
+    /// Sets a session parameter (MaxBurstLength, …) of target `tid`.
+    pub fn target_param(&self, tid: u32, name: &str, value: &str) -> anyhow::Result<()> {
+        self.target_admin(
+            tid,
+            &[
+                "--op", "update", "--mode", "target", "--name", name, "--value", value,
+            ],
+        )
+        .map(drop)
+    }
+
+    /// Stops tgtd; an error if it had to be killed.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        if self.shut_down() {
+            Ok(())
+        } else {
+            bail!(
+                "tgtd did not stop after its targets were deleted (killed):\n{}",
+                tail(&self.log)
+            )
+        }
+    }
+
+    /// The orderly way down; true if tgtd exited by itself.
+    fn shut_down(&mut self) -> bool {
+        let mut clean = true;
+        if !wait_exit(&mut self.child, Duration::ZERO) {
+            let _ = self.admin(&[
+                "--op", "update", "--mode", "sys", "--name", "State", "-v", "offline",
+            ]);
+            for tid in std::mem::take(&mut self.tids) {
+                let _ = self.target_admin(tid, &["--op", "delete", "--mode", "target", "--force"]);
+            }
+            let _ = self.admin(&["--op", "delete", "--mode", "system"]);
+            if !wait_exit(&mut self.child, Duration::from_secs(5)) {
+                clean = false;
+                terminate(&mut self.child, Duration::from_secs(2));
+            }
+        }
+        for suffix in ["", ".lock"] {
+            let _ = fs::remove_file(format!(
+                "{TGTD_SOCKET_DIR}/socket.{}{suffix}",
+                self.control_port
+            ));
+        }
+        clean
+    }
+}
+
+impl Drop for Tgtd {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closed_ports_are_reported_as_unreachable() {
+        let addr = free_loopback().unwrap();
+        let err = check_reachable("the tgt target", addr)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unreachable") && err.contains(&addr.port().to_string()),
+            "{err}"
+        );
+        let listener = TcpListener::bind(addr).unwrap();
+        check_reachable("the tgt target", listener.local_addr().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn which_finds_programs() {
+        assert!(which("sh").is_some());
+        assert!(which("/bin/sh").is_some());
+        assert!(which("no-such-program-here").is_none());
+    }
+
+    #[test]
+    fn missing_reel_binary_is_named() {
+        let err = reel_binary(Some(Path::new("/nonexistent/reel")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/nonexistent/reel") && err.contains("--reel-bin"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn log_tails() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("x.log");
+        assert!(tail(&log).contains("is empty"));
+        let text: String = (0..40).map(|i| format!("line {i}\n")).collect();
+        fs::write(&log, text).unwrap();
+        let t = tail(&log);
+        assert!(t.starts_with("line 25\n") && t.contains("line 39"), "{t}");
+        assert!(!t.contains("line 24\n"));
+    }
+}
