@@ -16,11 +16,11 @@ pub enum Method {
 impl Method {
     pub fn as_str(self) -> &'static str {
         match self {
-            Method::Get => "GET",
-            Method::Post => "POST",
-            Method::Put => "PUT",
-            Method::Patch => "PATCH",
-            Method::Delete => "DELETE",
+            Get => "GET",
+            Post => "POST",
+            Put => "PUT",
+            Patch => "PATCH",
+            Delete => "DELETE",
         }
     }
 }

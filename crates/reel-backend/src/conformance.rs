@@ -407,7 +407,7 @@ pub fn check_list_during_puts(b: &dyn Backend) {
             }
         }
     });
-    let mut want: Vec<String> = names.iter().map(|k| k.to_string()).collect();
+    let mut want: Vec<String> = names.iter().map(ToString::to_string).collect();
     want.sort();
     assert_eq!(keys_of(b, ""), want, "[{}] final listing", b.describe());
 }

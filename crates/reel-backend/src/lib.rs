@@ -141,7 +141,7 @@ forward_backend!(Arc, Box);
 /// Locks a mutex, ignoring poisoning: every critical section here leaves its data consistent
 /// before anything that can panic, so a panic elsewhere must not wedge the back end.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Checks `range` against an object of `size` bytes.

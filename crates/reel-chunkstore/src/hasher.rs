@@ -59,7 +59,10 @@ impl HashPool {
         let (reply, rx) = crossbeam_channel::bounded(1);
         let job = Job { data, reply };
         let unsent = match &self.tx {
-            Some(tx) => tx.send(job).err().map(|e| e.into_inner()),
+            Some(tx) => tx
+                .send(job)
+                .err()
+                .map(crossbeam_channel::SendError::into_inner),
             None => Some(job),
         };
         if let Some(job) = unsent {

@@ -45,7 +45,7 @@ impl ChunkStore {
             .streams
             .lock()
             .values()
-            .filter_map(|w| w.upgrade())
+            .filter_map(std::sync::Weak::upgrade)
             .collect();
         for s in open {
             s.lock().flush(inner)?;

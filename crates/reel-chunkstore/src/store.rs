@@ -281,7 +281,7 @@ impl ChunkStore {
         let (tx, rx) = crossbeam_channel::bounded::<SealedPack>(config.upload_queue.max(1));
         let hash_pool = crate::hasher::HashPool::new(
             config.chunker,
-            std::thread::available_parallelism().map_or(2, |n| n.get()),
+            std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
         )
         .map_err(|e| StoreError::Catalog(format!("starting hash threads: {e}")))?;
         let inner = Arc::new(Inner {
@@ -829,7 +829,7 @@ impl Inner {
         // Chunks already indexed elsewhere (a racing or cold-cache duplicate) keep their first
         // location; their copy here is garbage and is named by a tombstone, so this pack's table
         // of contents only ever offers chunks the index points at (see `format::TOMBSTONE`).
-        let mut duplicates: std::collections::HashSet<ChunkId> = std::collections::HashSet::new();
+        let mut duplicates: HashSet<ChunkId> = HashSet::new();
         let result = (|| -> Result<()> {
             let mut txn = self.db.begin_write()?;
             txn.set_durability(Durability::None)?;

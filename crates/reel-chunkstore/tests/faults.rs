@@ -644,7 +644,7 @@ fn disk_full_then_delete_and_reclaim_frees_space() {
     let used = quota.used_bytes();
     match store.reclaim(0.5, &mut |_, _| {}) {
         Err(StoreError::NoSpace(why)) => {
-            assert!(why.contains("free space"), "unhelpful error: {why}")
+            assert!(why.contains("free space"), "unhelpful error: {why}");
         }
         other => panic!("reclaim on a full disk with unstored data: {other:?}"),
     }

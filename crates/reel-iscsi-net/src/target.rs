@@ -540,7 +540,7 @@ async fn full_feature(
                     match &reason {
                         CloseReason::Logout => debug!("logout"),
                         other => {
-                            warn!(reason = ?other, initiator = %nexus.initiator_port, "closing connection")
+                            warn!(reason = ?other, initiator = %nexus.initiator_port, "closing connection");
                         }
                     }
                     if let CloseReason::ProtocolError(why) = reason {

@@ -51,7 +51,7 @@ impl From<String> for Secret {
 
 impl Drop for Secret {
     fn drop(&mut self) {
-        for b in self.0.iter_mut() {
+        for b in &mut self.0 {
             *b = 0;
         }
         std::hint::black_box(&self.0);

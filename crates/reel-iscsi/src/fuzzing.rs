@@ -26,9 +26,8 @@ pub fn fuzz_pdu(data: &[u8]) {
     let framer = Framer::new(limits);
     let mut buf = BytesMut::from(rest);
     for _ in 0..64 {
-        let frame = match framer.decode(&mut buf) {
-            Ok(Some(frame)) => frame,
-            Ok(None) | Err(_) => return,
+        let Ok(Some(frame)) = framer.decode(&mut buf) else {
+            return;
         };
         let Ok(pdu) = Pdu::parse(frame) else { continue };
         let first = pdu.to_bytes(&limits);

@@ -411,9 +411,8 @@ impl TargetLogin {
         }
         // §11.12.3: stage 2 is reserved and the FullFeature stage can't be current; a transition
         // only goes forward.
-        let csg = match Stage::from_code(req.csg) {
-            Some(stage @ (Stage::Security | Stage::Operational)) => stage,
-            _ => return Err(status::INITIATOR_ERROR),
+        let Some(csg @ (Stage::Security | Stage::Operational)) = Stage::from_code(req.csg) else {
+            return Err(status::INITIATOR_ERROR);
         };
         let nsg = match (req.transit, Stage::from_code(req.nsg)) {
             (false, _) => None,

@@ -404,10 +404,10 @@ mod tests {
             .map(|i| (format!("X-k{i}"), String::new()))
             .collect();
         let started = std::time::Instant::now();
-        assert_eq!(super::duplicate_key(&pairs), None);
+        assert_eq!(duplicate_key(&pairs), None);
         pairs.push(("X-k123".into(), "v".into()));
-        assert_eq!(super::duplicate_key(&pairs), Some("X-k123"));
-        assert_eq!(super::duplicate_key(&[]), None);
+        assert_eq!(duplicate_key(&pairs), Some("X-k123"));
+        assert_eq!(duplicate_key(&[]), None);
         // A generous bound that only a quadratic scan breaks.
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }

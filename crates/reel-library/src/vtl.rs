@@ -141,7 +141,7 @@ impl DriveBay for Bay {
     fn unload(&self, nexus: &ItNexus) -> Result<String, BayError> {
         let cartridge = self
             .drive
-            .with_context(nexus, |drive, ctx| drive.remove(ctx))
+            .with_context(nexus, TapeDrive::remove)
             .map_err(|e| match e {
                 RemoveError::Prevented => BayError::RemovalPrevented,
                 RemoveError::Empty => BayError::NotReady,
@@ -367,7 +367,7 @@ impl VirtualLibrary {
     pub fn flush(&self) -> Vec<(usize, String)> {
         let mut failures = Vec::new();
         for (i, drive) in self.drives.iter().enumerate() {
-            if let Err(e) = drive.with_personality(|drive| drive.flush()) {
+            if let Err(e) = drive.with_personality(TapeDrive::flush) {
                 failures.push((i, e));
             }
         }

@@ -745,7 +745,7 @@ impl PartitionStore for LyingStore {
     fn sync(&mut self) -> Result<(), Self::Error> {
         self.0.sync()
     }
-    fn unsynced(&self) -> crate::Unsynced {
+    fn unsynced(&self) -> Unsynced {
         self.0.unsynced()
     }
 }

@@ -28,17 +28,17 @@ impl AttributeFormat {
     /// SPC-4 FORMAT field value.
     pub const fn code(self) -> u8 {
         match self {
-            AttributeFormat::Binary => 0,
-            AttributeFormat::Ascii => 1,
-            AttributeFormat::Text => 2,
+            Binary => 0,
+            Ascii => 1,
+            Text => 2,
         }
     }
     /// Inverse of [`AttributeFormat::code`].
     pub const fn from_code(c: u8) -> Option<Self> {
         match c {
-            0 => Some(AttributeFormat::Binary),
-            1 => Some(AttributeFormat::Ascii),
-            2 => Some(AttributeFormat::Text),
+            0 => Some(Binary),
+            1 => Some(Ascii),
+            2 => Some(Text),
             _ => None,
         }
     }
@@ -400,7 +400,7 @@ impl Mam {
                 });
             }
         }
-        if format == AttributeFormat::Ascii && value.iter().any(|b| !(0x20..=0x7E).contains(b)) {
+        if format == Ascii && value.iter().any(|b| !(0x20..=0x7E).contains(b)) {
             return Err(MamError::InvalidAscii { id });
         }
         Ok(())
@@ -448,7 +448,7 @@ impl Mam {
             }
             _ => text.as_bytes().to_vec(),
         };
-        self.write(id, AttributeFormat::Ascii, &value)
+        self.write(id, Ascii, &value)
     }
 
     /// READ ATTRIBUTE of one attribute, computed ones taken from `dev`.
@@ -565,10 +565,7 @@ mod tests {
         assert_eq!(len(0x0804), AttributeLength::Fixed(12));
         assert_eq!(len(0x0806), AttributeLength::Fixed(32));
         assert_eq!(len(0x0820), AttributeLength::Fixed(36));
-        assert_eq!(
-            attribute_definition(0x0803).unwrap().format,
-            AttributeFormat::Text
-        );
+        assert_eq!(attribute_definition(0x0803).unwrap().format, Text);
     }
 
     #[test]

@@ -223,7 +223,7 @@ pub fn check_partition_store<S: PartitionStore>(make: impl Fn() -> S, ops: &[Par
                 let n = i.of(m.len());
                 match m[n] {
                     ModelObj::Record { len, seed } => {
-                        check_record(&mut s, n as u64, len, seed, step)
+                        check_record(&mut s, n as u64, len, seed, step);
                     }
                     ModelObj::Filemark => {
                         let mut buf = Vec::new();

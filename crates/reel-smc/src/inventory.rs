@@ -115,7 +115,7 @@ impl Inventory {
     /// The number of elements of `kind` this inventory holds (0 for the transport: a move
     /// never leaves a cartridge in the hand).
     pub fn count(&self, kind: ElementType) -> u16 {
-        u16::try_from(self.column(kind).map_or(0, |c| c.len())).unwrap_or(u16::MAX)
+        u16::try_from(self.column(kind).map_or(0, Vec::len)).unwrap_or(u16::MAX)
     }
 
     fn column(&self, kind: ElementType) -> Option<&Vec<Option<Cartridge>>> {

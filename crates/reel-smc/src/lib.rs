@@ -72,7 +72,9 @@ pub mod testing {
         }
 
         fn state(&self) -> std::sync::MutexGuard<'_, FakeState> {
-            self.state.lock().unwrap_or_else(|e| e.into_inner())
+            self.state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
         }
 
         /// The barcode of the loaded cartridge.

@@ -166,7 +166,11 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         // Medium configuration (SSC-4 §8.3): WORMM for WORM cartridges; no overwrite of
         // labels or filemarks is allowed on WORM (restrictions 00h).
         let mut medium = vec![0u8; 30];
-        medium[0] = u8::from(self.medium.as_ref().is_some_and(|c| c.is_worm()));
+        medium[0] = u8::from(
+            self.medium
+                .as_ref()
+                .is_some_and(reel_media::Cartridge::is_worm),
+        );
         pages.push(ModePage::fixed(0x1D, 0, medium));
         pages
     }

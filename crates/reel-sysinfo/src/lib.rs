@@ -136,7 +136,7 @@ impl Machine {
     pub fn describe() -> Machine {
         let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         Machine {
-            nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            nproc: std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
             cpu_model: cpuinfo
                 .lines()
                 .find(|l| l.starts_with("model name"))

@@ -2,7 +2,7 @@
 //! With the server running, `reel ctl` does the same through the REST API.
 
 use anyhow::{Context, bail};
-use reel_media::{Barcode, CartridgeInfo, MediaType, PartitionStore, UnixTime};
+use reel_media::{Barcode, CartridgeInfo, MediaType, UnixTime};
 
 use crate::data_dir::{self, DataDirArg};
 
@@ -103,7 +103,11 @@ pub fn cartridges(cmd: CartridgeCommand) -> anyhow::Result<()> {
             );
             for (_, info) in carts.list()? {
                 let c = carts.mount(info.barcode().as_str())?;
-                let written: u64 = c.partitions().iter().map(|p| p.data_bytes()).sum();
+                let written: u64 = c
+                    .partitions()
+                    .iter()
+                    .map(reel_media::PartitionStore::data_bytes)
+                    .sum();
                 println!(
                     "{:<10} {:<12} {:>14} {:>14} {:>6} {:>5}",
                     info.barcode().as_str(),
@@ -263,7 +267,7 @@ mod tests {
     #[test]
     fn barcodes_are_lto_labels() {
         let b = barcodes("REL", 1, 3, MediaType::Lto9).unwrap();
-        let labels: Vec<&str> = b.iter().map(|b| b.as_str()).collect();
+        let labels: Vec<&str> = b.iter().map(Barcode::as_str).collect();
         assert_eq!(labels, ["REL001L9", "REL002L9", "REL003L9"]);
         assert_eq!(
             barcodes("A", 7, 1, MediaType::Lto8Worm).unwrap()[0].as_str(),

@@ -105,8 +105,8 @@ pub struct HttpConfig {
     #[serde(default = "default_http_listen")]
     pub listen: String,
     /// PEM certificate chain and private key: serve HTTPS instead of HTTP.
-    pub tls_cert: Option<std::path::PathBuf>,
-    pub tls_key: Option<std::path::PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
     /// Set to false to run without the console and API.
     #[serde(default = "default_true")]
     pub enabled: bool,
@@ -227,7 +227,7 @@ impl TargetEntry {
         let changer = reel_smc::ChangerModel::by_name(changer_name).ok_or_else(|| {
             let names: Vec<&str> = reel_smc::ChangerModel::all()
                 .iter()
-                .map(|m| m.name())
+                .map(reel_smc::ChangerModel::name)
                 .collect();
             anyhow::anyhow!(
                 "target {}: unknown changer {changer_name:?} (one of: {})",
@@ -243,7 +243,7 @@ impl TargetEntry {
         let drive = reel_ssc::DriveModel::by_name(drive_name).ok_or_else(|| {
             let names: Vec<&str> = reel_ssc::DriveModel::all()
                 .iter()
-                .map(|m| m.name())
+                .map(reel_ssc::DriveModel::name)
                 .collect();
             anyhow::anyhow!(
                 "target {}: unknown drive {drive_name:?} (one of: {})",

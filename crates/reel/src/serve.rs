@@ -302,7 +302,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 );
             }
             TargetKind::NullDisk => {
-                println!("iSCSI target: {name} — {} null disk LUN(s)", entry.luns)
+                println!("iSCSI target: {name} — {} null disk LUN(s)", entry.luns);
             }
         }
     }

@@ -40,7 +40,7 @@ pub fn text_table(header: &[&str], rows: &[Vec<String>], left: usize) -> String 
             .collect();
         parts.join("  ").trim_end().to_string()
     };
-    let mut out = line(header.iter().map(|h| h.to_string()).collect());
+    let mut out = line(header.iter().map(ToString::to_string).collect());
     out.push('\n');
     for row in rows {
         out.push_str(&line(row.clone()));

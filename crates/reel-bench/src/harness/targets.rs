@@ -216,7 +216,7 @@ impl ReelToml {
             None => text.push_str("\n[http]\nenabled = false\n"),
         }
         for target in &self.targets {
-            let _ = write!(text, "\n[[iscsi.target]]\n{}", target);
+            let _ = write!(text, "\n[[iscsi.target]]\n{target}");
             if !target.ends_with('\n') {
                 text.push('\n');
             }
@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn targets_parse() {
         let both = [TargetKind::Reel, TargetKind::Tgt];
-        let list = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let list = |l: &[&str]| l.iter().map(ToString::to_string).collect::<Vec<_>>();
         assert_eq!(
             TargetKind::parse_list(&list(&["tgt", "reel", "tgtd"]), &both).unwrap(),
             [TargetKind::Tgt, TargetKind::Reel]

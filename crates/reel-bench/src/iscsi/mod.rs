@@ -46,7 +46,7 @@ pub fn run(args: IscsiArgs) -> anyhow::Result<()> {
 
 fn measure(plan: &Plan) -> anyhow::Result<Report> {
     let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
+        .map(std::num::NonZero::get)
         .unwrap_or(2)
         .min(4);
     let runtime = harness::runtime("initiator", threads)?;

@@ -385,7 +385,7 @@ fn stream(
         }
     });
     let mut log = Vec::new();
-    for line in rx.iter() {
+    for line in &rx {
         let loaded = line.contains("loaded and in variable block mode");
         log.push(line);
         if loaded {

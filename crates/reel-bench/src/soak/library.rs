@@ -143,7 +143,9 @@ impl Library {
     }
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, Inventory> {
-        self.inv.lock().unwrap_or_else(|p| p.into_inner())
+        self.inv
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Replaces the model with what the changer reports; the differences from what was

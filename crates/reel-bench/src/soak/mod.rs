@@ -165,14 +165,20 @@ impl Soak {
     pub fn fail(&self, what: String) {
         eprintln!("soak: FAILURE: {what}");
         self.failure_count.fetch_add(1, Ordering::Relaxed);
-        let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let mut f = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if f.len() < 50 {
             f.push(what);
         }
     }
 
     pub fn with_cart<T>(&self, barcode: &str, f: impl FnOnce(&mut CartModel) -> T) -> T {
-        let mut carts = self.carts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut carts = self
+            .carts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         f(carts
             .entry(barcode.to_string())
             .or_insert_with(|| CartModel::new(barcode)))
@@ -181,7 +187,7 @@ impl Soak {
     fn verified_in(&self, barcode: &str) -> Option<u32> {
         self.verified
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(barcode)
             .copied()
     }
@@ -198,7 +204,7 @@ impl Soak {
     pub fn mark_verified(&self, barcode: &str, epoch: u32) {
         self.verified
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(barcode.to_string(), epoch);
     }
 
@@ -240,7 +246,7 @@ impl Soak {
         let barcodes: Vec<String> = self
             .carts
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .keys()
             .cloned()
             .collect();
@@ -546,7 +552,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
         [&args.json, &args.markdown]
             .into_iter()
             .flatten()
-            .map(|p| p.as_path()),
+            .map(PathBuf::as_path),
     )?;
     let bin = procs::reel_binary(args.reel_bin.as_deref())?;
     crate::harness::on_interrupt();
@@ -581,7 +587,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(
             std::thread::available_parallelism()
-                .map_or(2, |n| n.get())
+                .map_or(2, std::num::NonZero::get)
                 .clamp(2, 4),
         )
         .thread_name("soak")
@@ -622,7 +628,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
         let s = match &soak {
             None => {
                 let (libs, _) = runtime.block_on(survey(&args, addr, timeout, None))?;
-                let found: Vec<String> = libs.iter().flat_map(|l| l.tape_cartridges()).collect();
+                let found: Vec<String> = libs.iter().flat_map(Library::tape_cartridges).collect();
                 let mut want = barcodes.clone();
                 let mut have = found.clone();
                 want.sort();
@@ -726,7 +732,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<Summary> {
             }
             let unverified = s.unverified(n);
             if verify_only {
-                if tape_tasks.iter().all(|t| t.is_finished()) {
+                if tape_tasks.iter().all(tokio::task::JoinHandle::is_finished) {
                     break;
                 }
             } else if Instant::now() >= kill_at && unverified == 0 {
@@ -910,7 +916,11 @@ fn summarize(
         rss_limit_mib,
         panics,
         failures,
-        failure_list: s.failures.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        failure_list: s
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone(),
         epochs,
         passed,
     }

@@ -349,7 +349,7 @@ fn owned(values: Option<&'static [&'static str]>, default: &[&str]) -> Vec<Strin
     values
         .unwrap_or(default)
         .iter()
-        .map(|s| s.to_string())
+        .map(ToString::to_string)
         .collect()
 }
 

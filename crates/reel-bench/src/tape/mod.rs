@@ -32,7 +32,7 @@ pub fn measure(args: &TapeArgs) -> anyhow::Result<Report> {
     let plan = args::validate(args)?;
     targets::preflight(&plan)?;
     let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
+        .map(std::num::NonZero::get)
         .unwrap_or(2)
         .clamp(2, 4);
     let runtime = harness::runtime("initiator", threads)?;

@@ -28,7 +28,7 @@ pub fn rig(model: &str, layout: Option<Layout>, barcodes: &[&str]) -> Rig {
     let bays: Vec<Arc<FakeBay>> = (0..layout.drives)
         .map(|i| Arc::new(FakeBay::new(&format!("10130{i:05}"))))
         .collect();
-    let barcodes: Vec<String> = barcodes.iter().map(|s| s.to_string()).collect();
+    let barcodes: Vec<String> = barcodes.iter().map(ToString::to_string).collect();
     let inventory = Changer::initial_inventory(&layout, &barcodes);
     let saved = Arc::new(Mutex::new(Vec::new()));
     let fail_save = Arc::new(Mutex::new(false));

@@ -76,8 +76,7 @@ impl Rig {
     }
 
     pub fn remove(&self) -> Result<Cartridge<MemoryPartition>, RemoveError> {
-        self.device
-            .with_context(&self.nexus, |drive, ctx| drive.remove(ctx))
+        self.device.with_context(&self.nexus, TapeDrive::remove)
     }
 
     pub fn run_as(&self, nexus: &ItNexus, cdb: &[u8], data_out: &[u8]) -> Response {

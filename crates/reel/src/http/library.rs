@@ -207,7 +207,7 @@ fn run_changer(lib: &VirtualLibrary, cdb: &[u8]) -> ApiResult<()> {
 fn sense_error(key: SenseKey, asc: Asc) -> ApiError {
     let text = asc
         .name()
-        .map(|s| s.to_lowercase())
+        .map(str::to_lowercase)
         .unwrap_or_else(|| format!("ASC/ASCQ {:04x}h", asc.0));
     match asc {
         Asc::INVALID_ELEMENT_ADDRESS => ApiError::not_found(text),

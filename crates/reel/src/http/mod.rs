@@ -304,7 +304,7 @@ pub async fn serve(
     listener: std::net::TcpListener,
     state: Arc<AppState>,
     tls: Option<axum_server::tls_rustls::RustlsConfig>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     // The peer's address reaches the handlers (login limits, /metrics).
     let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
