@@ -41,6 +41,29 @@ pub struct InitiatorLoginConfig {
     pub cmd_sn: u32,
 }
 
+impl InitiatorLoginConfig {
+    /// A new session (TSIH 0, CID 0) of `initiator_name` to `target` (`None`: discovery)
+    /// without CHAP and with the initiator's default limits. The ISID is of the random type
+    /// (RFC 7143 §11.12.5, type 10b) with `qualifier` in its last two bytes: sessions of one
+    /// initiator to one target need distinct ISIDs, or the second reinstates the first
+    /// (RFC 7143 §6.3.5).
+    pub fn new_session(initiator_name: &str, target: Option<&str>, qualifier: u16) -> Self {
+        let [hi, lo] = qualifier.to_be_bytes();
+        Self {
+            initiator_name: initiator_name.to_string(),
+            initiator_alias: None,
+            target_name: target.map(str::to_string),
+            isid: [0x80, 0, 0, 0, hi, lo],
+            tsih: 0,
+            cid: 0,
+            chap: None,
+            mutual_chap: None,
+            limits: Limits::initiator_default(),
+            cmd_sn: 1,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum InitiatorStep {
     Send(LoginRequest),

@@ -208,6 +208,24 @@ fn no_auth_normal_session() {
     }
 }
 
+/// `new_session` is what every reel initiator without CHAP logs in with: a random-type ISID
+/// (RFC 7143 §11.12.5) carrying the qualifier, TSIH 0, and the first CmdSN 1.
+#[test]
+fn new_session_logs_in_with_its_isid_qualifier() {
+    let name = "iqn.2024-01.org.example:tape";
+    let r = run(
+        portal(vec![target(name)]),
+        InitiatorLoginConfig::new_session(INITIATOR, Some(name), 0x0102),
+    );
+    let t = r.target.unwrap();
+    assert_eq!(t.kind, SessionKind::Normal { target: 0 });
+    assert_eq!(t.isid, [0x80, 0, 0, 0, 0x01, 0x02]);
+    assert_eq!(t.tsih, 0);
+    assert_eq!(t.exp_cmd_sn, 1);
+    assert_eq!(t.initiator_alias, None);
+    assert_eq!(r.initiator.unwrap().cmd_sn, 1);
+}
+
 fn chap_target(mutual: bool) -> TargetConfig {
     let mut t = target("iqn.2024-01.org.example:secure");
     t.chap = Some(ChapCredentials::new("alice", "alice-secret-123"));

@@ -6,29 +6,15 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use reel_iscsi::initiator::ScsiResult;
 use reel_iscsi::initiator_login::InitiatorLoginConfig;
-use reel_iscsi::params::Limits;
 use reel_iscsi_net::{Client, ClientError, ClientOptions};
 use reel_scsi::initiator::spc::TEST_UNIT_READY;
 use reel_scsi::{Sense, parse_sense};
 
-/// Login settings for `initiator_name` to `target` (`None`: a discovery session): no CHAP,
-/// the initiator's default limits, a new session (TSIH 0) whose ISID is of the random type
-/// (RFC 7143 §11.12.5, type 10b) with `isid` in its qualifier. Sessions of one initiator
-/// need distinct ISIDs, or the second reinstates the first (RFC 7143 §6.3.5).
+/// Login settings for `initiator_name` to `target` (`None`: a discovery session): a new
+/// session without CHAP whose ISID qualifier is `isid` (see
+/// [`InitiatorLoginConfig::new_session`]).
 pub fn login_config(initiator_name: &str, target: Option<&str>, isid: u16) -> InitiatorLoginConfig {
-    let [hi, lo] = isid.to_be_bytes();
-    InitiatorLoginConfig {
-        initiator_name: initiator_name.to_string(),
-        initiator_alias: None,
-        target_name: target.map(str::to_string),
-        isid: [0x80, 0, 0, 0, hi, lo],
-        tsih: 0,
-        cid: 0,
-        chap: None,
-        mutual_chap: None,
-        limits: Limits::initiator_default(),
-        cmd_sn: 1,
-    }
+    InitiatorLoginConfig::new_session(initiator_name, target, isid)
 }
 
 /// Logs in with `config` and the default client options.
