@@ -27,6 +27,7 @@ use crate::session::{
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     #[error("the URL {0:?} must start with http:// or https://")]
     Url(String),

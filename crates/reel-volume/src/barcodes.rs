@@ -11,6 +11,7 @@ pub struct BarcodeFilter {
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BarcodeRangeError {
     #[error("barcode range {first}-{last}: both ends must have the same length")]
     Lengths { first: String, last: String },
