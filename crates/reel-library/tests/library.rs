@@ -67,7 +67,14 @@ fn good(table: &LunTable, nexus: &ItNexus, lun: u64, cdb: &[u8], data_out: &[u8]
 
 /// READ ELEMENT STATUS (B8h) with VOLTAG.
 fn res(element_type: u8, start: u16, count: u16, allocation: u32) -> [u8; 12] {
-    read_element_status_range(ElementType(element_type), true, start, count, allocation)
+    read_element_status_range(
+        ElementType(element_type),
+        true,
+        start,
+        count,
+        false,
+        allocation,
+    )
 }
 
 fn be16(d: &[u8], at: usize) -> u16 {

@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
+use reel_scsi::initiator::ssc::{self, Transfer};
+use reel_scsi::initiator::{request, spc};
 use reel_scsi::{
     Access, Asc, BlockDescriptor, Bytes, Cdb, Command, DeviceContext, Identity, ItNexus,
     LogPageControl, LogParameter, LogicalUnit, ModePage, ModePageControl, ModeSelectParams,
-    Personality, Request, Response, ScsiDevice, ScsiResult, Sense, SenseKey, Status, TaskAttribute,
-    TaskManagement, parse_sense,
+    Personality, Response, ScsiDevice, ScsiResult, Sense, SenseKey, Status, TaskManagement,
+    parse_sense,
 };
 
 struct Tape {
@@ -175,13 +177,7 @@ impl Personality for Tape {
 }
 
 fn run(lu: &dyn LogicalUnit, nexus: &ItNexus, cdb: &[u8], data_out: &[u8]) -> Response {
-    lu.execute(Request {
-        nexus,
-        cdb,
-        data_out: Bytes::copy_from_slice(data_out),
-        data_in_len: 4096,
-        attribute: TaskAttribute::Simple,
-    })
+    lu.execute(request(nexus, cdb, data_out))
 }
 
 fn sense(r: &Response) -> Sense {
@@ -193,7 +189,7 @@ fn setup() -> (Arc<ScsiDevice<Tape>>, ItNexus, ItNexus) {
     let lu = Arc::new(ScsiDevice::new(Tape::new()));
     let (a, b) = (ItNexus::new("a", 1), ItNexus::new("b", 1));
     for n in [&a, &b] {
-        run(&*lu, n, &[0x03, 0, 0, 0, 18, 0], &[]); // REQUEST SENSE consumes the power-on UA
+        run(&*lu, n, &spc::request_sense(18), &[]); // REQUEST SENSE consumes the power-on UA
     }
     (lu, a, b)
 }
@@ -201,23 +197,23 @@ fn setup() -> (Arc<ScsiDevice<Tape>>, ItNexus, ItNexus) {
 #[test]
 fn readiness_and_unit_attention_after_load() {
     let (lu, a, b) = setup();
-    let s = sense(&run(&*lu, &a, &[0; 6], &[]));
+    let s = sense(&run(&*lu, &a, &spc::TEST_UNIT_READY, &[]));
     assert_eq!(
         (s.key, s.asc),
         (SenseKey::NOT_READY, Asc::MEDIUM_NOT_PRESENT)
     );
     // REQUEST SENSE reports the not-ready reason.
-    let r = run(&*lu, &a, &[0x03, 0, 0, 0, 18, 0], &[]);
+    let r = run(&*lu, &a, &spc::request_sense(18), &[]);
     assert_eq!(
         parse_sense(&r.data_in).unwrap().asc,
         Asc::MEDIUM_NOT_PRESENT
     );
+    assert_eq!(run(&*lu, &a, &ssc::LOAD, &[]).status, Status::Good);
     assert_eq!(
-        run(&*lu, &a, &[0x1B, 0, 0, 0, 1, 0], &[]).status,
+        run(&*lu, &a, &spc::TEST_UNIT_READY, &[]).status,
         Status::Good
     );
-    assert_eq!(run(&*lu, &a, &[0; 6], &[]).status, Status::Good);
-    let s = sense(&run(&*lu, &b, &[0; 6], &[]));
+    let s = sense(&run(&*lu, &b, &spc::TEST_UNIT_READY, &[]));
     assert_eq!(
         (s.key, s.asc),
         (
@@ -225,14 +221,17 @@ fn readiness_and_unit_attention_after_load() {
             Asc::NOT_READY_TO_READY_CHANGE_MEDIUM_MAY_HAVE_CHANGED
         )
     );
-    assert_eq!(run(&*lu, &b, &[0; 6], &[]).status, Status::Good);
+    assert_eq!(
+        run(&*lu, &b, &spc::TEST_UNIT_READY, &[]).status,
+        Status::Good
+    );
 }
 
 #[test]
 fn read_into_filemark_carries_data_and_residue() {
     let (lu, a, _) = setup();
-    run(&*lu, &a, &[0x1B, 0, 0, 0, 1, 0], &[]);
-    let r = run(&*lu, &a, &[0x08, 0, 0, 0, 10, 0], &[]);
+    run(&*lu, &a, &ssc::LOAD, &[]);
+    let r = run(&*lu, &a, &ssc::read6(Transfer::Variable(10), false), &[]);
     assert_eq!(&r.data_in[..], b"abc");
     let s = sense(&r);
     assert!(s.filemark);
@@ -244,14 +243,11 @@ fn read_into_filemark_carries_data_and_residue() {
 fn deferred_error_is_reported_on_next_command() {
     let (lu, a, b) = setup();
     assert_eq!(
-        run(&*lu, &a, &[0x10, 1, 0, 0, 1, 0], &[]).status,
+        run(&*lu, &a, &ssc::write_filemarks(1, true), &[]).status,
         Status::Good
     );
-    assert_eq!(
-        run(&*lu, &b, &[0x12, 0, 0, 0, 36, 0], &[]).status,
-        Status::Good
-    );
-    let r = run(&*lu, &a, &[0; 6], &[]);
+    assert_eq!(run(&*lu, &b, &spc::inquiry(36), &[]).status, Status::Good);
+    let r = run(&*lu, &a, &spc::TEST_UNIT_READY, &[]);
     assert_eq!(r.sense.as_ref().unwrap()[0], 0x71, "deferred, fixed format");
     assert_eq!(sense(&r).asc, Asc::WRITE_ERROR);
 }
@@ -259,7 +255,7 @@ fn deferred_error_is_reported_on_next_command() {
 #[test]
 fn mode_pages_with_block_descriptor() {
     let (lu, a, b) = setup();
-    let r = run(&*lu, &a, &[0x1A, 0, 0x0F, 0, 255, 0], &[]);
+    let r = run(&*lu, &a, &spc::mode_sense6(0x0F, 255), &[]);
     let d = &r.data_in;
     assert_eq!(&d[..4], &[d.len() as u8 - 1, 0, 0x10, 8]);
     assert_eq!(&d[4..12], &[0x60, 0, 0, 0, 0, 0, 0, 0]);
@@ -270,24 +266,19 @@ fn mode_pages_with_block_descriptor() {
         0, 0, 0x10, 8, 0x60, 0, 0, 0, 0, 0x01, 0x00, 0x00, 0x0F, 14, 0x40,
     ];
     list.extend_from_slice(&[0; 13]);
-    let r = run(&*lu, &a, &[0x15, 0x10, 0, 0, list.len() as u8, 0], &list);
+    let r = run(&*lu, &a, &spc::mode_select6(list.len() as u8), &list);
     assert_eq!(r.status, Status::Good, "{r:?}");
     lu.with_personality(|t| {
         assert_eq!(t.block_length, 0x10000);
         assert!(!t.compression);
     });
     assert_eq!(
-        sense(&run(&*lu, &b, &[0; 6], &[])).asc,
+        sense(&run(&*lu, &b, &spc::TEST_UNIT_READY, &[])).asc,
         Asc::MODE_PARAMETERS_CHANGED
     );
     // The DCC bit (byte 2 bit 6 of the page) is not changeable.
     list[14] = 0x00;
-    let s = sense(&run(
-        &*lu,
-        &a,
-        &[0x15, 0x10, 0, 0, list.len() as u8, 0],
-        &list,
-    ));
+    let s = sense(&run(&*lu, &a, &spc::mode_select6(list.len() as u8), &list));
     assert_eq!(s.asc, Asc::INVALID_FIELD_IN_PARAMETER_LIST);
 }
 
@@ -296,12 +287,7 @@ fn log_and_vendor_vpd_pages() {
     let (lu, a, _) = setup();
     let r = run(&*lu, &a, &[0x4D, 0, 0x00, 0, 0, 0, 0, 0, 255, 0], &[]);
     assert_eq!(&r.data_in[..], &[0, 0, 0, 3, 0x00, 0x11, 0x2E]);
-    let r = run(
-        &*lu,
-        &a,
-        &[0x4D, 0x00, 0x40 | 0x2E, 0, 0, 0, 0, 0, 255, 0],
-        &[],
-    );
+    let r = run(&*lu, &a, &spc::log_sense(0x2E, 255), &[]);
     assert_eq!(&r.data_in[..4], &[0x2E, 0, 0, 20]);
     let r = run(
         &*lu,
@@ -310,9 +296,9 @@ fn log_and_vendor_vpd_pages() {
         &[],
     );
     assert_eq!(&r.data_in[..4], &[0x2E, 0, 0, 10], "parameter pointer 3");
-    let r = run(&*lu, &a, &[0x12, 1, 0xC0, 0, 255, 0], &[]);
+    let r = run(&*lu, &a, &spc::inquiry_vpd(0xC0, 255), &[]);
     assert_eq!(&r.data_in[..], b"\x01\xC0\x00\x08firmware");
-    let r = run(&*lu, &a, &[0x12, 0, 0, 0, 255, 0], &[]);
+    let r = run(&*lu, &a, &spc::inquiry(255), &[]);
     assert_eq!(r.data_in[1], 0x80, "RMB");
     // LOG SELECT PCR resets and tells the others.
     assert_eq!(
@@ -324,8 +310,8 @@ fn log_and_vendor_vpd_pages() {
 #[test]
 fn personality_access_classes_under_reservation() {
     let (lu, a, b) = setup();
-    run(&*lu, &a, &[0x1B, 0, 0, 0, 1, 0], &[]);
-    run(&*lu, &b, &[0; 6], &[]); // consume the load UA
+    run(&*lu, &a, &ssc::LOAD, &[]);
+    run(&*lu, &b, &spc::TEST_UNIT_READY, &[]); // consume the load UA
     // A registers and takes Write Exclusive: B may read, not write.
     let mut p = vec![0u8; 24];
     p[8..16].copy_from_slice(&7u64.to_be_bytes());
@@ -340,19 +326,19 @@ fn personality_access_classes_under_reservation() {
         Status::Good
     );
     assert_eq!(
-        run(&*lu, &b, &[0x08, 0, 0, 0, 10, 0], &[]).status,
+        run(&*lu, &b, &ssc::read6(Transfer::Variable(10), false), &[]).status,
         Status::CheckCondition
     );
     assert_eq!(
-        run(&*lu, &b, &[0x10, 0, 0, 0, 1, 0], &[]).status,
+        run(&*lu, &b, &ssc::write_filemarks(1, false), &[]).status,
         Status::ReservationConflict
     );
     // LU reset: persistent reservation stays, the personality hears of it.
     lu.task_management(TaskManagement::LogicalUnitReset, &a);
     lu.with_personality(|t| assert_eq!(t.resets, 1));
-    run(&*lu, &b, &[0; 6], &[]);
+    run(&*lu, &b, &spc::TEST_UNIT_READY, &[]);
     assert_eq!(
-        run(&*lu, &b, &[0x10, 0, 0, 0, 1, 0], &[]).status,
+        run(&*lu, &b, &ssc::write_filemarks(1, false), &[]).status,
         Status::ReservationConflict
     );
 }

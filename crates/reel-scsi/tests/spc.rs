@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use reel_scsi::initiator::{request, sbc, spc};
 use reel_scsi::{
-    Asc, Bytes, ItNexus, KeySpecific, LogicalUnit, LunTable, NullDisk, Request, Response,
-    ScsiDevice, Sense, SenseKey, Status, TaskAttribute, TaskManagement, WLUN_REPORT_LUNS,
-    encode_lun, parse_sense,
+    Asc, ItNexus, KeySpecific, LogicalUnit, LunTable, NullDisk, Response, ScsiDevice, Sense,
+    SenseKey, Status, TaskManagement, WLUN_REPORT_LUNS, encode_lun, parse_sense,
 };
 
 const BLOCKS: u64 = 4 << 30; // 2 TiB of 512-byte blocks
@@ -34,23 +34,20 @@ impl Target {
     fn ready() -> Self {
         let t = Self::new();
         for n in [&t.a, &t.b] {
-            assert_eq!(t.run_on(n, 0, &[0; 6], &[]).status, Status::CheckCondition);
-            assert_eq!(t.run_on(n, 0, &[0; 6], &[]).status, Status::Good);
+            assert_eq!(
+                t.run_on(n, 0, &spc::TEST_UNIT_READY, &[]).status,
+                Status::CheckCondition
+            );
+            assert_eq!(
+                t.run_on(n, 0, &spc::TEST_UNIT_READY, &[]).status,
+                Status::Good
+            );
         }
         t
     }
 
     fn run_on(&self, nexus: &ItNexus, lun: u64, cdb: &[u8], data_out: &[u8]) -> Response {
-        self.table.execute(
-            lun,
-            Request {
-                nexus,
-                cdb,
-                data_out: Bytes::copy_from_slice(data_out),
-                data_in_len: 1 << 20,
-                attribute: TaskAttribute::Simple,
-            },
-        )
+        self.table.execute(lun, request(nexus, cdb, data_out))
     }
 
     fn a(&self, cdb: &[u8]) -> Response {
@@ -77,11 +74,6 @@ fn field_pointer(sense: &Sense) -> Option<KeySpecific> {
     sense.key_specific
 }
 
-fn inquiry(evpd: bool, page: u8, len: u16) -> [u8; 6] {
-    let [hi, lo] = len.to_be_bytes();
-    [0x12, u8::from(evpd), page, hi, lo, 0]
-}
-
 fn pr_out(action: u8, pr_type: u8, key: u64, sa_key: u64) -> ([u8; 10], Vec<u8>) {
     let cdb = [0x5F, action, pr_type, 0, 0, 0, 0, 0, 24, 0];
     let mut data = vec![0u8; 24];
@@ -93,7 +85,7 @@ fn pr_out(action: u8, pr_type: u8, key: u64, sa_key: u64) -> ([u8; 10], Vec<u8>)
 #[test]
 fn standard_inquiry_layout() {
     let t = Target::new();
-    let r = t.a(&inquiry(false, 0, 255));
+    let r = t.a(&spc::inquiry(255));
     assert_eq!(r.status, Status::Good);
     let d = &r.data_in;
     assert_eq!(d.len(), 96);
@@ -111,23 +103,23 @@ fn standard_inquiry_layout() {
 fn inquiry_is_not_blocked_by_unit_attention_and_truncates() {
     let t = Target::new();
     // First contact: INQUIRY still answers, and does not consume the unit attention.
-    let r = t.a(&inquiry(false, 0, 5));
+    let r = t.a(&spc::inquiry(5));
     assert_eq!(r.status, Status::Good);
     assert_eq!(
         &r.data_in[..],
         &[0, 0, 6, 0x12, 91],
         "additional length is not truncated"
     );
-    assert_eq!(t.a(&inquiry(false, 0, 0)).data_in.len(), 0);
+    assert_eq!(t.a(&spc::inquiry(0)).data_in.len(), 0);
     assert_check(
-        &t.a(&[0; 6]),
+        &t.a(&spc::TEST_UNIT_READY),
         SenseKey::UNIT_ATTENTION,
         Asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET_OCCURRED,
     );
-    assert_eq!(t.a(&[0; 6]).status, Status::Good);
+    assert_eq!(t.a(&spc::TEST_UNIT_READY).status, Status::Good);
     // The other nexus still has its own.
     assert_check(
-        &t.b(&[0; 6]),
+        &t.b(&spc::TEST_UNIT_READY),
         SenseKey::UNIT_ATTENTION,
         Asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET_OCCURRED,
     );
@@ -136,15 +128,15 @@ fn inquiry_is_not_blocked_by_unit_attention_and_truncates() {
 #[test]
 fn vpd_pages() {
     let t = Target::ready();
-    let r = t.a(&inquiry(true, 0x00, 255));
+    let r = t.a(&spc::inquiry_vpd(0x00, 255));
     assert_eq!(
         &r.data_in[..],
         &[0, 0, 0, 6, 0x00, 0x80, 0x83, 0x86, 0xB0, 0xB1]
     );
-    let r = t.a(&inquiry(true, 0x80, 255));
+    let r = t.a(&spc::inquiry_vpd(0x80, 255));
     assert_eq!(&r.data_in[..4], &[0, 0x80, 0, 9]);
     assert_eq!(&r.data_in[4..], b"NULLDISK0");
-    let r = t.a(&inquiry(true, 0x83, 255));
+    let r = t.a(&spc::inquiry_vpd(0x83, 255));
     let d = &r.data_in;
     assert_eq!(d[1], 0x83);
     assert_eq!(usize::from(u16::from_be_bytes([d[2], d[3]])), d.len() - 4);
@@ -156,18 +148,18 @@ fn vpd_pages() {
     assert_eq!(&d[20..28], b"REEL    ");
     // Relative target port of nexus A (port 1): target port association, type 4.
     assert_eq!(&d[53..61], &[0x01, 0x14, 0, 4, 0, 0, 0, 1]);
-    let r = t.b(&inquiry(true, 0x83, 255));
+    let r = t.b(&spc::inquiry_vpd(0x83, 255));
     assert_eq!(&r.data_in[57..61], &[0, 0, 0, 2]);
-    let r = t.a(&inquiry(true, 0xB0, 255));
+    let r = t.a(&spc::inquiry_vpd(0xB0, 255));
     assert_eq!(&r.data_in[..4], &[0, 0xB0, 0, 0x3C]);
-    assert_eq!(t.a(&inquiry(true, 0x86, 255)).data_in.len(), 64);
+    assert_eq!(t.a(&spc::inquiry_vpd(0x86, 255)).data_in.len(), 64);
 }
 
 #[test]
 fn invalid_fields_have_field_pointers() {
     let t = Target::ready();
     let s = assert_check(
-        &t.a(&inquiry(false, 0x80, 255)),
+        &t.a(&[0x12, 0, 0x80, 0, 255, 0]), // a page code without EVPD
         SenseKey::ILLEGAL_REQUEST,
         Asc::INVALID_FIELD_IN_CDB,
     );
@@ -180,7 +172,7 @@ fn invalid_fields_have_field_pointers() {
         })
     );
     let s = assert_check(
-        &t.a(&inquiry(true, 0xC7, 255)),
+        &t.a(&spc::inquiry_vpd(0xC7, 255)),
         SenseKey::ILLEGAL_REQUEST,
         Asc::INVALID_FIELD_IN_CDB,
     );
@@ -285,7 +277,7 @@ fn unknown_opcodes_and_service_actions() {
 #[test]
 fn request_sense_reports_and_clears_unit_attention() {
     let t = Target::new();
-    let r = t.a(&[0x03, 0, 0, 0, 252, 0]);
+    let r = t.a(&spc::request_sense(252));
     assert_eq!(r.status, Status::Good);
     let s = parse_sense(&r.data_in).unwrap();
     assert_eq!(
@@ -295,7 +287,7 @@ fn request_sense_reports_and_clears_unit_attention() {
             Asc::POWER_ON_RESET_OR_BUS_DEVICE_RESET_OCCURRED
         )
     );
-    assert_eq!(t.a(&[0; 6]).status, Status::Good);
+    assert_eq!(t.a(&spc::TEST_UNIT_READY).status, Status::Good);
     let r = t.a(&[0x03, 1, 0, 0, 252, 0]);
     assert_eq!(r.data_in[0], 0x72, "DESC = 1 gives descriptor format");
     assert_eq!(parse_sense(&r.data_in).unwrap(), Sense::no_sense());
@@ -305,7 +297,7 @@ fn request_sense_reports_and_clears_unit_attention() {
 fn mode_sense_and_select() {
     let t = Target::ready();
     // MODE SENSE(6), all pages: header, one 8-byte block descriptor, caching and control.
-    let r = t.a(&[0x1A, 0, 0x3F, 0, 255, 0]);
+    let r = t.a(&spc::mode_sense6(spc::ALL_PAGES, 255));
     let d = &r.data_in;
     assert_eq!(usize::from(d[0]), d.len() - 1);
     assert_eq!(d[2], 0x10, "DPOFUA");
@@ -330,14 +322,14 @@ fn mode_sense_and_select() {
 
     // MODE SELECT(6) setting D_SENSE.
     let list = [0, 0, 0, 0, 0x0A, 10, 0x04, 0x10, 0, 0, 0, 0, 0, 0, 0, 0];
-    let r = t.run_on(&t.a, 0, &[0x15, 0x10, 0, 0, list.len() as u8, 0], &list);
+    let r = t.run_on(&t.a, 0, &spc::mode_select6(list.len() as u8), &list);
     assert_eq!(r.status, Status::Good);
     // The other nexus gets MODE PARAMETERS CHANGED, now in descriptor format.
-    let r = t.b(&[0; 6]);
+    let r = t.b(&spc::TEST_UNIT_READY);
     assert_eq!(r.sense.as_ref().unwrap()[0], 0x72);
     assert_check(&r, SenseKey::UNIT_ATTENTION, Asc::MODE_PARAMETERS_CHANGED);
     assert_eq!(
-        t.a(&[0; 6]).status,
+        t.a(&spc::TEST_UNIT_READY).status,
         Status::Good,
         "not to the nexus that changed them"
     );
@@ -345,7 +337,7 @@ fn mode_sense_and_select() {
     // Changing a non-changeable bit: INVALID FIELD IN PARAMETER LIST with C/D = 0.
     let mut bad = list;
     bad[8] = 0x80;
-    let r = t.run_on(&t.a, 0, &[0x15, 0x10, 0, 0, bad.len() as u8, 0], &bad);
+    let r = t.run_on(&t.a, 0, &spc::mode_select6(bad.len() as u8), &bad);
     let s = assert_check(
         &r,
         SenseKey::ILLEGAL_REQUEST,
@@ -363,7 +355,7 @@ fn mode_sense_and_select() {
     let r = t.run_on(&t.a, 0, &[0x15, 0x11, 0, 0, list.len() as u8, 0], &list);
     assert_check(&r, SenseKey::ILLEGAL_REQUEST, Asc::INVALID_FIELD_IN_CDB);
     // Truncated parameter list.
-    let r = t.run_on(&t.a, 0, &[0x15, 0x10, 0, 0, 10, 0], &list[..10]);
+    let r = t.run_on(&t.a, 0, &spc::mode_select6(10), &list[..10]);
     assert_check(
         &r,
         SenseKey::ILLEGAL_REQUEST,
@@ -441,7 +433,7 @@ fn timestamps() {
     assert_eq!(r.data_in[2], 0x02, "origin: SET TIMESTAMP");
     assert_eq!(&r.data_in[4..10], &5_000_000u64.to_be_bytes()[2..]);
     assert_check(
-        &t.b(&[0; 6]),
+        &t.b(&spc::TEST_UNIT_READY),
         SenseKey::UNIT_ATTENTION,
         Asc::TIMESTAMP_CHANGED,
     );
@@ -456,18 +448,17 @@ fn spc2_reservations() {
         Status::ReservationConflict
     );
     assert_eq!(
-        t.b(&[0; 6]).status,
+        t.b(&spc::TEST_UNIT_READY).status,
         Status::ReservationConflict,
         "TEST UNIT READY conflicts"
     );
     let mut read10 = [0u8; 10];
     read10[0] = 0x28;
     assert_eq!(t.b(&read10).status, Status::ReservationConflict);
-    assert_eq!(t.b(&inquiry(false, 0, 36)).status, Status::Good);
-    assert_eq!(t.b(&[0x03, 0, 0, 0, 18, 0]).status, Status::Good);
+    assert_eq!(t.b(&spc::inquiry(36)).status, Status::Good);
+    assert_eq!(t.b(&spc::request_sense(18)).status, Status::Good);
     assert_eq!(
-        t.run_on(&t.b, 0, &[0xA0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], &[])
-            .status,
+        t.run_on(&t.b, 0, &spc::report_luns(256), &[]).status,
         Status::Good
     );
     assert_eq!(
@@ -475,13 +466,16 @@ fn spc2_reservations() {
         Status::Good,
         "RELEASE by a non-holder is harmless"
     );
-    assert_eq!(t.b(&[0; 6]).status, Status::ReservationConflict);
+    assert_eq!(
+        t.b(&spc::TEST_UNIT_READY).status,
+        Status::ReservationConflict
+    );
     assert_eq!(t.a(&read10).status, Status::Good);
     // The holder's nexus goes away: the reservation goes with it.
     t.table.nexus_lost(&t.a);
-    assert_eq!(t.b(&[0; 6]).status, Status::Good);
+    assert_eq!(t.b(&spc::TEST_UNIT_READY).status, Status::Good);
     assert_check(
-        &t.a(&[0; 6]),
+        &t.a(&spc::TEST_UNIT_READY),
         SenseKey::UNIT_ATTENTION,
         Asc::I_T_NEXUS_LOSS_OCCURRED,
     );
@@ -490,16 +484,16 @@ fn spc2_reservations() {
     t.table
         .task_management(Some(0), TaskManagement::LogicalUnitReset, &t.a);
     assert_check(
-        &t.a(&[0; 6]),
+        &t.a(&spc::TEST_UNIT_READY),
         SenseKey::UNIT_ATTENTION,
         Asc::BUS_DEVICE_RESET_FUNCTION_OCCURRED,
     );
     assert_check(
-        &t.b(&[0; 6]),
+        &t.b(&spc::TEST_UNIT_READY),
         SenseKey::UNIT_ATTENTION,
         Asc::BUS_DEVICE_RESET_FUNCTION_OCCURRED,
     );
-    assert_eq!(t.a(&[0; 6]).status, Status::Good);
+    assert_eq!(t.a(&spc::TEST_UNIT_READY).status, Status::Good);
 }
 
 #[test]
@@ -531,7 +525,7 @@ fn persistent_reservations_between_two_nexuses() {
     read10[8] = 1;
     assert_eq!(t.b(&read10).status, Status::ReservationConflict);
     assert_eq!(
-        t.b(&[0; 6]).status,
+        t.b(&spc::TEST_UNIT_READY).status,
         Status::Good,
         "TEST UNIT READY is allowed"
     );
@@ -542,7 +536,7 @@ fn persistent_reservations_between_two_nexuses() {
         Status::Good
     );
     assert_check(
-        &t.a(&[0; 6]),
+        &t.a(&spc::TEST_UNIT_READY),
         SenseKey::UNIT_ATTENTION,
         Asc::REGISTRATIONS_PREEMPTED,
     );
@@ -590,7 +584,7 @@ fn report_luns_and_absent_luns() {
     let mut t = Target::ready();
     t.table
         .insert(0x123, Arc::new(ScsiDevice::new(NullDisk::new(4096, 10))));
-    let report = [0xA0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0];
+    let report = spc::report_luns(256);
     for lun in [0, 7, WLUN_REPORT_LUNS] {
         let r = t.run_on(&t.a, lun, &report, &[]);
         assert_eq!(r.status, Status::Good);
@@ -601,16 +595,16 @@ fn report_luns_and_absent_luns() {
     let r = t.run_on(&t.a, 0, &[0xA0, 0, 2, 0, 0, 0, 0, 0, 1, 0, 0, 0], &[]);
     assert_eq!(&r.data_in[..4], &[0, 0, 0, 24]);
     assert_eq!(&r.data_in[24..32], &[0xC1, 0x01, 0, 0, 0, 0, 0, 0]);
-    let r = t.run_on(&t.a, 0, &[0xA0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0], &[]);
+    let r = t.run_on(&t.a, 0, &spc::report_luns(10), &[]);
     assert_eq!(r.data_in.len(), 10, "allocation length truncates");
     let r = t.run_on(&t.a, 0, &[0xA0, 0, 9, 0, 0, 0, 0, 0, 1, 0, 0, 0], &[]);
     assert_check(&r, SenseKey::ILLEGAL_REQUEST, Asc::INVALID_FIELD_IN_CDB);
 
     // Absent LUN 7.
-    let r = t.run_on(&t.a, 7, &inquiry(false, 0, 96), &[]);
+    let r = t.run_on(&t.a, 7, &spc::inquiry(96), &[]);
     assert_eq!(r.status, Status::Good);
     assert_eq!(r.data_in[0], 0x7F);
-    let r = t.run_on(&t.a, 7, &[0x03, 0, 0, 0, 18, 0], &[]);
+    let r = t.run_on(&t.a, 7, &spc::request_sense(18), &[]);
     assert_eq!(r.status, Status::Good);
     let s = parse_sense(&r.data_in).unwrap();
     assert_eq!(
@@ -618,15 +612,16 @@ fn report_luns_and_absent_luns() {
         (SenseKey::ILLEGAL_REQUEST, Asc::LOGICAL_UNIT_NOT_SUPPORTED)
     );
     assert_check(
-        &t.run_on(&t.a, 7, &[0; 6], &[]),
+        &t.run_on(&t.a, 7, &spc::TEST_UNIT_READY, &[]),
         SenseKey::ILLEGAL_REQUEST,
         Asc::LOGICAL_UNIT_NOT_SUPPORTED,
     );
     // The well-known LUN.
-    let r = t.run_on(&t.a, WLUN_REPORT_LUNS, &inquiry(false, 0, 96), &[]);
+    let r = t.run_on(&t.a, WLUN_REPORT_LUNS, &spc::inquiry(96), &[]);
     assert_eq!(r.data_in[0], 0x1E);
     assert_eq!(
-        t.run_on(&t.a, WLUN_REPORT_LUNS, &[0; 6], &[]).status,
+        t.run_on(&t.a, WLUN_REPORT_LUNS, &spc::TEST_UNIT_READY, &[])
+            .status,
         Status::Good
     );
 }
@@ -659,22 +654,11 @@ fn read_capacity_and_lba_range() {
         s.information, None,
         "LBA above 32 bits does not fit fixed format"
     );
-    let mut read10 = [0u8; 10];
-    read10[0] = 0x28;
-    read10[2..6].copy_from_slice(&u32::MAX.to_be_bytes());
-    read10[8] = 2;
+    let read10 = sbc::read10(u32::MAX, 2);
     let disk = ScsiDevice::new(NullDisk::new(512, 1000));
     let nexus = ItNexus::new("x", 1);
-    let req = |cdb: &[u8]| {
-        disk.execute(Request {
-            nexus: &nexus,
-            cdb,
-            data_out: Bytes::new(),
-            data_in_len: 4096,
-            attribute: TaskAttribute::Simple,
-        })
-    };
-    req(&[0; 6]);
+    let req = |cdb: &[u8]| disk.execute(request(&nexus, cdb, &[]));
+    req(&spc::TEST_UNIT_READY);
     let s = assert_check(
         &req(&read10),
         SenseKey::ILLEGAL_REQUEST,

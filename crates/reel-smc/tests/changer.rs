@@ -4,6 +4,8 @@
 mod common;
 
 use common::*;
+use reel_scsi::initiator::smc::{exchange_medium, move_medium};
+use reel_scsi::initiator::spc;
 use reel_scsi::{Asc, KeySpecific, SenseKey, Status};
 use reel_smc::testing::BayEvent;
 use reel_smc::{BayError, ChangerModel, Element, ElementType, Layout, OperatorError};
@@ -13,13 +15,13 @@ const L700: [&str; 3] = ["A00001L9", "A00002L9", "A00003L9"];
 #[test]
 fn inquiry_identifies_a_standalone_changer() {
     let rig = rig("stk-l700", None, &L700);
-    let d = rig.good(&[0x12, 0, 0, 0, 96, 0]);
+    let d = rig.good(&spc::inquiry(96));
     assert_eq!(d[0], 0x08, "peripheral device type: medium changer");
     assert_eq!(d[1], 0x80, "RMB");
     assert_eq!(d[6] & 0x08, 0, "MCHNGR is for attached changers");
     assert_eq!(&d[8..16], b"STK     ");
     assert_eq!(&d[16..32], b"L700            ");
-    let serial = rig.good(&[0x12, 1, 0x80, 0, 255, 0]);
+    let serial = rig.good(&spc::inquiry_vpd(0x80, 255));
     assert_eq!(&serial[4..], b"CHG0000001");
     assert_eq!(rig.good(&[0, 0, 0, 0, 0, 0]), b"");
 }
@@ -33,7 +35,7 @@ fn mode_sense_pages_with_and_without_dbd() {
         "STK: MT 0, ST 1000, IE 10, DT 500"
     );
     // Without DBD the answer is the same (a changer has no block descriptor).
-    let d = rig.good(&[0x1A, 0x00, 0x1D, 0, 255, 0]);
+    let d = rig.good(&spc::mode_sense6(0x1D, 255));
     assert_eq!(d[3], 0);
     // MODE SENSE(10), all pages: 0Ah (core), 1Dh, 1Eh, 1Fh.
     let d = rig.good(&[0x5A, 0x08, 0x3F, 0, 0, 0, 0, 0x10, 0, 0]);
@@ -318,7 +320,7 @@ fn exchange_swaps_and_rotates() {
 #[test]
 fn prevent_blocks_moves_into_import_export_and_operator_removal() {
     let rig = rig("stk-l700", None, &L700);
-    rig.good(&[0x1E, 0, 0, 0, 1, 0]);
+    rig.good(&spc::prevent_allow_medium_removal(true));
     let s = rig.check(&move_medium(0, 1000, 10));
     assert_eq!(
         (s.key, s.asc),
@@ -328,13 +330,14 @@ fn prevent_blocks_moves_into_import_export_and_operator_removal() {
     rig.good(&move_medium(0, 1000, 1050));
     // Another nexus allowing does not lift this nexus's prevention.
     assert_eq!(
-        rig.run(&rig.b, &[0x1E, 0, 0, 0, 0, 0], &[]).status,
+        rig.run(&rig.b, &spc::prevent_allow_medium_removal(false), &[])
+            .status,
         Status::Good
     );
     assert!(sense_of(&rig.run(&rig.a, &move_medium(0, 1050, 10), &[])).is_some());
-    rig.good(&[0x1E, 0, 0, 0, 0, 0]);
+    rig.good(&spc::prevent_allow_medium_removal(false));
     rig.good(&move_medium(0, 1050, 10));
-    rig.good(&[0x1E, 0, 0, 0, 1, 0]);
+    rig.good(&spc::prevent_allow_medium_removal(true));
     let r = rig
         .device
         .with_context(&rig.a, |c, ctx| c.operator_remove(10, ctx));
@@ -586,7 +589,7 @@ fn every_model_reports_its_addresses() {
         assert_eq!(st, (b.storage, l.slots), "{}", model.name);
         assert_eq!(ie, (b.import_export, l.import_export), "{}", model.name);
         assert_eq!(dt, (b.drives, l.drives), "{}", model.name);
-        let d = rig.good(&[0x12, 0, 0, 0, 96, 0]);
+        let d = rig.good(&spc::inquiry(96));
         assert_eq!(String::from_utf8_lossy(&d[8..16]).trim_end(), model.vendor);
         assert_eq!(
             String::from_utf8_lossy(&d[16..32]).trim_end(),
@@ -654,13 +657,13 @@ fn pages_are_not_changeable_and_there_are_no_log_pages() {
     // MODE SELECT(6) of page 1Dh with other first addresses.
     let mut list = vec![0, 0, 0, 0, 0x1D, 0x12];
     list.extend_from_slice(&[0, 0, 0, 1, 0, 1, 0, 100, 0, 0, 0, 0, 0, 2, 0, 4, 0, 0]);
-    let r = rig.run(&rig.a, &[0x15, 0x10, 0, 0, list.len() as u8, 0], &list);
+    let r = rig.run(&rig.a, &spc::mode_select6(list.len() as u8), &list);
     assert_eq!(
         sense_of(&r).unwrap().asc,
         Asc::INVALID_FIELD_IN_PARAMETER_LIST
     );
     assert_eq!(assignment(&rig)[1], (1000, 100));
-    let s = rig.check(&[0x4D, 0, 0x40 | 0x2E, 0, 0, 0, 0, 0, 255, 0]);
+    let s = rig.check(&spc::log_sense(0x2E, 255));
     assert_eq!(s.asc, Asc::INVALID_FIELD_IN_CDB);
 }
 
@@ -668,9 +671,10 @@ fn pages_are_not_changeable_and_there_are_no_log_pages() {
 fn nexus_loss_and_nexus_reset_lift_that_nexus_prevention() {
     use reel_scsi::{LogicalUnit, TaskManagement};
     let rig = rig("stk-l700", None, &L700);
-    rig.good(&[0x1E, 0, 0, 0, 1, 0]);
+    rig.good(&spc::prevent_allow_medium_removal(true));
     assert_eq!(
-        rig.run(&rig.b, &[0x1E, 0, 0, 0, 1, 0], &[]).status,
+        rig.run(&rig.b, &spc::prevent_allow_medium_removal(true), &[])
+            .status,
         Status::Good
     );
     rig.device.nexus_lost(&rig.a);
@@ -711,16 +715,8 @@ fn dvcid_identifiers_of_different_lengths_share_one_descriptor_length() {
     let device = reel_scsi::ScsiDevice::new(changer);
     let nexus = reel_scsi::ItNexus::new("x", 1);
     use reel_scsi::LogicalUnit;
-    let run = |cdb: &[u8]| {
-        device.execute(reel_scsi::Request {
-            nexus: &nexus,
-            cdb,
-            data_out: reel_scsi::Bytes::new(),
-            data_in_len: 4096,
-            attribute: reel_scsi::TaskAttribute::Simple,
-        })
-    };
-    run(&[0, 0, 0, 0, 0, 0]); // power-on UA
+    let run = |cdb: &[u8]| device.execute(reel_scsi::initiator::request(&nexus, cdb, &[]));
+    run(&spc::TEST_UNIT_READY); // power-on UA
     let r = run(&read_element_status(4, true, 0, 10, true, 4096));
     let (_, _, _, d) = parse_status(&r.data_in, true);
     assert_eq!(d[0].dvcid.as_ref().unwrap().2, b"SHORT");

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use common::*;
 use proptest::prelude::*;
+use reel_scsi::initiator::smc::{exchange_medium, move_medium};
 use reel_scsi::{Asc, Status};
 use reel_smc::{BayError, ChangerModel, ElementType};
 

@@ -526,8 +526,7 @@ fn ltfs_format_two_partitions_and_switch() {
     list[p + 6] = 9;
     list[p + 8..p + 10].copy_from_slice(&1u16.to_be_bytes());
     list[p + 10..p + 12].copy_from_slice(&0xFFFFu16.to_be_bytes());
-    let len = (list.len() as u16).to_be_bytes();
-    rig.good(&[0x55, 0x10, 0, 0, 0, 0, 0, len[0], len[1], 0], &list);
+    rig.good(&mode_select10(list.len() as u16), &list);
     rig.good(&[0x04, 0, 0x01, 0, 0, 0], &[]); // FORMAT MEDIUM, partition
     let caps = rig.with_drive(|d| d.medium().unwrap().info().partition_capacities().to_vec());
     assert_eq!(caps, [GB, 19 * GB]);
@@ -581,7 +580,7 @@ fn ltfs_format_two_partitions_and_switch() {
 #[test]
 fn ltfs_volume_coherency_attributes_per_partition() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, 20 * GB);
-    rig.good(&[0x15, 0x10, 0, 0, 0, 0], &[]);
+    rig.good(&mode_select6(0), &[]);
     // Two partitions via SDP.
     let m = rig.good(&mode_sense6(0x11, 255), &[]);
     let mut list = m.to_vec();

@@ -61,16 +61,18 @@ pub fn exchange_medium(transport: u16, source: u16, first: u16, second: u16) -> 
 /// READ ELEMENT STATUS (SMC-3 §6.10) of every element of `element_type` with volume tags
 /// (VOLTAG = 1), starting at address 0, at most `allocation_length` (24 bits) bytes.
 pub fn read_element_status(element_type: ElementType, allocation_length: u32) -> [u8; 12] {
-    read_element_status_range(element_type, true, 0, 0xFFFF, allocation_length)
+    read_element_status_range(element_type, true, 0, 0xFFFF, false, allocation_length)
 }
 
 /// READ ELEMENT STATUS (SMC-3 §6.10): up to `count` elements of `element_type` from address
-/// `start`; `voltag` asks for the volume tags.
+/// `start`; `voltag` asks for the volume tags, `dvcid` for each data transfer element's
+/// device identifier (byte 6 bit 0, SMC-3 §6.10.4).
 pub fn read_element_status_range(
     element_type: ElementType,
     voltag: bool,
     start: u16,
     count: u16,
+    dvcid: bool,
     allocation_length: u32,
 ) -> [u8; 12] {
     let (s, n) = (start.to_be_bytes(), count.to_be_bytes());
@@ -82,7 +84,7 @@ pub fn read_element_status_range(
         s[1],
         n[0],
         n[1],
-        0,
+        u8::from(dvcid),
         a,
         b,
         c,
@@ -163,18 +165,18 @@ mod tests {
         /// The fields as reel-smc's decoder reads them (commands.rs: MOVE MEDIUM, READ
         /// ELEMENT STATUS).
         #[test]
-        fn builders_carry_their_fields(t: u16, s: u16, d: u16, e: u16, kind in 0u8..16, voltag: bool, count: u16, alloc in 0u32..1 << 24) {
+        fn builders_carry_their_fields(t: u16, s: u16, d: u16, e: u16, kind in 0u8..16, voltag: bool, count: u16, dvcid: bool, alloc in 0u32..1 << 24) {
             let c = move_medium(t, s, d);
             let cdb = Cdb::parse(&c).unwrap();
             prop_assert_eq!((cdb.opcode(), cdb.be16(2), cdb.be16(4), cdb.be16(6), cdb.len()), (Opcode::MOVE_MEDIUM, t, s, d, 12));
             let c = exchange_medium(t, s, d, e);
             let cdb = Cdb::parse(&c).unwrap();
             prop_assert_eq!((cdb.opcode(), cdb.be16(2), cdb.be16(4), cdb.be16(6), cdb.be16(8)), (Opcode::EXCHANGE_MEDIUM, t, s, d, e));
-            let c = read_element_status_range(ElementType(kind), voltag, s, count, alloc);
+            let c = read_element_status_range(ElementType(kind), voltag, s, count, dvcid, alloc);
             let cdb = Cdb::parse(&c).unwrap();
             prop_assert_eq!(
                 (cdb.opcode(), cdb.bit(1, 4), cdb.byte(1) & 0x0F, cdb.be16(2), cdb.be16(4), cdb.bit(6, 0), cdb.be(7, 3)),
-                (Opcode::READ_ELEMENT_STATUS, voltag, kind, s, count, false, u64::from(alloc))
+                (Opcode::READ_ELEMENT_STATUS, voltag, kind, s, count, dvcid, u64::from(alloc))
             );
         }
 

@@ -1,14 +1,12 @@
-//! Shared fixtures: a changer in a LUN table with fake drive bays, and CDB builders shaped
-//! like what mtx, the Linux ch driver and PBS send.
+//! Shared fixtures: a changer in a LUN table with fake drive bays, a strict parser of its
+//! element status; commands come from the initiator kit (reel_scsi::initiator).
 
 #![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
 
-use reel_scsi::{
-    Bytes, ItNexus, LunTable, Request, Response, ScsiDevice, Sense, Status, TaskAttribute,
-    parse_sense,
-};
+use reel_scsi::initiator::{request, smc, spc};
+use reel_scsi::{ItNexus, LunTable, Response, ScsiDevice, Sense, Status, parse_sense};
 use reel_smc::testing::FakeBay;
 use reel_smc::{Changer, ChangerModel, DriveBay, Inventory, Layout};
 
@@ -64,23 +62,14 @@ pub fn rig(model: &str, layout: Option<Layout>, barcodes: &[&str]) -> Rig {
     };
     // Consume the power-on unit attentions.
     for n in [&rig.a, &rig.b] {
-        rig.run(n, &[0x03, 0, 0, 0, 18, 0], &[]);
+        rig.run(n, &spc::request_sense(18), &[]);
     }
     rig
 }
 
 impl Rig {
     pub fn run(&self, nexus: &ItNexus, cdb: &[u8], data_out: &[u8]) -> Response {
-        self.table.execute(
-            0,
-            Request {
-                nexus,
-                cdb,
-                data_out: Bytes::copy_from_slice(data_out),
-                data_in_len: 1 << 20,
-                attribute: TaskAttribute::Simple,
-            },
-        )
+        self.table.execute(0, request(nexus, cdb, data_out))
     }
 
     pub fn good(&self, cdb: &[u8]) -> Vec<u8> {
@@ -115,25 +104,9 @@ pub fn sense_of(r: &Response) -> Option<Sense> {
     (r.status == Status::CheckCondition).then(|| parse_sense(r.sense.as_ref().unwrap()).unwrap())
 }
 
-pub fn move_medium(transport: u16, source: u16, destination: u16) -> Vec<u8> {
-    let mut cdb = vec![0xA5, 0];
-    cdb.extend_from_slice(&transport.to_be_bytes());
-    cdb.extend_from_slice(&source.to_be_bytes());
-    cdb.extend_from_slice(&destination.to_be_bytes());
-    cdb.extend_from_slice(&[0, 0, 0, 0]);
-    cdb
-}
-
-pub fn exchange_medium(transport: u16, source: u16, first: u16, second: u16) -> Vec<u8> {
-    let mut cdb = vec![0xA6, 0];
-    for v in [transport, source, first, second] {
-        cdb.extend_from_slice(&v.to_be_bytes());
-    }
-    cdb.extend_from_slice(&[0, 0]);
-    cdb
-}
-
-/// READ ELEMENT STATUS: `type_code`, VOLTAG, start, count, DVCID, allocation length.
+/// READ ELEMENT STATUS through the initiator kit, the element type as its SMC-3 code (the
+/// tests sweep raw codes, invalid ones included): type, VOLTAG, start, count, DVCID,
+/// allocation length.
 pub fn read_element_status(
     type_code: u8,
     voltag: bool,
@@ -141,14 +114,15 @@ pub fn read_element_status(
     count: u16,
     dvcid: bool,
     allocation: u32,
-) -> Vec<u8> {
-    let mut cdb = vec![0xB8, type_code | u8::from(voltag) << 4];
-    cdb.extend_from_slice(&start.to_be_bytes());
-    cdb.extend_from_slice(&count.to_be_bytes());
-    cdb.push(u8::from(dvcid));
-    cdb.extend_from_slice(&allocation.to_be_bytes()[1..]);
-    cdb.extend_from_slice(&[0, 0]);
-    cdb
+) -> [u8; 12] {
+    smc::read_element_status_range(
+        smc::ElementType(type_code),
+        voltag,
+        start,
+        count,
+        dvcid,
+        allocation,
+    )
 }
 
 /// One parsed element descriptor.
