@@ -18,15 +18,16 @@ use super::args::{Plan, Source};
 use crate::harness::TargetKind;
 use crate::harness::procs::{self, ReelServe, Tgtd};
 use crate::harness::targets::{ReelToml, SessionLimits, preflight_external};
+use crate::session::{MAX_BURST, MAX_RECV_DATA_SEGMENT};
 
-/// Limits both targets are configured with (and reel's initiator asks for).
-pub const MAX_RECV_DATA_SEGMENT: u32 = 256 << 10;
-pub const MAX_BURST: u32 = 1 << 20;
+/// FirstBurstLength of this benchmark: smaller than the tape benchmark's, so that a write
+/// larger than 64 KiB needs R2Ts (what the probe counts).
 pub const FIRST_BURST: u32 = 64 << 10;
+/// Limits both targets are configured with (and reel's initiator asks for): the tape
+/// benchmark's, but for [`FIRST_BURST`].
 pub const SESSION_LIMITS: SessionLimits = SessionLimits {
-    max_recv_data_segment_length: MAX_RECV_DATA_SEGMENT,
-    max_burst_length: MAX_BURST,
     first_burst_length: FIRST_BURST,
+    ..crate::session::SESSION_LIMITS
 };
 
 const REEL_IQN: &str = "iqn.2026-11.org.reel.bench:null";
