@@ -280,6 +280,44 @@ fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
     })
 }
 
+/// A fresh tape image at `path` for `size` bytes of records, made by `tgtimg`.
+pub(crate) fn new_tgt_tape(
+    tgtimg: &str,
+    path: &Path,
+    barcode: &str,
+    size: u64,
+) -> anyhow::Result<()> {
+    // Room for the data, tgt's 48-byte block headers and some slack (tgtimg's MB are MiB).
+    let size_mb = (size + size / 16) / (1 << 20) + 64;
+    procs::run_tool(
+        Command::new(procs::which(tgtimg).unwrap_or_else(|| tgtimg.into()))
+            .args(["--op", "new", "--device-type", "tape", "--type", "data"])
+            .args(["--barcode", barcode])
+            .args(["--size", &size_mb.to_string()])
+            .arg("--file")
+            .arg(path),
+        "tgtimg",
+    )
+    .map(drop)
+}
+
+/// Target `tid`'s session limits, reel's ([`crate::session::SESSION_LIMITS`]) but for
+/// `max_burst`, with ImmediateData.
+pub(crate) fn set_tgt_session_params(tgtd: &Tgtd, tid: u32, max_burst: u32) -> anyhow::Result<()> {
+    // tgt's defaults: MaxRecvDataSegmentLength 256 KiB, MaxXmitDataSegmentLength 8 KiB (the
+    // most it sends per Data-In), MaxBurstLength 256 KiB, FirstBurstLength 64 KiB. Match reel.
+    // InitialR2T stays at tgt's default, as reel has no setting for it.
+    for (name, value) in [
+        ("MaxRecvDataSegmentLength", MAX_RECV_DATA_SEGMENT),
+        ("MaxXmitDataSegmentLength", MAX_RECV_DATA_SEGMENT),
+        ("MaxBurstLength", max_burst),
+        ("FirstBurstLength", FIRST_BURST),
+    ] {
+        tgtd.target_param(tid, name, &value.to_string())?;
+    }
+    tgtd.target_param(tid, "ImmediateData", "Yes")
+}
+
 /// tgt: drives at LUNs 1..=D with a tape image each (`tgtimg`), and — unless
 /// `--tgt-no-changer` — an SMC changer at LUN D+1 whose storage slots hold those images (by
 /// barcode, in its `media_home`) while the drives start empty (offline), as in tgt's own
@@ -287,21 +325,11 @@ fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
 fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<Running> {
     let tapes = dir.join("tapes");
     fs::create_dir_all(&tapes)?;
-    // Room for the data, tgt's 48-byte block headers and some slack (tgtimg's MB are MiB).
-    let size_mb = (size + size / 16) / (1 << 20) + 64;
     let barcodes: Vec<String> = (1..=drives).map(|i| format!("TB{i:04}L9")).collect();
     let mut paths = Vec::new();
     for barcode in &barcodes {
         let path = tapes.join(barcode);
-        procs::run_tool(
-            Command::new(procs::which(&plan.tgtimg).unwrap_or_else(|| plan.tgtimg.clone().into()))
-                .args(["--op", "new", "--device-type", "tape", "--type", "data"])
-                .args(["--barcode", barcode.as_str()])
-                .args(["--size", &size_mb.to_string()])
-                .arg("--file")
-                .arg(&path),
-            "tgtimg",
-        )?;
+        new_tgt_tape(&plan.tgtimg, &path, barcode, size)?;
         paths.push(path);
     }
     let mut tgtd = Tgtd::start(
@@ -311,18 +339,7 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
     )?;
     let tid = 1;
     tgtd.new_target(tid, TGT_IQN)?;
-    // tgt's defaults: MaxRecvDataSegmentLength 256 KiB, MaxXmitDataSegmentLength 8 KiB (the
-    // most it sends per Data-In), MaxBurstLength 256 KiB, FirstBurstLength 64 KiB. Match reel.
-    // InitialR2T stays at tgt's default, as reel has no setting for it.
-    for (name, value) in [
-        ("MaxRecvDataSegmentLength", MAX_RECV_DATA_SEGMENT),
-        ("MaxXmitDataSegmentLength", MAX_RECV_DATA_SEGMENT),
-        ("MaxBurstLength", MAX_BURST),
-        ("FirstBurstLength", FIRST_BURST),
-    ] {
-        tgtd.target_param(tid, name, &value.to_string())?;
-    }
-    tgtd.target_param(tid, "ImmediateData", "Yes")?;
+    set_tgt_session_params(&tgtd, tid, MAX_BURST)?;
     let lu = |lun: u32, extra: &[&str]| -> anyhow::Result<()> {
         let lun = lun.to_string();
         let mut args = vec!["--mode", "logicalunit", "--lun", lun.as_str()];
