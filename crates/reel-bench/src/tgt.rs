@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::harness::procs::{self, Tgtd};
-use crate::tape::targets::{new_tgt_tape, set_tgt_session_params};
+use crate::harness::targets::SessionLimits;
+use crate::session;
+use crate::tape::targets::new_tgt_tape;
 
 /// The only target: tgt's target ids start at 1.
 const TID: u32 = 1;
@@ -83,26 +85,21 @@ fn start(args: &StartArgs) -> anyhow::Result<()> {
     // Dropped on an error before `detach`: tgtd is taken down again.
     let mut tgtd = Tgtd::start(&args.tgtd, &args.tgtadm, &args.dir.join("tgtd.log"))?;
     tgtd.new_target(TID, &args.iqn)?;
-    set_tgt_session_params(&tgtd, TID, args.max_burst)?;
-    let tape = tape.to_string_lossy();
-    tgtd.target_admin(
+    tgtd.set_session_limits(
         TID,
-        &[
-            "--op",
-            "new",
-            "--mode",
-            "logicalunit",
-            "--lun",
-            "1",
-            "--device-type",
-            "tape",
-            "--bstype",
-            "ssc",
-            "--backing-store",
-            &tape,
-        ],
+        SessionLimits {
+            max_burst_length: args.max_burst,
+            ..session::SESSION_LIMITS
+        },
     )?;
-    tgtd.target_admin(TID, &["--op", "bind", "--mode", "target", "-I", "ALL"])?;
+    tgtd.new_lun(
+        TID,
+        1,
+        "ssc",
+        &tape.to_string_lossy(),
+        &["--device-type", "tape"],
+    )?;
+    tgtd.bind_all(TID)?;
     let port = tgtd.addr().port();
     let (pid, control_port) = tgtd.detach();
     println!("tgt_pid={pid} tgt_port={port} tgt_cport={control_port}");

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail, ensure};
 
+use super::targets::SessionLimits;
+
 /// Where tgtd keeps its management sockets (`socket.N` for control port N).
 pub const TGTD_SOCKET_DIR: &str = "/var/run/tgtd";
 
@@ -434,6 +436,58 @@ impl Tgtd {
         // No Drop: the child handle is left as it is (dropping a `Child` does not kill it).
         let tgtd = std::mem::ManuallyDrop::new(self);
         (tgtd.child.id(), tgtd.control_port)
+    }
+
+    /// Target `tid`'s session limits as reel is configured with them (tgt's defaults:
+    /// MaxRecvDataSegmentLength 256 KiB, MaxXmitDataSegmentLength 8 KiB, the most it sends per
+    /// Data-In, MaxBurstLength 256 KiB, FirstBurstLength 64 KiB), and ImmediateData Yes.
+    /// InitialR2T stays at tgt's default, as reel has no setting for it.
+    pub fn set_session_limits(&self, tid: u32, limits: SessionLimits) -> anyhow::Result<()> {
+        for (name, value) in [
+            (
+                "MaxRecvDataSegmentLength",
+                limits.max_recv_data_segment_length,
+            ),
+            (
+                "MaxXmitDataSegmentLength",
+                limits.max_recv_data_segment_length,
+            ),
+            ("MaxBurstLength", limits.max_burst_length),
+            ("FirstBurstLength", limits.first_burst_length),
+        ] {
+            self.target_param(tid, name, &value.to_string())?;
+        }
+        self.target_param(tid, "ImmediateData", "Yes")
+    }
+
+    /// A new logical unit `lun` of target `tid`: `--bstype BSTYPE --backing-store PATH`, and
+    /// `extra` (`--device-type tape`…).
+    pub fn new_lun(
+        &self,
+        tid: u32,
+        lun: u32,
+        bstype: &str,
+        backing_store: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<()> {
+        let lun = lun.to_string();
+        let mut args = vec![
+            "--op",
+            "new",
+            "--mode",
+            "logicalunit",
+            "--lun",
+            lun.as_str(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--bstype", bstype, "--backing-store", backing_store]);
+        self.target_admin(tid, &args).map(drop)
+    }
+
+    /// Lets every initiator log in to target `tid`.
+    pub fn bind_all(&self, tid: u32) -> anyhow::Result<()> {
+        self.target_admin(tid, &["--op", "bind", "--mode", "target", "-I", "ALL"])
+            .map(drop)
     }
 
     /// Stops tgtd; an error if it had to be killed.

@@ -16,7 +16,7 @@ use crate::harness::TargetKind;
 use crate::harness::procs;
 use crate::harness::procs::{ReelServe, Tgtd};
 use crate::harness::targets::{ReelToml, preflight_external};
-use crate::session::{FIRST_BURST, MAX_BURST, MAX_RECV_DATA_SEGMENT, SESSION_LIMITS};
+use crate::session::SESSION_LIMITS;
 use crate::tape::args::{Plan, Source, TargetPlan};
 use crate::tape::report::Storage;
 
@@ -301,23 +301,6 @@ pub(crate) fn new_tgt_tape(
     .map(drop)
 }
 
-/// Target `tid`'s session limits, reel's ([`crate::session::SESSION_LIMITS`]) but for
-/// `max_burst`, with ImmediateData.
-pub(crate) fn set_tgt_session_params(tgtd: &Tgtd, tid: u32, max_burst: u32) -> anyhow::Result<()> {
-    // tgt's defaults: MaxRecvDataSegmentLength 256 KiB, MaxXmitDataSegmentLength 8 KiB (the
-    // most it sends per Data-In), MaxBurstLength 256 KiB, FirstBurstLength 64 KiB. Match reel.
-    // InitialR2T stays at tgt's default, as reel has no setting for it.
-    for (name, value) in [
-        ("MaxRecvDataSegmentLength", MAX_RECV_DATA_SEGMENT),
-        ("MaxXmitDataSegmentLength", MAX_RECV_DATA_SEGMENT),
-        ("MaxBurstLength", max_burst),
-        ("FirstBurstLength", FIRST_BURST),
-    ] {
-        tgtd.target_param(tid, name, &value.to_string())?;
-    }
-    tgtd.target_param(tid, "ImmediateData", "Yes")
-}
-
 /// tgt: drives at LUNs 1..=D with a tape image each (`tgtimg`), and — unless
 /// `--tgt-no-changer` — an SMC changer at LUN D+1 whose storage slots hold those images (by
 /// barcode, in its `media_home`) while the drives start empty (offline), as in tgt's own
@@ -339,7 +322,7 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
     )?;
     let tid = 1;
     tgtd.new_target(tid, TGT_IQN)?;
-    set_tgt_session_params(&tgtd, tid, MAX_BURST)?;
+    tgtd.set_session_limits(tid, SESSION_LIMITS)?;
     let lu = |lun: u32, extra: &[&str]| -> anyhow::Result<()> {
         let lun = lun.to_string();
         let mut args = vec!["--mode", "logicalunit", "--lun", lun.as_str()];
@@ -349,19 +332,7 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
     for (i, path) in paths.iter().enumerate() {
         let path = path.to_string_lossy();
         let lun = i as u32 + 1;
-        lu(
-            lun,
-            &[
-                "--op",
-                "new",
-                "--device-type",
-                "tape",
-                "--bstype",
-                "ssc",
-                "--backing-store",
-                &path,
-            ],
-        )?;
+        tgtd.new_lun(tid, lun, "ssc", &path, &["--device-type", "tape"])?;
         if plan.tgt_changer {
             lu(lun, &["--op", "update", "--params", "online=0"])?;
         }
@@ -372,19 +343,7 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
         fs::write(&smc, [0u8; 1024])?;
         let smc = smc.to_string_lossy();
         let home = tapes.to_string_lossy();
-        lu(
-            changer,
-            &[
-                "--op",
-                "new",
-                "--device-type",
-                "changer",
-                "--bstype",
-                "smc",
-                "--backing-store",
-                &smc,
-            ],
-        )?;
+        tgtd.new_lun(tid, changer, "smc", &smc, &["--device-type", "changer"])?;
         let mut params = vec![
             format!("media_home={home}"),
             format!("element_type=4,start_address=1,quantity={drives}"),
@@ -407,7 +366,7 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
             lu(changer, &["--op", "update", "--params", p])?;
         }
     }
-    tgtd.target_admin(tid, &["--op", "bind", "--mode", "target", "-I", "ALL"])?;
+    tgtd.bind_all(tid)?;
     Ok(Running {
         kind: TargetKind::Tgt,
         addr: tgtd.addr(),
