@@ -24,16 +24,13 @@
 # Needs: gcc, libiscsi-dev, tgt (tgtd, tgtadm, tgtimg), python3, cargo; root (tgtd).
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-compare_dir=$here
-root=$(cd "$here/../.." && pwd)
 log_prefix=crosscheck
 # shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$here/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 invocation="bench/compare/crosscheck.sh$(printf " %q" "$@")"
 size=2G rounds=3 record_list=256K depth_list=8 max_burst=256K rb='' work_parent=/var/tmp
-out=$here/CROSSCHECK.md note='' smoke=0
+out=$compare_dir/CROSSCHECK.md note='' smoke=0
 while (($#)); do
   case $1 in
     --size) size=$2; shift 2 ;;
@@ -84,7 +81,7 @@ need_bytes=$((size_bytes + size_bytes / 16 + (128 << 20)))
 ((free > need_bytes)) || die "$work_parent has $free bytes free; the tape image needs about $need_bytes"
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-tgt_start "$work/tgt" "$size_bytes" "$burst_bytes"
+tgt_start "$rb" "$work/tgt" "$size_bytes" "$burst_bytes"
 
 # sample FILE: tgt's per-connection counters once a second until killed.
 sample() {

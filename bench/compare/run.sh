@@ -20,15 +20,12 @@
 # bench/peers/run.sh installs restic and borgbackup if they are missing.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-compare_dir=$here
-root=$(cd "$here/../.." && pwd)
 log_prefix=compare
 # shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$here/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 size=2G tools=reel,tgt,restic,borg identity_size=512M bin_dir='' work_parent=/var/tmp
-out=$here/RESULTS.md note=''
+out=$compare_dir/RESULTS.md note=''
 while (($#)); do
   case $1 in
     --size) size=$2; shift 2 ;;
@@ -94,7 +91,7 @@ commands=()
 identity_json=null
 if [[ $identity_bytes != 0 ]]; then
   log "identity check: reel-bench's drive-0 stream on tape vs reel-datagen, $identity_size"
-  tgt_start "$work/identity" "$identity_bytes"
+  tgt_start "$bin_dir/reel" "$work/identity" "$identity_bytes"
   cmd=("$bin_dir/reel" bench tape --targets tgt --tgt-addr "127.0.0.1:$tgt_port" --tgt-iqn "$tgt_iqn"
     --drives 1 --record-size "$record" --size "$identity_size" "${gen_args[@]}" --work-dir "$work/rb-identity")
   "${cmd[@]}" >"$work/identity.out" 2>"$work/identity.err" || { tail "$work/identity.err" >&2; die "reel-bench (identity check) failed"; }

@@ -99,6 +99,8 @@ pub struct Client {
     base: String,
     token: Option<String>,
     agent: ureq::Agent,
+    /// Most bytes of an answer's body read; ureq's default (10 MB) when `None`.
+    body_limit: Option<u64>,
     strict: bool,
     called: Arc<Mutex<BTreeSet<Endpoint>>>,
 }
@@ -140,6 +142,7 @@ impl Client {
             base: base.trim_end_matches('/').to_string(),
             token: None,
             agent: config.build().into(),
+            body_limit: None,
             strict: options.strict,
             called: Arc::default(),
         })
@@ -161,6 +164,15 @@ impl Client {
     pub fn with_token(&self, token: &str) -> Client {
         Client {
             token: Some(token.to_string()),
+            ..self.clone()
+        }
+    }
+
+    /// The same client reading answers of up to `bytes` (ureq stops at 10 MB otherwise; the
+    /// views of a library with tens of thousands of slots are bigger).
+    pub fn with_body_limit(&self, bytes: u64) -> Client {
+        Client {
+            body_limit: Some(bytes),
             ..self.clone()
         }
     }
@@ -400,7 +412,12 @@ impl Client {
             .get("retry-after")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let text = response.into_body().read_to_string().unwrap_or_default();
+        let mut body = response.into_body();
+        let text = match self.body_limit {
+            Some(limit) => body.with_config().limit(limit).read_to_string(),
+            None => body.read_to_string(),
+        }
+        .unwrap_or_default();
         Ok(RawAnswer {
             status,
             retry_after,

@@ -7,7 +7,8 @@
 //! - [`library`]: the management surface of a big library (element status, moves, the API's
 //!   listings, /metrics) and the console while 256 drives stream;
 //! - [`soak`]: not a speed measurement: many sessions, moves and API calls against one
-//!   `reel serve` that is SIGKILLed and restarted, checked after every restart.
+//!   `reel serve` that is SIGKILLed and restarted, checked after every restart;
+//! - [`tgt`] (hidden): a tgtd with one tape drive, started and stopped for bench/compare/.
 //!
 //! What they share lives in [`harness`] (processes, CPU and machine, sizes, statistics,
 //! tables, charts, writing RESULTS.md / results.json, the runtime and Ctrl-C); the iSCSI
@@ -23,6 +24,7 @@ mod session;
 pub mod soak;
 pub mod store;
 pub mod tape;
+pub mod tgt;
 
 pub use reel_scsi::initiator::describe::describe_sense;
 pub use scsi::CommandFailure;
@@ -43,6 +45,9 @@ pub enum BenchCommand {
     /// The soak test: many sessions, changer moves and API calls against one `reel serve`,
     /// SIGKILLed and restarted every few minutes, checked after every restart (bench/soak/).
     Soak(Box<soak::SoakArgs>),
+    /// Starts or stops a tgtd with one tape drive for bench/compare/'s scripts.
+    #[command(hide = true)]
+    Tgt(tgt::TgtArgs),
 }
 
 /// Runs one benchmark: measures, prints its tables and writes what was asked for.
@@ -52,6 +57,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Iscsi(args) => iscsi::run(*args),
         BenchCommand::Store(args) => store::run(*args),
         BenchCommand::Library(args) => library::run(*args),
+        BenchCommand::Tgt(args) => tgt::run(args),
         BenchCommand::Soak(args) => soak::run(*args).and_then(|s| {
             if s.passed {
                 Ok(())

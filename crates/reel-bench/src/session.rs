@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use bytes::{Bytes, BytesMut};
-use reel_iscsi::initiator::{InitiatorSession, ScsiResult, SessionConfig};
-use reel_iscsi::initiator_login::{InitiatorLogin, InitiatorLoginConfig, InitiatorStep};
+use reel_iscsi::initiator::{InitiatorSession, Outcome, ScsiResult, SessionConfig};
+use reel_iscsi::initiator_login::{
+    InitiatorLogin, InitiatorLoginConfig, InitiatorLoginOutcome, InitiatorStep,
+};
 use reel_iscsi::params::Limits;
 use reel_iscsi::pdu::{FrameLimits, Framer, Pdu};
 use reel_iscsi_net::{Client, ClientError, ClientOptions};
@@ -122,42 +124,40 @@ pub struct NegotiatedReport {
     pub window_after_login: u32,
 }
 
-async fn read_pdu(
-    stream: &mut TcpStream,
-    buf: &mut BytesMut,
-    framer: &Framer,
-) -> anyhow::Result<Pdu> {
-    loop {
-        if let Some(frame) = framer.decode(buf).map_err(|e| anyhow!("{e}"))? {
-            return Pdu::parse(frame).map_err(|e| anyhow!("bad PDU from the target: {e}"));
-        }
-        buf.reserve(64 << 10);
-        if stream.read_buf(buf).await? == 0 {
-            bail!("the target closed the connection");
-        }
-    }
+/// One TCP connection speaking raw PDUs through reel's sans-I/O initiator (the same login
+/// and session code [`Client`] runs), for the probes that look at what a target negotiates
+/// and sends.
+pub struct RawConnection {
+    stream: TcpStream,
+    buf: BytesMut,
+    framer: Framer,
+    send: FrameLimits,
 }
 
-/// Logs in once on reel's sans-I/O initiator (the same code [`Client`] runs) to record what
-/// the target agreed to, then logs out.
-pub async fn negotiate(addr: SocketAddr, iqn: &str) -> anyhow::Result<NegotiatedReport> {
-    let work = async {
-        let mut stream = TcpStream::connect(addr).await?;
+impl RawConnection {
+    /// Connects to `addr` and logs in with `config`: the connection, framed from then on with
+    /// the session's negotiated limits, and the login's outcome.
+    pub async fn log_in(
+        addr: SocketAddr,
+        config: InitiatorLoginConfig,
+        chap_seed: [u8; 32],
+    ) -> anyhow::Result<(RawConnection, InitiatorLoginOutcome)> {
+        let stream = TcpStream::connect(addr)
+            .await
+            .with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
-        let mut buf = BytesMut::with_capacity(64 << 10);
-        let framer = Framer::new(FrameLimits::default());
-        let limits = FrameLimits::default();
-        let mut login = InitiatorLogin::new(
-            login_config(INITIATOR, Some(iqn), SESSION_LIMITS),
-            [3u8; 32],
-        );
+        let mut conn = RawConnection {
+            stream,
+            buf: BytesMut::with_capacity(64 << 10),
+            // Login PDUs: the defaults until the session's limits apply (RFC 7143 §12.12).
+            framer: Framer::new(FrameLimits::default()),
+            send: FrameLimits::default(),
+        };
+        let mut login = InitiatorLogin::new(config, chap_seed);
         let mut request = login.start();
         let outcome = loop {
-            stream
-                .write_all(&Pdu::LoginRequest(request).to_bytes(&limits))
-                .await?;
-            let Pdu::LoginResponse(response) = read_pdu(&mut stream, &mut buf, &framer).await?
-            else {
+            conn.send(Pdu::LoginRequest(request)).await?;
+            let Pdu::LoginResponse(response) = conn.read_pdu().await? else {
                 bail!("a PDU other than a login response during login");
             };
             match login
@@ -168,6 +168,70 @@ pub async fn negotiate(addr: SocketAddr, iqn: &str) -> anyhow::Result<Negotiated
                 InitiatorStep::Done(outcome) => break outcome,
             }
         };
+        Ok((conn, outcome))
+    }
+
+    /// Frames PDUs from now on with `session`'s negotiated limits.
+    pub fn follow(&mut self, session: &InitiatorSession) {
+        self.framer = Framer::new(session.receive_limits());
+        self.send = session.send_limits();
+    }
+
+    pub async fn read_pdu(&mut self) -> anyhow::Result<Pdu> {
+        loop {
+            if let Some(frame) = self
+                .framer
+                .decode(&mut self.buf)
+                .map_err(|e| anyhow!("{e}"))?
+            {
+                return Pdu::parse(frame).map_err(|e| anyhow!("bad PDU from the target: {e}"));
+            }
+            self.buf.reserve(256 << 10);
+            if self.stream.read_buf(&mut self.buf).await? == 0 {
+                bail!("the target closed the connection");
+            }
+        }
+    }
+
+    pub async fn send(&mut self, pdu: Pdu) -> anyhow::Result<()> {
+        let bytes = pdu.to_bytes(&self.send);
+        self.stream.write_all(&bytes).await?;
+        Ok(())
+    }
+
+    /// Runs one task of `session` to completion, showing every PDU received to `seen`.
+    pub async fn run(
+        &mut self,
+        session: &mut InitiatorSession,
+        itt: u32,
+        mut seen: impl FnMut(&Pdu),
+    ) -> anyhow::Result<Outcome> {
+        loop {
+            while let Some(pdu) = session.poll_transmit() {
+                self.send(pdu).await?;
+            }
+            while let Some(done) = session.poll_completion() {
+                if done.itt == itt {
+                    return Ok(done.outcome);
+                }
+            }
+            let pdu = self.read_pdu().await?;
+            seen(&pdu);
+            session.on_pdu(pdu).map_err(|e| anyhow!("{e}"))?;
+        }
+    }
+}
+
+/// Logs in once on reel's sans-I/O initiator (the same code [`Client`] runs) to record what
+/// the target agreed to, then logs out.
+pub async fn negotiate(addr: SocketAddr, iqn: &str) -> anyhow::Result<NegotiatedReport> {
+    let work = async {
+        let (mut conn, outcome) = RawConnection::log_in(
+            addr,
+            login_config(INITIATOR, Some(iqn), SESSION_LIMITS),
+            [3u8; 32],
+        )
+        .await?;
         let n = outcome.negotiated.clone();
         let mut session = InitiatorSession::new(
             n.clone(),
@@ -188,22 +252,10 @@ pub async fn negotiate(addr: SocketAddr, iqn: &str) -> anyhow::Result<Negotiated
             data_digest: n.data_digest,
             window_after_login: session.window(),
         };
-        let framer = Framer::new(session.receive_limits());
-        let send = session.send_limits();
+        conn.follow(&session);
         let itt = session.logout();
-        'outer: loop {
-            while let Some(pdu) = session.poll_transmit() {
-                stream.write_all(&pdu.to_bytes(&send)).await?;
-            }
-            while let Some(done) = session.poll_completion() {
-                if done.itt == itt {
-                    break 'outer;
-                }
-            }
-            let pdu = read_pdu(&mut stream, &mut buf, &framer).await?;
-            session.on_pdu(pdu).map_err(|e| anyhow!("{e}"))?;
-        }
-        Ok(report)
+        conn.run(&mut session, itt, |_| {}).await?;
+        anyhow::Ok(report)
     };
     tokio::time::timeout(Duration::from_secs(30), work)
         .await

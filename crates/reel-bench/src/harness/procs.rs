@@ -10,7 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, anyhow, bail, ensure};
+
+use super::targets::SessionLimits;
 
 /// Where tgtd keeps its management sockets (`socket.N` for control port N).
 pub const TGTD_SOCKET_DIR: &str = "/var/run/tgtd";
@@ -428,6 +430,66 @@ impl Tgtd {
         .map(drop)
     }
 
+    /// Leaves tgtd running when this process ends, for `reel bench tgt start`: its pid and
+    /// control port, which [`stop_detached_tgtd`] takes it down with.
+    pub fn detach(self) -> (u32, u16) {
+        // No Drop: the child handle is left as it is (dropping a `Child` does not kill it).
+        let tgtd = std::mem::ManuallyDrop::new(self);
+        (tgtd.child.id(), tgtd.control_port)
+    }
+
+    /// Target `tid`'s session limits as reel is configured with them (tgt's defaults:
+    /// MaxRecvDataSegmentLength 256 KiB, MaxXmitDataSegmentLength 8 KiB, the most it sends per
+    /// Data-In, MaxBurstLength 256 KiB, FirstBurstLength 64 KiB), and ImmediateData Yes.
+    /// InitialR2T stays at tgt's default, as reel has no setting for it.
+    pub fn set_session_limits(&self, tid: u32, limits: SessionLimits) -> anyhow::Result<()> {
+        for (name, value) in [
+            (
+                "MaxRecvDataSegmentLength",
+                limits.max_recv_data_segment_length,
+            ),
+            (
+                "MaxXmitDataSegmentLength",
+                limits.max_recv_data_segment_length,
+            ),
+            ("MaxBurstLength", limits.max_burst_length),
+            ("FirstBurstLength", limits.first_burst_length),
+        ] {
+            self.target_param(tid, name, &value.to_string())?;
+        }
+        self.target_param(tid, "ImmediateData", "Yes")
+    }
+
+    /// A new logical unit `lun` of target `tid`: `--bstype BSTYPE --backing-store PATH`, and
+    /// `extra` (`--device-type tape`…).
+    pub fn new_lun(
+        &self,
+        tid: u32,
+        lun: u32,
+        bstype: &str,
+        backing_store: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<()> {
+        let lun = lun.to_string();
+        let mut args = vec![
+            "--op",
+            "new",
+            "--mode",
+            "logicalunit",
+            "--lun",
+            lun.as_str(),
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--bstype", bstype, "--backing-store", backing_store]);
+        self.target_admin(tid, &args).map(drop)
+    }
+
+    /// Lets every initiator log in to target `tid`.
+    pub fn bind_all(&self, tid: u32) -> anyhow::Result<()> {
+        self.target_admin(tid, &["--op", "bind", "--mode", "target", "-I", "ALL"])
+            .map(drop)
+    }
+
     /// Stops tgtd; an error if it had to be killed.
     pub fn stop(mut self) -> anyhow::Result<()> {
         if self.shut_down() {
@@ -444,26 +506,91 @@ impl Tgtd {
     fn shut_down(&mut self) -> bool {
         let mut clean = true;
         if !wait_exit(&mut self.child, Duration::ZERO) {
-            let _ = self.admin(&[
-                "--op", "update", "--mode", "sys", "--name", "State", "-v", "offline",
-            ]);
-            for tid in std::mem::take(&mut self.tids) {
-                let _ = self.target_admin(tid, &["--op", "delete", "--mode", "target", "--force"]);
-            }
-            let _ = self.admin(&["--op", "delete", "--mode", "system"]);
+            take_tgtd_down(
+                &self.tgtadm,
+                self.control_port,
+                &std::mem::take(&mut self.tids),
+            );
             if !wait_exit(&mut self.child, Duration::from_secs(5)) {
                 clean = false;
                 terminate(&mut self.child, Duration::from_secs(2));
             }
         }
-        for suffix in ["", ".lock"] {
-            let _ = fs::remove_file(format!(
-                "{TGTD_SOCKET_DIR}/socket.{}{suffix}",
-                self.control_port
-            ));
-        }
+        remove_tgtd_socket(self.control_port);
         clean
     }
+}
+
+/// Asks tgtd to end: tgtd ignores SIGTERM while it has targets, so the system is set
+/// offline, targets `tids` deleted, then the system (errors ignored: it may be going already).
+fn take_tgtd_down(tgtadm_tool: &str, control_port: u16, tids: &[u32]) {
+    let admin = |args: &[&str]| tgtadm(tgtadm_tool, control_port, args);
+    let _ = admin(&[
+        "--op", "update", "--mode", "sys", "--name", "State", "-v", "offline",
+    ]);
+    for tid in tids {
+        let tid = tid.to_string();
+        let _ = admin(&[
+            "--lld", "iscsi", "--tid", &tid, "--op", "delete", "--mode", "target", "--force",
+        ]);
+    }
+    let _ = admin(&["--op", "delete", "--mode", "system"]);
+}
+
+/// tgtd's management socket and its lock (tgtd leaves them behind when killed).
+fn remove_tgtd_socket(control_port: u16) {
+    for suffix in ["", ".lock"] {
+        let _ = fs::remove_file(format!("{TGTD_SOCKET_DIR}/socket.{control_port}{suffix}"));
+    }
+}
+
+/// Whether process `pid` is gone (or a zombie nobody has reaped yet).
+fn process_gone(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name in parentheses (proc(5)).
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+/// Takes down a tgtd [`Tgtd::detach`] left running (not this process's child) the way
+/// [`Tgtd::stop`] does; an error if it had to be killed.
+pub fn stop_detached_tgtd(
+    tgtadm: &str,
+    pid: u32,
+    control_port: u16,
+    tids: &[u32],
+) -> anyhow::Result<()> {
+    let wait_gone = |limit: Duration| {
+        let deadline = Instant::now() + limit;
+        while !process_gone(pid) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        true
+    };
+    let mut clean = true;
+    if !process_gone(pid) {
+        take_tgtd_down(tgtadm, control_port, tids);
+        if !wait_gone(Duration::from_secs(5)) {
+            clean = false;
+            signal(pid, "TERM");
+            if !wait_gone(Duration::from_secs(2)) {
+                signal(pid, "KILL");
+                wait_gone(Duration::from_secs(2));
+            }
+        }
+    }
+    remove_tgtd_socket(control_port);
+    ensure!(
+        clean,
+        "tgtd {pid} did not stop after its targets were deleted (killed)"
+    );
+    Ok(())
 }
 
 impl Drop for Tgtd {

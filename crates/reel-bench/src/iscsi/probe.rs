@@ -7,17 +7,16 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use reel_iscsi::initiator::{InitiatorSession, Outcome, SessionConfig};
-use reel_iscsi::initiator_login::{InitiatorLogin, InitiatorLoginConfig, InitiatorStep};
+use reel_iscsi::initiator_login::InitiatorLoginConfig;
 use reel_iscsi::params::Negotiated;
-use reel_iscsi::pdu::{FrameLimits, Framer, Pdu, TaskAttr};
+use reel_iscsi::pdu::{Pdu, TaskAttr};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::args::blocks;
 use super::targets::SESSION_LIMITS;
+use crate::session::RawConnection;
 use reel_scsi::initiator::sbc::{read10, write10};
 
 pub const INITIATOR: &str = "iqn.2026-11.org.reel.bench:initiator";
@@ -81,59 +80,6 @@ pub struct ProbeReport {
     pub r2t_bytes_per_1m_write: u32,
 }
 
-struct Conn {
-    stream: TcpStream,
-    buf: BytesMut,
-    framer: Framer,
-    send: FrameLimits,
-}
-
-impl Conn {
-    async fn read_pdu(&mut self) -> anyhow::Result<Pdu> {
-        loop {
-            if let Some(frame) = self
-                .framer
-                .decode(&mut self.buf)
-                .map_err(|e| anyhow!("{e}"))?
-            {
-                return Pdu::parse(frame).map_err(|e| anyhow!("bad PDU from the target: {e}"));
-            }
-            self.buf.reserve(256 << 10);
-            if self.stream.read_buf(&mut self.buf).await? == 0 {
-                bail!("the target closed the connection");
-            }
-        }
-    }
-
-    async fn send(&mut self, pdu: Pdu) -> anyhow::Result<()> {
-        let bytes = pdu.to_bytes(&self.send);
-        self.stream.write_all(&bytes).await?;
-        Ok(())
-    }
-}
-
-/// Runs one task to completion, showing every PDU received to `seen`.
-async fn run(
-    conn: &mut Conn,
-    session: &mut InitiatorSession,
-    itt: u32,
-    mut seen: impl FnMut(&Pdu),
-) -> anyhow::Result<Outcome> {
-    loop {
-        while let Some(pdu) = session.poll_transmit() {
-            conn.send(pdu).await?;
-        }
-        while let Some(done) = session.poll_completion() {
-            if done.itt == itt {
-                return Ok(done.outcome);
-            }
-        }
-        let pdu = conn.read_pdu().await?;
-        seen(&pdu);
-        session.on_pdu(pdu).map_err(|e| anyhow!("{e}"))?;
-    }
-}
-
 fn good(outcome: Outcome, what: &str) -> anyhow::Result<()> {
     match outcome {
         Outcome::Scsi(r) if r.status == 0 => Ok(()),
@@ -142,31 +88,7 @@ fn good(outcome: Outcome, what: &str) -> anyhow::Result<()> {
 }
 
 async fn probe_inner(addr: SocketAddr, iqn: &str, lun: u64) -> anyhow::Result<ProbeReport> {
-    let stream = TcpStream::connect(addr)
-        .await
-        .with_context(|| format!("connecting to {addr}"))?;
-    stream.set_nodelay(true)?;
-    let mut conn = Conn {
-        stream,
-        buf: BytesMut::with_capacity(64 << 10),
-        framer: Framer::new(FrameLimits::default()),
-        send: FrameLimits::default(),
-    };
-    let mut login = InitiatorLogin::new(login_config(iqn), [7u8; 32]);
-    let mut request = login.start();
-    let outcome = loop {
-        conn.send(Pdu::LoginRequest(request)).await?;
-        let Pdu::LoginResponse(response) = conn.read_pdu().await? else {
-            bail!("a PDU other than a login response during login");
-        };
-        match login
-            .on_response(response)
-            .map_err(|e| anyhow!("login: {e}"))?
-        {
-            InitiatorStep::Send(next) => request = next,
-            InitiatorStep::Done(outcome) => break outcome,
-        }
-    };
+    let (mut conn, outcome) = RawConnection::log_in(addr, login_config(iqn), [7u8; 32]).await?;
     let negotiated = outcome.negotiated.clone();
     let target_alias = outcome.target_alias.clone();
     let mut session = InitiatorSession::new(
@@ -179,14 +101,13 @@ async fn probe_inner(addr: SocketAddr, iqn: &str, lun: u64) -> anyhow::Result<Pr
         outcome.max_cmd_sn,
     );
     let window_after_login = session.window();
-    conn.framer = Framer::new(session.receive_limits());
-    conn.send = session.send_limits();
+    conn.follow(&session);
 
     // TEST UNIT READY until the power-on unit attention is out of the way.
     let mut ready = false;
     for _ in 0..5 {
         let itt = session.scsi(lun, &[0; 6], Bytes::new(), 0, TaskAttr::Simple);
-        if let Outcome::Scsi(r) = run(&mut conn, &mut session, itt, |_| {}).await?
+        if let Outcome::Scsi(r) = conn.run(&mut session, itt, |_| {}).await?
             && r.status == 0
         {
             ready = true;
@@ -206,31 +127,33 @@ async fn probe_inner(addr: SocketAddr, iqn: &str, lun: u64) -> anyhow::Result<Pr
         size,
         TaskAttr::Simple,
     );
-    let outcome = run(&mut conn, &mut session, itt, |pdu| {
-        if let Pdu::DataIn(d) = pdu {
-            data_ins += 1;
-            largest = largest.max(d.data.len() as u32);
-            collapsed |= d.has_status;
-        }
-    })
-    .await?;
+    let outcome = conn
+        .run(&mut session, itt, |pdu| {
+            if let Pdu::DataIn(d) = pdu {
+                data_ins += 1;
+                largest = largest.max(d.data.len() as u32);
+                collapsed |= d.has_status;
+            }
+        })
+        .await?;
     good(outcome, "READ(10) of 1 MiB")?;
 
     let (mut r2ts, mut r2t_bytes) = (0u32, 0u32);
     let data = Bytes::from(vec![0x5a; size as usize]);
     let itt = session.scsi(lun, &write10(0, blocks(size)), data, 0, TaskAttr::Simple);
-    let outcome = run(&mut conn, &mut session, itt, |pdu| {
-        if let Pdu::R2t(r) = pdu {
-            r2ts += 1;
-            r2t_bytes += r.desired_length;
-        }
-    })
-    .await?;
+    let outcome = conn
+        .run(&mut session, itt, |pdu| {
+            if let Pdu::R2t(r) = pdu {
+                r2ts += 1;
+                r2t_bytes += r.desired_length;
+            }
+        })
+        .await?;
     good(outcome, "WRITE(10) of 1 MiB")?;
     let window_after_commands = session.window();
 
     let itt = session.logout();
-    let _ = run(&mut conn, &mut session, itt, |_| {}).await;
+    let _ = conn.run(&mut session, itt, |_| {}).await;
     Ok(ProbeReport {
         iqn: iqn.to_string(),
         target_alias,

@@ -19,14 +19,14 @@ use crate::harness::TargetKind;
 use crate::harness::procs::{self, ReelServe, Tgtd};
 use crate::harness::targets::{ReelToml, SessionLimits, preflight_external};
 
-/// Limits both targets are configured with (and reel's initiator asks for).
-pub const MAX_RECV_DATA_SEGMENT: u32 = 256 << 10;
-pub const MAX_BURST: u32 = 1 << 20;
+/// FirstBurstLength of this benchmark: smaller than the tape benchmark's, so that a write
+/// larger than 64 KiB needs R2Ts (what the probe counts).
 pub const FIRST_BURST: u32 = 64 << 10;
+/// Limits both targets are configured with (and reel's initiator asks for): the tape
+/// benchmark's, but for [`FIRST_BURST`].
 pub const SESSION_LIMITS: SessionLimits = SessionLimits {
-    max_recv_data_segment_length: MAX_RECV_DATA_SEGMENT,
-    max_burst_length: MAX_BURST,
     first_burst_length: FIRST_BURST,
+    ..crate::session::SESSION_LIMITS
 };
 
 const REEL_IQN: &str = "iqn.2026-11.org.reel.bench:null";
@@ -135,40 +135,10 @@ fn start_tgt(plan: &Plan) -> anyhow::Result<(TgtProcess, SocketAddr, String)> {
     let addr = tgtd.addr();
     let tid = 1;
     tgtd.new_target(tid, TGT_IQN)?;
-    // tgt's own defaults: MaxRecvDataSegmentLength 256 KiB, MaxXmitDataSegmentLength 8 KiB
-    // (the most it sends per Data-In), MaxBurstLength 256 KiB, FirstBurstLength 64 KiB,
-    // InitialR2T No, ImmediateData Yes. Match reel's limits; leave InitialR2T at its default.
-    for (name, value) in [
-        (
-            "MaxRecvDataSegmentLength",
-            MAX_RECV_DATA_SEGMENT.to_string(),
-        ),
-        (
-            "MaxXmitDataSegmentLength",
-            MAX_RECV_DATA_SEGMENT.to_string(),
-        ),
-        ("MaxBurstLength", MAX_BURST.to_string()),
-        ("FirstBurstLength", FIRST_BURST.to_string()),
-        ("ImmediateData", "Yes".to_string()),
-    ] {
-        tgtd.target_param(tid, name, &value)?;
-    }
-    tgtd.target_admin(
-        tid,
-        &[
-            "--op",
-            "new",
-            "--mode",
-            "logicalunit",
-            "--lun",
-            "1",
-            "--bstype",
-            "null",
-            "--backing-store",
-            "/dev/null",
-        ],
-    )?;
-    tgtd.target_admin(tid, &["--op", "bind", "--mode", "target", "-I", "ALL"])?;
+    // InitialR2T stays at tgt's default (No): reel has no setting for it.
+    tgtd.set_session_limits(tid, SESSION_LIMITS)?;
+    tgtd.new_lun(tid, 1, "null", "/dev/null", &[])?;
+    tgtd.bind_all(tid)?;
     let software = tgtd.software();
     Ok((TgtProcess { tgtd }, addr, software))
 }

@@ -26,7 +26,8 @@ use crate::harness::stats::percentile;
 use crate::harness::{self, ReelToml};
 
 const IQN: &str = "iqn.2026-11.org.reel:bench";
-/// The library view and cartridge listing of a 60,000-slot library pass ureq's 10 MB default.
+/// The library view and cartridge listing of a 60,000-slot library pass the API client's
+/// 10 MB default.
 const BODY_LIMIT: u64 = 256 << 20;
 const RUNS: usize = 30;
 /// Bytes each of the 256 drives writes (and reads back) in the streaming phase.
@@ -130,37 +131,35 @@ pub fn run(args: LibraryArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Logs in to reel's API as the admin: the bearer token.
-fn login(base: &str, password: &str) -> anyhow::Result<String> {
-    let answer = ureq::post(format!("{base}/api/v1/login"))
-        .header("Content-Type", "application/json")
-        .send(serde_json::json!({"username": "admin", "password": password}).to_string())?
-        .into_body()
-        .read_to_string()?;
-    let token: serde_json::Value = serde_json::from_str(&answer)?;
-    token["token"]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| anyhow!("no token in the login answer {answer}"))
-}
-
-/// The timed GETs of one API path with the admin's token: (time, bytes of the answer).
+/// The timed GETs of API paths as the admin.
 struct Api {
-    base: String,
-    token: String,
+    client: reel_api::Client,
 }
 
 impl Api {
+    /// Logs in to reel's API at `base` as the admin.
+    fn log_in(base: &str, password: &str) -> anyhow::Result<Api> {
+        let client =
+            reel_api::Client::log_in(base, reel_api::ClientOptions::default(), "admin", password)
+                .with_context(|| format!("logging in to reel's API at {base}"))?;
+        Ok(Api {
+            client: client.with_body_limit(BODY_LIMIT),
+        })
+    }
+
+    /// One GET of `path`, timed from sending the request to the last byte of the answer:
+    /// (time, bytes of the answer).
     fn get(&self, path: &str) -> anyhow::Result<(Duration, usize)> {
         let t = Instant::now();
-        let body = ureq::get(format!("{}{path}", self.base))
-            .header("Authorization", format!("Bearer {}", self.token))
-            .call()?
-            .into_body()
-            .with_config()
-            .limit(BODY_LIMIT)
-            .read_to_string()?;
-        Ok((t.elapsed(), body.len()))
+        let answer = self.client.raw("GET", path, None)?;
+        let elapsed = t.elapsed();
+        ensure!(
+            answer.is_success() && !answer.text.is_empty(),
+            "GET {path}: status {}, {} bytes",
+            answer.status,
+            answer.text.len()
+        );
+        Ok((elapsed, answer.text.len()))
     }
 }
 
@@ -211,11 +210,7 @@ fn measure(args: &LibraryArgs) -> anyhow::Result<Report> {
     )?;
     let password = ReelServe::initial_admin_password(&data, Duration::from_secs(60))?;
     let start_s = t.elapsed().as_secs_f64();
-    let base = format!("http://{http}");
-    let api = Api {
-        token: login(&base, &password)?,
-        base,
-    };
+    let api = Api::log_in(&format!("http://{http}"), &password)?;
 
     let runtime = harness::runtime("initiator", 2)?;
     let (res, res_bytes, moves) = runtime.block_on(changer_requests(portal))?;
@@ -237,12 +232,10 @@ fn measure(args: &LibraryArgs) -> anyhow::Result<Report> {
     let before = cpu_of()?;
     let started = Instant::now();
     let mut metrics_bytes = 0;
+    // As Prometheus scrapes: without a token.
+    let scraper = api.client.anonymous();
     for _ in 0..METRICS_SCRAPES {
-        metrics_bytes = ureq::get(format!("{}/metrics", api.base))
-            .call()?
-            .into_body()
-            .read_to_string()?
-            .len();
+        metrics_bytes = scraper.metrics()?.len();
     }
     let metrics_s = started.elapsed().as_secs_f64();
     let metrics_cpu_s = (cpu_of()? - before) / METRICS_SCRAPES as f64;
@@ -395,27 +388,18 @@ fn stream(
     let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(Instant, usize, usize)>::new()));
     {
         let events = events.clone();
-        let url = format!("{}/api/v1/monitor/stream?token={}", api.base, api.token);
+        let samples = api.client.monitor_stream()?;
         std::thread::spawn(move || {
-            let Ok(response) = ureq::get(url).call() else {
-                return;
-            };
-            let reader = BufReader::new(response.into_body().into_reader());
-            for line in reader.lines().map_while(Result::ok) {
-                if let Some(data) = line.strip_prefix("data:") {
-                    let v: serde_json::Value =
-                        serde_json::from_str(data.trim()).unwrap_or_default();
-                    let moving = v["drives"].as_array().map_or(0, |d| {
-                        d.iter()
-                            .filter(|d| {
-                                d["write_bps"].as_f64().unwrap_or(0.0) > 0.0
-                                    || d["read_bps"].as_f64().unwrap_or(0.0) > 0.0
-                            })
-                            .count()
-                    });
-                    if let Ok(mut events) = events.lock() {
-                        events.push((Instant::now(), data.len(), moving));
-                    }
+            for sample in samples.map_while(Result::ok) {
+                let moving = sample
+                    .drives
+                    .iter()
+                    .filter(|d| d.write_bps > 0.0 || d.read_bps > 0.0)
+                    .count();
+                // The event's JSON as the server wrote it: reel_api::MonitorSample both ways.
+                let bytes = serde_json::to_string(&sample).map_or(0, |json| json.len());
+                if let Ok(mut events) = events.lock() {
+                    events.push((Instant::now(), bytes, moving));
                 }
             }
         });

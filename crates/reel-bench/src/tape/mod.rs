@@ -15,7 +15,7 @@ mod chart;
 mod filemode;
 pub(crate) mod pipeline;
 mod report;
-mod targets;
+pub(crate) mod targets;
 
 use std::fs;
 

@@ -16,7 +16,7 @@ use crate::harness::TargetKind;
 use crate::harness::procs;
 use crate::harness::procs::{ReelServe, Tgtd};
 use crate::harness::targets::{ReelToml, preflight_external};
-use crate::session::{FIRST_BURST, MAX_BURST, MAX_RECV_DATA_SEGMENT, SESSION_LIMITS};
+use crate::session::SESSION_LIMITS;
 use crate::tape::args::{Plan, Source, TargetPlan};
 use crate::tape::report::Storage;
 
@@ -280,6 +280,27 @@ fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
     })
 }
 
+/// A fresh tape image at `path` for `size` bytes of records, made by `tgtimg`.
+pub(crate) fn new_tgt_tape(
+    tgtimg: &str,
+    path: &Path,
+    barcode: &str,
+    size: u64,
+) -> anyhow::Result<()> {
+    // Room for the data, tgt's 48-byte block headers and some slack (tgtimg's MB are MiB).
+    let size_mb = (size + size / 16) / (1 << 20) + 64;
+    procs::run_tool(
+        Command::new(procs::which(tgtimg).unwrap_or_else(|| tgtimg.into()))
+            .args(["--op", "new", "--device-type", "tape", "--type", "data"])
+            .args(["--barcode", barcode])
+            .args(["--size", &size_mb.to_string()])
+            .arg("--file")
+            .arg(path),
+        "tgtimg",
+    )
+    .map(drop)
+}
+
 /// tgt: drives at LUNs 1..=D with a tape image each (`tgtimg`), and — unless
 /// `--tgt-no-changer` — an SMC changer at LUN D+1 whose storage slots hold those images (by
 /// barcode, in its `media_home`) while the drives start empty (offline), as in tgt's own
@@ -287,21 +308,11 @@ fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
 fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<Running> {
     let tapes = dir.join("tapes");
     fs::create_dir_all(&tapes)?;
-    // Room for the data, tgt's 48-byte block headers and some slack (tgtimg's MB are MiB).
-    let size_mb = (size + size / 16) / (1 << 20) + 64;
     let barcodes: Vec<String> = (1..=drives).map(|i| format!("TB{i:04}L9")).collect();
     let mut paths = Vec::new();
     for barcode in &barcodes {
         let path = tapes.join(barcode);
-        procs::run_tool(
-            Command::new(procs::which(&plan.tgtimg).unwrap_or_else(|| plan.tgtimg.clone().into()))
-                .args(["--op", "new", "--device-type", "tape", "--type", "data"])
-                .args(["--barcode", barcode.as_str()])
-                .args(["--size", &size_mb.to_string()])
-                .arg("--file")
-                .arg(&path),
-            "tgtimg",
-        )?;
+        new_tgt_tape(&plan.tgtimg, &path, barcode, size)?;
         paths.push(path);
     }
     let mut tgtd = Tgtd::start(
@@ -311,18 +322,7 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
     )?;
     let tid = 1;
     tgtd.new_target(tid, TGT_IQN)?;
-    // tgt's defaults: MaxRecvDataSegmentLength 256 KiB, MaxXmitDataSegmentLength 8 KiB (the
-    // most it sends per Data-In), MaxBurstLength 256 KiB, FirstBurstLength 64 KiB. Match reel.
-    // InitialR2T stays at tgt's default, as reel has no setting for it.
-    for (name, value) in [
-        ("MaxRecvDataSegmentLength", MAX_RECV_DATA_SEGMENT),
-        ("MaxXmitDataSegmentLength", MAX_RECV_DATA_SEGMENT),
-        ("MaxBurstLength", MAX_BURST),
-        ("FirstBurstLength", FIRST_BURST),
-    ] {
-        tgtd.target_param(tid, name, &value.to_string())?;
-    }
-    tgtd.target_param(tid, "ImmediateData", "Yes")?;
+    tgtd.set_session_limits(tid, SESSION_LIMITS)?;
     let lu = |lun: u32, extra: &[&str]| -> anyhow::Result<()> {
         let lun = lun.to_string();
         let mut args = vec!["--mode", "logicalunit", "--lun", lun.as_str()];
@@ -332,19 +332,7 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
     for (i, path) in paths.iter().enumerate() {
         let path = path.to_string_lossy();
         let lun = i as u32 + 1;
-        lu(
-            lun,
-            &[
-                "--op",
-                "new",
-                "--device-type",
-                "tape",
-                "--bstype",
-                "ssc",
-                "--backing-store",
-                &path,
-            ],
-        )?;
+        tgtd.new_lun(tid, lun, "ssc", &path, &["--device-type", "tape"])?;
         if plan.tgt_changer {
             lu(lun, &["--op", "update", "--params", "online=0"])?;
         }
@@ -355,19 +343,7 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
         fs::write(&smc, [0u8; 1024])?;
         let smc = smc.to_string_lossy();
         let home = tapes.to_string_lossy();
-        lu(
-            changer,
-            &[
-                "--op",
-                "new",
-                "--device-type",
-                "changer",
-                "--bstype",
-                "smc",
-                "--backing-store",
-                &smc,
-            ],
-        )?;
+        tgtd.new_lun(tid, changer, "smc", &smc, &["--device-type", "changer"])?;
         let mut params = vec![
             format!("media_home={home}"),
             format!("element_type=4,start_address=1,quantity={drives}"),
@@ -390,7 +366,7 @@ fn start_tgt(plan: &Plan, dir: &Path, drives: u32, size: u64) -> anyhow::Result<
             lu(changer, &["--op", "update", "--params", p])?;
         }
     }
-    tgtd.target_admin(tid, &["--op", "bind", "--mode", "target", "-I", "ALL"])?;
+    tgtd.bind_all(tid)?;
     Ok(Running {
         kind: TargetKind::Tgt,
         addr: tgtd.addr(),
