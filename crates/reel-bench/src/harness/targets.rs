@@ -190,6 +190,9 @@ pub struct ReelToml {
     /// Commands in flight per session reel accepts.
     pub queue_depth: u32,
     pub limits: Option<SessionLimits>,
+    /// `[iscsi] max_sessions`; `None` keeps reel's default (64), too few for a benchmark
+    /// that opens a session per drive on a big library.
+    pub max_sessions: Option<usize>,
     /// The REST API and console; `None` turns them off.
     pub http: Option<SocketAddr>,
     /// The lines of each `[[iscsi.target]]` (`name = "…"`, `kind = "…"`, …).
@@ -208,6 +211,9 @@ impl ReelToml {
                 "max_recv_data_segment_length = {}\nmax_burst_length = {}\nfirst_burst_length = {}\n",
                 l.max_recv_data_segment_length, l.max_burst_length, l.first_burst_length
             );
+        }
+        if let Some(max) = self.max_sessions {
+            let _ = writeln!(text, "max_sessions = {max}");
         }
         match self.http {
             Some(http) => {
@@ -300,6 +306,7 @@ mod tests {
                 max_burst_length: 1048576,
                 first_burst_length: 65536,
             }),
+            max_sessions: Some(300),
             http: None,
             targets: vec!["name = \"iqn.x:null\"\nkind = \"null-disk\"\n".into()],
         };
@@ -307,7 +314,7 @@ mod tests {
             toml.render(),
             "# written by reel bench iscsi\n[iscsi]\nlisten = [\"127.0.0.1:3260\"]\nqueue_depth = 64\n\
              max_recv_data_segment_length = 262144\nmax_burst_length = 1048576\nfirst_burst_length = 65536\n\
-             \n[http]\nenabled = false\n\n[[iscsi.target]]\nname = \"iqn.x:null\"\nkind = \"null-disk\"\n"
+             max_sessions = 300\n\n[http]\nenabled = false\n\n[[iscsi.target]]\nname = \"iqn.x:null\"\nkind = \"null-disk\"\n"
         );
     }
 }

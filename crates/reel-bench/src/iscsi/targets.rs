@@ -109,6 +109,7 @@ fn start_reel(plan: &Plan) -> anyhow::Result<(ReelProcess, SocketAddr, String)> 
         listen: addr,
         queue_depth: 64,
         limits: Some(SESSION_LIMITS),
+        max_sessions: None,
         http: None,
         targets: vec![format!("name = \"{REEL_IQN}\"\nkind = \"null-disk\"\n")],
     }

@@ -175,6 +175,8 @@ fn measure(args: &LibraryArgs) -> anyhow::Result<Report> {
         listen: portal,
         queue_depth: 64,
         limits: None,
+        // The streaming phase opens a session per drive (256) and one for the changer.
+        max_sessions: Some(300),
         http: Some(http),
         targets: vec![format!(
             "name = \"{IQN}\"\nkind = \"library\"\npreset = \"vtl-node\"\nslots = {slots}\n"

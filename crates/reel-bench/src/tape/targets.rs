@@ -254,6 +254,8 @@ fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
         listen: addr,
         queue_depth: 64,
         limits: Some(SESSION_LIMITS),
+        // A session per drive and one for the changer, over reel's default when many drives.
+        max_sessions: Some((drives as usize + 8).max(64)),
         http: Some(http),
         targets: vec![format!(
             "name = \"{REEL_IQN}\"\nkind = \"library\"\ndrives = {drives}\nslots = {}\n",
