@@ -64,8 +64,11 @@ pub fn login_config(
     iqn: Option<&str>,
     limits: SessionLimits,
 ) -> InitiatorLoginConfig {
-    let mut config =
-        reel_testkit::login_config(initiator, iqn, NEXT_ISID.fetch_add(1, Ordering::Relaxed));
+    let mut config = InitiatorLoginConfig::new_session(
+        initiator,
+        iqn,
+        NEXT_ISID.fetch_add(1, Ordering::Relaxed),
+    );
     config.isid[2..4].copy_from_slice(&(std::process::id() as u16).to_be_bytes());
     config.limits = offered_limits(limits);
     config

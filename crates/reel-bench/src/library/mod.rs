@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail, ensure};
 use bytes::Bytes;
+use reel_iscsi::initiator_login::InitiatorLoginConfig;
 use reel_iscsi_net::{Client, ClientOptions};
 use reel_scsi::initiator::smc;
 use reel_sysinfo::Proc;
@@ -307,7 +308,7 @@ async fn changer_requests(
 ) -> anyhow::Result<(Vec<Duration>, usize, Vec<Duration>)> {
     let client = Client::connect(
         portal,
-        reel_testkit::login_config("iqn.2026-11.org.reel.bench:library", Some(IQN), 9),
+        InitiatorLoginConfig::new_session("iqn.2026-11.org.reel.bench:library", Some(IQN), 9),
         ClientOptions::default(),
     )
     .await?;
