@@ -48,7 +48,7 @@ cargo clippy --workspace --all-targets --all-features --release -- -D warnings
 
 step "tests (release profile; crash test: ${REEL_CRASH_KILLS:-200} kills)"
 cargo test --workspace --release
-step "tape cross-check smoke run: libiscsi client (gcc -Werror) and `reel bench tape` against tgt, 32 MiB" && bench/compare/crosscheck.sh --smoke
+step "tape cross-check smoke run: libiscsi client (gcc -Werror) and reel bench tape against tgt, 32 MiB" && bench/compare/crosscheck.sh --smoke
 
 # The web console in headless Debian chromium (Playwright) against a real `reel serve`;
 # installs chromium and a Python venv on first use.
