@@ -3,7 +3,7 @@
 //! The CSG and NSG fields stay raw 2-bit codes here: the wire can carry the reserved value 2,
 //! and a Login Request that does must be answered with a Login Response of status "initiator
 //! error" (§11.12.3, §11.13.5), not a Reject, so the login state machines judge them with
-//! [`Stage::from_bits`].
+//! [`Stage::from_code`].
 
 use bytes::{Bytes, BytesMut};
 
@@ -19,23 +19,15 @@ pub enum Stage {
 }
 
 impl Stage {
-    /// The stage a CSG or NSG code names; `None` for the reserved code 2.
-    pub fn from_bits(bits: u8) -> Option<Self> {
-        match bits & 3 {
+    /// The stage a CSG or NSG field holds; `None` for the reserved code 2 and for values that
+    /// do not fit the 2-bit field.
+    pub fn from_code(code: u8) -> Option<Self> {
+        match code {
             0 => Some(Stage::Security),
             1 => Some(Stage::Operational),
             3 => Some(Stage::FullFeature),
             _ => None,
         }
-    }
-
-    /// The stage a CSG or NSG field holds; `None` for the reserved code 2 and for values that
-    /// do not fit the 2-bit field.
-    pub fn from_code(code: u8) -> Option<Self> {
-        if code > 3 {
-            return None;
-        }
-        Self::from_bits(code)
     }
 
     /// The 2-bit code of the stage in CSG and NSG.
