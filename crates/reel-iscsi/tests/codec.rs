@@ -458,3 +458,44 @@ fn unknown_opcode_frames_but_does_not_parse() {
     assert_eq!(frame.opcode(), 0x1c);
     assert_eq!(Pdu::parse(frame), Err(ParseError::UnknownOpcode(0x1c)));
 }
+
+/// A header declaring a data segment over the limit is refused from its 48 bytes alone
+/// (§13.12 MaxRecvDataSegmentLength; 8192 during login): the framer neither waits for the data
+/// nor reserves room for it, so a peer's length field cannot make us allocate.
+#[test]
+fn an_oversized_data_segment_is_refused_before_its_data_arrives() {
+    for (limits, length) in [
+        (FrameLimits::default(), 8193u32),
+        (
+            FrameLimits {
+                header_digest: false,
+                data_digest: false,
+                max_data_segment: 65536,
+            },
+            0x00ff_ffff,
+        ),
+    ] {
+        let mut bhs = [0u8; BHS_LEN];
+        bhs[0] = opcode::DATA_OUT;
+        bhs[5..8].copy_from_slice(&length.to_be_bytes()[1..]);
+        let mut wire = BytesMut::with_capacity(BHS_LEN);
+        wire.extend_from_slice(&bhs);
+        let framer = Framer::new(limits);
+        match framer.decode(&mut wire) {
+            Err(FrameError::DataSegmentTooLong {
+                length: got, max, ..
+            }) => {
+                assert_eq!((got, max), (length, limits.max_data_segment));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(wire.capacity() < 4096, "reserved {} bytes", wire.capacity());
+    }
+    // At the limit the framer waits for the data, reserving only what the PDU takes.
+    let mut wire = BytesMut::new();
+    let mut bhs = [0u8; BHS_LEN];
+    bhs[0] = opcode::DATA_OUT;
+    bhs[5..8].copy_from_slice(&8192u32.to_be_bytes()[1..]);
+    wire.extend_from_slice(&bhs);
+    assert_eq!(Framer::default().decode(&mut wire), Ok(None));
+}
