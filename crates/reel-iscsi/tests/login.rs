@@ -1552,3 +1552,41 @@ fn responses_must_follow_the_initiator_stage() {
     // A response still in the security stage is refused.
     protocol_error(i.on_response(response(&req, true, 0, 1)));
 }
+
+/// The initiator bounds the text of a response split with the C bit (§11.13.2) as the target
+/// bounds a split request: a target sending continuation after continuation cannot make it
+/// buffer more than the text limit.
+#[test]
+fn the_initiator_bounds_the_text_of_a_split_response() {
+    let mut i = InitiatorLogin::new(config(Some(T)), [0; 32]);
+    let first = i.start();
+    let piece = LoginResponse {
+        transit: false,
+        continue_: true,
+        csg: 0,
+        nsg: 0,
+        version_max: 0,
+        version_active: 0,
+        isid: first.isid,
+        tsih: 0,
+        itt: first.itt,
+        stat_sn: 1,
+        exp_cmd_sn: 1,
+        max_cmd_sn: 1,
+        status_class: 0,
+        status_detail: 0,
+        data: Bytes::from(vec![b'a'; 8192]),
+    };
+    for n in 1..=20 {
+        match i.on_response(piece.clone()) {
+            Ok(InitiatorStep::Send(ack)) => assert!(ack.data.is_empty() && !ack.continue_),
+            Err(LoginError::Protocol(why)) => {
+                assert!(why.contains("too long"), "{why}");
+                assert!(n > 1, "the first piece fits");
+                return;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    panic!("20 pieces of 8192 bytes were all buffered");
+}
