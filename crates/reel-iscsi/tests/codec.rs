@@ -499,3 +499,79 @@ fn an_oversized_data_segment_is_refused_before_its_data_arrives() {
     wire.extend_from_slice(&bhs);
     assert_eq!(Framer::default().decode(&mut wire), Ok(None));
 }
+
+/// Byte positions written out from RFC 7143 by hand, not from `bhs.rs`: the round trips above
+/// pass even if encode and decode agree on a wrong offset; these two PDUs (the ones every
+/// tape write and read carries) pin the wire layout.
+#[test]
+fn scsi_command_and_data_in_match_the_rfc_layout() {
+    // SCSI Command (§11.3).
+    let command = Pdu::ScsiCommand(ScsiCommand {
+        immediate: true,
+        final_: true,
+        read: false,
+        write: true,
+        attr: TaskAttr::Simple,
+        lun: [0, 3, 0, 0, 0, 0, 0, 0],
+        itt: 0x1122_3344,
+        expected_data_length: 0x0004_0000,
+        cmd_sn: 0x5566_7788,
+        exp_stat_sn: 0x99aa_bbcc,
+        cdb: Bytes::from_static(&[0x0a, 1, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+        bidi_read_length: None,
+        data: Bytes::from_static(b"tape"),
+    });
+    let mut expected = [0u8; 48];
+    expected[0] = 0x40 | 0x01; // I bit, opcode
+    expected[1] = 0x80 | 0x20 | 0x01; // F, W, ATTR = simple
+    expected[5..8].copy_from_slice(&[0, 0, 4]); // DataSegmentLength
+    expected[8..16].copy_from_slice(&[0, 3, 0, 0, 0, 0, 0, 0]);
+    expected[16..20].copy_from_slice(&[0x11, 0x22, 0x33, 0x44]);
+    expected[20..24].copy_from_slice(&[0x00, 0x04, 0x00, 0x00]);
+    expected[24..28].copy_from_slice(&[0x55, 0x66, 0x77, 0x88]);
+    expected[28..32].copy_from_slice(&[0x99, 0xaa, 0xbb, 0xcc]);
+    expected[32..38].copy_from_slice(&[0x0a, 1, 0, 4, 0, 0]); // the CDB (16 bytes in the BHS)
+    assert_eq!(&command.header()[..], &expected[..]);
+    assert_eq!(
+        round_trip(&command, FrameLimits::default()).unwrap(),
+        command
+    );
+
+    // SCSI Data-In (§11.7).
+    let data_in = Pdu::DataIn(DataIn {
+        final_: true,
+        acknowledge: false,
+        overflow: false,
+        underflow: true,
+        has_status: true,
+        status: 0x02,
+        lun: [0; 8],
+        itt: 0x0102_0304,
+        ttt: 0xffff_ffff,
+        stat_sn: 0x0a0b_0c0d,
+        exp_cmd_sn: 0x1a1b_1c1d,
+        max_cmd_sn: 0x2a2b_2c2d,
+        data_sn: 0x3a3b_3c3d,
+        buffer_offset: 0x4a4b_4c4d,
+        residual: 0x5a5b_5c5d,
+        data: Bytes::from_static(b"ab"),
+    });
+    let mut expected = [0u8; 48];
+    expected[0] = 0x25;
+    expected[1] = 0x80 | 0x02 | 0x01; // F, U, S
+    expected[3] = 0x02; // status, valid with S
+    expected[5..8].copy_from_slice(&[0, 0, 2]);
+    expected[16..20].copy_from_slice(&[0x01, 0x02, 0x03, 0x04]);
+    expected[20..24].copy_from_slice(&[0xff; 4]);
+    expected[24..28].copy_from_slice(&[0x0a, 0x0b, 0x0c, 0x0d]);
+    expected[28..32].copy_from_slice(&[0x1a, 0x1b, 0x1c, 0x1d]);
+    expected[32..36].copy_from_slice(&[0x2a, 0x2b, 0x2c, 0x2d]);
+    expected[36..40].copy_from_slice(&[0x3a, 0x3b, 0x3c, 0x3d]);
+    expected[40..44].copy_from_slice(&[0x4a, 0x4b, 0x4c, 0x4d]);
+    expected[44..48].copy_from_slice(&[0x5a, 0x5b, 0x5c, 0x5d]);
+    assert_eq!(&data_in.header()[..], &expected[..]);
+    assert_eq!(
+        round_trip(&data_in, FrameLimits::default()).unwrap(),
+        data_in
+    );
+}
