@@ -15,6 +15,12 @@ build_reel() {
   reel=$bin/reel
 }
 
+# source_rev: the commit the tree is at, and " (with uncommitted changes)" when `git status`
+# lists anything (untracked files included), so a report never passes a dirty tree as clean.
+source_rev() {
+  echo "$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$([[ -z $(git -C "$root" status --porcelain 2>/dev/null) ]] || echo ' (with uncommitted changes)')"
+}
+
 # machine_md: the machine section of a report (one Markdown list item per line).
 machine_md() {
   echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: *//')"
@@ -24,7 +30,7 @@ machine_md() {
   echo "- Filesystem of the work directory: $(df -PT "${work_parent:-/var/tmp}" | awk 'NR==2 {print $2 " on " $1}')"
   echo "- Rust: $(rustc --version)"
   echo "- tgt: $(tgtd --version 2>&1 | head -n 1 || echo 'not found')"
-  echo "- Source: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$root" && git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "- Source: $(source_rev)"
 }
 
 # report_head TITLE SCRIPT ANCHOR: the report's title, where it came from, the machine and

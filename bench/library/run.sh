@@ -13,7 +13,7 @@ root=$(cd "$here/../.." && pwd)
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$root/bench/lib.sh"
 build_reel "library bench"
-echo "machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), load $(cut -d' ' -f1-3 /proc/loadavg), source $(source_rev)"
 stream=()
 [ "${NO_STREAM:-}" = 1 ] && stream=(--no-stream)
 "$reel" bench library --reel-bin "$reel" --json "$here/results.json" --charts "$here" "${stream[@]}" "$@"

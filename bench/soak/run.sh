@@ -30,13 +30,9 @@ out=${out:-$here/RESULTS$short.md}
 outdir=$(cd "$(dirname "$out")" && pwd)
 json=$outdir/results$short.json
 
-commit=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-if [[ -n $(git -C "$root" status --porcelain 2>/dev/null) ]]; then
-  commit="$commit (dirty)"
-fi
-
 # shellcheck source-path=SCRIPTDIR source=../lib.sh
 source "$root/bench/lib.sh"
+commit=$(source_rev)
 build_reel soak
 
 exec "$reel" bench soak --minutes "$minutes" --reel-bin "$reel" \

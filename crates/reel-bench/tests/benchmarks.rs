@@ -27,7 +27,8 @@ fn run(args: &[&str]) {
 }
 
 /// Runs `benchmark` with `args` writing into `dir`, then again from its JSON; returns the
-/// JSON after checking that both Markdown files are the same and that `charts` were written.
+/// JSON after checking that both Markdown files are the same and that `charts` were drawn, with
+/// data points, the same both times.
 fn run_and_replay(dir: &Path, benchmark: &str, args: &[&str], charts: &[&str]) -> Value {
     let path = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let (json, md, again) = (path("out.json"), path("out.md"), path("again.md"));
@@ -36,9 +37,15 @@ fn run_and_replay(dir: &Path, benchmark: &str, args: &[&str], charts: &[&str]) -
     list.extend_from_slice(args);
     list.extend_from_slice(&["--json", &json, "--markdown", &md, "--charts", &chart_dir]);
     run(&list);
-    for chart in charts {
-        let svg = fs::read_to_string(dir.join("charts").join(chart)).unwrap();
+    let svg = |chart: &str| fs::read_to_string(dir.join("charts").join(chart)).unwrap();
+    let drawn: Vec<String> = charts.iter().map(|c| svg(c)).collect();
+    for (chart, svg) in charts.iter().zip(&drawn) {
         assert!(svg.starts_with("<svg") && svg.contains("</svg>"), "{chart}");
+        // A chart with axes but no data has no points (line charts) and no bars (bar charts).
+        assert!(
+            svg.contains("<circle") || svg.contains("<rect x="),
+            "{chart} shows no data"
+        );
     }
     run(&[
         benchmark,
@@ -54,6 +61,13 @@ fn run_and_replay(dir: &Path, benchmark: &str, args: &[&str], charts: &[&str]) -
         fs::read_to_string(&again).unwrap(),
     );
     assert_eq!(first, second, "--from-json writes the same report");
+    for (chart, svg_before) in charts.iter().zip(&drawn) {
+        assert_eq!(
+            &svg(chart),
+            svg_before,
+            "--from-json draws the same {chart}"
+        );
+    }
     for chart in charts {
         assert!(first.contains(&format!("(charts/{chart})")), "{first}");
     }

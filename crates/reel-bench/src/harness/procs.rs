@@ -165,16 +165,18 @@ fn wait_exit(child: &mut Child, limit: Duration) -> bool {
     }
 }
 
-/// SIGTERM, then SIGKILL after `grace`.
-fn terminate(child: &mut Child, grace: Duration) {
+/// SIGTERM, then SIGKILL after `grace`; false if it had to be killed.
+fn terminate(child: &mut Child, grace: Duration) -> bool {
     if wait_exit(child, Duration::ZERO) {
-        return;
+        return true;
     }
     signal(child.id(), "TERM");
-    if !wait_exit(child, grace) {
-        let _ = child.kill();
-        let _ = child.wait();
+    if wait_exit(child, grace) {
+        return true;
     }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
 }
 
 /// A running `reel serve`; SIGTERM when dropped (reel logs sessions out and syncs on it).
@@ -268,12 +270,7 @@ impl ReelServe {
 
     /// SIGTERM and wait (up to `grace`, then SIGKILL); an error unless it exited cleanly.
     pub fn stop(mut self, grace: Duration) -> anyhow::Result<()> {
-        if !wait_exit(&mut self.child, Duration::ZERO) {
-            signal(self.child.id(), "TERM");
-        }
-        if !wait_exit(&mut self.child, grace) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        if !terminate(&mut self.child, grace) {
             bail!(
                 "reel serve did not stop within {} s of SIGTERM (killed):\n{}",
                 grace.as_secs(),

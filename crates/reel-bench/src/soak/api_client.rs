@@ -39,11 +39,7 @@ pub fn worker(soak: Arc<Soak>, epoch: Arc<Epoch>, api: ReelApi, k: usize) {
         }
         anyhow::Ok(())
     })();
-    if let Err(e) = result
-        && !epoch.killing.load(Ordering::SeqCst)
-    {
-        soak.fail(format!("API client {k}: {e:#}"));
-    }
+    soak.worker_ended(&epoch, &format!("API client {k}"), result);
 }
 
 /// One request that must succeed; 429 is waited out.

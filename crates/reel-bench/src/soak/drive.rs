@@ -43,6 +43,16 @@ fn classify(drive: &Drive, cdb: &[u8], r: ScsiResult, context: &str) -> anyhow::
     }
 }
 
+/// [`pipeline`]'s command for the next object: a variable-length READ(6) of up to
+/// `MAX_RECORD` bytes (SILI, so a shorter record is no error).
+fn read_next(_: usize) -> (Vec<u8>, Bytes, u32) {
+    (
+        ssc::read6(Transfer::Variable(MAX_RECORD), true).to_vec(),
+        Bytes::new(),
+        MAX_RECORD,
+    )
+}
+
 /// Runs `n` commands with up to `depth` in flight, in order; `make(i)` builds command `i`,
 /// `done(i, result)` sees each answer in order and returns false to stop issuing more.
 async fn pipeline(
@@ -128,11 +138,8 @@ pub async fn move_medium(
 /// One tape worker for one epoch; errors after the kill began are the kill's.
 pub async fn worker(soak: Arc<Soak>, epoch: Arc<Epoch>, lib: Arc<Library>, d: usize) {
     let name = format!("library {} drive {d}", lib.index);
-    if let Err(e) = run(&soak, &epoch, &lib, d, &name).await
-        && !epoch.killing.load(Ordering::SeqCst)
-    {
-        soak.fail(format!("{name}: {e:#}"));
-    }
+    let result = run(&soak, &epoch, &lib, d, &name).await;
+    soak.worker_ended(&epoch, &name, result);
 }
 
 async fn run(
@@ -389,40 +396,28 @@ async fn read_back(
     n: usize,
 ) -> anyhow::Result<()> {
     let expected: Vec<Obj> = soak.with_cart(barcode, |m| m.current()[at..at + n].to_vec());
-    pipeline(
-        drive,
-        n,
-        soak.queue_depth,
-        |_| {
-            (
-                ssc::read6(Transfer::Variable(MAX_RECORD), true).to_vec(),
-                Bytes::new(),
-                MAX_RECORD,
-            )
-        },
-        |i, cdb, r| {
-            let context = format!("{barcode} object {}", at + i);
-            match classify(drive, cdb, r, &context)? {
-                ReadEnd::EndOfData => bail!(
-                    "{} ({context}): end of data, the model has {} objects",
-                    drive.name,
-                    at + n
-                ),
-                ReadEnd::Object(got) => {
-                    model::check(barcode, &expected[i], &got).map_err(|m| {
-                        anyhow!("{} ({context}) read back after LOCATE: {m}", drive.name)
-                    })?;
-                    if let Read::Record(d) = got {
-                        soak.stats.records_read.fetch_add(1, Ordering::Relaxed);
-                        soak.stats
-                            .bytes_verified
-                            .fetch_add(d.len() as u64, Ordering::Relaxed);
-                    }
-                    Ok(true)
+    pipeline(drive, n, soak.queue_depth, read_next, |i, cdb, r| {
+        let context = format!("{barcode} object {}", at + i);
+        match classify(drive, cdb, r, &context)? {
+            ReadEnd::EndOfData => bail!(
+                "{} ({context}): end of data, the model has {} objects",
+                drive.name,
+                at + n
+            ),
+            ReadEnd::Object(got) => {
+                model::check(barcode, &expected[i], &got).map_err(|m| {
+                    anyhow!("{} ({context}) read back after LOCATE: {m}", drive.name)
+                })?;
+                if let Read::Record(d) = got {
+                    soak.stats.records_read.fetch_add(1, Ordering::Relaxed);
+                    soak.stats
+                        .bytes_verified
+                        .fetch_add(d.len() as u64, Ordering::Relaxed);
                 }
+                Ok(true)
             }
-        },
-    )
+        }
+    })
     .await
 }
 
@@ -434,35 +429,23 @@ async fn verify(soak: &Soak, epoch: &Epoch, drive: &Drive, barcode: &str) -> any
     let mut matcher = Matcher::new(&model);
     let mut end = false;
     let wanted = matcher.wanted() + 1;
-    pipeline(
-        drive,
-        wanted,
-        soak.queue_depth,
-        |_| {
-            (
-                ssc::read6(Transfer::Variable(MAX_RECORD), true).to_vec(),
-                Bytes::new(),
-                MAX_RECORD,
-            )
-        },
-        |i, cdb, r| {
-            if end {
-                return Ok(false);
+    pipeline(drive, wanted, soak.queue_depth, read_next, |i, cdb, r| {
+        if end {
+            return Ok(false);
+        }
+        match classify(drive, cdb, r, &format!("{barcode} object {i}"))? {
+            ReadEnd::EndOfData => {
+                end = true;
+                Ok(false)
             }
-            match classify(drive, cdb, r, &format!("{barcode} object {i}"))? {
-                ReadEnd::EndOfData => {
-                    end = true;
-                    Ok(false)
+            ReadEnd::Object(got) => {
+                if matches!(got, Read::Record(_)) {
+                    soak.stats.records_read.fetch_add(1, Ordering::Relaxed);
                 }
-                ReadEnd::Object(got) => {
-                    if matches!(got, Read::Record(_)) {
-                        soak.stats.records_read.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(matcher.push(&got))
-                }
+                Ok(matcher.push(&got))
             }
-        },
-    )
+        }
+    })
     .await?;
     if !end && matcher.failure.is_none() {
         // More objects than any line has: the matcher names it.

@@ -162,6 +162,16 @@ pub struct Soak {
 }
 
 impl Soak {
+    /// How a worker of `epoch` named `name` ended: an error is a failure unless the server's
+    /// kill had begun (then it is the kill's).
+    pub fn worker_ended(&self, epoch: &Epoch, name: &str, result: anyhow::Result<()>) {
+        if let Err(e) = result
+            && !epoch.killing.load(Ordering::SeqCst)
+        {
+            self.fail(format!("{name}: {e:#}"));
+        }
+    }
+
     pub fn fail(&self, what: String) {
         eprintln!("soak: FAILURE: {what}");
         self.failure_count.fetch_add(1, Ordering::Relaxed);

@@ -17,11 +17,8 @@ use reel_scsi::initiator::{describe, smc};
 
 pub async fn worker(soak: Arc<Soak>, epoch: Arc<Epoch>, lib: Arc<Library>, k: usize) {
     let name = format!("library {} changer session {k}", lib.index);
-    if let Err(e) = run(&soak, &epoch, &lib, k, &name).await
-        && !epoch.killing.load(Ordering::SeqCst)
-    {
-        soak.fail(format!("{name}: {e:#}"));
-    }
+    let result = run(&soak, &epoch, &lib, k, &name).await;
+    soak.worker_ended(&epoch, &name, result);
 }
 
 async fn run(
