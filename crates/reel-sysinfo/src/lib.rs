@@ -49,10 +49,7 @@ impl Proc {
 /// fields are counted from the last `)`: after it come state (field 3), ppid (4), … utime (14)
 /// and stime (15).
 pub fn parse_stat_ticks(stat: &str) -> Result<u64, String> {
-    let close = stat
-        .rfind(')')
-        .ok_or_else(|| "no ')' after the command name".to_string())?;
-    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    let fields = fields_after_command(stat)?;
     // fields[0] is field 3 (state), so field n is fields[n - 3].
     let field = |n: usize| -> Result<u64, String> {
         let text = fields
@@ -69,6 +66,23 @@ pub fn parse_stat_ticks(stat: &str) -> Result<u64, String> {
         return Err("field 3 (state) is not one letter".into());
     }
     Ok(field(14)? + field(15)?)
+}
+
+/// The fields of a `/proc/PID/stat` text from field 3 (state) on: the command name (field 2)
+/// is in parentheses and may itself hold spaces and `)`, so they start after the last `)`.
+fn fields_after_command(stat: &str) -> Result<Vec<&str>, String> {
+    let close = stat
+        .rfind(')')
+        .ok_or_else(|| "no ')' after the command name".to_string())?;
+    Ok(stat[close + 1..].split_whitespace().collect())
+}
+
+/// A process's state letter (proc(5) field 3: `R`, `S`, `D`, `Z`, …); `None` when the process
+/// is gone or its stat file cannot be read.
+pub fn process_state(pid: u32) -> Option<char> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields = fields_after_command(&text).ok()?;
+    fields.first()?.chars().next()
 }
 
 /// Clock ticks per second (`getconf CLK_TCK`; 100, the value on every mainstream Linux, if
@@ -160,6 +174,17 @@ mod tests {
     const LINE: &str = "4242 (reel) S 1 4242 4242 0 -1 4194560 1500 0 0 0 1234 567 0 0 20 0 4 0 \
                         100 500000000 3000 18446744073709551615 1 1 0 0 0 0 0 4096 17664 0 0 0 17 \
                         1 0 0 0 0 0";
+
+    #[test]
+    fn this_process_is_running_and_a_reaped_child_is_gone() {
+        // A running process reads as running (R) or sleeping (S), never gone.
+        let me = std::process::id();
+        assert!(matches!(process_state(me), Some('R' | 'S')));
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert_eq!(process_state(pid), None);
+    }
 
     #[test]
     fn utime_plus_stime() {

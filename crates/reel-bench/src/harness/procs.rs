@@ -543,13 +543,7 @@ fn remove_tgtd_socket(control_port: u16) {
 
 /// Whether process `pid` is gone (or a zombie nobody has reaped yet).
 fn process_gone(pid: u32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the command name in parentheses (proc(5)).
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => true,
-    }
+    reel_sysinfo::process_state(pid).is_none_or(|state| state == 'Z')
 }
 
 /// Takes down a tgtd [`Tgtd::detach`] left running (not this process's child) the way
