@@ -71,12 +71,6 @@ impl ServeCommand {
         }
     }
 
-    /// Another `reel` binary.
-    pub fn binary(mut self, binary: impl Into<PathBuf>) -> Self {
-        self.binary = binary.into();
-        self
-    }
-
     /// The iSCSI portal to listen on.
     pub fn portal(mut self, portal: SocketAddr) -> Self {
         self.portal = portal;
