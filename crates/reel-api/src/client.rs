@@ -583,19 +583,8 @@ fn query_string(pairs: &[(&str, Option<String>)]) -> Option<String> {
     let set: Vec<String> = pairs
         .iter()
         .filter_map(|(k, v)| {
-            v.as_ref().map(|v| {
-                let v: String = v
-                    .bytes()
-                    .map(|b| {
-                        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                            (b as char).to_string()
-                        } else {
-                            format!("%{b:02X}")
-                        }
-                    })
-                    .collect();
-                format!("{k}={v}")
-            })
+            v.as_ref()
+                .map(|v| format!("{k}={}", endpoints::encode_query_value(v)))
         })
         .collect();
     (!set.is_empty()).then(|| set.join("&"))
