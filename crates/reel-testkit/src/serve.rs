@@ -190,11 +190,6 @@ impl Server {
         self.portal
     }
 
-    /// The console/API base URL, when it runs.
-    pub fn http(&self) -> Option<&str> {
-        self.http.as_deref()
-    }
-
     /// A field of `/proc/<pid>/status` in KiB (VmRSS now, VmHWM the peak so far).
     pub fn memory_kib(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
