@@ -352,6 +352,7 @@ impl Client {
         Ok(MonitorStream {
             lines: Box::new(BufReader::new(response.into_body().into_reader())),
             path,
+            strict: self.strict,
         })
     }
 
@@ -582,19 +583,8 @@ fn query_string(pairs: &[(&str, Option<String>)]) -> Option<String> {
     let set: Vec<String> = pairs
         .iter()
         .filter_map(|(k, v)| {
-            v.as_ref().map(|v| {
-                let v: String = v
-                    .bytes()
-                    .map(|b| {
-                        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                            (b as char).to_string()
-                        } else {
-                            format!("%{b:02X}")
-                        }
-                    })
-                    .collect();
-                format!("{k}={v}")
-            })
+            v.as_ref()
+                .map(|v| format!("{k}={}", endpoints::encode_query_value(v)))
         })
         .collect();
     (!set.is_empty()).then(|| set.join("&"))
@@ -605,6 +595,8 @@ fn query_string(pairs: &[(&str, Option<String>)]) -> Option<String> {
 pub struct MonitorStream {
     lines: Box<dyn BufRead + Send>,
     path: String,
+    /// The client's strict mode, for each sample.
+    strict: bool,
 }
 
 impl Iterator for MonitorStream {
@@ -622,7 +614,7 @@ impl Iterator for MonitorStream {
             let line = line.trim_end_matches(['\r', '\n']);
             if line.is_empty() {
                 if !data.is_empty() {
-                    return Some(decode("GET", &self.path, &data, false));
+                    return Some(decode("GET", &self.path, &data, self.strict));
                 }
             } else if let Some(d) = line.strip_prefix("data:") {
                 data.push_str(d.strip_prefix(' ').unwrap_or(d));
@@ -668,6 +660,25 @@ mod tests {
             decode::<Me>("GET", "/me", extra, true),
             Err(Error::Decode { .. })
         ));
+    }
+
+    #[test]
+    fn a_strict_clients_stream_refuses_fields_the_type_does_not_keep() {
+        let sample = serde_json::to_value(MonitorSample::default()).unwrap();
+        let mut extra = sample.clone();
+        extra["since"] = 3.into();
+        let stream = |strict| MonitorStream {
+            lines: Box::new(std::io::Cursor::new(format!(
+                "event: monitor\ndata: {sample}\n\nevent: monitor\ndata: {extra}\n\n"
+            ))),
+            path: "/api/v1/monitor/stream".into(),
+            strict,
+        };
+        let lax: Vec<_> = stream(false).collect();
+        assert!(lax.len() == 2 && lax.iter().all(Result::is_ok));
+        let strict: Vec<_> = stream(true).collect();
+        assert!(strict[0].is_ok());
+        assert!(matches!(strict[1], Err(Error::Decode { .. })));
     }
 
     #[test]

@@ -143,13 +143,24 @@ impl Endpoint {
 /// Percent-encodes everything but RFC 3986 §3.3 `pchar`s (unreserved, sub-delims, `:`, `@`),
 /// so barcodes and iSCSI names (`iqn.2026-11.org.reel:library`) go as they are.
 pub fn encode(text: &str) -> String {
+    percent_encode(text, b"-._~!$&'()*+,;=:@")
+}
+
+/// Percent-encodes everything but the unreserved characters (RFC 3986 §2.3), for a value of
+/// a query string (where `&`, `=` and `+` mean something).
+pub(crate) fn encode_query_value(text: &str) -> String {
+    percent_encode(text, b"-._~")
+}
+
+/// Percent-encodes every byte but ASCII letters, digits and `keep`.
+fn percent_encode(text: &str, keep: &[u8]) -> String {
+    use std::fmt::Write;
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
-        let keep = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&b);
-        if keep {
+        if b.is_ascii_alphanumeric() || keep.contains(&b) {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            let _ = write!(out, "%{b:02X}");
         }
     }
     out

@@ -71,12 +71,6 @@ impl ServeCommand {
         }
     }
 
-    /// Another `reel` binary.
-    pub fn binary(mut self, binary: impl Into<PathBuf>) -> Self {
-        self.binary = binary.into();
-        self
-    }
-
     /// The iSCSI portal to listen on.
     pub fn portal(mut self, portal: SocketAddr) -> Self {
         self.portal = portal;
@@ -194,11 +188,6 @@ impl Server {
     /// The iSCSI portal it listens on.
     pub fn portal(&self) -> SocketAddr {
         self.portal
-    }
-
-    /// The console/API base URL, when it runs.
-    pub fn http(&self) -> Option<&str> {
-        self.http.as_deref()
     }
 
     /// A field of `/proc/<pid>/status` in KiB (VmRSS now, VmHWM the peak so far).

@@ -309,6 +309,14 @@ fn authentication_roles_and_tokens() {
     );
     api.err(
         "GET",
+        "/api/v1/events?limit=10001",
+        Some(&admin),
+        None,
+        400,
+        "bad_request",
+    );
+    api.err(
+        "GET",
         "/api/v1/events?limit=x",
         Some(&admin),
         None,
@@ -454,6 +462,11 @@ fn library_moves_cartridges_import_export_and_vault() {
         ),
         (
             r#"{"prefix":"TST","first":1,"count":0,"media":"lto8"}"#,
+            400,
+            "bad_request",
+        ),
+        (
+            r#"{"prefix":"C","first":1,"count":10001,"media":"lto8"}"#,
             400,
             "bad_request",
         ),
