@@ -114,32 +114,51 @@ impl ServeCommand {
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", self.binary.display()));
         let stdout = child.stdout.take().expect("stdout is piped");
-        let mut lines = BufReader::new(stdout).lines();
+        // A reader thread, so the deadline holds even when the server prints nothing; it keeps
+        // reading after the banner so the server never blocks on a full pipe.
+        let (line_tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // Once the banner is read nobody listens; the lines are still read (and dropped).
+            for line in BufReader::new(stdout).lines() {
+                let failed = line.is_err();
+                let _ = line_tx.send(line);
+                if failed {
+                    break;
+                }
+            }
+        });
         let deadline = Instant::now() + START_TIMEOUT;
         let (mut http, mut banner) = (None, String::new());
         loop {
-            assert!(Instant::now() < deadline, "reel serve did not start");
-            let line = lines.next();
-            if let Some(Ok(line)) = &line {
-                banner.push_str(line);
-                banner.push('\n');
-            }
-            match line {
-                Some(Ok(line)) if line.starts_with("Ctrl-C") => break,
-                Some(Ok(line)) if line.starts_with(HTTP_BANNER) => {
-                    let url = line[HTTP_BANNER.len()..]
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or("")
-                        .trim_end_matches('/');
-                    http = Some(url.to_string());
+            let wait = deadline.saturating_duration_since(Instant::now());
+            let line = match lines.recv_timeout(wait) {
+                Ok(Ok(line)) => line,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("reel serve did not start within {START_TIMEOUT:?}");
                 }
-                Some(Ok(_)) => {}
-                _ => panic!("reel serve exited before serving"),
+                Ok(Err(_)) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    let _ = child.wait();
+                    panic!("reel serve exited before serving");
+                }
+            };
+            banner.push_str(&line);
+            banner.push('\n');
+            if line.starts_with("Ctrl-C") {
+                break;
+            }
+            if let Some(rest) = line.strip_prefix(HTTP_BANNER) {
+                let url = rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .trim_end_matches('/');
+                http = Some(url.to_string());
             }
         }
-        // Keep reading so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        // The reader thread drains the rest of standard output until the server exits.
+        drop(lines);
         Server {
             child,
             portal: self.portal,
