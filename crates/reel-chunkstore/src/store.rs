@@ -216,12 +216,24 @@ impl ChunkStore {
             .map_err(|e| StoreError::Catalog(format!("opening {}: {e}", path.display())))?;
         let fenced = Arc::new(AtomicBool::new(false));
         let backend_file = redb::backends::FileBackend::new(file)?;
-        let mut db = Database::builder()
-            .set_cache_size(config.catalog_cache_bytes)
-            .create_with_backend(crate::catalog_file::FencedFile::new(
-                backend_file,
-                fenced.clone(),
-            ))?;
+        // redb can panic while opening a damaged file (an `unreachable!` on a damaged
+        // allocator-state key, found by tests/damaged_catalog.rs), before the integrity check
+        // below can run: a panic here is a refusal, never a crash of the server.
+        let fenced_file = crate::catalog_file::FencedFile::new(backend_file, fenced.clone());
+        let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Database::builder()
+                .set_cache_size(config.catalog_cache_bytes)
+                .create_with_backend(fenced_file)
+        }));
+        let mut db = match opened {
+            Ok(db) => db?,
+            Err(_) => {
+                return Err(StoreError::Corrupt(format!(
+                    "the catalog {} is damaged beyond opening",
+                    path.display()
+                )));
+            }
+        };
         // Every page's checksum is verified before anything is served: redb can panic on a
         // damaged page it meets later (an index out of bounds), and a damaged catalog must be
         // refused, never half-read. A catalog redb had to repair is refused too: what it
