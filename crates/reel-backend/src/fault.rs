@@ -106,6 +106,10 @@ impl<B: Backend> Backend for QuotaBackend<B> {
             self.inner.describe()
         )
     }
+
+    fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// Per-operation probabilities (0.0..=1.0) of an injected failure.
@@ -226,6 +230,10 @@ impl<B: Backend> Backend for FlakyBackend<B> {
     fn describe(&self) -> String {
         format!("flaky over {}", self.inner.describe())
     }
+
+    fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// Simulates power loss. Once armed, the n-th following mutating operation (put or delete) and
@@ -319,6 +327,10 @@ impl<B: Backend> Backend for CrashBackend<B> {
 
     fn describe(&self) -> String {
         format!("crash over {}", self.inner.describe())
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.inner.flush()
     }
 }
 

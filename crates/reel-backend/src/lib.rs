@@ -109,6 +109,13 @@ pub trait Backend: Send + Sync + 'static {
     fn delete(&self, key: &Key) -> Result<()>;
     /// A short human description for logs and errors ("local:/var/lib/reel").
     fn describe(&self) -> String;
+    /// Waits until every put and delete that returned before this call has reached the back
+    /// end's final home (for a write-back cache: the bucket), in the order they were made.
+    /// Back ends that store synchronously have nothing to wait for. A store calls this at a
+    /// synchronising point when durability `bucket` is configured.
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 // Shared handles are back ends too, so wrappers can take `Arc<dyn Backend>` or `Box<dyn Backend>`.
@@ -132,6 +139,9 @@ macro_rules! forward_backend {
             }
             fn describe(&self) -> String {
                 (**self).describe()
+            }
+            fn flush(&self) -> Result<()> {
+                (**self).flush()
             }
         }
     )*};
