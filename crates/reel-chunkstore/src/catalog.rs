@@ -23,6 +23,8 @@ pub const RECORDS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("records
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 pub const META_FORMAT: &str = "format_version";
+/// The last catalog journal object this catalog includes (0: none; see `journal.rs`).
+pub const META_JOURNAL_SEQ: &str = "journal_seq";
 
 /// What the catalog knows of a pack: its size, and the raw bytes its chunks hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,6 +28,7 @@ pub mod chunker;
 pub mod format;
 mod hasher;
 mod index;
+mod journal;
 mod packer;
 mod reclaim;
 mod scrub;
@@ -40,7 +41,7 @@ pub use format::{ChunkId, FormatError};
 pub use index::FILTER_BITS_PER_CHUNK_MAX;
 pub use reclaim::ReclaimReport;
 pub use scrub::{Damage, ScrubReport};
-pub use store::{ChunkStore, StoreConfig, StoreStats};
+pub use store::{ChunkStore, DurableAt, RecoveryProgress, StoreConfig, StoreStats};
 pub use stream::{Stream, StreamId};
 pub use usage::{EXACT_CHUNKS, Exclusive, ExclusiveUsage, StreamUsage};
 

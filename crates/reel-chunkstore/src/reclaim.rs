@@ -9,11 +9,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use redb::{Durability, ReadableDatabase, ReadableTable};
+use redb::{ReadableDatabase, ReadableTable};
 use reel_backend::PutMode;
 
 use crate::catalog::{CHUNKS, EXTENTS, PACK_IDS, PACKS, PackRow, SPANS, pack_key};
 use crate::format::{ChunkId, ChunkLoc, Entry, decode_extent_row, decode_refs};
+use crate::journal::Op;
 use crate::packer::PackBuilder;
 use crate::store::ChunkStore;
 use crate::{Result, StoreError};
@@ -203,32 +204,44 @@ impl ChunkStore {
 
         let before: u64 = packs.iter().map(|(_, r)| r.size).sum();
         let result = (|| -> Result<()> {
-            let mut txn = inner.db.begin_write()?;
-            txn.set_durability(Durability::Immediate)?;
+            let txn = inner.db.begin_write()?;
+            let mut ops = Vec::new();
             {
                 let mut chunks = txn.open_table(CHUNKS)?;
                 for (id, _) in &dropped {
                     chunks.remove(&id.0)?;
+                    ops.push(Op::DelChunk(id.0));
                 }
                 let mut spans = txn.open_table(SPANS)?;
                 for id in &dead_spans {
                     spans.remove(&id.0)?;
+                    ops.push(Op::DelSpan(id.0));
                 }
                 for (id, loc) in &moved {
-                    chunks.insert(&id.0, loc.encode().as_slice())?;
+                    let loc = loc.encode();
+                    chunks.insert(&id.0, loc.as_slice())?;
+                    ops.push(Op::PutChunk(id.0, loc.to_vec()));
                 }
                 let mut pack_table = txn.open_table(PACKS)?;
                 let mut id_table = txn.open_table(PACK_IDS)?;
                 for p in &doomed {
                     pack_table.remove(*p)?;
                     id_table.remove(*p)?;
+                    ops.push(Op::DelPack(*p));
+                    ops.push(Op::DelPackIds(*p));
                 }
                 for (id, row, ids) in &new_rows {
-                    pack_table.insert(*id, row.encode().as_slice())?;
+                    let row = row.encode();
+                    pack_table.insert(*id, row.as_slice())?;
                     id_table.insert(*id, ids.as_slice())?;
+                    ops.push(Op::PutPack(*id, row.to_vec()));
+                    ops.push(Op::PutPackIds(*id, ids.clone()));
                 }
             }
-            txn.commit()?;
+            inner.journal(ops);
+            // The journal object that drops the doomed packs is written (and for durability
+            // `bucket`, flushed) before they are deleted below.
+            inner.commit_txn_durably(txn)?;
             Ok(())
         })();
         inner.stop_on_catalog_error(result)?;

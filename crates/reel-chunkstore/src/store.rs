@@ -17,6 +17,7 @@ use crate::catalog::{
 use crate::chunker::ChunkerParams;
 use crate::format::{self, ChunkId, ChunkLoc, FORMAT_VERSION};
 use crate::index::{Bloom, LocalityCache, is_hook};
+use crate::journal;
 use crate::packer::{PackBuilder, SealedPack};
 use crate::stream::{StreamId, StreamState};
 use crate::{Result, StoreError};
@@ -39,6 +40,32 @@ pub struct StoreConfig {
     pub upload_queue: usize,
     /// Threads storing packs: a put ends with an fsync, so several overlap the waits.
     pub upload_threads: usize,
+    /// Also record every catalog change as journal objects in the back end, so the back end
+    /// alone can rebuild the catalog (`journal.rs`). On for object storage, where the local
+    /// catalog is a cache; off for the local back end, whose catalog is on the same disk.
+    pub journal: bool,
+    /// When a synchronising point is acknowledged (see [`DurableAt`]).
+    pub durable_at: DurableAt,
+}
+
+/// Where data must be before a synchronising point (`sync`) returns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DurableAt {
+    /// Stored by the back end's `put` (for a write-back cache: fsynced in the cache).
+    #[default]
+    Local,
+    /// Also in the back end's final home: `sync` waits for `Backend::flush` (the bucket).
+    Bucket,
+}
+
+/// Progress of replaying the catalog journal on open (recovery from the back end).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveryProgress {
+    /// Journal objects replayed so far, of `total`.
+    pub done: u64,
+    pub total: u64,
+    /// Catalog changes applied so far.
+    pub ops: u64,
 }
 
 impl Default for StoreConfig {
@@ -52,6 +79,8 @@ impl Default for StoreConfig {
             catalog_cache_bytes: 64 << 20,
             upload_queue: 4,
             upload_threads: 3,
+            journal: false,
+            durable_at: DurableAt::Local,
         }
     }
 }
@@ -165,6 +194,18 @@ pub(crate) struct Inner {
     /// Non-durable catalog commits made, and how many of them the last durable commit covered.
     nondurable_commits: AtomicU64,
     durable_covers: AtomicU64,
+    /// Catalog changes since the last journal object (only with `config.journal`).
+    journal: Mutex<JournalState>,
+}
+
+/// The journal's writer side: ops not yet written, and the object being written.
+#[derive(Default)]
+struct JournalState {
+    ops: Vec<journal::Op>,
+    /// The last sequence number in the back end (or staged there: see `write_journal`).
+    seq: u64,
+    /// An object whose put failed: written again, byte for byte, before anything newer.
+    staged: Option<(u64, Vec<u8>)>,
 }
 
 /// A handle to an open store. Cheap to clone; all clones share one store.
@@ -202,6 +243,18 @@ impl ChunkStore {
         catalog_dir: &Path,
         backend: Arc<dyn Backend>,
         config: StoreConfig,
+    ) -> Result<ChunkStore> {
+        Self::open_with_progress(catalog_dir, backend, config, &mut |_| {})
+    }
+
+    /// [`ChunkStore::open`], reporting the replay of catalog journals newer than the local
+    /// catalog (with `StoreConfig::journal`): on an empty catalog directory that is the
+    /// recovery of the whole catalog from the back end.
+    pub fn open_with_progress(
+        catalog_dir: &Path,
+        backend: Arc<dyn Backend>,
+        config: StoreConfig,
+        progress: &mut dyn FnMut(RecoveryProgress),
     ) -> Result<ChunkStore> {
         config.chunker.validate().map_err(StoreError::Invalid)?;
         std::fs::create_dir_all(catalog_dir)
@@ -255,6 +308,13 @@ impl ChunkStore {
             }
         }
         init_catalog(&db)?;
+        // Before the orphan scan below: on a fresh directory every pack is an orphan until the
+        // journal that names it is replayed.
+        let journal_seq = if config.journal {
+            replay_journal(&db, &*backend, progress)?
+        } else {
+            0
+        };
 
         let mut catalog_packs = HashSet::new();
         let chunk_count;
@@ -318,7 +378,21 @@ impl ChunkStore {
             fenced,
             nondurable_commits: AtomicU64::new(0),
             durable_covers: AtomicU64::new(0),
+            journal: Mutex::new(JournalState {
+                seq: journal_seq,
+                ..JournalState::default()
+            }),
         });
+        if inner.config.journal && journal_seq == 0 {
+            // A catalog that has rows but no journal yet (a store that starts journaling):
+            // its first journal object is the whole catalog, so the back end is complete.
+            let base = journal::dump(&inner.db)?;
+            if !base.is_empty() {
+                inner.journal.lock().ops = base;
+                inner.note_nondurable_commit();
+                inner.commit_durably()?;
+            }
+        }
         for i in 0..inner.config.upload_threads.max(1) {
             let weak = Arc::downgrade(&inner);
             let rx = rx.clone();
@@ -397,6 +471,19 @@ impl ChunkStore {
             txn.open_table(SIDECAR)?
                 .retain_in((id.0, 0)..=(id.0, u64::MAX), |_, _| false)?;
         }
+        inner.journal([
+            journal::Op::DelStream(id.0),
+            journal::Op::DelExtents {
+                stream: id.0,
+                first: 0,
+                last: u64::MAX,
+            },
+            journal::Op::DelSidecars {
+                stream: id.0,
+                first: 0,
+                last: u64::MAX,
+            },
+        ]);
         txn.commit()?;
         Ok(())
     }
@@ -419,6 +506,7 @@ impl ChunkStore {
                 }
             }
         }
+        inner.journal([record_op(key, value)]);
         txn.commit()?;
         inner.note_nondurable_commit();
         Ok(())
@@ -448,6 +536,7 @@ impl ChunkStore {
                 }
             }
         }
+        inner.journal(records.iter().map(|(k, v)| record_op(k, v.as_deref())));
         txn.commit()?;
         inner.note_nondurable_commit();
         Ok(())
@@ -552,6 +641,19 @@ impl ChunkStore {
             .get_or_insert_with(|| "the store was abandoned".into());
     }
 
+    /// A hash of every catalog row (chunk index, packs, streams, extents, spans, sidecars,
+    /// records): equal for two catalogs with the same content, e.g. a catalog and the one
+    /// recovered from the back end's journal.
+    pub fn catalog_fingerprint(&self) -> Result<[u8; 32]> {
+        let rows = journal::dump(&self.inner.db)?;
+        Ok(*blake3::hash(&journal::encode(0, &rows)).as_bytes())
+    }
+
+    /// The last catalog journal object the local catalog includes (0 without a journal).
+    pub fn journal_seq(&self) -> u64 {
+        self.inner.journal.lock().seq
+    }
+
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.inner.backend
     }
@@ -583,6 +685,13 @@ impl Drop for Inner {
     }
 }
 
+fn record_op(key: &[u8], value: Option<&[u8]>) -> journal::Op {
+    match value {
+        Some(v) => journal::Op::PutRecord(key.to_vec(), v.to_vec()),
+        None => journal::Op::DelRecord(key.to_vec()),
+    }
+}
+
 fn init_catalog(db: &Database) -> Result<()> {
     let txn = db.begin_write()?;
     {
@@ -610,6 +719,66 @@ fn init_catalog(db: &Database) -> Result<()> {
     }
     txn.commit()?;
     Ok(())
+}
+
+/// Replays the back end's journal objects newer than the catalog's; returns the last sequence
+/// number the catalog now includes.
+fn replay_journal(
+    db: &Database,
+    backend: &dyn Backend,
+    progress: &mut dyn FnMut(RecoveryProgress),
+) -> Result<u64> {
+    let local = {
+        let txn = db.begin_read()?;
+        let meta = txn.open_table(META)?;
+        meta.get(catalog::META_JOURNAL_SEQ)?
+            .map_or(0, |v| v.value())
+    };
+    let listed = backend
+        .list(journal::JOURNAL_PREFIX)
+        .map_err(StoreError::from_backend)?;
+    let mut newer: Vec<u64> = listed
+        .iter()
+        .filter_map(|o| journal::parse_journal_key(o.key.as_str()))
+        .filter(|&seq| seq > local)
+        .collect();
+    newer.sort_unstable();
+    let total = newer.len() as u64;
+    let mut report = RecoveryProgress {
+        done: 0,
+        total,
+        ops: 0,
+    };
+    if total > 0 {
+        progress(report);
+    }
+    let mut seq = local;
+    for next in newer {
+        if next != seq + 1 {
+            return Err(StoreError::Corrupt(format!(
+                "catalog journal {} is missing from {} (the catalog includes up to {seq}, the \
+                 next one present is {next})",
+                journal::journal_key(seq + 1),
+                backend.describe()
+            )));
+        }
+        let key = journal::journal_key(next);
+        let bytes = backend.get(&key).map_err(StoreError::from_backend)?;
+        let ops = journal::decode(&bytes, next)
+            .map_err(|e| StoreError::Corrupt(format!("{key} in {}: {e}", backend.describe())))?;
+        let mut txn = db.begin_write()?;
+        // Each replayed object is committed durably: a crash mid-recovery resumes after it.
+        txn.set_durability(Durability::Immediate)?;
+        journal::apply(&txn, &ops)?;
+        txn.open_table(META)?
+            .insert(catalog::META_JOURNAL_SEQ, next)?;
+        txn.commit()?;
+        seq = next;
+        report.done += 1;
+        report.ops += ops.len() as u64;
+        progress(report);
+    }
+    Ok(seq)
 }
 
 impl Inner {
@@ -876,8 +1045,19 @@ impl Inner {
                         }
                     })
                     .collect();
+                let names = format::encode_pack_ids(&names);
                 txn.open_table(PACK_IDS)?
-                    .insert(pack.id, format::encode_pack_ids(&names).as_slice())?;
+                    .insert(pack.id, names.as_slice())?;
+                if self.config.journal {
+                    let mut ops: Vec<journal::Op> = entries
+                        .iter()
+                        .filter(|(id, _)| !duplicates.contains(id))
+                        .map(|(id, loc)| journal::Op::PutChunk(id.0, loc.encode().to_vec()))
+                        .collect();
+                    ops.push(journal::Op::PutPack(pack.id, row.encode().to_vec()));
+                    ops.push(journal::Op::PutPackIds(pack.id, names));
+                    self.journal(ops);
+                }
             }
             txn.commit()?;
             self.note_nondurable_commit();
@@ -940,16 +1120,91 @@ impl Inner {
     /// the commit lock exclusively and has stored every pack (the write path's step 5).
     pub(crate) fn commit_durably(&self) -> Result<()> {
         let covers = self.nondurable_commits.load(Ordering::Acquire);
-        let result = (|| -> Result<()> {
-            let mut txn = self.db.begin_write()?;
-            txn.set_durability(Durability::Immediate)?;
-            txn.set_quick_repair(true);
-            txn.commit()?;
-            Ok(())
-        })();
+        let txn = self.db.begin_write();
+        let result = txn
+            .map_err(StoreError::from)
+            .and_then(|txn| self.commit_txn_durably(txn));
         self.stop_on_catalog_error(result)?;
         self.durable_covers.fetch_max(covers, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// Commits `txn` durably, covering every earlier non-durable commit. With the journal on,
+    /// the changes since the last journal object are first written as the next one (and, for
+    /// [`DurableAt::Bucket`], flushed to the back end's final home), and its number goes into
+    /// this commit: the local catalog never gets ahead of the back end's journal.
+    pub(crate) fn commit_txn_durably(&self, mut txn: redb::WriteTransaction) -> Result<()> {
+        txn.set_durability(Durability::Immediate)?;
+        txn.set_quick_repair(true);
+        if self.config.journal {
+            // Holding a write transaction: no other catalog change can add ops meanwhile.
+            let seq = self.write_journal()?;
+            txn.open_table(META)?
+                .insert(catalog::META_JOURNAL_SEQ, seq)?;
+        }
+        if self.config.durable_at == DurableAt::Bucket {
+            self.backend.flush().map_err(StoreError::from_backend)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Records catalog changes for the next journal object. Called while holding the write
+    /// transaction that makes them, before its commit, so ops are in commit order.
+    pub(crate) fn journal(&self, ops: impl IntoIterator<Item = journal::Op>) {
+        if self.config.journal {
+            self.journal.lock().ops.extend(ops);
+        }
+    }
+
+    /// Writes the pending ops as the next journal object; returns the last sequence number in
+    /// the back end. A failed put leaves the object staged, and the next call writes those same
+    /// bytes again before anything newer, so a sequence number never names two contents.
+    fn write_journal(&self) -> Result<u64> {
+        let mut j = self.journal.lock();
+        if let Some((seq, bytes)) = j.staged.take() {
+            if let Err(e) = self.put_journal(seq, &bytes) {
+                j.staged = Some((seq, bytes));
+                return Err(e);
+            }
+            j.seq = seq;
+        }
+        if j.ops.is_empty() {
+            return Ok(j.seq);
+        }
+        let seq = j.seq + 1;
+        let bytes = journal::encode(seq, &j.ops);
+        j.ops.clear();
+        if let Err(e) = self.put_journal(seq, &bytes) {
+            j.staged = Some((seq, bytes));
+            return Err(e);
+        }
+        j.seq = seq;
+        Ok(seq)
+    }
+
+    fn put_journal(&self, seq: u64, bytes: &[u8]) -> Result<()> {
+        let key = journal::journal_key(seq);
+        match self.backend.put(&key, bytes, PutMode::Create) {
+            Ok(()) => Ok(()),
+            Err(reel_backend::BackendError::AlreadyExists(_)) => {
+                // Our own earlier attempt may have landed after reporting an error; anything
+                // else is another writer's: this node no longer owns the store.
+                match self.backend.get(&key) {
+                    Ok(existing) if existing == bytes => Ok(()),
+                    _ => {
+                        let why = format!(
+                            "catalog journal {key} was written by another node: this node no \
+                             longer owns the store in {}",
+                            self.backend.describe()
+                        );
+                        self.stopped.lock().get_or_insert_with(|| why.clone());
+                        Err(StoreError::Stopped(why))
+                    }
+                }
+            }
+            Err(e) => Err(StoreError::from_backend(e)),
+        }
     }
 
     /// Where chunk `id` is stored, sealing open packs if it is still being built.

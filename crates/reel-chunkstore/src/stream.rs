@@ -17,6 +17,7 @@ use crate::chunker::Chunker;
 use crate::format::{
     ChunkId, ChunkRef, Entry, SpanId, decode_extent_row, encode_extent_row, encode_refs,
 };
+use crate::journal::Op;
 use crate::packer::PackBuilder;
 use crate::store::{ChunkStore, Inner};
 use crate::{Result, StoreError};
@@ -305,26 +306,31 @@ impl StreamState {
         let id = self.id.0;
         let mut txn = inner.db.begin_write()?;
         txn.set_durability(Durability::None)?;
+        let mut ops = Vec::new();
         {
             let mut extents = txn.open_table(EXTENTS)?;
             for (start, refs) in &self.full_rows {
-                extents.insert((id, *start), encode_extent_row(refs).as_slice())?;
+                let row = encode_extent_row(refs);
+                extents.insert((id, *start), row.as_slice())?;
+                ops.push(Op::PutExtent((id, *start), row));
             }
             if !self.tail.is_empty() {
-                extents.insert(
-                    (id, self.row_start),
-                    encode_extent_row(&self.tail).as_slice(),
-                )?;
+                let row = encode_extent_row(&self.tail);
+                extents.insert((id, self.row_start), row.as_slice())?;
+                ops.push(Op::PutExtent((id, self.row_start), row));
             }
             txn.open_table(STREAMS)?.insert(id, self.len)?;
-            apply_sidecar(&txn, id, &self.sidecar)?;
+            ops.push(Op::PutStream(id, self.len));
+            apply_sidecar(&txn, id, &self.sidecar, &mut ops)?;
             let mut spans = txn.open_table(SPANS)?;
             for (span, refs) in &self.new_spans {
                 if spans.get(&span.0)?.is_none() {
                     spans.insert(&span.0, refs.as_slice())?;
+                    ops.push(Op::PutSpan(span.0, refs.clone()));
                 }
             }
         }
+        inner.journal(ops);
         txn.commit()?;
         inner.note_nondurable_commit();
         self.new_spans.clear();
@@ -345,6 +351,7 @@ impl StreamState {
         let id = self.id.0;
         let mut txn = inner.db.begin_write()?;
         txn.set_durability(Durability::None)?;
+        let mut ops = Vec::new();
         let (row_start, tail) = {
             let mut extents = txn.open_table(EXTENTS)?;
             let containing = if new_len == 0 {
@@ -358,6 +365,11 @@ impl StreamState {
                     .transpose()?
             };
             extents.retain_in((id, new_len)..=(id, u64::MAX), |_, _| false)?;
+            ops.push(Op::DelExtents {
+                stream: id,
+                first: new_len,
+                last: u64::MAX,
+            });
             match containing {
                 Some((start, entries)) => {
                     let mut kept = Vec::new();
@@ -383,14 +395,18 @@ impl StreamState {
                             at += u64::from(len);
                         }
                     }
-                    extents.insert((id, start), encode_extent_row(&kept).as_slice())?;
+                    let row = encode_extent_row(&kept);
+                    extents.insert((id, start), row.as_slice())?;
+                    ops.push(Op::PutExtent((id, start), row));
                     (start, kept)
                 }
                 None => (0, Vec::new()),
             }
         };
         txn.open_table(STREAMS)?.insert(id, new_len)?;
-        apply_sidecar(&txn, id, &self.sidecar)?;
+        ops.push(Op::PutStream(id, new_len));
+        apply_sidecar(&txn, id, &self.sidecar, &mut ops)?;
+        inner.journal(ops);
         txn.commit()?;
         inner.note_nondurable_commit();
         self.sidecar.clear();
@@ -493,6 +509,7 @@ fn apply_sidecar(
     txn: &redb::WriteTransaction,
     id: u64,
     changes: &BTreeMap<u64, Option<Vec<u8>>>,
+    ops: &mut Vec<Op>,
 ) -> Result<()> {
     if changes.is_empty() {
         return Ok(());
@@ -502,9 +519,11 @@ fn apply_sidecar(
         match value {
             Some(v) => {
                 sidecar.insert((id, *key), v.as_slice())?;
+                ops.push(Op::PutSidecar((id, *key), v.clone()));
             }
             None => {
                 sidecar.remove((id, *key))?;
+                ops.push(Op::DelSidecar((id, *key)));
             }
         }
     }

@@ -47,11 +47,18 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn open_store(dir: &Path) -> ChunkStore {
+fn open_store(dir: &Path, journal: bool) -> ChunkStore {
+    open_catalog(dir, &dir.join("catalog"), journal).expect("reopen after kill")
+}
+
+fn open_catalog(dir: &Path, catalog: &Path, journal: bool) -> reel_chunkstore::Result<ChunkStore> {
     let backend: Arc<dyn Backend> =
         Arc::new(LocalBackend::open(&dir.join("objects")).expect("open objects"));
-    ChunkStore::open(&dir.join("catalog"), backend, StoreConfig::default())
-        .expect("reopen after kill")
+    let config = StoreConfig {
+        journal,
+        ..StoreConfig::default()
+    };
+    ChunkStore::open(catalog, backend, config)
 }
 
 #[derive(Default, Debug)]
@@ -66,10 +73,18 @@ struct Tally {
     syncs: u64,
     torn_journal_lines: u64,
     max_store_bytes: u64,
+    /// Cycles whose catalog was also rebuilt from the objects alone (journal runs).
+    recovered: u64,
 }
 
 /// One kill-and-check cycle. Returns an error describing what is wrong with the store.
-fn cycle(dir: &Path, seed: u64, sleep: Duration, tally: &mut Tally) -> Result<(), String> {
+fn cycle(
+    dir: &Path,
+    seed: u64,
+    sleep: Duration,
+    journal: bool,
+    tally: &mut Tally,
+) -> Result<(), String> {
     let start = read_state(dir);
     let _ = std::fs::remove_file(dir.join("journal"));
     let stderr = std::fs::File::create(dir.join("worker.err")).map_err(|e| e.to_string())?;
@@ -77,6 +92,7 @@ fn cycle(dir: &Path, seed: u64, sleep: Duration, tally: &mut Tally) -> Result<()
         .arg("kill")
         .arg(dir)
         .arg(seed.to_string())
+        .env("REEL_CRASH_JOURNAL", if journal { "1" } else { "0" })
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(stderr)
@@ -103,7 +119,7 @@ fn cycle(dir: &Path, seed: u64, sleep: Duration, tally: &mut Tally) -> Result<()
         tally.killed_in_sync += 1;
     }
 
-    let store = open_store(dir);
+    let store = open_store(dir, journal);
     let report = store
         .scrub(&mut |_, _| {})
         .map_err(|e| format!("scrub: {e}"))?;
@@ -151,14 +167,40 @@ fn cycle(dir: &Path, seed: u64, sleep: Duration, tally: &mut Tally) -> Result<()
     tally.max_store_bytes = tally
         .max_store_bytes
         .max(store.stats().map_err(|e| e.to_string())?.stored_bytes);
+    let fingerprint = store.catalog_fingerprint().map_err(|e| e.to_string())?;
     drop(store);
+    if journal {
+        // The objects alone (packs and journal, no local catalog) rebuild the same catalog.
+        let fresh = dir.join("recovered");
+        let _ = std::fs::remove_dir_all(&fresh);
+        let recovered = open_catalog(dir, &fresh, true)
+            .map_err(|e| format!("recovery from the objects alone: {e}"))?;
+        let again = recovered.catalog_fingerprint().map_err(|e| e.to_string())?;
+        if again != fingerprint {
+            return Err("the catalog recovered from the journal differs from the local one".into());
+        }
+        compare(&recovered, &state).map_err(|e| format!("recovered catalog: {e}"))?;
+        drop(recovered);
+        let _ = std::fs::remove_dir_all(&fresh);
+        tally.recovered += 1;
+    }
     write_state(dir, &state);
     Ok(())
 }
 
 #[test]
 fn sigkill_at_random_moments_never_loses_synced_data() {
-    let kills = env_u64("REEL_CRASH_KILLS", 200);
+    kill_run(env_u64("REEL_CRASH_KILLS", 200), false);
+}
+
+/// The same with the catalog journal (as on object storage): after every kill the catalog is
+/// also rebuilt from the objects alone and must equal the local one.
+#[test]
+fn sigkill_with_the_catalog_journal_never_loses_synced_data_and_recovers_from_objects() {
+    kill_run(env_u64("REEL_CRASH_JOURNAL_KILLS", 100), true);
+}
+
+fn kill_run(kills: u64, journal: bool) {
     let base = env_u64("REEL_CRASH_SEED", 0xC0FFEE);
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
@@ -174,7 +216,7 @@ fn sigkill_at_random_moments_never_loses_synced_data() {
         } else {
             rng.range(120, 300)
         };
-        if let Err(e) = cycle(dir, seed, Duration::from_millis(ms), &mut tally) {
+        if let Err(e) = cycle(dir, seed, Duration::from_millis(ms), journal, &mut tally) {
             let kept = tmp.keep();
             panic!(
                 "kill {i} (worker seed {seed}, killed after {ms} ms): {e}\n\
@@ -203,6 +245,9 @@ fn sigkill_at_random_moments_never_loses_synced_data() {
         );
     }
     // The final state is still readable by a fresh store.
-    let store = open_store(dir);
+    if journal {
+        assert_eq!(tally.recovered, kills, "every cycle was recovered");
+    }
+    let store = open_store(dir, journal);
     compare(&store, &read_state(dir)).expect("final state");
 }

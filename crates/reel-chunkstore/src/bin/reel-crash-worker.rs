@@ -704,10 +704,17 @@ impl SyncHooks for Journal {
     }
 }
 
+/// Whether this run keeps the catalog journal (`REEL_CRASH_JOURNAL=1`).
+pub fn journal_on() -> bool {
+    std::env::var("REEL_CRASH_JOURNAL").is_ok_and(|v| v == "1")
+}
+
 /// The store configuration a seed picks: small packs make background uploads happen mid-run.
 pub fn config_for(seed: u64) -> StoreConfig {
     StoreConfig {
         pack_target: [256 << 10, 1 << 20, 32 << 20][(splitmix(seed) % 3) as usize],
+        // Fixed for a whole run (a store must not switch its journal off and on again).
+        journal: journal_on(),
         ..StoreConfig::default()
     }
 }

@@ -1,0 +1,586 @@
+//! The catalog journal: every catalog change, as immutable objects in the back end.
+//!
+//! The local redb catalog is fast to query but lives on one disk. With the journal on
+//! (`StoreConfig::journal`, the default for object storage), every change a catalog
+//! transaction makes is also recorded as an [`Op`]; at each durable commit the ops gathered
+//! since the previous one are written as **one journal object**
+//! `catalog/journal/<seq:016x>.jrnl`, with a create-only put, *before* the local commit that
+//! records `seq` in the catalog's `meta` table. So:
+//!
+//! - The bucket alone holds everything: replaying journals 1..=n into an empty catalog gives
+//!   the catalog as of the durable commit that wrote journal n ([`crate::ChunkStore::open`]
+//!   does this whenever the back end holds journals newer than the local catalog, which is
+//!   recovery on a fresh directory and the catch-up after a crash between the journal put and
+//!   the local commit).
+//! - Sequence numbers are the fence between writers: two nodes that both saw journal n race
+//!   for n + 1 and exactly one create-only put wins (back-end contract); the loser stops.
+//! - Durable order: a journal names only packs stored before it was put (the store puts packs,
+//!   then the journal; a write-back cache uploads a `catalog/` object only after everything
+//!   queued before it), and packs are deleted only after the journal that dropped them.
+//!
+//! Object layout (all integers little-endian):
+//!
+//! ```text
+//! journal = magic "REELJRNL" (8) | version u16 | flags u16 (0) | seq u64 | op count u32
+//!         | payload length u32 | payload (zstd of the ops) | BLAKE3 of everything before (32)
+//! op      = table u8 | kind u8 (0 put, 1 delete, 2 delete range) | key | value (puts only)
+//! key     = [u8; 32] (chunks, spans) | u64 (packs, pack_ids, streams)
+//!         | (u64, u64) (extents, sidecar) | len u32 + bytes (records)
+//! range   = u64 stream | u64 first | u64 last (inclusive; extents and sidecar only)
+//! value   = len u32 + bytes (streams: the length as 8 bytes)
+//! ```
+
+use redb::{ReadableTable, WriteTransaction};
+use reel_backend::Key;
+
+use crate::Result;
+use crate::catalog::{CHUNKS, EXTENTS, PACK_IDS, PACKS, RECORDS, SIDECAR, SPANS, STREAMS};
+use crate::format::FormatError;
+
+const MAGIC: &[u8; 8] = b"REELJRNL";
+const VERSION: u16 = 1;
+const HEADER_LEN: usize = 8 + 2 + 2 + 8 + 4 + 4;
+const HASH_LEN: usize = 32;
+/// Refuses absurd payloads before allocating for them.
+const MAX_PAYLOAD: usize = 1 << 30;
+
+/// Where journal objects live in the back end.
+pub const JOURNAL_PREFIX: &str = "catalog/journal/";
+
+pub fn journal_key(seq: u64) -> Key {
+    // A fixed ASCII pattern is always a valid key.
+    Key::new(format!("{JOURNAL_PREFIX}{seq:016x}.jrnl")).expect("valid journal key")
+}
+
+pub fn parse_journal_key(key: &str) -> Option<u64> {
+    let hex = key.strip_prefix(JOURNAL_PREFIX)?.strip_suffix(".jrnl")?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// One catalog change, exactly as a transaction made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    PutChunk([u8; 32], Vec<u8>),
+    DelChunk([u8; 32]),
+    PutPack(u64, Vec<u8>),
+    DelPack(u64),
+    PutPackIds(u64, Vec<u8>),
+    DelPackIds(u64),
+    PutStream(u64, u64),
+    DelStream(u64),
+    PutExtent((u64, u64), Vec<u8>),
+    /// Every extent row of `stream` starting in `first..=last`.
+    DelExtents {
+        stream: u64,
+        first: u64,
+        last: u64,
+    },
+    PutSpan([u8; 32], Vec<u8>),
+    DelSpan([u8; 32]),
+    PutSidecar((u64, u64), Vec<u8>),
+    DelSidecar((u64, u64)),
+    DelSidecars {
+        stream: u64,
+        first: u64,
+        last: u64,
+    },
+    PutRecord(Vec<u8>, Vec<u8>),
+    DelRecord(Vec<u8>),
+}
+
+// Table tags on the wire: fixed forever (a new table gets a new tag).
+const T_CHUNKS: u8 = 1;
+const T_PACKS: u8 = 2;
+const T_PACK_IDS: u8 = 3;
+const T_STREAMS: u8 = 4;
+const T_EXTENTS: u8 = 5;
+const T_SPANS: u8 = 6;
+const T_SIDECAR: u8 = 7;
+const T_RECORDS: u8 = 8;
+const K_PUT: u8 = 0;
+const K_DEL: u8 = 1;
+const K_DEL_RANGE: u8 = 2;
+
+impl Op {
+    fn encode(&self, out: &mut Vec<u8>) {
+        fn value(out: &mut Vec<u8>, v: &[u8]) {
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            out.extend_from_slice(v);
+        }
+        fn pair(out: &mut Vec<u8>, k: (u64, u64)) {
+            out.extend_from_slice(&k.0.to_le_bytes());
+            out.extend_from_slice(&k.1.to_le_bytes());
+        }
+        fn range(out: &mut Vec<u8>, stream: u64, first: u64, last: u64) {
+            for n in [stream, first, last] {
+                out.extend_from_slice(&n.to_le_bytes());
+            }
+        }
+        match self {
+            Op::PutChunk(id, v) => {
+                out.extend_from_slice(&[T_CHUNKS, K_PUT]);
+                out.extend_from_slice(id);
+                value(out, v);
+            }
+            Op::DelChunk(id) => {
+                out.extend_from_slice(&[T_CHUNKS, K_DEL]);
+                out.extend_from_slice(id);
+            }
+            Op::PutPack(id, v) => {
+                out.extend_from_slice(&[T_PACKS, K_PUT]);
+                out.extend_from_slice(&id.to_le_bytes());
+                value(out, v);
+            }
+            Op::DelPack(id) => {
+                out.extend_from_slice(&[T_PACKS, K_DEL]);
+                out.extend_from_slice(&id.to_le_bytes());
+            }
+            Op::PutPackIds(id, v) => {
+                out.extend_from_slice(&[T_PACK_IDS, K_PUT]);
+                out.extend_from_slice(&id.to_le_bytes());
+                value(out, v);
+            }
+            Op::DelPackIds(id) => {
+                out.extend_from_slice(&[T_PACK_IDS, K_DEL]);
+                out.extend_from_slice(&id.to_le_bytes());
+            }
+            Op::PutStream(id, len) => {
+                out.extend_from_slice(&[T_STREAMS, K_PUT]);
+                out.extend_from_slice(&id.to_le_bytes());
+                value(out, &len.to_le_bytes());
+            }
+            Op::DelStream(id) => {
+                out.extend_from_slice(&[T_STREAMS, K_DEL]);
+                out.extend_from_slice(&id.to_le_bytes());
+            }
+            Op::PutExtent(k, v) => {
+                out.extend_from_slice(&[T_EXTENTS, K_PUT]);
+                pair(out, *k);
+                value(out, v);
+            }
+            Op::DelExtents {
+                stream,
+                first,
+                last,
+            } => {
+                out.extend_from_slice(&[T_EXTENTS, K_DEL_RANGE]);
+                range(out, *stream, *first, *last);
+            }
+            Op::PutSpan(id, v) => {
+                out.extend_from_slice(&[T_SPANS, K_PUT]);
+                out.extend_from_slice(id);
+                value(out, v);
+            }
+            Op::DelSpan(id) => {
+                out.extend_from_slice(&[T_SPANS, K_DEL]);
+                out.extend_from_slice(id);
+            }
+            Op::PutSidecar(k, v) => {
+                out.extend_from_slice(&[T_SIDECAR, K_PUT]);
+                pair(out, *k);
+                value(out, v);
+            }
+            Op::DelSidecar(k) => {
+                out.extend_from_slice(&[T_SIDECAR, K_DEL]);
+                pair(out, *k);
+            }
+            Op::DelSidecars {
+                stream,
+                first,
+                last,
+            } => {
+                out.extend_from_slice(&[T_SIDECAR, K_DEL_RANGE]);
+                range(out, *stream, *first, *last);
+            }
+            Op::PutRecord(k, v) => {
+                out.extend_from_slice(&[T_RECORDS, K_PUT]);
+                value(out, k);
+                value(out, v);
+            }
+            Op::DelRecord(k) => {
+                out.extend_from_slice(&[T_RECORDS, K_DEL]);
+                value(out, k);
+            }
+        }
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Op, FormatError> {
+        let table = r.u8()?;
+        let kind = r.u8()?;
+        let op = match (table, kind) {
+            (T_CHUNKS, K_PUT) => Op::PutChunk(r.id()?, r.value()?),
+            (T_CHUNKS, K_DEL) => Op::DelChunk(r.id()?),
+            (T_PACKS, K_PUT) => Op::PutPack(r.u64()?, r.value()?),
+            (T_PACKS, K_DEL) => Op::DelPack(r.u64()?),
+            (T_PACK_IDS, K_PUT) => Op::PutPackIds(r.u64()?, r.value()?),
+            (T_PACK_IDS, K_DEL) => Op::DelPackIds(r.u64()?),
+            (T_STREAMS, K_PUT) => {
+                let id = r.u64()?;
+                let v = r.value()?;
+                let len: [u8; 8] = v
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| r.bad(format!("stream length of {} bytes", v.len())))?;
+                Op::PutStream(id, u64::from_le_bytes(len))
+            }
+            (T_STREAMS, K_DEL) => Op::DelStream(r.u64()?),
+            (T_EXTENTS, K_PUT) => Op::PutExtent((r.u64()?, r.u64()?), r.value()?),
+            (T_EXTENTS, K_DEL_RANGE) => Op::DelExtents {
+                stream: r.u64()?,
+                first: r.u64()?,
+                last: r.u64()?,
+            },
+            (T_SPANS, K_PUT) => Op::PutSpan(r.id()?, r.value()?),
+            (T_SPANS, K_DEL) => Op::DelSpan(r.id()?),
+            (T_SIDECAR, K_PUT) => Op::PutSidecar((r.u64()?, r.u64()?), r.value()?),
+            (T_SIDECAR, K_DEL) => Op::DelSidecar((r.u64()?, r.u64()?)),
+            (T_SIDECAR, K_DEL_RANGE) => Op::DelSidecars {
+                stream: r.u64()?,
+                first: r.u64()?,
+                last: r.u64()?,
+            },
+            (T_RECORDS, K_PUT) => Op::PutRecord(r.value()?, r.value()?),
+            (T_RECORDS, K_DEL) => Op::DelRecord(r.value()?),
+            _ => return Err(r.bad(format!("unknown op: table {table}, kind {kind}"))),
+        };
+        Ok(op)
+    }
+}
+
+/// Applies `ops` in order to the catalog tables of `txn` (replay).
+pub fn apply(txn: &WriteTransaction, ops: &[Op]) -> Result<()> {
+    let mut chunks = txn.open_table(CHUNKS)?;
+    let mut packs = txn.open_table(PACKS)?;
+    let mut pack_ids = txn.open_table(PACK_IDS)?;
+    let mut streams = txn.open_table(STREAMS)?;
+    let mut extents = txn.open_table(EXTENTS)?;
+    let mut spans = txn.open_table(SPANS)?;
+    let mut sidecar = txn.open_table(SIDECAR)?;
+    let mut records = txn.open_table(RECORDS)?;
+    for op in ops {
+        match op {
+            Op::PutChunk(id, v) => {
+                chunks.insert(id, v.as_slice())?;
+            }
+            Op::DelChunk(id) => {
+                chunks.remove(id)?;
+            }
+            Op::PutPack(id, v) => {
+                packs.insert(*id, v.as_slice())?;
+            }
+            Op::DelPack(id) => {
+                packs.remove(*id)?;
+            }
+            Op::PutPackIds(id, v) => {
+                pack_ids.insert(*id, v.as_slice())?;
+            }
+            Op::DelPackIds(id) => {
+                pack_ids.remove(*id)?;
+            }
+            Op::PutStream(id, len) => {
+                streams.insert(*id, *len)?;
+            }
+            Op::DelStream(id) => {
+                streams.remove(*id)?;
+            }
+            Op::PutExtent(k, v) => {
+                extents.insert(*k, v.as_slice())?;
+            }
+            Op::DelExtents {
+                stream,
+                first,
+                last,
+            } => {
+                if first <= last {
+                    extents.retain_in((*stream, *first)..=(*stream, *last), |_, _| false)?;
+                }
+            }
+            Op::PutSpan(id, v) => {
+                spans.insert(id, v.as_slice())?;
+            }
+            Op::DelSpan(id) => {
+                spans.remove(id)?;
+            }
+            Op::PutSidecar(k, v) => {
+                sidecar.insert(*k, v.as_slice())?;
+            }
+            Op::DelSidecar(k) => {
+                sidecar.remove(*k)?;
+            }
+            Op::DelSidecars {
+                stream,
+                first,
+                last,
+            } => {
+                if first <= last {
+                    sidecar.retain_in((*stream, *first)..=(*stream, *last), |_, _| false)?;
+                }
+            }
+            Op::PutRecord(k, v) => {
+                records.insert(k.as_slice(), v.as_slice())?;
+            }
+            Op::DelRecord(k) => {
+                records.remove(k.as_slice())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every row of every journaled table as put ops, in table then key order: what a replay of
+/// the whole journal must reproduce (tests compare two catalogs with it).
+pub fn dump(db: &redb::Database) -> Result<Vec<Op>> {
+    use redb::ReadableDatabase;
+    let txn = db.begin_read()?;
+    let mut out = Vec::new();
+    for row in txn.open_table(CHUNKS)?.iter()? {
+        let (k, v) = row?;
+        out.push(Op::PutChunk(*k.value(), v.value().to_vec()));
+    }
+    for row in txn.open_table(PACKS)?.iter()? {
+        let (k, v) = row?;
+        out.push(Op::PutPack(k.value(), v.value().to_vec()));
+    }
+    for row in txn.open_table(PACK_IDS)?.iter()? {
+        let (k, v) = row?;
+        out.push(Op::PutPackIds(k.value(), v.value().to_vec()));
+    }
+    for row in txn.open_table(STREAMS)?.iter()? {
+        let (k, v) = row?;
+        out.push(Op::PutStream(k.value(), v.value()));
+    }
+    for row in txn.open_table(EXTENTS)?.iter()? {
+        let (k, v) = row?;
+        out.push(Op::PutExtent(k.value(), v.value().to_vec()));
+    }
+    for row in txn.open_table(SPANS)?.iter()? {
+        let (k, v) = row?;
+        out.push(Op::PutSpan(*k.value(), v.value().to_vec()));
+    }
+    for row in txn.open_table(SIDECAR)?.iter()? {
+        let (k, v) = row?;
+        out.push(Op::PutSidecar(k.value(), v.value().to_vec()));
+    }
+    for row in txn.open_table(RECORDS)?.iter()? {
+        let (k, v) = row?;
+        out.push(Op::PutRecord(k.value().to_vec(), v.value().to_vec()));
+    }
+    Ok(out)
+}
+
+/// Encodes journal object `seq` holding `ops`.
+pub fn encode(seq: u64, ops: &[Op]) -> Vec<u8> {
+    let mut raw = Vec::new();
+    for op in ops {
+        op.encode(&mut raw);
+    }
+    // Level 1: chunk ids do not compress, extent rows and records do; this is cheap either way.
+    let payload = zstd::bulk::compress(&raw, 1).unwrap_or_else(|_| raw.clone());
+    let compressed = payload.len() < raw.len();
+    let payload = if compressed { payload } else { raw };
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len() + HASH_LEN);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&u16::from(compressed).to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&payload);
+    let hash = blake3::hash(&out);
+    out.extend_from_slice(hash.as_bytes());
+    out
+}
+
+/// Decodes a journal object; `expected_seq` is the sequence its key names (an object stored
+/// under another number is refused: it would replay out of order).
+pub fn decode(bytes: &[u8], expected_seq: u64) -> Result<Vec<Op>, FormatError> {
+    let bad = |reason: String| FormatError {
+        what: "catalog journal",
+        reason,
+    };
+    if bytes.len() < HEADER_LEN + HASH_LEN {
+        return Err(bad(format!("{} bytes is too short", bytes.len())));
+    }
+    let (body, hash) = bytes.split_at(bytes.len() - HASH_LEN);
+    if blake3::hash(body).as_bytes() != hash {
+        return Err(bad("checksum mismatch".into()));
+    }
+    let mut r = Reader {
+        data: body,
+        at: 0,
+        what: "catalog journal",
+    };
+    if r.take(8)? != MAGIC {
+        return Err(bad("bad magic".into()));
+    }
+    let version = r.u16()?;
+    if version == 0 || version > VERSION {
+        return Err(bad(format!(
+            "version {version} (this reel reads versions 1 to {VERSION})"
+        )));
+    }
+    let flags = r.u16()?;
+    if flags > 1 {
+        return Err(bad(format!("unknown flags {flags:#x}")));
+    }
+    let seq = r.u64()?;
+    if seq != expected_seq {
+        return Err(bad(format!(
+            "holds sequence {seq} but is stored as {expected_seq}"
+        )));
+    }
+    let count = r.u32()? as usize;
+    let len = r.u32()? as usize;
+    let payload = r.take(len)?;
+    if r.at != body.len() {
+        return Err(bad("bytes after the payload".into()));
+    }
+    let raw = if flags == 1 {
+        zstd::bulk::decompress(payload, MAX_PAYLOAD).map_err(|e| bad(format!("payload: {e}")))?
+    } else {
+        payload.to_vec()
+    };
+    let mut r = Reader {
+        data: &raw,
+        at: 0,
+        what: "catalog journal op",
+    };
+    // Every op is at least 10 bytes: the count cannot ask for more than that allows.
+    let mut ops = Vec::with_capacity(count.min(raw.len() / 10 + 1));
+    for _ in 0..count {
+        ops.push(Op::decode(&mut r)?);
+    }
+    if r.at != raw.len() {
+        return Err(bad(format!("{} bytes after {count} ops", raw.len() - r.at)));
+    }
+    Ok(ops)
+}
+
+/// Little-endian cursor over untrusted bytes.
+struct Reader<'a> {
+    data: &'a [u8],
+    at: usize,
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    fn bad(&self, reason: String) -> FormatError {
+        FormatError {
+            what: self.what,
+            reason,
+        }
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], FormatError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.data.len())
+            .ok_or_else(|| self.bad(format!("truncated at byte {}", self.at)))?;
+        let out = &self.data[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+    fn u8(&mut self) -> Result<u8, FormatError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, FormatError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, FormatError> {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(a))
+    }
+    fn u64(&mut self) -> Result<u64, FormatError> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn id(&mut self) -> Result<[u8; 32], FormatError> {
+        let mut a = [0u8; 32];
+        a.copy_from_slice(self.take(32)?);
+        Ok(a)
+    }
+    fn value(&mut self) -> Result<Vec<u8>, FormatError> {
+        let len = self.u32()? as usize;
+        Ok(self.take(len)?.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_op() -> impl Strategy<Value = Op> {
+        let id = any::<[u8; 32]>();
+        let bytes = proptest::collection::vec(any::<u8>(), 0..64);
+        prop_oneof![
+            (id, bytes.clone()).prop_map(|(i, v)| Op::PutChunk(i, v)),
+            id.prop_map(Op::DelChunk),
+            (any::<u64>(), bytes.clone()).prop_map(|(i, v)| Op::PutPack(i, v)),
+            any::<u64>().prop_map(Op::DelPack),
+            (any::<u64>(), bytes.clone()).prop_map(|(i, v)| Op::PutPackIds(i, v)),
+            any::<u64>().prop_map(Op::DelPackIds),
+            (any::<u64>(), any::<u64>()).prop_map(|(i, l)| Op::PutStream(i, l)),
+            any::<u64>().prop_map(Op::DelStream),
+            (any::<(u64, u64)>(), bytes.clone()).prop_map(|(k, v)| Op::PutExtent(k, v)),
+            any::<(u64, u64, u64)>().prop_map(|(stream, first, last)| Op::DelExtents {
+                stream,
+                first,
+                last
+            }),
+            (id, bytes.clone()).prop_map(|(i, v)| Op::PutSpan(i, v)),
+            id.prop_map(Op::DelSpan),
+            (any::<(u64, u64)>(), bytes.clone()).prop_map(|(k, v)| Op::PutSidecar(k, v)),
+            any::<(u64, u64)>().prop_map(Op::DelSidecar),
+            any::<(u64, u64, u64)>().prop_map(|(stream, first, last)| Op::DelSidecars {
+                stream,
+                first,
+                last
+            }),
+            (bytes.clone(), bytes.clone()).prop_map(|(k, v)| Op::PutRecord(k, v)),
+            bytes.prop_map(Op::DelRecord),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn journal_roundtrips(seq in any::<u64>(), ops in proptest::collection::vec(arb_op(), 0..40)) {
+            let bytes = encode(seq, &ops);
+            prop_assert_eq!(decode(&bytes, seq).unwrap(), ops);
+        }
+
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600), seq in 0u64..4) {
+            let _ = decode(&bytes, seq);
+        }
+
+        #[test]
+        fn any_flipped_bit_is_refused(ops in proptest::collection::vec(arb_op(), 1..10), at in any::<usize>(), bit in 0u8..8) {
+            let mut bytes = encode(7, &ops);
+            let i = at % bytes.len();
+            bytes[i] ^= 1 << bit;
+            prop_assert!(decode(&bytes, 7).is_err());
+        }
+    }
+
+    #[test]
+    fn an_object_under_another_sequence_is_refused() {
+        let bytes = encode(3, &[Op::DelPack(1)]);
+        let err = decode(&bytes, 4).unwrap_err();
+        assert!(err.reason.contains("sequence 3"), "{err}");
+    }
+
+    #[test]
+    fn journal_keys_roundtrip_and_sort_by_sequence() {
+        assert_eq!(parse_journal_key(journal_key(0x1f).as_str()), Some(0x1f));
+        assert!(journal_key(9).as_str() < journal_key(10).as_str());
+        assert_eq!(parse_journal_key("catalog/journal/12.jrnl"), None);
+        assert_eq!(parse_journal_key("packs/0000000000000001.pack"), None);
+    }
+}

@@ -1,0 +1,264 @@
+//! The catalog journal (`StoreConfig::journal`): the back end alone rebuilds the catalog, a
+//! catalog behind the back end catches up, a gap or a second writer is refused.
+
+#[path = "../src/bin/reel-crash-worker.rs"]
+mod worker;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use reel_backend::{Backend, Key, MemoryBackend, PutMode};
+use reel_chunkstore::{ChunkStore, StoreConfig, StoreError, StreamId};
+use worker::fill;
+
+fn journaled() -> StoreConfig {
+    StoreConfig {
+        journal: true,
+        // Small packs: several per stream, so reclaim has packs to rewrite and delete.
+        pack_target: 256 << 10,
+        ..StoreConfig::default()
+    }
+}
+
+fn open(catalog: &Path, backend: &Arc<MemoryBackend>, config: StoreConfig) -> ChunkStore {
+    let backend: Arc<dyn Backend> = backend.clone();
+    ChunkStore::open(catalog, backend, config).unwrap()
+}
+
+fn read_all(store: &ChunkStore) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (id, len) in store.streams().unwrap() {
+        let s = store.open_stream(id).unwrap();
+        let mut buf = vec![0u8; len as usize];
+        s.read_at(0, &mut buf).unwrap();
+        out.push((id.0, buf));
+    }
+    out
+}
+
+fn journal_keys(backend: &MemoryBackend) -> Vec<String> {
+    backend
+        .list("catalog/journal/")
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key.as_str().to_string())
+        .collect()
+}
+
+/// Streams with records, truncation, deletion, sidecars, caller records and a reclaim: every
+/// kind of catalog change. Returns after a final sync.
+fn workload(store: &ChunkStore, round: u64) {
+    for s in 0..4u64 {
+        let stream = store.open_stream(StreamId(s)).unwrap();
+        for r in 0..30u64 {
+            // Repeats across streams and rounds, so dedup references earlier packs.
+            let key = (s * 7 + r + round * 3) % 50;
+            stream
+                .append_record(&fill(key, 8_000 + (key as usize * 997) % 60_000))
+                .unwrap();
+        }
+        stream.set_sidecar(round, Some(format!("map {s} {round}").into_bytes()));
+        if s == 1 {
+            stream.truncate(stream.len() / 2 + 123).unwrap();
+        }
+        stream.sync().unwrap();
+    }
+    store
+        .put_record(format!("cartridge/R{round}").as_bytes(), Some(b"info"))
+        .unwrap();
+    store
+        .put_records(&[
+            (b"users/a".to_vec(), Some(vec![round as u8])),
+            (b"cartridge/gone".to_vec(), None),
+        ])
+        .unwrap();
+    if round % 2 == 1 {
+        store.delete_stream(StreamId(3)).unwrap();
+        store.reclaim(0.9, &mut |_, _| {}).unwrap();
+    }
+    store.sync().unwrap();
+}
+
+#[test]
+fn a_fresh_catalog_is_rebuilt_from_the_back_end_alone() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let (fingerprint, contents, seq) = {
+        let store = open(&dir.path().join("a"), &backend, journaled());
+        for round in 0..3 {
+            workload(&store, round);
+        }
+        (
+            store.catalog_fingerprint().unwrap(),
+            read_all(&store),
+            store.journal_seq(),
+        )
+    };
+    assert!(seq >= 3, "a journal object per sync: {seq}");
+    assert_eq!(journal_keys(&backend).len() as u64, seq);
+
+    let mut reports = Vec::new();
+    let recovered = ChunkStore::open_with_progress(
+        &dir.path().join("fresh"),
+        backend.clone(),
+        journaled(),
+        &mut |p| reports.push(p),
+    )
+    .unwrap();
+    assert_eq!(recovered.catalog_fingerprint().unwrap(), fingerprint);
+    assert_eq!(read_all(&recovered), contents);
+    assert_eq!(recovered.journal_seq(), seq);
+    assert!(recovered.scrub(&mut |_, _| {}).unwrap().is_clean());
+    let last = reports.last().expect("progress was reported");
+    assert_eq!((last.done, last.total), (seq, seq));
+    assert_eq!(
+        recovered.record(b"cartridge/R2").unwrap().as_deref(),
+        Some(&b"info"[..])
+    );
+    let stream = recovered.open_stream(StreamId(0)).unwrap();
+    assert_eq!(stream.sidecar(2).unwrap(), Some(b"map 0 2".to_vec()));
+}
+
+#[test]
+fn a_catalog_behind_the_back_end_catches_up_on_open() {
+    // As after a crash between a journal put and the local commit that records it.
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog");
+    let old = dir.path().join("old");
+    let (fingerprint, contents) = {
+        let store = open(&catalog, &backend, journaled());
+        workload(&store, 0);
+        drop(store);
+        copy_dir(&catalog, &old);
+        let store = open(&catalog, &backend, journaled());
+        workload(&store, 1);
+        workload(&store, 2);
+        (store.catalog_fingerprint().unwrap(), read_all(&store))
+    };
+    let caught_up = open(&old, &backend, journaled());
+    assert_eq!(caught_up.catalog_fingerprint().unwrap(), fingerprint);
+    assert_eq!(read_all(&caught_up), contents);
+}
+
+#[test]
+fn unsynced_changes_never_reach_the_journal() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let synced = {
+        let store = open(&dir.path().join("a"), &backend, journaled());
+        workload(&store, 0);
+        let synced = read_all(&store);
+        let s = store.open_stream(StreamId(9)).unwrap();
+        s.append_record(&fill(4242, 100_000)).unwrap();
+        s.flush().unwrap();
+        store.put_record(b"late", Some(b"x")).unwrap();
+        store.abandon();
+        synced
+    };
+    let recovered = open(&dir.path().join("fresh"), &backend, journaled());
+    assert_eq!(read_all(&recovered), synced);
+    assert_eq!(recovered.record(b"late").unwrap(), None);
+}
+
+#[test]
+fn a_missing_journal_object_is_refused_by_name() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(&dir.path().join("a"), &backend, journaled());
+        workload(&store, 0);
+        workload(&store, 1);
+    }
+    let keys = journal_keys(&backend);
+    assert!(keys.len() >= 3, "{keys:?}");
+    backend.delete(&Key::new(keys[1].clone()).unwrap()).unwrap();
+    let backend: Arc<dyn Backend> = backend;
+    let err = ChunkStore::open(&dir.path().join("fresh"), backend, journaled())
+        .err()
+        .expect("a gap in the journal is refused");
+    assert!(
+        matches!(&err, StoreError::Corrupt(why) if why.contains(&keys[1])),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_damaged_journal_object_is_refused() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(&dir.path().join("a"), &backend, journaled());
+        workload(&store, 0);
+    }
+    let key = Key::new(journal_keys(&backend)[0].clone()).unwrap();
+    let mut bytes = backend.get(&key).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x10;
+    backend.put(&key, &bytes, PutMode::Overwrite).unwrap();
+    let backend: Arc<dyn Backend> = backend;
+    let err = ChunkStore::open(&dir.path().join("fresh"), backend, journaled())
+        .err()
+        .expect("a damaged journal is refused");
+    assert!(
+        matches!(&err, StoreError::Corrupt(why) if why.contains("checksum")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_second_writer_on_the_same_journal_is_fenced() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(&dir.path().join("a"), &backend, journaled());
+    workload(&a, 0);
+    // B takes over from the bucket while A still runs (a stale node): both saw the same seq.
+    let b = open(&dir.path().join("b"), &backend, journaled());
+    assert_eq!(b.journal_seq(), a.journal_seq());
+    b.put_record(b"owner", Some(b"b")).unwrap();
+    b.sync().unwrap();
+    a.put_record(b"owner", Some(b"a")).unwrap();
+    let err = a.sync().expect_err("the stale writer loses the race");
+    assert!(
+        matches!(&err, StoreError::Stopped(why) if why.contains("another node")),
+        "{err}"
+    );
+    // It stays stopped: nothing more from A reaches the back end.
+    assert!(a.put_record(b"x", Some(b"y")).is_err());
+    drop(a);
+    drop(b);
+    let c = open(&dir.path().join("c"), &backend, journaled());
+    assert_eq!(c.record(b"owner").unwrap().as_deref(), Some(&b"b"[..]));
+}
+
+#[test]
+fn a_store_that_starts_journaling_writes_its_whole_catalog_first() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog");
+    {
+        let store = open(&catalog, &backend, StoreConfig::default());
+        workload(&store, 0);
+        assert!(
+            journal_keys(&backend).is_empty(),
+            "no journal when it is off"
+        );
+    }
+    let (fingerprint, contents) = {
+        let store = open(&catalog, &backend, journaled());
+        assert_eq!(store.journal_seq(), 1, "the base journal");
+        workload(&store, 1);
+        (store.catalog_fingerprint().unwrap(), read_all(&store))
+    };
+    let recovered = open(&dir.path().join("fresh"), &backend, journaled());
+    assert_eq!(recovered.catalog_fingerprint().unwrap(), fingerprint);
+    assert_eq!(read_all(&recovered), contents);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
