@@ -13,6 +13,8 @@ pub struct SealedPack {
     /// Chunk names in pack order (kept in the catalog, not in the pack).
     pub ids: Vec<ChunkId>,
     pub raw_bytes: u64,
+    /// The stream whose new chunks these are (none for reclaim's rewritten packs).
+    pub owner: Option<u64>,
 }
 
 impl SealedPack {
@@ -41,6 +43,7 @@ pub struct PackBuilder {
     pack_target: usize,
     zstd_level: i32,
     compressor: Option<zstd::bulk::Compressor<'static>>,
+    owner: Option<u64>,
 }
 
 impl PackBuilder {
@@ -57,6 +60,7 @@ impl PackBuilder {
             pack_target,
             zstd_level,
             compressor: None,
+            owner: None,
         }
     }
 
@@ -135,6 +139,12 @@ impl PackBuilder {
         self.blob.clear();
     }
 
+    /// Names the stream whose chunks this builder packs (reported with each sealed pack).
+    pub fn with_owner(mut self, stream: u64) -> PackBuilder {
+        self.owner = Some(stream);
+        self
+    }
+
     /// Finishes the open pack, if any.
     pub fn seal(&mut self) -> Option<SealedPack> {
         self.close_blob();
@@ -149,6 +159,7 @@ impl PackBuilder {
             trailer,
             ids,
             raw_bytes: std::mem::take(&mut self.raw_bytes),
+            owner: self.owner,
         })
     }
 }

@@ -196,6 +196,8 @@ pub(crate) struct Inner {
     durable_covers: AtomicU64,
     /// Catalog changes since the last journal object (only with `config.journal`).
     journal: Mutex<JournalState>,
+    /// Which stream wrote each pack stored by this process (see `ChunkStore::pack_owner`).
+    pack_owners: Mutex<HashMap<u64, u64>>,
 }
 
 /// The journal's writer side: ops not yet written, and the object being written.
@@ -378,6 +380,7 @@ impl ChunkStore {
             fenced,
             nondurable_commits: AtomicU64::new(0),
             durable_covers: AtomicU64::new(0),
+            pack_owners: Mutex::new(HashMap::new()),
             journal: Mutex::new(JournalState {
                 seq: journal_seq,
                 ..JournalState::default()
@@ -649,6 +652,27 @@ impl ChunkStore {
         Ok(*blake3::hash(&journal::encode(0, &rows)).as_bytes())
     }
 
+    /// The stream whose new chunks pack object `key` holds, for packs this process stored
+    /// (reclaim's rewritten packs have none): lets a write-back cache's upload queue be
+    /// reported per stream, i.e. per cartridge. `None` for other keys.
+    pub fn pack_owner(&self, key: &str) -> Option<StreamId> {
+        let pack = catalog::parse_pack_key(key)?;
+        self.inner
+            .pack_owners
+            .lock()
+            .get(&pack)
+            .map(|s| StreamId(*s))
+    }
+
+    /// Forgets the owners of packs for which `keep(pack key)` is false (packs no longer
+    /// queued for upload), so the map stays as small as the queue.
+    pub fn retain_pack_owners(&self, keep: &mut dyn FnMut(&str) -> bool) {
+        self.inner
+            .pack_owners
+            .lock()
+            .retain(|pack, _| keep(pack_key(*pack).as_str()));
+    }
+
     /// The last catalog journal object the local catalog includes (0 without a journal).
     pub fn journal_seq(&self) -> u64 {
         self.inner.journal.lock().seq
@@ -822,12 +846,15 @@ impl Inner {
         })
     }
 
-    pub(crate) fn new_builder(&self) -> Arc<Mutex<PackBuilder>> {
-        let b = Arc::new(Mutex::new(PackBuilder::new(
-            self.config.blob_target,
-            self.config.pack_target,
-            self.config.zstd_level,
-        )));
+    pub(crate) fn new_builder(&self, stream: u64) -> Arc<Mutex<PackBuilder>> {
+        let b = Arc::new(Mutex::new(
+            PackBuilder::new(
+                self.config.blob_target,
+                self.config.pack_target,
+                self.config.zstd_level,
+            )
+            .with_owner(stream),
+        ));
         let mut builders = self.builders.lock();
         builders.retain(|w| w.strong_count() > 0);
         builders.push(Arc::downgrade(&b));
@@ -976,6 +1003,9 @@ impl Inner {
 
     /// Queues a sealed pack for upload (blocks while the queue is full: back-pressure).
     pub(crate) fn submit(&self, pack: SealedPack) {
+        if let Some(stream) = pack.owner {
+            self.pack_owners.lock().insert(pack.id, stream);
+        }
         self.uploads.lock().in_flight += 1;
         let tx = self.upload_tx.lock().clone();
         match tx {
@@ -1432,5 +1462,60 @@ mod record_commit_tests {
             ["log/0001", "log/0000"]
         );
         assert!(store.records_rev(b"nope/", None, 5).unwrap().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod pack_owner_tests {
+    use std::sync::Arc;
+
+    use reel_backend::{Backend, MemoryBackend};
+
+    use super::*;
+    use crate::StreamId;
+
+    #[test]
+    fn each_stored_pack_names_the_stream_that_wrote_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+        let config = StoreConfig {
+            pack_target: 64 << 10,
+            ..StoreConfig::default()
+        };
+        let store = ChunkStore::open(dir.path(), backend, config).unwrap();
+        for s in [3u64, 8] {
+            let stream = store.open_stream(StreamId(s)).unwrap();
+            let mut x = s | 1;
+            let data: Vec<u8> = (0..300_000)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            stream.append_record(&data).unwrap();
+            stream.sync().unwrap();
+        }
+        let keys: Vec<String> = store
+            .backend()
+            .list("packs/")
+            .unwrap()
+            .into_iter()
+            .map(|o| o.key.as_str().to_string())
+            .collect();
+        let mut owners: Vec<u64> = keys
+            .iter()
+            .map(|k| store.pack_owner(k).expect("an owner for every pack").0)
+            .collect();
+        owners.dedup();
+        assert_eq!(owners, [3, 8], "packs are numbered in write order");
+        assert_eq!(
+            store.pack_owner("catalog/journal/0000000000000001.jrnl"),
+            None
+        );
+        store.retain_pack_owners(&mut |k| k == keys[0]);
+        assert!(store.pack_owner(&keys[0]).is_some());
+        assert_eq!(store.pack_owner(&keys[1]), None);
     }
 }

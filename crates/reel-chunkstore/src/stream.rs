@@ -81,7 +81,7 @@ impl ChunkStore {
             tail,
             dirty: false,
             sidecar: BTreeMap::new(),
-            builder: inner.new_builder(),
+            builder: inner.new_builder(id.0),
             read_row: None,
             record_len: 0,
             new_spans: std::collections::HashMap::new(),
