@@ -34,15 +34,95 @@ pub struct StoreSection {
     /// The back end that holds the chunk packs and the catalog.
     #[serde(default)]
     pub backend: BackendKind,
+    /// When a synchronising point (a filemark without IMMED, a rewind, an unload) is
+    /// acknowledged on the s3 back end: data fsynced in the local cache, or in the bucket.
+    #[serde(default)]
+    pub durability: DurabilityLevel,
+    /// The bucket, for `backend = "s3"`.
+    pub s3: Option<S3Section>,
+    /// The local write-back cache in front of the bucket, for `backend = "s3"`.
+    pub cache: Option<CacheSection>,
 }
 
 #[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackendKind {
-    /// Files under the data directory (docs/design/backend.md). The only back end so far:
-    /// an S3 back end plugs into the same trait (reel_backend::Backend) but is not built.
+    /// Files under the data directory (docs/design/backend.md).
     #[default]
     Local,
+    /// S3-compatible object storage with a local write-back cache; the catalog is journaled
+    /// to the bucket, so the bucket alone can rebuild a node (docs/design/object-storage.md).
+    S3,
+}
+
+#[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DurabilityLevel {
+    /// Fsynced in the local cache; uploaded in the background.
+    #[default]
+    Local,
+    /// In the bucket.
+    Bucket,
+}
+
+/// `[store.s3]`. Credentials are never read from here: they come from the environment
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`) or the AWS shared
+/// credentials file (`~/.aws/credentials`, profile `default` or `profile`).
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct S3Section {
+    /// e.g. `http://127.0.0.1:7070` for a local server; omitted for AWS itself.
+    pub endpoint: Option<String>,
+    pub bucket: String,
+    /// Every object of this node goes under this prefix (one prefix per node).
+    #[serde(default)]
+    pub prefix: String,
+    #[serde(default = "default_region")]
+    pub region: String,
+    /// The profile in the AWS shared credentials file (default: `AWS_PROFILE`, else `default`).
+    pub profile: Option<String>,
+}
+
+fn default_region() -> String {
+    "us-east-1".into()
+}
+
+/// `[store.cache]`.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSection {
+    /// Local disk for not-yet-uploaded and recently read objects, e.g. `"20G"`. Writers wait
+    /// (they never fail) while data not yet in the bucket fills it.
+    #[serde(default = "default_cache_size")]
+    pub size: String,
+    /// Uploads in flight.
+    #[serde(default = "default_upload_threads")]
+    pub upload_threads: usize,
+}
+
+impl Default for CacheSection {
+    fn default() -> Self {
+        CacheSection {
+            size: default_cache_size(),
+            upload_threads: default_upload_threads(),
+        }
+    }
+}
+
+fn default_cache_size() -> String {
+    "20G".into()
+}
+
+fn default_upload_threads() -> usize {
+    4
+}
+
+impl CacheSection {
+    /// The cache size in bytes (validated when the configuration is loaded).
+    pub fn size_bytes(&self) -> anyhow::Result<u64> {
+        reel_datagen::parse_size(&self.size)
+            .map_err(|e| anyhow::anyhow!("store.cache.size: {e}"))
+    }
 }
 
 /// A cartridge pool: the cartridges whose barcodes fall in its ranges or start with its
@@ -740,7 +820,58 @@ pub fn exposure_warnings(config: &Config) -> Vec<String> {
     warnings
 }
 
+fn validate_store(store: &StoreSection) -> anyhow::Result<()> {
+    match store.backend {
+        BackendKind::Local => {
+            if store.s3.is_some() || store.cache.is_some() {
+                anyhow::bail!(
+                    "store: [store.s3] and [store.cache] apply to backend = \"s3\" (backend is \"local\")"
+                );
+            }
+            if store.durability != DurabilityLevel::Local {
+                anyhow::bail!(
+                    "store.durability = \"bucket\" applies to backend = \"s3\" (the local back end is always durable on its disk)"
+                );
+            }
+        }
+        BackendKind::S3 => {
+            let Some(s3) = &store.s3 else {
+                anyhow::bail!("store: backend = \"s3\" needs a [store.s3] section with a bucket");
+            };
+            if s3.bucket.is_empty() {
+                anyhow::bail!("store.s3.bucket: must not be empty");
+            }
+            if let Some(endpoint) = &s3.endpoint
+                && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+            {
+                anyhow::bail!(
+                    "store.s3.endpoint: {endpoint:?} must start with http:// or https://"
+                );
+            }
+            if !s3.prefix.is_empty() && reel_backend::Key::new(s3.prefix.clone()).is_err() {
+                anyhow::bail!(
+                    "store.s3.prefix: {:?} must be /-separated segments of letters, digits, '.', '_' and '-'",
+                    s3.prefix
+                );
+            }
+            let cache = store.cache.clone().unwrap_or_default();
+            let size = cache.size_bytes()?;
+            if size < 256 << 20 {
+                anyhow::bail!(
+                    "store.cache.size: {} is below the 256M minimum (a pack object is 32M)",
+                    cache.size
+                );
+            }
+            if !(1..=64).contains(&cache.upload_threads) {
+                anyhow::bail!("store.cache.upload_threads: must be 1 to 64");
+            }
+        }
+    }
+    Ok(())
+}
+
 fn validate(config: &Config) -> anyhow::Result<()> {
+    validate_store(&config.store)?;
     let http = &config.http;
     http.listen.parse::<SocketAddr>().map_err(|_| {
         anyhow::anyhow!(
@@ -956,6 +1087,48 @@ mod tests {
             }
         );
         assert!(!debug.contains("hunter2"));
+    }
+
+    #[test]
+    fn the_s3_back_end_is_configured_and_checked() {
+        let config = parse(
+            "[store]\nbackend = \"s3\"\ndurability = \"bucket\"\n[store.s3]\nendpoint = \"http://127.0.0.1:7070\"\nbucket = \"reel\"\nprefix = \"node-a\"\n[store.cache]\nsize = \"2G\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.store.backend, BackendKind::S3);
+        assert_eq!(config.store.durability, DurabilityLevel::Bucket);
+        let s3 = config.store.s3.as_ref().unwrap();
+        assert_eq!((s3.bucket.as_str(), s3.region.as_str()), ("reel", "us-east-1"));
+        assert_eq!(config.store.cache.as_ref().unwrap().size_bytes().unwrap(), 2 << 30);
+        assert_eq!(config.store.cache.as_ref().unwrap().upload_threads, 4);
+
+        for (text, needle) in [
+            ("[store]\nbackend = \"s3\"\n", "needs a [store.s3]"),
+            (
+                "[store]\n[store.s3]\nbucket = \"b\"\n",
+                "apply to backend = \"s3\"",
+            ),
+            ("[store]\ndurability = \"bucket\"\n", "applies to backend"),
+            (
+                "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\nendpoint = \"ftp://x\"\n",
+                "http://",
+            ),
+            (
+                "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\nprefix = \"../x\"\n",
+                "store.s3.prefix",
+            ),
+            (
+                "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\n[store.cache]\nsize = \"10M\"\n",
+                "256M minimum",
+            ),
+            (
+                "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\nsecret_access_key = \"x\"\n",
+                "secret_access_key",
+            ),
+        ] {
+            let err = format!("{:#}", parse(text).unwrap_err());
+            assert!(err.contains(needle), "{text}: {err}");
+        }
     }
 
     const PARTITIONED: &str = r#"

@@ -217,6 +217,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
     let carts = Arc::new(match config.store.backend {
         config::BackendKind::Local => data_dir::open(dir)?,
+        config::BackendKind::S3 => anyhow::bail!("the s3 back end is not wired in yet"),
     });
     if carts.list()?.is_empty() && args.cartridges > 0 {
         for b in barcodes("REL", 1, args.cartridges, MediaType::Lto9)? {
