@@ -451,8 +451,12 @@ impl Inner {
     /// An error for `op` on `key`, by meaning where the answer has one.
     fn error(&self, op: &str, key: &Key, e: object_store::Error) -> BackendError {
         let text = e.to_string();
-        // A missing bucket is also a 404; that is a configuration error, not a missing key.
-        if matches!(e, object_store::Error::NotFound { .. }) && !text.contains("NoSuchBucket") {
+        // A missing bucket is also a 404, and so is an unknown access key on versitygw: those
+        // are configuration errors, not a missing key. (A HEAD has no body to tell them apart.)
+        if matches!(e, object_store::Error::NotFound { .. })
+            && !text.contains("NoSuchBucket")
+            && !text.contains("UserNotFound")
+        {
             return BackendError::NotFound(key.clone());
         }
         if is_no_space(&text) {
@@ -468,7 +472,8 @@ impl Inner {
         let text = e.to_string();
         let refused = matches!(e, E::Unauthenticated { .. } | E::PermissionDenied { .. })
             || text.contains("InvalidAccessKeyId")
-            || text.contains("SignatureDoesNotMatch");
+            || text.contains("SignatureDoesNotMatch")
+            || text.contains("XAdminUserNotFound");
         let hint = if refused {
             format!(
                 "the server refused the credentials from {} (wrong access key or secret, or no \
@@ -499,35 +504,30 @@ impl Inner {
             key: key.clone(),
             existing,
         };
-        let ancestors = key.ancestors().map(|a| async move {
+        // Ancestors one at a time, shortest first, stopping at the first object found: on a
+        // file-backed server a HEAD below an object (`a/b` under the file `a`) is a 500, which
+        // would be retried for the whole window.
+        for a in key.ancestors() {
             bump(&self.counters.heads, 1);
             match self.store.head(&self.path(a)).await {
-                Ok(_) => Ok(Some(a.to_string())),
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(self.error("HEAD (key conflict check)", key, e)),
+                Ok(_) => return Err(conflict(a.to_string())),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.error("HEAD (key conflict check)", key, e)),
             }
-        });
-        let below = async {
-            bump(&self.counters.lists, 1);
-            let opts = PaginatedListOptions {
-                max_keys: Some(1),
-                ..Default::default()
-            };
-            let raw = format!("{}{key}/", self.base);
-            let page = self
-                .store
-                .list_paginated(Some(&raw), opts)
-                .await
-                .map_err(|e| self.error("LIST (key conflict check)", key, e))?;
-            Ok::<_, BackendError>(page.result.objects.first().map(|m| self.strip(&m.location)))
-        };
-        let (ancestors, below) =
-            futures_util::future::join(futures_util::future::try_join_all(ancestors), below).await;
-        if let Some(a) = ancestors?.into_iter().flatten().next() {
-            return Err(conflict(a));
         }
-        match below? {
-            Some(existing) => Err(conflict(existing)),
+        bump(&self.counters.lists, 1);
+        let opts = PaginatedListOptions {
+            max_keys: Some(1),
+            ..Default::default()
+        };
+        let raw = format!("{}{key}/", self.base);
+        let page = self
+            .store
+            .list_paginated(Some(&raw), opts)
+            .await
+            .map_err(|e| self.error("LIST (key conflict check)", key, e))?;
+        match page.result.objects.first() {
+            Some(m) => Err(conflict(self.strip(&m.location))),
             None => Ok(()),
         }
     }
