@@ -516,8 +516,9 @@ impl Inner {
             }
         }
         bump(&self.counters.lists, 1);
+        // A few keys, not one: the first may be a server's temporary file (not a conflict).
         let opts = PaginatedListOptions {
-            max_keys: Some(1),
+            max_keys: Some(16),
             ..Default::default()
         };
         let raw = format!("{}{key}/", self.base);
@@ -526,8 +527,9 @@ impl Inner {
             .list_paginated(Some(&raw), opts)
             .await
             .map_err(|e| self.error("LIST (key conflict check)", key, e))?;
-        match page.result.objects.first() {
-            Some(m) => Err(conflict(self.strip(&m.location))),
+        let names = page.result.objects.iter().map(|m| self.strip(&m.location));
+        match names.filter(|n| !is_server_temp_name(n)).next() {
+            Some(existing) => Err(conflict(existing)),
             None => Ok(()),
         }
     }
@@ -539,6 +541,15 @@ impl Inner {
     }
 
     async fn put(&self, key: Key, data: Vec<u8>, mode: PutMode) -> Result<()> {
+        if is_server_temp_name(key.as_str()) {
+            // It would be stored but never listed.
+            return Err(self.error_msg(
+                "PUT",
+                key.as_str(),
+                "a key ending in -UUID is reserved: s3proxy names its temporary files so"
+                    .to_string(),
+            ));
+        }
         self.check_conflict(&key).await?;
         let len = data.len() as u64;
         let opts = PutOptions {
@@ -649,8 +660,13 @@ impl Inner {
                 .map_err(|e| self.io_error("LIST", &format!("list {prefix:?}"), &e))?;
             for m in page.result.objects {
                 // Names that are not keys (directory markers such as `a/`, foreign objects)
-                // were not written by a back end: skipped, as the local back end does.
-                if let Ok(key) = Key::new(self.strip(&m.location)) {
+                // were not written by a back end: skipped, as the local back end does. So are a
+                // file-backed server's temporary files of puts in flight.
+                let name = self.strip(&m.location);
+                if is_server_temp_name(&name) {
+                    continue;
+                }
+                if let Ok(key) = Key::new(name) {
                     out.push(ObjectMeta { key, size: m.size });
                 }
             }
@@ -671,6 +687,23 @@ impl Inner {
             Err(e) => Err(self.error("DELETE", &key, e)),
         }
     }
+}
+
+/// Whether `name` is a temporary file of a put in flight on a file-backed server, which some
+/// list: s3proxy's filesystem store writes `name-<random UUID>` and renames it into place.
+/// Such names are reserved (put refuses them) so that list can skip them.
+fn is_server_temp_name(name: &str) -> bool {
+    let Some((_, uuid)) = name.len().checked_sub(37).and_then(|i| {
+        let (head, tail) = name.split_at_checked(i)?;
+        Some((head, tail.strip_prefix('-')?))
+    }) else {
+        return false;
+    };
+    // 8-4-4-4-12 lower-case hex digits.
+    uuid.split('-').map(str::len).eq([8, 4, 4, 4, 12])
+        && uuid
+            .bytes()
+            .all(|b| b == b'-' || b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Whether a server's answer says the storage is full. 507 Insufficient Storage and MinIO's
@@ -852,6 +885,19 @@ aws_access_key_id = only
         let mut config = S3Config::new("bkt", "node1");
         config.endpoint = Some("http://127.0.0.1:9000".to_string());
         assert_eq!(describe(&config), "s3://bkt/node1 at http://127.0.0.1:9000");
+    }
+
+    #[test]
+    fn server_temp_names() {
+        assert!(is_server_temp_name(
+            "conformance/l/00/32-6758cfaa-0b2e-453b-8f67-f09d76a7292c"
+        ));
+        assert!(is_server_temp_name("x-6758cfaa-0b2e-453b-8f67-f09d76a7292c"));
+        assert!(!is_server_temp_name("6758cfaa-0b2e-453b-8f67-f09d76a7292c"));
+        assert!(!is_server_temp_name("x-6758CFAA-0b2e-453b-8f67-f09d76a7292c"));
+        assert!(!is_server_temp_name("x-6758cfaa-0b2e-453b-8f67-f09d76a7292"));
+        assert!(!is_server_temp_name("packs/000123.pack"));
+        assert!(!is_server_temp_name(""));
     }
 
     #[test]
