@@ -98,7 +98,10 @@ impl fmt::Debug for S3Credentials {
                 .debug_struct("Static")
                 .field("access_key_id", access_key_id)
                 .field("secret_access_key", &"<redacted>")
-                .field("session_token", &session_token.as_ref().map(|_| "<redacted>"))
+                .field(
+                    "session_token",
+                    &session_token.as_ref().map(|_| "<redacted>"),
+                )
                 .finish(),
             S3Credentials::Environment => f.write_str("Environment"),
         }
@@ -167,9 +170,8 @@ impl S3Credentials {
                         file.display()
                     )
                 })?;
-                let p = parse_credentials_file(&text, &profile).map_err(|e| {
-                    format!("credentials file {}: {e}", file.display())
-                })?;
+                let p = parse_credentials_file(&text, &profile)
+                    .map_err(|e| format!("credentials file {}: {e}", file.display()))?;
                 Ok(ResolvedCredentials {
                     access_key_id: p.access_key_id,
                     secret_access_key: p.secret_access_key,
@@ -527,8 +529,8 @@ impl Inner {
             .list_paginated(Some(&raw), opts)
             .await
             .map_err(|e| self.error("LIST (key conflict check)", key, e))?;
-        let names = page.result.objects.iter().map(|m| self.strip(&m.location));
-        match names.filter(|n| !is_server_temp_name(n)).next() {
+        let mut names = page.result.objects.iter().map(|m| self.strip(&m.location));
+        match names.find(|n| !is_server_temp_name(n)) {
             Some(existing) => Err(conflict(existing)),
             None => Ok(()),
         }
@@ -571,7 +573,8 @@ impl Inner {
             }
             // 412 to If-None-Match (some servers answer 409).
             Err(
-                object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. },
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
             ) if mode == PutMode::Create => Err(BackendError::AlreadyExists(key)),
             Err(e) => Err(self.error("PUT", &key, e)),
         }
@@ -735,7 +738,9 @@ impl Backend for S3Backend {
 
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
         let p = prefix.to_string();
-        self.run(&format!("list {prefix:?}"), move |s| async move { s.list(p).await })
+        self.run(&format!("list {prefix:?}"), move |s| async move {
+            s.list(p).await
+        })
     }
 
     fn delete(&self, key: &Key) -> Result<()> {
@@ -860,7 +865,10 @@ aws_access_key_id = only
         };
         let text = format!("{config:?}");
         assert!(text.contains("AKIVISIBLE"), "{text}");
-        assert!(!text.contains("TOPSECRET") && !text.contains("TOKENSECRET"), "{text}");
+        assert!(
+            !text.contains("TOPSECRET") && !text.contains("TOKENSECRET"),
+            "{text}"
+        );
         let b = S3Backend::open(&config).unwrap();
         assert!(!format!("{b:?} {}", b.describe()).contains("TOPSECRET"));
     }
@@ -892,10 +900,16 @@ aws_access_key_id = only
         assert!(is_server_temp_name(
             "conformance/l/00/32-6758cfaa-0b2e-453b-8f67-f09d76a7292c"
         ));
-        assert!(is_server_temp_name("x-6758cfaa-0b2e-453b-8f67-f09d76a7292c"));
+        assert!(is_server_temp_name(
+            "x-6758cfaa-0b2e-453b-8f67-f09d76a7292c"
+        ));
         assert!(!is_server_temp_name("6758cfaa-0b2e-453b-8f67-f09d76a7292c"));
-        assert!(!is_server_temp_name("x-6758CFAA-0b2e-453b-8f67-f09d76a7292c"));
-        assert!(!is_server_temp_name("x-6758cfaa-0b2e-453b-8f67-f09d76a7292"));
+        assert!(!is_server_temp_name(
+            "x-6758CFAA-0b2e-453b-8f67-f09d76a7292c"
+        ));
+        assert!(!is_server_temp_name(
+            "x-6758cfaa-0b2e-453b-8f67-f09d76a7292"
+        ));
         assert!(!is_server_temp_name("packs/000123.pack"));
         assert!(!is_server_temp_name(""));
     }

@@ -27,11 +27,17 @@ fn s3proxy() {
     run_all_checks(Kind::S3proxy);
 }
 
+type Check = fn(&S3Server);
+
 fn run_all_checks(kind: Kind) {
     let t = Instant::now();
     let mut server = S3Server::start(kind).unwrap_or_else(|e| panic!("{e}"));
-    eprintln!("[{kind}] started in {:?} at {}", t.elapsed(), server.endpoint());
-    let checks: [(&str, fn(&S3Server)); 7] = [
+    eprintln!(
+        "[{kind}] started in {:?} at {}",
+        t.elapsed(),
+        server.endpoint()
+    );
+    let checks: [(&str, Check); 7] = [
         ("conformance", conformance_suite),
         ("prefix isolation", prefix_isolation),
         ("wrong credentials", wrong_credentials),
@@ -47,7 +53,10 @@ fn run_all_checks(kind: Kind) {
     }
     let t = Instant::now();
     put_while_server_restarts(&mut server);
-    eprintln!("[{kind}] put while the server restarts: ok in {:?}", t.elapsed());
+    eprintln!(
+        "[{kind}] put while the server restarts: ok in {:?}",
+        t.elapsed()
+    );
 }
 
 /// A prefix no other check or run uses.
@@ -128,7 +137,10 @@ fn prefix_isolation(server: &S3Server) {
     assert!(keys(&shorter).is_empty(), "{:?}", keys(&shorter));
     a.delete(&key("packs/1.pack")).unwrap();
     assert_eq!(b.get(&key("packs/1.pack")).unwrap(), b"from b");
-    assert!(a.describe().contains(&format!("/{pa} at {}", server.endpoint())));
+    assert!(
+        a.describe()
+            .contains(&format!("/{pa} at {}", server.endpoint()))
+    );
 }
 
 /// A wrong secret is an `Io` error that says so, quickly: a 403 is not retried.
@@ -212,7 +224,10 @@ fn large_object(server: &S3Server) {
     b.put(&k, &data, PutMode::Create).unwrap();
     let put = t.elapsed();
     let t = Instant::now();
-    assert!(b.get(&k).unwrap() == data, "32 MiB object came back different");
+    assert!(
+        b.get(&k).unwrap() == data,
+        "32 MiB object came back different"
+    );
     eprintln!("  32 MiB: put {put:?}, get {:?}", t.elapsed());
     let n = data.len() as u64;
     for (s, e) in [
@@ -230,7 +245,10 @@ fn large_object(server: &S3Server) {
     for (s, e) in [(n - 1, n + 1), (n, n + 1), (n + 10, n + 20), (0, n + 1)] {
         match b.get_range(&k, s..e) {
             Err(BackendError::InvalidRange { size, .. }) => assert_eq!(size, n),
-            other => panic!("range {s}..{e}: expected InvalidRange, got {:?}", other.map(|v| v.len())),
+            other => panic!(
+                "range {s}..{e}: expected InvalidRange, got {:?}",
+                other.map(|v| v.len())
+            ),
         }
     }
     assert_eq!(b.list("packs/").unwrap()[0].size, n);
@@ -277,7 +295,10 @@ fn list_pagination(server: &S3Server) {
     let before = b.counters().lists;
     let listed: Vec<Key> = b.list("i/").unwrap().into_iter().map(|m| m.key).collect();
     assert_eq!(listed, names);
-    assert!(b.counters().lists - before >= 2, "one page cannot hold 1100 keys");
+    assert!(
+        b.counters().lists - before >= 2,
+        "one page cannot hold 1100 keys"
+    );
 }
 
 /// The acceptance case: the server goes away mid-upload and comes back 2 s later; the put waits
@@ -299,8 +320,12 @@ fn put_while_server_restarts(server: &mut S3Server) {
         put.join().unwrap()
     });
     let waited = t.elapsed();
-    result.0.unwrap_or_else(|e| panic!("create during the outage: {e}"));
-    result.1.unwrap_or_else(|e| panic!("overwrite during the outage: {e}"));
+    result
+        .0
+        .unwrap_or_else(|e| panic!("create during the outage: {e}"));
+    result
+        .1
+        .unwrap_or_else(|e| panic!("overwrite during the outage: {e}"));
     assert!(waited >= Duration::from_secs(2), "{waited:?}");
     assert!(b.get(&key("during/1")).unwrap() == data);
     assert!(b.get(&key("during/2")).unwrap() == data);

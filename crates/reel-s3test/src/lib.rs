@@ -231,10 +231,15 @@ impl S3Server {
                     .map_err(|e| err(format!("writing {}: {e}", props.display())))?;
                 let mut cmd = Command::new("java");
                 // A small heap and the quick JIT tier: the JVM starts faster on 2 shared cores.
-                cmd.args(["-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-jar"])
-                    .arg(&self.program)
-                    .arg("--properties")
-                    .arg(&props);
+                cmd.args([
+                    "-Xmx512m",
+                    "-XX:+UseSerialGC",
+                    "-XX:TieredStopAtLevel=1",
+                    "-jar",
+                ])
+                .arg(&self.program)
+                .arg("--properties")
+                .arg(&props);
                 Ok(cmd)
             }
         }
@@ -318,11 +323,24 @@ impl S3Server {
     /// A SigV4-signed request without a body through curl: the status code and the body.
     fn signed(&self, method: &str, path: &str) -> Result<(u16, String)> {
         let out = Command::new("curl")
-            .args(["-s", "-o", "-", "-w", "\n%{http_code}", "--max-time", "10", "-X", method])
+            .args([
+                "-s",
+                "-o",
+                "-",
+                "-w",
+                "\n%{http_code}",
+                "--max-time",
+                "10",
+                "-X",
+                method,
+            ])
             .args(["--aws-sigv4", &format!("aws:amz:{REGION}:s3")])
             // Through the argument list, not a file: visible in `ps` only on this test machine,
             // for a random, throw-away key.
-            .args(["--user", &format!("{}:{}", self.access_key, self.secret_key)])
+            .args([
+                "--user",
+                &format!("{}:{}", self.access_key, self.secret_key),
+            ])
             .args(["-H", &format!("x-amz-content-sha256: {EMPTY_SHA256}")])
             .arg(format!("{}{path}", self.endpoint()))
             .stdin(Stdio::null())
@@ -365,9 +383,8 @@ fn find_program_in(dir: &Path, kind: Kind) -> Result<PathBuf> {
 }
 
 fn find_on_path(program: &str, install: &str) -> Result<()> {
-    let found = std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|dir| dir.join(program).is_file())
-    });
+    let found = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()));
     if found {
         Ok(())
     } else {
