@@ -46,6 +46,8 @@ cargo fmt --all -- --check
 step "clippy"
 cargo clippy --workspace --all-targets --all-features --release -- -D warnings
 
+step "S3 servers for the object-storage tests (versitygw, s3proxy)"
+scripts/s3-servers.sh install
 step "tests (release profile; crash test: ${REEL_CRASH_KILLS:-200} kills)"
 cargo test --workspace --release
 step "tape cross-check smoke run: libiscsi client (gcc -Werror) and reel bench tape against tgt, 32 MiB" && bench/compare/crosscheck.sh --smoke

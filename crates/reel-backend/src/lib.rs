@@ -11,7 +11,8 @@
 //! with [`BackendError::KeyConflict`]. Segments starting with `.` are rejected so that a local
 //! back end's bookkeeping (`.tmp/`) can never collide with a key.
 //!
-//! Implementations: [`LocalBackend`] (a directory, durable), [`MemoryBackend`] (tests), and the
+//! Implementations: [`LocalBackend`] (a directory, durable), [`MemoryBackend`] (tests),
+//! `S3Backend` (S3-compatible object storage, behind the cargo feature `s3`), and the
 //! fault injectors in [`fault`] ([`QuotaBackend`], [`FlakyBackend`], [`CrashBackend`]), which wrap
 //! any back end. [`conformance`] holds the contract as checks any new back end must pass.
 
@@ -25,11 +26,15 @@ pub mod fault;
 mod key;
 mod local;
 mod memory;
+#[cfg(feature = "s3")]
+mod s3;
 
 pub use fault::{CrashBackend, FaultRates, FlakyBackend, QuotaBackend};
 pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use local::LocalBackend;
 pub use memory::MemoryBackend;
+#[cfg(feature = "s3")]
+pub use s3::{S3Backend, S3Config, S3Counters, S3Credentials};
 
 /// How a put treats an object that already exists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

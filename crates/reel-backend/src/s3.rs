@@ -1,0 +1,925 @@
+//! A back end over S3-compatible object storage (feature `s3`): object `k` is `prefix/k` in one
+//! bucket, reached through the `object_store` crate's S3 client.
+//!
+//! [`Backend`] is synchronous and is called from plain threads as well as from threads inside
+//! the server's tokio runtime, where `Runtime::block_on` would panic. So the back end owns a
+//! small runtime of its own: each call spawns its request there and waits on a channel.
+//!
+//! Mapping (see `docs/design/backend.md`, "S3 back end"): put is one PUT (`If-None-Match: *`
+//! for [`PutMode::Create`], whose 412 is `AlreadyExists`), after a key-conflict check (HEAD of
+//! each ancestor and a one-key LIST of `key/`, not atomic across writers: each reel node owns its
+//! prefix); get is a GET; get_range a ranged GET checked against the object size in the reply
+//! (S3 clamps ranges past the end, or answers 416); list is ListObjectsV2, every page; delete is
+//! a DELETE, which S3 answers with success for a missing key. Transient failures (5xx, 429,
+//! connection refused, timeouts of idempotent requests) are retried with exponential backoff for
+//! [`S3Config::retry_window`]; authentication failures are not retried.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::list::{PaginatedListOptions, PaginatedListStore};
+use object_store::path::Path;
+use object_store::{
+    BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutOptions,
+    RetryConfig,
+};
+
+use crate::{Backend, BackendError, Key, ObjectMeta, PutMode, Result, check_range};
+
+/// Where the back end's objects live and how to reach them.
+#[derive(Clone, Debug)]
+pub struct S3Config {
+    /// `http://host:port` of an S3-compatible server; `None` is AWS S3 in `region`.
+    pub endpoint: Option<String>,
+    pub bucket: String,
+    /// Every key is stored as `prefix/key`; empty stores keys at the bucket's root. A valid
+    /// [`Key`] itself (segments of `[A-Za-z0-9._-]`).
+    pub prefix: String,
+    pub region: String,
+    /// Allows a plain-http endpoint (loopback test servers, a trusted network).
+    pub allow_http: bool,
+    pub credentials: S3Credentials,
+    /// How long transient failures (5xx, 503 SlowDown, connection refused while the server
+    /// restarts, timeouts) are retried before an operation fails: writes pause, then resume.
+    pub retry_window: Duration,
+    /// Longest single HTTP request, from connect to the last byte of the answer.
+    pub request_timeout: Duration,
+}
+
+impl S3Config {
+    /// A configuration with defaults: AWS, region `us-east-1`, credentials from the environment,
+    /// a 5-minute retry window and 60-second requests.
+    pub fn new(bucket: impl Into<String>, prefix: impl Into<String>) -> Self {
+        S3Config {
+            endpoint: None,
+            bucket: bucket.into(),
+            prefix: prefix.into(),
+            region: "us-east-1".to_string(),
+            allow_http: false,
+            credentials: S3Credentials::Environment,
+            retry_window: Duration::from_secs(5 * 60),
+            request_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Where the access key comes from.
+#[derive(Clone, PartialEq, Eq)]
+pub enum S3Credentials {
+    /// Given explicitly (tests, a configuration file).
+    Static {
+        access_key_id: String,
+        secret_access_key: String,
+        session_token: Option<String>,
+    },
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN` if set, else profile
+    /// `AWS_PROFILE` (or `default`) of the shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`,
+    /// or `~/.aws/credentials`). Read once, when the back end is opened: temporary credentials
+    /// are not refreshed.
+    Environment,
+}
+
+// By hand, so that a logged configuration never shows a secret.
+impl fmt::Debug for S3Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            S3Credentials::Static {
+                access_key_id,
+                session_token,
+                ..
+            } => f
+                .debug_struct("Static")
+                .field("access_key_id", access_key_id)
+                .field("secret_access_key", &"<redacted>")
+                .field(
+                    "session_token",
+                    &session_token.as_ref().map(|_| "<redacted>"),
+                )
+                .finish(),
+            S3Credentials::Environment => f.write_str("Environment"),
+        }
+    }
+}
+
+/// Credentials resolved to keys, and where they came from (for error messages).
+#[derive(Clone, PartialEq, Eq)]
+struct ResolvedCredentials {
+    access_key_id: String,
+    secret_access_key: String,
+    session_token: Option<String>,
+    source: String,
+}
+
+impl fmt::Debug for ResolvedCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResolvedCredentials")
+            .field("access_key_id", &self.access_key_id)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl S3Credentials {
+    /// Resolves to keys, reading variables through `env` (the process environment in use).
+    fn resolve(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<ResolvedCredentials, String> {
+        let env = |name: &str| env(name).filter(|v| !v.is_empty());
+        match self {
+            S3Credentials::Static {
+                access_key_id,
+                secret_access_key,
+                session_token,
+            } => Ok(ResolvedCredentials {
+                access_key_id: access_key_id.clone(),
+                secret_access_key: secret_access_key.clone(),
+                session_token: session_token.clone(),
+                source: "the configuration".to_string(),
+            }),
+            S3Credentials::Environment => {
+                if let (Some(id), Some(secret)) =
+                    (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))
+                {
+                    return Ok(ResolvedCredentials {
+                        access_key_id: id,
+                        secret_access_key: secret,
+                        session_token: env("AWS_SESSION_TOKEN"),
+                        source: "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY".to_string(),
+                    });
+                }
+                let file = match (env("AWS_SHARED_CREDENTIALS_FILE"), env("HOME")) {
+                    (Some(f), _) => PathBuf::from(f),
+                    (None, Some(home)) => PathBuf::from(home).join(".aws/credentials"),
+                    (None, None) => {
+                        return Err("no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, and neither \
+                                    AWS_SHARED_CREDENTIALS_FILE nor HOME to find a credentials \
+                                    file"
+                            .to_string());
+                    }
+                };
+                let profile = env("AWS_PROFILE").unwrap_or_else(|| "default".to_string());
+                let text = std::fs::read_to_string(&file).map_err(|e| {
+                    format!(
+                        "no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, and the credentials file \
+                         {} cannot be read: {e}",
+                        file.display()
+                    )
+                })?;
+                let p = parse_credentials_file(&text, &profile)
+                    .map_err(|e| format!("credentials file {}: {e}", file.display()))?;
+                Ok(ResolvedCredentials {
+                    access_key_id: p.access_key_id,
+                    secret_access_key: p.secret_access_key,
+                    session_token: p.session_token,
+                    source: format!("profile {profile} of {}", file.display()),
+                })
+            }
+        }
+    }
+}
+
+/// One profile's keys from an AWS shared credentials file.
+#[derive(Clone, PartialEq, Eq)]
+struct ProfileKeys {
+    access_key_id: String,
+    secret_access_key: String,
+    session_token: Option<String>,
+}
+
+impl fmt::Debug for ProfileKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProfileKeys")
+            .field("access_key_id", &self.access_key_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reads `profile` from the INI text of an AWS shared credentials file: `[name]` sections
+/// (`[profile name]` is accepted too, as in `~/.aws/config`), `key = value` lines, comments
+/// starting with `#` or `;`. Keys are case-insensitive; a repeated section adds to the first.
+fn parse_credentials_file(text: &str, profile: &str) -> Result<ProfileKeys, String> {
+    let (mut id, mut secret, mut token) = (None, None, None);
+    let mut found = false;
+    let mut in_profile = false;
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(section) = line.strip_prefix('[') {
+            let Some(name) = section.strip_suffix(']') else {
+                return Err(format!("line {}: unterminated section header", n + 1));
+            };
+            let name = name.trim();
+            let name = name.strip_prefix("profile ").map_or(name, str::trim);
+            in_profile = name == profile;
+            found |= in_profile;
+            continue;
+        }
+        if !in_profile {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(format!("line {}: expected key = value", n + 1));
+        };
+        let v = v.trim().to_string();
+        match k.trim().to_ascii_lowercase().as_str() {
+            "aws_access_key_id" => id = Some(v),
+            "aws_secret_access_key" => secret = Some(v),
+            "aws_session_token" => token = Some(v),
+            _ => {} // region, output, role settings: not ours
+        }
+    }
+    if !found {
+        return Err(format!("no profile [{profile}]"));
+    }
+    match (id, secret) {
+        (Some(access_key_id), Some(secret_access_key)) => Ok(ProfileKeys {
+            access_key_id,
+            secret_access_key,
+            session_token: token.filter(|t| !t.is_empty()),
+        }),
+        _ => Err(format!(
+            "profile [{profile}] lacks aws_access_key_id or aws_secret_access_key"
+        )),
+    }
+}
+
+/// Requests made and bytes moved since the back end was opened. A request retried by the
+/// client counts once; a list counts one per page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct S3Counters {
+    pub puts: u64,
+    pub gets: u64,
+    pub heads: u64,
+    pub lists: u64,
+    pub deletes: u64,
+    /// Object bytes sent in PUT bodies.
+    pub bytes_up: u64,
+    /// Object bytes received in GET bodies.
+    pub bytes_down: u64,
+}
+
+impl S3Counters {
+    pub fn requests(&self) -> u64 {
+        self.puts + self.gets + self.heads + self.lists + self.deletes
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    puts: AtomicU64,
+    gets: AtomicU64,
+    heads: AtomicU64,
+    lists: AtomicU64,
+    deletes: AtomicU64,
+    bytes_up: AtomicU64,
+    bytes_down: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// The state a request task needs; shared by the back end and its in-flight tasks.
+struct Inner {
+    store: AmazonS3,
+    /// `prefix/`, or empty: what object names start with.
+    base: String,
+    describe: String,
+    /// Named in authentication errors, so a refused key can be traced to its origin.
+    credentials_source: String,
+    counters: Counters,
+}
+
+/// A [`Backend`] over one bucket and prefix of an S3-compatible server.
+pub struct S3Backend {
+    inner: Arc<Inner>,
+    /// `Option` only so that `Drop` can take it: see there.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl fmt::Debug for S3Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Backend")
+            .field("at", &self.inner.describe)
+            .finish_non_exhaustive()
+    }
+}
+
+impl S3Backend {
+    /// Opens the back end. No request is made: a wrong endpoint or credentials show up at the
+    /// first operation.
+    pub fn open(config: &S3Config) -> Result<Self> {
+        Self::open_with_env(config, &|name| std::env::var(name).ok())
+    }
+
+    fn open_with_env(config: &S3Config, env: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
+        let describe = describe(config);
+        let bad = |msg: String| BackendError::io(&describe, io::Error::other(msg));
+        if !config.prefix.is_empty() {
+            Key::new(config.prefix.as_str())
+                .map_err(|e| bad(format!("invalid S3 key prefix: {e}")))?;
+        }
+        if config.bucket.is_empty() {
+            return Err(bad("no S3 bucket configured".to_string()));
+        }
+        let creds = config.credentials.resolve(env).map_err(bad)?;
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                // Short enough that writes resume within seconds of a server coming back.
+                max_backoff: Duration::from_secs(5),
+                base: 2.0,
+            },
+            // The window, not a count, bounds retries.
+            max_retries: usize::MAX,
+            retry_timeout: config.retry_window,
+        };
+        let client = ClientOptions::new()
+            .with_timeout(config.request_timeout)
+            .with_connect_timeout(Duration::from_secs(5).min(config.request_timeout))
+            .with_allow_http(config.allow_http);
+        let mut builder = AmazonS3Builder::new()
+            .with_bucket_name(&config.bucket)
+            .with_region(&config.region)
+            .with_access_key_id(&creds.access_key_id)
+            .with_secret_access_key(&creds.secret_access_key)
+            .with_virtual_hosted_style_request(false)
+            .with_allow_http(config.allow_http)
+            .with_retry(retry)
+            .with_client_options(client);
+        if let Some(token) = &creds.session_token {
+            builder = builder.with_token(token);
+        }
+        if let Some(endpoint) = &config.endpoint {
+            builder = builder.with_endpoint(endpoint);
+        }
+        let store = builder
+            .build()
+            .map_err(|e| bad(format!("S3 client configuration: {e}")))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("reel-s3")
+            .enable_all()
+            .build()
+            .map_err(|e| BackendError::io(&describe, e))?;
+        let base = if config.prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", config.prefix)
+        };
+        Ok(S3Backend {
+            inner: Arc::new(Inner {
+                store,
+                base,
+                describe,
+                credentials_source: creds.source,
+                counters: Counters::default(),
+            }),
+            runtime: Some(runtime),
+        })
+    }
+
+    /// Requests and bytes so far.
+    pub fn counters(&self) -> S3Counters {
+        let c = &self.inner.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        S3Counters {
+            puts: get(&c.puts),
+            gets: get(&c.gets),
+            heads: get(&c.heads),
+            lists: get(&c.lists),
+            deletes: get(&c.deletes),
+            bytes_up: get(&c.bytes_up),
+            bytes_down: get(&c.bytes_down),
+        }
+    }
+
+    /// Runs `op` on the back end's runtime and waits for it on this thread. Works from any
+    /// thread, including one inside another tokio runtime (which it blocks meanwhile, as any
+    /// synchronous I/O would).
+    fn run<T, F>(&self, what: &dyn fmt::Display, op: impl FnOnce(Arc<Inner>) -> F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let fut = op(Arc::clone(&self.inner));
+        let Some(rt) = &self.runtime else {
+            unreachable!("the runtime is only taken in Drop");
+        };
+        rt.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        // A dropped sender means the task panicked: report it instead of propagating.
+        rx.recv().unwrap_or_else(|_| {
+            Err(BackendError::io(
+                format!("{what} ({})", self.inner.describe),
+                io::Error::other("S3 request task panicked"),
+            ))
+        })
+    }
+}
+
+impl Drop for S3Backend {
+    // Dropping a runtime blocks until its tasks end, which panics inside another runtime; no
+    // task outlives the call that spawned it, so nothing is lost by not waiting.
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+fn describe(config: &S3Config) -> String {
+    let at = match &config.endpoint {
+        Some(e) => e.clone(),
+        None => format!("AWS {}", config.region),
+    };
+    format!("s3://{}/{} at {at}", config.bucket, config.prefix)
+}
+
+impl Inner {
+    fn path(&self, key: &str) -> Path {
+        Path::from(format!("{}{key}", self.base))
+    }
+
+    /// An error for `op` on `key`, by meaning where the answer has one.
+    fn error(&self, op: &str, key: &Key, e: object_store::Error) -> BackendError {
+        let text = e.to_string();
+        // A missing bucket is also a 404, and so is an unknown access key on versitygw: those
+        // are configuration errors, not a missing key. (A HEAD has no body to tell them apart.)
+        if matches!(e, object_store::Error::NotFound { .. })
+            && !text.contains("NoSuchBucket")
+            && !text.contains("UserNotFound")
+        {
+            return BackendError::NotFound(key.clone());
+        }
+        if is_no_space(&text) {
+            return BackendError::NoSpace(key.clone());
+        }
+        self.io_error(op, key.as_str(), &e)
+    }
+
+    /// An `Io` error for `op` on `what`, naming the key, the endpoint and the server's answer,
+    /// with a hint for the answers whose cause is known.
+    fn io_error(&self, op: &str, what: &str, e: &object_store::Error) -> BackendError {
+        use object_store::Error as E;
+        let text = e.to_string();
+        let refused = matches!(e, E::Unauthenticated { .. } | E::PermissionDenied { .. })
+            || text.contains("InvalidAccessKeyId")
+            || text.contains("SignatureDoesNotMatch")
+            || text.contains("XAdminUserNotFound");
+        let hint = if refused {
+            format!(
+                "the server refused the credentials from {} (wrong access key or secret, or no \
+                 permission on the bucket): ",
+                self.credentials_source
+            )
+        } else if text.contains("NoSuchBucket") {
+            "the bucket does not exist: ".to_string()
+        } else {
+            String::new()
+        };
+        self.error_msg(op, what, format!("{hint}{text}"))
+    }
+
+    /// The size of `key` (HEAD).
+    async fn head(&self, key: &Key) -> Result<u64> {
+        bump(&self.counters.heads, 1);
+        match self.store.head(&self.path(key.as_str())).await {
+            Ok(meta) => Ok(meta.size),
+            Err(e) => Err(self.error("HEAD", key, e)),
+        }
+    }
+
+    /// Fails with `KeyConflict` if an ancestor of `key` is an object or objects exist below
+    /// `key/`. Not atomic against another writer of the same prefix (see the module doc).
+    async fn check_conflict(&self, key: &Key) -> Result<()> {
+        let conflict = |existing: String| BackendError::KeyConflict {
+            key: key.clone(),
+            existing,
+        };
+        // Ancestors one at a time, shortest first, stopping at the first object found: on a
+        // file-backed server a HEAD below an object (`a/b` under the file `a`) is a 500, which
+        // would be retried for the whole window.
+        for a in key.ancestors() {
+            bump(&self.counters.heads, 1);
+            match self.store.head(&self.path(a)).await {
+                Ok(_) => return Err(conflict(a.to_string())),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.error("HEAD (key conflict check)", key, e)),
+            }
+        }
+        bump(&self.counters.lists, 1);
+        // A few keys, not one: the first may be a server's temporary file (not a conflict).
+        let opts = PaginatedListOptions {
+            max_keys: Some(16),
+            ..Default::default()
+        };
+        let raw = format!("{}{key}/", self.base);
+        let page = self
+            .store
+            .list_paginated(Some(&raw), opts)
+            .await
+            .map_err(|e| self.error("LIST (key conflict check)", key, e))?;
+        let mut names = page.result.objects.iter().map(|m| self.strip(&m.location));
+        match names.find(|n| !is_server_temp_name(n)) {
+            Some(existing) => Err(conflict(existing)),
+            None => Ok(()),
+        }
+    }
+
+    /// An object name without the back end's prefix.
+    fn strip(&self, location: &Path) -> String {
+        let s = location.as_ref();
+        s.strip_prefix(self.base.as_str()).unwrap_or(s).to_string()
+    }
+
+    async fn put(&self, key: Key, data: Vec<u8>, mode: PutMode) -> Result<()> {
+        if is_server_temp_name(key.as_str()) {
+            // It would be stored but never listed.
+            return Err(self.error_msg(
+                "PUT",
+                key.as_str(),
+                "a key ending in -UUID is reserved: s3proxy names its temporary files so"
+                    .to_string(),
+            ));
+        }
+        self.check_conflict(&key).await?;
+        let len = data.len() as u64;
+        let opts = PutOptions {
+            mode: match mode {
+                PutMode::Create => object_store::PutMode::Create,
+                PutMode::Overwrite => object_store::PutMode::Overwrite,
+            },
+            ..Default::default()
+        };
+        bump(&self.counters.puts, 1);
+        match self
+            .store
+            .put_opts(&self.path(key.as_str()), data.into(), opts)
+            .await
+        {
+            Ok(_) => {
+                bump(&self.counters.bytes_up, len);
+                Ok(())
+            }
+            // 412 to If-None-Match (some servers answer 409).
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
+            ) if mode == PutMode::Create => Err(BackendError::AlreadyExists(key)),
+            Err(e) => Err(self.error("PUT", &key, e)),
+        }
+    }
+
+    async fn get(&self, key: Key) -> Result<Vec<u8>> {
+        bump(&self.counters.gets, 1);
+        let res = self
+            .store
+            .get_opts(&self.path(key.as_str()), GetOptions::default())
+            .await
+            .map_err(|e| self.error("GET", &key, e))?;
+        let bytes = res.bytes().await.map_err(|e| self.error("GET", &key, e))?;
+        bump(&self.counters.bytes_down, bytes.len() as u64);
+        Ok(bytes.into())
+    }
+
+    async fn get_range(&self, key: Key, range: Range<u64>) -> Result<Vec<u8>> {
+        if range.start >= range.end {
+            // Empty or reversed: S3 has no empty range, so only the size is needed.
+            let size = self.head(&key).await?;
+            check_range(&key, &range, size)?;
+            return Ok(Vec::new());
+        }
+        bump(&self.counters.gets, 1);
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            ..Default::default()
+        };
+        let res = match self.store.get_opts(&self.path(key.as_str()), opts).await {
+            Ok(res) => res,
+            Err(object_store::Error::NotFound { .. }) => return Err(BackendError::NotFound(key)),
+            Err(e) => {
+                // A range starting at or past the end is a 416 (or a client-side range error):
+                // the size tells whether that was it.
+                let size = self.head(&key).await?;
+                check_range(&key, &range, size)?;
+                return Err(self.error("GET (range)", &key, e));
+            }
+        };
+        // A range ending past the end is clamped by the server; the reply gives the full size.
+        check_range(&key, &range, res.meta.size)?;
+        let bytes = res
+            .bytes()
+            .await
+            .map_err(|e| self.error("GET (range)", &key, e))?;
+        bump(&self.counters.bytes_down, bytes.len() as u64);
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(self.error_msg(
+                "GET (range)",
+                key.as_str(),
+                format!(
+                    "asked for bytes {}..{}, the server sent {} bytes",
+                    range.start,
+                    range.end,
+                    bytes.len()
+                ),
+            ));
+        }
+        Ok(bytes.into())
+    }
+
+    fn error_msg(&self, op: &str, what: &str, msg: String) -> BackendError {
+        BackendError::io(
+            format!("{what} ({})", self.describe),
+            io::Error::other(format!("S3 {op}: {msg}")),
+        )
+    }
+
+    async fn list(&self, prefix: String) -> Result<Vec<ObjectMeta>> {
+        // ListObjectsV2 prefixes are plain strings, as ours are: no trailing `/` is added.
+        let raw = format!("{}{prefix}", self.base);
+        let raw = (!raw.is_empty()).then_some(raw);
+        let mut out = Vec::new();
+        let mut token = None;
+        loop {
+            bump(&self.counters.lists, 1);
+            let opts = PaginatedListOptions {
+                page_token: token.take(),
+                ..Default::default()
+            };
+            let page = self
+                .store
+                .list_paginated(raw.as_deref(), opts)
+                .await
+                .map_err(|e| self.io_error("LIST", &format!("list {prefix:?}"), &e))?;
+            for m in page.result.objects {
+                // Names that are not keys (directory markers such as `a/`, foreign objects)
+                // were not written by a back end: skipped, as the local back end does. So are a
+                // file-backed server's temporary files of puts in flight.
+                let name = self.strip(&m.location);
+                if is_server_temp_name(&name) {
+                    continue;
+                }
+                if let Ok(key) = Key::new(name) {
+                    out.push(ObjectMeta { key, size: m.size });
+                }
+            }
+            match page.page_token {
+                Some(t) => token = Some(t),
+                None => break,
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out.dedup_by(|a, b| a.key == b.key);
+        Ok(out)
+    }
+
+    async fn delete(&self, key: Key) -> Result<()> {
+        bump(&self.counters.deletes, 1);
+        match self.store.delete(&self.path(key.as_str())).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error("DELETE", &key, e)),
+        }
+    }
+}
+
+/// Whether `name` is a temporary file of a put in flight on a file-backed server, which some
+/// list: s3proxy's filesystem store writes `name-<random UUID>` and renames it into place.
+/// Such names are reserved (put refuses them) so that list can skip them.
+fn is_server_temp_name(name: &str) -> bool {
+    let Some((_, uuid)) = name.len().checked_sub(37).and_then(|i| {
+        let (head, tail) = name.split_at_checked(i)?;
+        Some((head, tail.strip_prefix('-')?))
+    }) else {
+        return false;
+    };
+    // 8-4-4-4-12 lower-case hex digits.
+    uuid.split('-').map(str::len).eq([8, 4, 4, 4, 12])
+        && uuid
+            .bytes()
+            .all(|b| b == b'-' || b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Whether a server's answer says the storage is full. 507 Insufficient Storage and MinIO's
+/// `XMinioStorageFull` are what servers send; `EntityTooLarge` is a size limit per object, not a
+/// full medium, so it is an ordinary error.
+fn is_no_space(answer: &str) -> bool {
+    answer.contains("507 Insufficient Storage")
+        || answer.contains("XMinioStorageFull")
+        || answer.contains("StorageFull")
+        || answer.contains("QuotaExceeded")
+}
+
+impl Backend for S3Backend {
+    fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> Result<()> {
+        // The request task must own its body; one copy per put.
+        let (k, data) = (key.clone(), data.to_vec());
+        self.run(key, move |s| async move { s.put(k, data, mode).await })
+    }
+
+    fn get(&self, key: &Key) -> Result<Vec<u8>> {
+        let k = key.clone();
+        self.run(key, move |s| async move { s.get(k).await })
+    }
+
+    fn get_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>> {
+        let k = key.clone();
+        self.run(key, move |s| async move { s.get_range(k, range).await })
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        let p = prefix.to_string();
+        self.run(&format!("list {prefix:?}"), move |s| async move {
+            s.list(p).await
+        })
+    }
+
+    fn delete(&self, key: &Key) -> Result<()> {
+        let k = key.clone();
+        self.run(key, move |s| async move { s.delete(k).await })
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = "\
+# comment
+[default]
+aws_access_key_id = AKIDEFAULT
+aws_secret_access_key=secretdefault
+region = eu-west-1
+
+; another comment
+[profile work]
+AWS_ACCESS_KEY_ID = AKIWORK
+aws_secret_access_key = secret/work+x=
+aws_session_token = tok
+[broken]
+aws_access_key_id = only
+";
+
+    #[test]
+    fn parses_profiles() {
+        let d = parse_credentials_file(FILE, "default").unwrap();
+        assert_eq!(d.access_key_id, "AKIDEFAULT");
+        assert_eq!(d.secret_access_key, "secretdefault");
+        assert_eq!(d.session_token, None);
+        let w = parse_credentials_file(FILE, "work").unwrap();
+        assert_eq!(w.access_key_id, "AKIWORK");
+        // Only the first `=` splits: secrets may contain `=`.
+        assert_eq!(w.secret_access_key, "secret/work+x=");
+        assert_eq!(w.session_token.as_deref(), Some("tok"));
+    }
+
+    #[test]
+    fn credentials_file_errors_are_clear() {
+        let e = parse_credentials_file(FILE, "nope").unwrap_err();
+        assert!(e.contains("no profile [nope]"), "{e}");
+        let e = parse_credentials_file(FILE, "broken").unwrap_err();
+        assert!(e.contains("lacks"), "{e}");
+        let e = parse_credentials_file("[default\nx=y\n", "default").unwrap_err();
+        assert!(e.contains("line 1"), "{e}");
+        let e = parse_credentials_file("[default]\njunk\n", "default").unwrap_err();
+        assert!(e.contains("line 2"), "{e}");
+        // Error texts name keys, never values.
+        assert!(!format!("{:?}", parse_credentials_file(FILE, "work")).contains("secret/work"));
+    }
+
+    fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn environment_variables_come_first() {
+        let env = env_of(&[
+            ("AWS_ACCESS_KEY_ID", "AKIENV"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+            ("AWS_SESSION_TOKEN", "t"),
+            ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent"),
+        ]);
+        let c = S3Credentials::Environment.resolve(&env).unwrap();
+        assert_eq!(
+            (c.access_key_id.as_str(), c.session_token.as_deref()),
+            ("AKIENV", Some("t"))
+        );
+    }
+
+    #[test]
+    fn shared_credentials_file_and_profile() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("creds");
+        std::fs::write(&file, FILE).unwrap();
+        let f = file.to_str().unwrap();
+        let c = S3Credentials::Environment
+            .resolve(&env_of(&[("AWS_SHARED_CREDENTIALS_FILE", f)]))
+            .unwrap();
+        assert_eq!(c.access_key_id, "AKIDEFAULT");
+        let c = S3Credentials::Environment
+            .resolve(&env_of(&[
+                ("AWS_SHARED_CREDENTIALS_FILE", f),
+                ("AWS_PROFILE", "work"),
+            ]))
+            .unwrap();
+        assert_eq!(c.access_key_id, "AKIWORK");
+        assert!(c.source.contains("profile work"), "{}", c.source);
+        // ~/.aws/credentials under HOME.
+        std::fs::create_dir(dir.path().join(".aws")).unwrap();
+        std::fs::write(dir.path().join(".aws/credentials"), FILE).unwrap();
+        let home = dir.path().to_str().unwrap();
+        let c = S3Credentials::Environment
+            .resolve(&env_of(&[("HOME", home)]))
+            .unwrap();
+        assert_eq!(c.access_key_id, "AKIDEFAULT");
+        let e = S3Credentials::Environment
+            .resolve(&env_of(&[("HOME", "/nonexistent")]))
+            .unwrap_err();
+        assert!(e.contains("/nonexistent/.aws/credentials"), "{e}");
+    }
+
+    #[test]
+    fn debug_redacts_secrets() {
+        let mut config = S3Config::new("b", "p");
+        config.credentials = S3Credentials::Static {
+            access_key_id: "AKIVISIBLE".to_string(),
+            secret_access_key: "TOPSECRET".to_string(),
+            session_token: Some("TOKENSECRET".to_string()),
+        };
+        let text = format!("{config:?}");
+        assert!(text.contains("AKIVISIBLE"), "{text}");
+        assert!(
+            !text.contains("TOPSECRET") && !text.contains("TOKENSECRET"),
+            "{text}"
+        );
+        let b = S3Backend::open(&config).unwrap();
+        assert!(!format!("{b:?} {}", b.describe()).contains("TOPSECRET"));
+    }
+
+    #[test]
+    fn invalid_configuration_is_refused() {
+        let mut config = S3Config::new("b", "bad//prefix");
+        config.credentials = S3Credentials::Static {
+            access_key_id: "a".to_string(),
+            secret_access_key: "s".to_string(),
+            session_token: None,
+        };
+        let e = S3Backend::open(&config).unwrap_err().to_string();
+        assert!(e.contains("prefix"), "{e}");
+        config.prefix = String::new();
+        config.bucket = String::new();
+        assert!(S3Backend::open(&config).is_err());
+    }
+
+    #[test]
+    fn describe_names_bucket_prefix_and_endpoint() {
+        let mut config = S3Config::new("bkt", "node1");
+        config.endpoint = Some("http://127.0.0.1:9000".to_string());
+        assert_eq!(describe(&config), "s3://bkt/node1 at http://127.0.0.1:9000");
+    }
+
+    #[test]
+    fn server_temp_names() {
+        assert!(is_server_temp_name(
+            "conformance/l/00/32-6758cfaa-0b2e-453b-8f67-f09d76a7292c"
+        ));
+        assert!(is_server_temp_name(
+            "x-6758cfaa-0b2e-453b-8f67-f09d76a7292c"
+        ));
+        assert!(!is_server_temp_name("6758cfaa-0b2e-453b-8f67-f09d76a7292c"));
+        assert!(!is_server_temp_name(
+            "x-6758CFAA-0b2e-453b-8f67-f09d76a7292c"
+        ));
+        assert!(!is_server_temp_name(
+            "x-6758cfaa-0b2e-453b-8f67-f09d76a7292"
+        ));
+        assert!(!is_server_temp_name("packs/000123.pack"));
+        assert!(!is_server_temp_name(""));
+    }
+
+    #[test]
+    fn no_space_answers() {
+        assert!(is_no_space(
+            "Server returned non-2xx status code: 507 Insufficient Storage: "
+        ));
+        assert!(is_no_space("<Code>XMinioStorageFull</Code>"));
+        assert!(!is_no_space("<Code>EntityTooLarge</Code>"));
+    }
+}

@@ -1,0 +1,333 @@
+//! The S3 back end against two real S3 servers on loopback, never a mock: versitygw and s3proxy
+//! (started by `reel-s3test`; installed by `scripts/s3-servers.sh install`, and a missing server
+//! fails the test, with that hint).
+//!
+//! One test per server: starting a server is the slow part (a JVM for s3proxy), so each test
+//! starts its server once and runs every check against it in turn, each check on a fresh random
+//! prefix of the one bucket. The restart check comes last since it takes the server away.
+
+#![cfg(feature = "s3")]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use reel_backend::{
+    Backend, BackendError, Key, PutMode, S3Backend, S3Config, S3Counters, S3Credentials,
+    conformance,
+};
+use reel_s3test::{Kind, S3Server};
+
+#[test]
+fn versitygw() {
+    run_all_checks(Kind::Versitygw);
+}
+
+#[test]
+fn s3proxy() {
+    run_all_checks(Kind::S3proxy);
+}
+
+type Check = fn(&S3Server);
+
+fn run_all_checks(kind: Kind) {
+    let t = Instant::now();
+    let mut server = S3Server::start(kind).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!(
+        "[{kind}] started in {:?} at {}",
+        t.elapsed(),
+        server.endpoint()
+    );
+    let checks: [(&str, Check); 7] = [
+        ("conformance", conformance_suite),
+        ("prefix isolation", prefix_isolation),
+        ("wrong credentials", wrong_credentials),
+        ("inside a tokio runtime", inside_tokio_runtime),
+        ("large object", large_object),
+        ("counters", counters),
+        ("list pagination", list_pagination),
+    ];
+    for (name, check) in checks {
+        let t = Instant::now();
+        check(&server);
+        eprintln!("[{kind}] {name}: ok in {:?}", t.elapsed());
+    }
+    let t = Instant::now();
+    put_while_server_restarts(&mut server);
+    eprintln!(
+        "[{kind}] put while the server restarts: ok in {:?}",
+        t.elapsed()
+    );
+}
+
+/// A prefix no other check or run uses.
+fn fresh_prefix() -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "t{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn config(server: &S3Server, prefix: &str) -> S3Config {
+    let mut c = S3Config::new(server.bucket(), prefix);
+    c.endpoint = Some(server.endpoint());
+    c.region = server.region().to_string();
+    c.allow_http = true;
+    c.credentials = S3Credentials::Static {
+        access_key_id: server.access_key().to_string(),
+        secret_access_key: server.secret_key().to_string(),
+        session_token: None,
+    };
+    // Long enough for the restart check's 2-second outage, short enough to fail a broken run.
+    c.retry_window = Duration::from_secs(60);
+    c.request_timeout = Duration::from_secs(30);
+    c
+}
+
+fn backend(server: &S3Server, prefix: &str) -> S3Backend {
+    S3Backend::open(&config(server, prefix)).unwrap_or_else(|e| panic!("open: {e}"))
+}
+
+fn key(s: &str) -> Key {
+    Key::new(s).unwrap()
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_left(7) as u8 ^ seed)
+        .collect()
+}
+
+fn conformance_suite(server: &S3Server) {
+    conformance::run_all(&|| Box::new(backend(server, &fresh_prefix())));
+}
+
+/// Two prefixes of one bucket are separate stores; keys come back without the prefix.
+fn prefix_isolation(server: &S3Server) {
+    let (pa, pb) = (fresh_prefix(), fresh_prefix());
+    let a = backend(server, &pa);
+    let b = backend(server, &pb);
+    a.put(&key("packs/1.pack"), b"from a", PutMode::Create)
+        .unwrap();
+    b.put(&key("packs/1.pack"), b"from b", PutMode::Create)
+        .unwrap();
+    b.put(&key("only-b"), b"b", PutMode::Create).unwrap();
+    assert_eq!(a.get(&key("packs/1.pack")).unwrap(), b"from a");
+    assert_eq!(b.get(&key("packs/1.pack")).unwrap(), b"from b");
+    assert!(matches!(
+        a.get(&key("only-b")),
+        Err(BackendError::NotFound(_))
+    ));
+    let keys = |be: &S3Backend| -> Vec<String> {
+        be.list("")
+            .unwrap()
+            .into_iter()
+            .map(|m| m.key.to_string())
+            .collect()
+    };
+    assert_eq!(keys(&a), ["packs/1.pack"]);
+    assert_eq!(keys(&b), ["only-b", "packs/1.pack"]);
+    // A prefix that is a string prefix of another (`p` and `p1`) does not leak either: the
+    // back end's prefix ends at a `/`.
+    let shorter = backend(server, &pa[..pa.len() - 1]);
+    assert!(keys(&shorter).is_empty(), "{:?}", keys(&shorter));
+    a.delete(&key("packs/1.pack")).unwrap();
+    assert_eq!(b.get(&key("packs/1.pack")).unwrap(), b"from b");
+    assert!(
+        a.describe()
+            .contains(&format!("/{pa} at {}", server.endpoint()))
+    );
+}
+
+/// A wrong secret is an `Io` error that says so, quickly: a 403 is not retried.
+fn wrong_credentials(server: &S3Server) {
+    let mut c = config(server, &fresh_prefix());
+    c.credentials = S3Credentials::Static {
+        access_key_id: server.access_key().to_string(),
+        secret_access_key: "not-the-secret".to_string(),
+        session_token: None,
+    };
+    let b = S3Backend::open(&c).unwrap();
+    let t = Instant::now();
+    let put = b.put(&key("k"), b"x", PutMode::Create);
+    let get = b.get(&key("k"));
+    let list = b.list("");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "refused credentials took {:?}: retried?",
+        t.elapsed()
+    );
+    for r in [put.map(|()| Vec::new()), get, list.map(|_| Vec::new())] {
+        match r {
+            Err(e @ BackendError::Io { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains("refused the credentials"), "{text}");
+                assert!(text.contains(&server.endpoint()), "{text}");
+                assert!(!text.contains("not-the-secret"), "{text}");
+            }
+            other => panic!("wrong credentials: expected an Io error, got {other:?}"),
+        }
+    }
+    // Unknown access key as well.
+    c.credentials = S3Credentials::Static {
+        access_key_id: "NOSUCHKEY".to_string(),
+        secret_access_key: server.secret_key().to_string(),
+        session_token: None,
+    };
+    let b = S3Backend::open(&c).unwrap();
+    let e = b.get(&key("k")).unwrap_err().to_string();
+    assert!(e.contains("refused the credentials"), "{e}");
+}
+
+/// The server calls the back end from threads inside its tokio runtime, where a nested
+/// `block_on` would panic; the back end's own runtime does the work. Dropping it there is fine.
+fn inside_tokio_runtime(server: &S3Server) {
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for rt in [current, multi] {
+        let prefix = fresh_prefix();
+        rt.block_on(async {
+            let b = backend(server, &prefix);
+            b.put(&key("a/b"), b"inside", PutMode::Create).unwrap();
+            assert_eq!(b.get(&key("a/b")).unwrap(), b"inside");
+            assert_eq!(b.list("a/").unwrap().len(), 1);
+            // From a spawned task too, as a request handler would.
+            let got = tokio::spawn(async move {
+                let v = b.get_range(&key("a/b"), 1..4).unwrap();
+                drop(b);
+                v
+            })
+            .await
+            .unwrap();
+            assert_eq!(got, b"nsi");
+        });
+    }
+}
+
+/// A 32 MiB object round trip, ranged reads across it, and ranges past the end.
+fn large_object(server: &S3Server) {
+    let b = backend(server, &fresh_prefix());
+    let data = pattern(32 << 20, 9);
+    let k = key("packs/big.pack");
+    let t = Instant::now();
+    b.put(&k, &data, PutMode::Create).unwrap();
+    let put = t.elapsed();
+    let t = Instant::now();
+    assert!(
+        b.get(&k).unwrap() == data,
+        "32 MiB object came back different"
+    );
+    eprintln!("  32 MiB: put {put:?}, get {:?}", t.elapsed());
+    let n = data.len() as u64;
+    for (s, e) in [
+        (0, 1),
+        (0, 4096),
+        (1 << 20, (1 << 20) + 65_536),
+        (n - 1, n),
+        (n - 100_000, n),
+        (12_345, 12_345 + (8 << 20)),
+        (n, n),
+    ] {
+        let got = b.get_range(&k, s..e).unwrap();
+        assert!(got == data[s as usize..e as usize], "range {s}..{e}");
+    }
+    for (s, e) in [(n - 1, n + 1), (n, n + 1), (n + 10, n + 20), (0, n + 1)] {
+        match b.get_range(&k, s..e) {
+            Err(BackendError::InvalidRange { size, .. }) => assert_eq!(size, n),
+            other => panic!(
+                "range {s}..{e}: expected InvalidRange, got {:?}",
+                other.map(|v| v.len())
+            ),
+        }
+    }
+    assert_eq!(b.list("packs/").unwrap()[0].size, n);
+    b.delete(&k).unwrap();
+}
+
+/// Requests and bytes are counted by kind.
+fn counters(server: &S3Server) {
+    let b = backend(server, &fresh_prefix());
+    assert_eq!(b.counters(), S3Counters::default());
+    b.put(&key("x/y"), &[1; 1000], PutMode::Create).unwrap();
+    let after_put = b.counters();
+    assert_eq!(after_put.puts, 1);
+    assert_eq!(after_put.bytes_up, 1000);
+    // The key-conflict check: a HEAD of `x` and a one-key LIST of `x/y/`.
+    assert_eq!((after_put.heads, after_put.lists), (1, 1));
+    b.get(&key("x/y")).unwrap();
+    b.get_range(&key("x/y"), 10..20).unwrap();
+    b.list("").unwrap();
+    b.delete(&key("x/y")).unwrap();
+    let c = b.counters();
+    assert_eq!(
+        (c.gets, c.lists, c.deletes, c.bytes_down),
+        (2, 2, 1, 1010),
+        "{c:?}"
+    );
+    assert_eq!(c.requests(), 1 + 2 + 1 + 2 + 1);
+}
+
+/// More objects than one ListObjectsV2 page (1000 keys) are all listed, in order.
+fn list_pagination(server: &S3Server) {
+    let b = backend(server, &fresh_prefix());
+    let names: Vec<Key> = (0..1100).map(|i| key(&format!("i/{i:05}"))).collect();
+    std::thread::scope(|s| {
+        for chunk in names.chunks(275) {
+            let b = &b;
+            s.spawn(move || {
+                for k in chunk {
+                    b.put(k, b"", PutMode::Overwrite).unwrap();
+                }
+            });
+        }
+    });
+    let before = b.counters().lists;
+    let listed: Vec<Key> = b.list("i/").unwrap().into_iter().map(|m| m.key).collect();
+    assert_eq!(listed, names);
+    assert!(
+        b.counters().lists - before >= 2,
+        "one page cannot hold 1100 keys"
+    );
+}
+
+/// The acceptance case: the server goes away mid-upload and comes back 2 s later; the put waits
+/// (retrying connection refused) and succeeds, and the object is there afterwards.
+fn put_while_server_restarts(server: &mut S3Server) {
+    let b = backend(server, &fresh_prefix());
+    let data = pattern(4 << 20, 5);
+    b.put(&key("before"), b"x", PutMode::Create).unwrap();
+    server.stop();
+    let t = Instant::now();
+    let result = std::thread::scope(|s| {
+        let put = s.spawn(|| {
+            let r1 = b.put(&key("during/1"), &data, PutMode::Create);
+            let r2 = b.put(&key("during/2"), &data, PutMode::Overwrite);
+            (r1, r2)
+        });
+        std::thread::sleep(Duration::from_secs(2));
+        server.restart().unwrap_or_else(|e| panic!("restart: {e}"));
+        put.join().unwrap()
+    });
+    let waited = t.elapsed();
+    result
+        .0
+        .unwrap_or_else(|e| panic!("create during the outage: {e}"));
+    result
+        .1
+        .unwrap_or_else(|e| panic!("overwrite during the outage: {e}"));
+    assert!(waited >= Duration::from_secs(2), "{waited:?}");
+    assert!(b.get(&key("during/1")).unwrap() == data);
+    assert!(b.get(&key("during/2")).unwrap() == data);
+    assert_eq!(b.get(&key("before")).unwrap(), b"x");
+}

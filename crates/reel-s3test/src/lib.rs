@@ -1,0 +1,477 @@
+//! # reel-s3test — real S3 servers on loopback for reel's object-storage tests (dev-only)
+//!
+//! [`S3Server::start`] runs a real S3-compatible server, never a mock: versitygw (Go, a posix
+//! directory as storage) or s3proxy (Java, jclouds `filesystem-nio2`). Each instance gets a free
+//! port on 127.0.0.1 only, a fresh data directory, a random access key and secret, and one bucket;
+//! it is ready when [`S3Server::start`] returns. [`S3Server::stop`] and [`S3Server::restart`]
+//! (same port, same data) let a test take the server away mid-operation. Dropping the value kills
+//! the one process it started and waits for it.
+//!
+//! The servers are installed by `scripts/s3-servers.sh install` into `$REEL_TOOLS_DIR` (default
+//! `~/.cache/reel-tools`): `bin/versitygw` and `s3proxy.jar`. A missing server is an error that
+//! says how to install it, so a test fails instead of silently skipping. Signed requests
+//! (readiness, bucket creation) go through `curl --aws-sigv4`; `curl` and `java` must be on PATH.
+//!
+//! No dependency on other reel crates, so any crate's tests can use it.
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Which server to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// versitygw v1.8.0 over a posix directory; starts in well under a second.
+    Versitygw,
+    /// s3proxy 4.1.0 over jclouds' filesystem-nio2; a JVM, so starting takes seconds.
+    S3proxy,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Versitygw => "versitygw",
+            Kind::S3proxy => "s3proxy",
+        })
+    }
+}
+
+/// Why a server could not be started or reached. The message says what to do.
+#[derive(Debug)]
+pub struct Error(String);
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+type Result<T> = std::result::Result<T, Error>;
+
+fn err(msg: impl Into<String>) -> Error {
+    Error(msg.into())
+}
+
+/// The region every server is started with (any name works; SigV4 needs one).
+pub const REGION: &str = "us-east-1";
+
+/// SHA-256 of the empty body, the payload hash of a signed request without a body.
+const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+/// How long a server may take to answer after being started; a JVM on a loaded 2-core machine
+/// has been seen to need 9 s.
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Where `scripts/s3-servers.sh install` puts the servers.
+pub fn tools_dir() -> PathBuf {
+    match std::env::var_os("REEL_TOOLS_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+            PathBuf::from(home).join(".cache/reel-tools")
+        }
+    }
+}
+
+/// One running (or stopped) S3 server with one bucket.
+pub struct S3Server {
+    kind: Kind,
+    port: u16,
+    access_key: String,
+    secret_key: String,
+    bucket: String,
+    /// Holds `data/` (the storage), `server.log` (all output, across restarts) and, for s3proxy,
+    /// its properties file. Removed on drop, after the process is gone.
+    dir: tempfile::TempDir,
+    program: PathBuf,
+    child: Option<Child>,
+}
+
+impl fmt::Debug for S3Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Server")
+            .field("kind", &self.kind)
+            .field("endpoint", &self.endpoint())
+            .field("bucket", &self.bucket)
+            .field("pid", &self.pid())
+            .finish_non_exhaustive()
+    }
+}
+
+impl S3Server {
+    /// Starts a server of `kind` on a free loopback port with a fresh data directory and random
+    /// keys, waits until it answers, and creates the bucket [`S3Server::bucket`].
+    pub fn start(kind: Kind) -> Result<S3Server> {
+        let program = find_program(kind)?;
+        find_on_path("curl", "apt-get install curl")?;
+        if kind == Kind::S3proxy {
+            find_on_path("java", "apt-get install default-jre-headless")?;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("reel-s3test-{kind}-"))
+            .tempdir()
+            .map_err(|e| err(format!("temporary directory for {kind}: {e}")))?;
+        fs::create_dir(dir.path().join("data"))
+            .map_err(|e| err(format!("data directory for {kind}: {e}")))?;
+        let mut server = S3Server {
+            kind,
+            port: free_port()?,
+            // Access keys are upper-case alphanumerics by convention; secrets are free-form.
+            access_key: format!("RT{}", random_hex(9).to_ascii_uppercase()),
+            secret_key: random_hex(20),
+            bucket: "reel-test".to_string(),
+            dir,
+            program,
+            child: None,
+        };
+        server.spawn_and_wait()?;
+        server.create_bucket()?;
+        Ok(server)
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    pub fn access_key(&self) -> &str {
+        &self.access_key
+    }
+
+    pub fn secret_key(&self) -> &str {
+        &self.secret_key
+    }
+
+    pub fn region(&self) -> &str {
+        REGION
+    }
+
+    /// The server's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The server's output so far (for a failing test's message).
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Kills the server process (SIGKILL: like a crash; acknowledged objects are on disk) and
+    /// waits for it. The port and data stay for [`S3Server::restart`]. No-op when stopped.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // Only the PID this value started; `wait` reaps it, so the PID is never reused
+            // while we might still signal it.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops the server if it runs, then starts it again on the same port and data directory
+    /// and waits until it answers.
+    pub fn restart(&mut self) -> Result<()> {
+        self.stop();
+        self.spawn_and_wait()
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("server.log")
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn command(&self) -> Result<Command> {
+        match self.kind {
+            Kind::Versitygw => {
+                let mut cmd = Command::new(&self.program);
+                cmd.env("ROOT_ACCESS_KEY", &self.access_key)
+                    .env("ROOT_SECRET_KEY", &self.secret_key)
+                    .arg("--port")
+                    .arg(format!("127.0.0.1:{}", self.port))
+                    .args(["--region", REGION, "--health", "/health", "posix"])
+                    .arg(self.data_dir());
+                Ok(cmd)
+            }
+            Kind::S3proxy => {
+                let props = self.dir.path().join("s3proxy.properties");
+                let text = format!(
+                    "s3proxy.endpoint=http://127.0.0.1:{port}\n\
+                     s3proxy.authorization=aws-v2-or-v4\n\
+                     s3proxy.identity={key}\n\
+                     s3proxy.credential={secret}\n\
+                     jclouds.provider=filesystem-nio2\n\
+                     jclouds.filesystem.basedir={data}\n\
+                     jclouds.regions={REGION}\n",
+                    port = self.port,
+                    key = self.access_key,
+                    secret = self.secret_key,
+                    data = self.data_dir().display(),
+                );
+                fs::write(&props, text)
+                    .map_err(|e| err(format!("writing {}: {e}", props.display())))?;
+                let mut cmd = Command::new("java");
+                // A small heap and the quick JIT tier: the JVM starts faster on 2 shared cores.
+                cmd.args([
+                    "-Xmx512m",
+                    "-XX:+UseSerialGC",
+                    "-XX:TieredStopAtLevel=1",
+                    "-jar",
+                ])
+                .arg(&self.program)
+                .arg("--properties")
+                .arg(&props);
+                Ok(cmd)
+            }
+        }
+    }
+
+    fn spawn_and_wait(&mut self) -> Result<()> {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .map_err(|e| err(format!("server log: {e}")))?;
+        let log2 = log
+            .try_clone()
+            .map_err(|e| err(format!("server log: {e}")))?;
+        let child = self
+            .command()?
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .spawn()
+            .map_err(|e| {
+                err(format!(
+                    "starting {} ({}): {e}",
+                    self.kind,
+                    self.program.display()
+                ))
+            })?;
+        self.child = Some(child);
+        let started = Instant::now();
+        loop {
+            if let Some(child) = &mut self.child
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.child = None;
+                return Err(err(format!(
+                    "{} exited ({status}) before answering on port {}; its output:\n{}",
+                    self.kind,
+                    self.port,
+                    tail(&self.log(), 40)
+                )));
+            }
+            if self.ready() {
+                return Ok(());
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                let log = tail(&self.log(), 40);
+                self.stop();
+                return Err(err(format!(
+                    "{} did not answer on port {} within {READY_TIMEOUT:?}; its output:\n{log}",
+                    self.kind, self.port
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn ready(&self) -> bool {
+        match self.kind {
+            // versitygw has a health endpoint that needs no signature.
+            Kind::Versitygw => http_status(self.port, "/health") == Some(200),
+            // s3proxy has none: a signed ListBuckets answering 200 means it serves requests.
+            Kind::S3proxy => {
+                TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+                    && self.signed("GET", "/").is_ok_and(|(code, _)| code == 200)
+            }
+        }
+    }
+
+    fn create_bucket(&self) -> Result<()> {
+        let path = format!("/{}", self.bucket);
+        let (code, body) = self.signed("PUT", &path)?;
+        if code != 200 {
+            return Err(err(format!(
+                "{}: creating bucket {} answered {code}: {body}",
+                self.kind, self.bucket
+            )));
+        }
+        Ok(())
+    }
+
+    /// A SigV4-signed request without a body through curl: the status code and the body.
+    fn signed(&self, method: &str, path: &str) -> Result<(u16, String)> {
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "-",
+                "-w",
+                "\n%{http_code}",
+                "--max-time",
+                "10",
+                "-X",
+                method,
+            ])
+            .args(["--aws-sigv4", &format!("aws:amz:{REGION}:s3")])
+            // Through the argument list, not a file: visible in `ps` only on this test machine,
+            // for a random, throw-away key.
+            .args([
+                "--user",
+                &format!("{}:{}", self.access_key, self.secret_key),
+            ])
+            .args(["-H", &format!("x-amz-content-sha256: {EMPTY_SHA256}")])
+            .arg(format!("{}{path}", self.endpoint()))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| err(format!("running curl: {e}")))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+        let code = code.trim().parse().unwrap_or(0);
+        Ok((code, body.to_string()))
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The installed server program for `kind`, or an error saying how to install it.
+fn find_program(kind: Kind) -> Result<PathBuf> {
+    find_program_in(&tools_dir(), kind)
+}
+
+fn find_program_in(dir: &Path, kind: Kind) -> Result<PathBuf> {
+    let path = match kind {
+        Kind::Versitygw => dir.join("bin/versitygw"),
+        Kind::S3proxy => dir.join("s3proxy.jar"),
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(err(format!(
+            "{kind} is not installed: {} is missing. Install the S3 test servers with \
+             `scripts/s3-servers.sh install` (versitygw v1.8.0 via `go install`, s3proxy 4.1.0 \
+             from Maven Central, into $REEL_TOOLS_DIR, default ~/.cache/reel-tools); the S3 \
+             tests never skip",
+            path.display()
+        )))
+    }
+}
+
+fn find_on_path(program: &str, install: &str) -> Result<()> {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()));
+    if found {
+        Ok(())
+    } else {
+        Err(err(format!(
+            "{program} is not on PATH; the S3 test servers need it ({install})"
+        )))
+    }
+}
+
+/// A port that was free on 127.0.0.1 a moment ago.
+fn free_port() -> Result<u16> {
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| err(format!("finding a free port: {e}")))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| err(format!("finding a free port: {e}")))
+}
+
+/// `2 * bytes` hex digits from the kernel's random source.
+fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    // /dev/urandom never blocks and is always there on Linux; a failure is a broken machine.
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .expect("reading /dev/urandom");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The status of a plain HTTP/1.0 GET, or `None` if nothing answered.
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n").ok()?;
+    let mut head = [0u8; 64];
+    let n = s.read(&mut head).ok()?;
+    let line = std::str::from_utf8(&head[..n]).ok()?;
+    line.split(' ').nth(1)?.parse().ok()
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_keys_differ() {
+        let (a, b) = (random_hex(8), random_hex(8));
+        assert_eq!(a.len(), 16);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn missing_server_says_how_to_install() {
+        let dir = tempfile::tempdir().unwrap();
+        for kind in [Kind::Versitygw, Kind::S3proxy] {
+            let e = find_program_in(dir.path(), kind).unwrap_err().to_string();
+            assert!(e.contains("scripts/s3-servers.sh install"), "{e}");
+            assert!(e.contains(&kind.to_string()), "{e}");
+        }
+    }
+
+    #[test]
+    fn starts_stops_and_restarts_versitygw() {
+        start_stop_restart(Kind::Versitygw);
+    }
+
+    #[test]
+    fn starts_stops_and_restarts_s3proxy() {
+        start_stop_restart(Kind::S3proxy);
+    }
+
+    fn start_stop_restart(kind: Kind) {
+        let mut s = S3Server::start(kind).unwrap_or_else(|e| panic!("{e}"));
+        let pid = s.pid().unwrap();
+        assert_eq!(s.signed("GET", "/").unwrap().0, 200);
+        s.stop();
+        assert!(s.pid().is_none());
+        assert!(TcpStream::connect(("127.0.0.1", s.port())).is_err());
+        s.restart().unwrap();
+        assert_ne!(s.pid(), Some(pid));
+        // The bucket survived the restart.
+        let (code, body) = s.signed("GET", &format!("/{}", s.bucket())).unwrap();
+        assert_eq!(code, 200, "{body}");
+    }
+}
