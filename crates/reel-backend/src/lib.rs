@@ -20,12 +20,14 @@
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod cache;
 pub mod conformance;
 pub mod fault;
 mod key;
 mod local;
 mod memory;
 
+pub use cache::{CacheConfig, CacheStats, PendingItem, RemoteCheck, WriteBackCache};
 pub use fault::{CrashBackend, FaultRates, FlakyBackend, QuotaBackend};
 pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use local::LocalBackend;
