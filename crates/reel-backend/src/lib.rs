@@ -21,6 +21,7 @@
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod cache;
 pub mod conformance;
 pub mod fault;
 mod key;
@@ -29,6 +30,7 @@ mod memory;
 #[cfg(feature = "s3")]
 mod s3;
 
+pub use cache::{CacheConfig, CacheStats, PendingItem, RemoteCheck, WriteBackCache};
 pub use fault::{CrashBackend, FaultRates, FlakyBackend, QuotaBackend};
 pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use local::LocalBackend;

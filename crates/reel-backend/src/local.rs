@@ -276,7 +276,7 @@ pub(crate) fn map_io(key: &Key, e: io::Error) -> BackendError {
     }
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
