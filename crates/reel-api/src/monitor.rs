@@ -60,6 +60,52 @@ pub struct StoreView {
     /// File system of the data directory.
     pub disk_total: u64,
     pub disk_free: u64,
+    /// The bucket and its upload queue, when the store is on object storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<BucketView>,
+}
+
+/// A store on object storage: where, how durable, and what is not in the bucket yet.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BucketView {
+    /// `s3://bucket/prefix at endpoint`.
+    pub location: String,
+    /// When a synchronising point is acknowledged: `local` (in the cache) or `bucket`.
+    pub durability: String,
+    /// Bytes accepted but not yet in the bucket, and the objects (puts and deletes) queued.
+    pub pending_bytes: u64,
+    pub pending_objects: u64,
+    /// Age of the oldest queued object, seconds.
+    pub oldest_pending_seconds: Option<f64>,
+    pub uploaded_bytes: u64,
+    pub uploaded_objects: u64,
+    pub upload_retries: u64,
+    /// Puts that waited for uploads because the cache was full.
+    pub blocked_puts: u64,
+    /// Recently read data kept in the cache, and the cache's size limit.
+    pub cached_bytes: u64,
+    pub cache_capacity: u64,
+    /// Requests made to the bucket, and bytes each way.
+    pub requests: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Why uploads stopped for good (another node wrote this store's journal), if they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+    /// Bytes not yet in the bucket per cartridge (only cartridges with some).
+    pub by_cartridge: Vec<PendingCartridge>,
+}
+
+/// One cartridge's data not yet in the bucket.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PendingCartridge {
+    pub barcode: String,
+    pub pending_bytes: u64,
+    pub oldest_pending_seconds: f64,
 }
 
 /// `GET /api/v1/monitor`, and each event of `/api/v1/monitor/stream`.

@@ -46,6 +46,7 @@ pub struct ServeCommand {
     data: Option<PathBuf>,
     portal: SocketAddr,
     args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
     stderr: Stdio,
 }
 
@@ -67,6 +68,7 @@ impl ServeCommand {
             data: None,
             portal: free_portal(),
             args: Vec::new(),
+            env: Vec::new(),
             stderr: Stdio::null(),
         }
     }
@@ -80,6 +82,12 @@ impl ServeCommand {
     /// More arguments (`--config FILE`, `--cartridges 0`, `--http ADDR`...).
     pub fn args<S: Into<OsString> + Clone>(mut self, args: &[S]) -> Self {
         self.args.extend(args.iter().cloned().map(Into::into));
+        self
+    }
+
+    /// An environment variable for the server (S3 credentials, `REEL_LOG`).
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
         self
     }
 
@@ -109,6 +117,7 @@ impl ServeCommand {
         }
         let mut child = command
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(self.stderr)
             .spawn()

@@ -62,6 +62,11 @@ pub fn stream_of(number: u64, partition: u8) -> StreamId {
     StreamId(number * MAX_PARTITIONS + u64::from(partition))
 }
 
+/// The cartridge number a stream belongs to (the inverse of [`stream_of`]).
+pub fn cartridge_of(stream: StreamId) -> u64 {
+    stream.0 / MAX_PARTITIONS
+}
+
 /// Damage found by a scrub, in tape terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DamagedRecords {

@@ -20,7 +20,7 @@ mod partition;
 mod record_map;
 
 pub use barcodes::{BarcodeFilter, BarcodeRangeError};
-pub use cartridges::{CartridgeError, Cartridges, stream_of};
+pub use cartridges::{CartridgeError, Cartridges, cartridge_of, stream_of};
 pub use partition::ChunkPartition;
 
 /// Fuzz entry points: each must return without panicking on any input.

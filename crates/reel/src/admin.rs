@@ -289,3 +289,101 @@ mod tests {
         assert!(parse_media("dlt").is_err());
     }
 }
+
+#[derive(clap::Args, Debug)]
+pub struct RecoverArgs {
+    /// The node's bucket and prefix: `s3://BUCKET/PREFIX` (as in its `[store.s3]`).
+    #[arg(long, value_name = "s3://BUCKET/PREFIX")]
+    pub from: String,
+    /// The S3 endpoint, e.g. `http://127.0.0.1:7070` (omit for AWS).
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    #[arg(long, default_value = "us-east-1")]
+    pub region: String,
+    /// The new node's durability (`local` or `bucket`; see `[store] durability`).
+    #[arg(long, default_value = "local")]
+    pub durability: String,
+    /// The new node's cache size (`[store.cache] size`).
+    #[arg(long, default_value = "20G")]
+    pub cache_size: String,
+    /// The new data directory: missing or empty. Credentials come from the environment or the
+    /// AWS credentials file, never from here.
+    #[arg(long = "data", value_name = "DIR")]
+    pub dir: std::path::PathBuf,
+}
+
+/// `reel recover`: a fresh data directory bound to the bucket, with the catalog replayed from
+/// the bucket's journal. Packs stay in the bucket and are read on demand.
+pub fn recover(args: RecoverArgs) -> anyhow::Result<()> {
+    use crate::config::{BackendKind, CacheSection, DurabilityLevel, S3Section, StoreSection};
+    let Some(rest) = args.from.strip_prefix("s3://") else {
+        bail!("--from {:?}: expected s3://BUCKET/PREFIX", args.from);
+    };
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        bail!("--from {:?}: the bucket name is missing", args.from);
+    }
+    if args.dir.exists()
+        && std::fs::read_dir(&args.dir)
+            .with_context(|| format!("reading {}", args.dir.display()))?
+            .next()
+            .is_some()
+    {
+        bail!(
+            "{} is not empty: recover into a new directory (the old one's cache may hold data the bucket lacks; keep it until the recovered node is checked)",
+            args.dir.display()
+        );
+    }
+    let durability = match args.durability.as_str() {
+        "local" => DurabilityLevel::Local,
+        "bucket" => DurabilityLevel::Bucket,
+        other => bail!("--durability {other:?}: expected local or bucket"),
+    };
+    let section = StoreSection {
+        data_dir: None,
+        backend: BackendKind::S3,
+        durability,
+        s3: Some(S3Section {
+            endpoint: args.endpoint.clone(),
+            bucket: bucket.to_string(),
+            prefix: prefix.trim_end_matches('/').to_string(),
+            region: args.region.clone(),
+        }),
+        cache: Some(CacheSection {
+            size: args.cache_size.clone(),
+            ..CacheSection::default()
+        }),
+    };
+    crate::config::validate_store(&section)?;
+    let started = std::time::Instant::now();
+    let mut last_report = std::time::Instant::now();
+    let opened = data_dir::open_with(&args.dir, Some(&section), &mut |p| {
+        // A line a second at most, and the last one.
+        if p.done == p.total || last_report.elapsed().as_secs() >= 1 {
+            last_report = std::time::Instant::now();
+            println!(
+                "catalog journal: {}/{} objects replayed, {} changes",
+                p.done, p.total, p.ops
+            );
+        }
+    })?;
+    let carts = opened.carts;
+    let list = carts.list()?;
+    let stats = carts.store().stats()?;
+    println!(
+        "recovered {} cartridges, {} written ({} in packs in the bucket), catalog at journal {}, in {:.1?}",
+        list.len(),
+        human(stats.logical_bytes),
+        human(stats.stored_bytes),
+        carts.store().journal_seq(),
+        started.elapsed()
+    );
+    for (_, info) in &list {
+        println!("  {}", info.barcode().as_str());
+    }
+    println!(
+        "start it with: reel serve --data {} (the directory remembers its bucket; credentials from the environment)",
+        args.dir.display()
+    );
+    Ok(())
+}

@@ -67,8 +67,8 @@ pub enum DurabilityLevel {
 
 /// `[store.s3]`. Credentials are never read from here: they come from the environment
 /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`) or the AWS shared
-/// credentials file (`~/.aws/credentials`, profile `default` or `profile`).
-#[derive(Debug, Deserialize, Clone)]
+/// credentials file (`~/.aws/credentials`, profile `AWS_PROFILE` or `default`).
+#[derive(Debug, Deserialize, serde::Serialize, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct S3Section {
     /// e.g. `http://127.0.0.1:7070` for a local server; omitted for AWS itself.
@@ -79,8 +79,6 @@ pub struct S3Section {
     pub prefix: String,
     #[serde(default = "default_region")]
     pub region: String,
-    /// The profile in the AWS shared credentials file (default: `AWS_PROFILE`, else `default`).
-    pub profile: Option<String>,
 }
 
 fn default_region() -> String {
@@ -120,8 +118,7 @@ fn default_upload_threads() -> usize {
 impl CacheSection {
     /// The cache size in bytes (validated when the configuration is loaded).
     pub fn size_bytes(&self) -> anyhow::Result<u64> {
-        reel_datagen::parse_size(&self.size)
-            .map_err(|e| anyhow::anyhow!("store.cache.size: {e}"))
+        reel_datagen::parse_size(&self.size).map_err(|e| anyhow::anyhow!("store.cache.size: {e}"))
     }
 }
 
@@ -820,7 +817,7 @@ pub fn exposure_warnings(config: &Config) -> Vec<String> {
     warnings
 }
 
-fn validate_store(store: &StoreSection) -> anyhow::Result<()> {
+pub fn validate_store(store: &StoreSection) -> anyhow::Result<()> {
     match store.backend {
         BackendKind::Local => {
             if store.s3.is_some() || store.cache.is_some() {
@@ -1098,8 +1095,14 @@ mod tests {
         assert_eq!(config.store.backend, BackendKind::S3);
         assert_eq!(config.store.durability, DurabilityLevel::Bucket);
         let s3 = config.store.s3.as_ref().unwrap();
-        assert_eq!((s3.bucket.as_str(), s3.region.as_str()), ("reel", "us-east-1"));
-        assert_eq!(config.store.cache.as_ref().unwrap().size_bytes().unwrap(), 2 << 30);
+        assert_eq!(
+            (s3.bucket.as_str(), s3.region.as_str()),
+            ("reel", "us-east-1")
+        );
+        assert_eq!(
+            config.store.cache.as_ref().unwrap().size_bytes().unwrap(),
+            2 << 30
+        );
         assert_eq!(config.store.cache.as_ref().unwrap().upload_threads, 4);
 
         for (text, needle) in [

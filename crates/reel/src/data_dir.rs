@@ -1,6 +1,8 @@
 //! The data directory: where one reel instance keeps its store.
 //!
 //! Layout: `DIR/objects/` (pack objects, the local back end) and `DIR/catalog/` (the catalog).
+//! On a bucket (`[store] backend = "s3"`): `DIR/catalog/` (a cache of the bucket's catalog
+//! journal), `DIR/cache/` (the write-back cache) and `DIR/bucket.toml` (which bucket).
 //!
 //! The directory holds every backup, the password hashes and the audit log: it is created
 //! 0700, and one that other users can enter or read is refused (its mode says nothing about
@@ -10,8 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use reel_backend::LocalBackend;
-use reel_chunkstore::{ChunkStore, StoreConfig, StoreError};
+use reel_backend::{CacheConfig, LocalBackend, S3Backend, S3Config, WriteBackCache};
+use reel_chunkstore::{ChunkStore, DurableAt, RecoveryProgress, StoreConfig, StoreError};
+
+use crate::config::{BackendKind, DurabilityLevel, S3Section, StoreSection};
 use reel_volume::Cartridges;
 
 /// Default data directory, relative to where reel is started.
@@ -25,10 +29,194 @@ pub struct DataDirArg {
 }
 
 /// Opens (or creates) the library's cartridges in `dir`, a private directory (see
-/// [`ensure_private`]).
+/// [`ensure_private`]), on the back end the directory was set up with: a bucket it caches
+/// (see [`BUCKET_FILE`]), else the local back end. For the offline tools.
 pub fn open(dir: &Path) -> anyhow::Result<Cartridges> {
+    Ok(open_with(dir, None, &mut |_| {})?.carts)
+}
+
+/// A data directory's store, opened.
+pub struct Opened {
+    pub carts: Cartridges,
+    /// The write-back cache in front of the bucket (`backend = "s3"`): its queue and counters.
+    pub cache: Option<Arc<WriteBackCache>>,
+    /// The bucket itself: request counters.
+    pub bucket: Option<Arc<S3Backend>>,
+    /// Which bucket, and how (from `bucket.toml`).
+    pub binding: Option<BucketBinding>,
+}
+
+/// In a data directory that caches a bucket: which one, and how (`[store]` without secrets).
+/// Written when the directory is first opened on a bucket, so that restarts, `reel recover`
+/// and the offline tools find the bucket again, and a directory is never pointed at another.
+pub const BUCKET_FILE: &str = "bucket.toml";
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BucketBinding {
+    pub s3: S3Section,
+    pub durability: String,
+    pub cache_size: String,
+    pub upload_threads: usize,
+}
+
+impl BucketBinding {
+    pub fn from_section(store: &StoreSection) -> Option<BucketBinding> {
+        if store.backend != BackendKind::S3 {
+            return None;
+        }
+        let cache = store.cache.clone().unwrap_or_default();
+        Some(BucketBinding {
+            s3: store.s3.clone()?,
+            durability: match store.durability {
+                DurabilityLevel::Local => "local".into(),
+                DurabilityLevel::Bucket => "bucket".into(),
+            },
+            cache_size: cache.size,
+            upload_threads: cache.upload_threads,
+        })
+    }
+
+    fn read(dir: &Path) -> anyhow::Result<Option<BucketBinding>> {
+        let path = dir.join(BUCKET_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(
+                toml::from_str(&text).with_context(|| format!("reading {}", path.display()))?,
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+
+    fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        let path = dir.join(BUCKET_FILE);
+        let text = toml::to_string(self).context("encoding the bucket binding")?;
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// `s3://bucket/prefix at endpoint`, for messages.
+    pub fn describe(&self) -> String {
+        let s3 = &self.s3;
+        format!(
+            "s3://{}/{}{}",
+            s3.bucket,
+            s3.prefix,
+            s3.endpoint
+                .as_ref()
+                .map(|e| format!(" at {e}"))
+                .unwrap_or_default()
+        )
+    }
+}
+
+/// Opens `dir` with the `[store]` section of the configuration (`None`: as the directory was
+/// set up). On a bucket, the catalog journal newer than the local catalog is replayed first,
+/// with `progress`: on an empty directory that is the recovery of the node from the bucket.
+pub fn open_with(
+    dir: &Path,
+    section: Option<&StoreSection>,
+    progress: &mut dyn FnMut(RecoveryProgress),
+) -> anyhow::Result<Opened> {
     ensure_private(dir)?;
-    Ok(Cartridges::new(open_store(dir)?))
+    let bound = BucketBinding::read(dir)?;
+    let wanted = section.and_then(BucketBinding::from_section);
+    let binding = match (bound, wanted) {
+        (Some(bound), Some(wanted)) => {
+            if bound.s3 != wanted.s3 {
+                anyhow::bail!(
+                    "the data directory {} caches {}, not {}: use another directory (or `reel recover`) for another bucket",
+                    dir.display(),
+                    bound.describe(),
+                    wanted.describe()
+                );
+            }
+            if bound != wanted {
+                wanted.write(dir)?;
+            }
+            Some(wanted)
+        }
+        (Some(bound), None) => Some(bound),
+        (None, Some(wanted)) => {
+            if dir.join("catalog").exists() {
+                anyhow::bail!(
+                    "the data directory {} holds a store on the local back end: use an empty directory for {}",
+                    dir.display(),
+                    wanted.describe()
+                );
+            }
+            wanted.write(dir)?;
+            Some(wanted)
+        }
+        (None, None) => None,
+    };
+    let Some(binding) = binding else {
+        return Ok(Opened {
+            carts: Cartridges::new(open_store(dir)?),
+            cache: None,
+            bucket: None,
+            binding: None,
+        });
+    };
+    let s3 = &binding.s3;
+    let mut config = S3Config::new(s3.bucket.clone(), s3.prefix.clone());
+    config.endpoint = s3.endpoint.clone();
+    config.region = s3.region.clone();
+    config.allow_http = s3
+        .endpoint
+        .as_deref()
+        .is_some_and(|e| e.starts_with("http://"));
+    let bucket = Arc::new(
+        S3Backend::open(&config).with_context(|| format!("opening {}", binding.describe()))?,
+    );
+    let capacity = reel_datagen::parse_size(&binding.cache_size)
+        .map_err(|e| anyhow::anyhow!("{BUCKET_FILE}: cache_size: {e}"))?;
+    let cache_config = CacheConfig {
+        capacity_bytes: capacity,
+        upload_threads: binding.upload_threads.max(1),
+        ..CacheConfig::default()
+    };
+    let cache_dir = dir.join("cache");
+    let cache = Arc::new(
+        WriteBackCache::open(&cache_dir, bucket.clone(), cache_config)
+            .with_context(|| format!("opening the cache {}", cache_dir.display()))?,
+    );
+    let store_config = StoreConfig {
+        journal: true,
+        durable_at: if binding.durability == "bucket" {
+            DurableAt::Bucket
+        } else {
+            DurableAt::Local
+        },
+        ..StoreConfig::default()
+    };
+    let store =
+        ChunkStore::open_with_progress(&dir.join("catalog"), cache.clone(), store_config, progress)
+            .map_err(|e| in_use(dir, e))
+            .with_context(|| {
+                format!(
+                    "opening the store in {} on {}",
+                    dir.display(),
+                    binding.describe()
+                )
+            })?;
+    Ok(Opened {
+        carts: Cartridges::new(store),
+        cache: Some(cache),
+        bucket: Some(bucket),
+        binding: Some(binding),
+    })
+}
+
+fn in_use(dir: &Path, e: StoreError) -> anyhow::Error {
+    match e {
+        StoreError::Catalog(why) if why.contains("already open") || why.contains("lock") => {
+            anyhow::anyhow!(
+                "the data directory {} is in use by another reel process (stop `reel serve` first): {why}",
+                dir.display()
+            )
+        }
+        other => anyhow::Error::new(other),
+    }
 }
 
 /// Creates `dir` 0700 if missing; refuses it if its group or others have any access.
@@ -64,14 +252,12 @@ pub fn open_store(dir: &Path) -> anyhow::Result<ChunkStore> {
     let objects = dir.join("objects");
     let backend = LocalBackend::open(&objects)
         .with_context(|| format!("opening the object directory {}", objects.display()))?;
-    let store = ChunkStore::open(&dir.join("catalog"), Arc::new(backend), StoreConfig::default())
-        .map_err(|e| match e {
-            StoreError::Catalog(why) if why.contains("already open") || why.contains("lock") => anyhow::anyhow!(
-                "the data directory {} is in use by another reel process (stop `reel serve` first): {why}",
-                dir.display()
-            ),
-            other => anyhow::Error::new(other),
-        })
-        .with_context(|| format!("opening the store in {}", dir.display()))?;
+    let store = ChunkStore::open(
+        &dir.join("catalog"),
+        Arc::new(backend),
+        StoreConfig::default(),
+    )
+    .map_err(|e| in_use(dir, e))
+    .with_context(|| format!("opening the store in {}", dir.display()))?;
     Ok(store)
 }

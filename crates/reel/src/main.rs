@@ -35,6 +35,8 @@ enum Command {
     Reclaim(data_dir::DataDirArg),
     /// Space used, dedup and compression ratios.
     Stats(data_dir::DataDirArg),
+    /// Rebuild a node from its bucket alone into a new data directory (then `reel serve` it).
+    Recover(admin::RecoverArgs),
     /// Control a running reel through its REST API (status, moves, import/export, sessions).
     Ctl(remote::CtlArgs),
     /// Benchmarks: tape throughput, the iSCSI data path, the chunk store, a big library's
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
         Command::Verify(data) => admin::verify(data),
         Command::Reclaim(data) => admin::reclaim(data),
         Command::Stats(data) => admin::stats(data),
+        Command::Recover(args) => admin::recover(args),
         Command::Ctl(args) => remote::run(args),
         Command::Bench(command) => reel_bench::run(command),
     };

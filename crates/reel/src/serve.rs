@@ -44,6 +44,9 @@ fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", path.display()))
 }
 
+/// How long a stopping server waits for queued uploads to reach the bucket.
+const SHUTDOWN_UPLOAD_WAIT: Duration = Duration::from_secs(60);
+
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
     /// Data directory (created if missing; default: the configuration's store.data_dir, else
@@ -215,10 +218,37 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .clone()
         .or_else(|| config.store.data_dir.clone())
         .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
-    let carts = Arc::new(match config.store.backend {
-        config::BackendKind::Local => data_dir::open(dir)?,
-        config::BackendKind::S3 => anyhow::bail!("the s3 back end is not wired in yet"),
-    });
+    let mut last_report = std::time::Instant::now();
+    let opened = data_dir::open_with(dir, Some(&config.store), &mut |p| {
+        if p.done == p.total || last_report.elapsed().as_secs() >= 1 {
+            last_report = std::time::Instant::now();
+            println!(
+                "catching up with the bucket's catalog journal: {}/{} objects, {} changes",
+                p.done, p.total, p.ops
+            );
+        }
+    })?;
+    let opened_cache = opened.cache.clone();
+    let mut bucket_source = match (&opened.cache, &opened.bucket, &opened.binding) {
+        (Some(cache), Some(bucket), Some(binding)) => Some(http::monitor::BucketSource {
+            cache: cache.clone(),
+            bucket: bucket.clone(),
+            location: binding.describe(),
+            durability: binding.durability.clone(),
+            cache_capacity: reel_datagen::parse_size(&binding.cache_size).unwrap_or(0),
+        }),
+        _ => None,
+    };
+    if let Some(b) = &bucket_source {
+        println!(
+            "store on {} (durability {}, cache {} in {})",
+            b.location,
+            b.durability,
+            human(b.cache_capacity),
+            dir.join("cache").display()
+        );
+    }
+    let carts = Arc::new(opened.carts);
     if carts.list()?.is_empty() && args.cartridges > 0 {
         for b in barcodes("REL", 1, args.cartridges, MediaType::Lto9)? {
             carts.create(&CartridgeInfo::new(b, MediaType::Lto9, now()))?;
@@ -320,6 +350,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             carts.clone(),
             server.clone(),
             dir.clone(),
+            bucket_source.take(),
         );
         monitor.start();
         let state = Arc::new(http::AppState {
@@ -399,6 +430,28 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .sync()
         .context("syncing the store on shutdown")?;
     drop(carts);
+    if let Some(cache) = opened_cache {
+        // Data synced at durability `local` may still be queued: upload it now if the bucket
+        // answers soon; what is left stays in the cache and goes up at the next start.
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let flusher = cache.clone();
+        std::thread::spawn(move || {
+            let _ = done_tx.send(reel_backend::Backend::flush(&*flusher));
+        });
+        match done.recv_timeout(SHUTDOWN_UPLOAD_WAIT) {
+            Ok(Ok(())) => println!("everything is in the bucket"),
+            Ok(Err(e)) => eprintln!("reel: uploading to the bucket on shutdown: {e}"),
+            Err(_) => {
+                let s = cache.stats();
+                eprintln!(
+                    "reel: {} in {} objects not yet in the bucket after {SHUTDOWN_UPLOAD_WAIT:?}: \
+                     kept in the cache and uploaded at the next start",
+                    human(s.pending_bytes),
+                    s.pending_objects
+                );
+            }
+        }
+    }
     if unsynced > 0 {
         // What the drives held since their last synchronising point was never acknowledged as
         // durable (SSC: only a synchronising point is), so it may be lost; say so, and fail.

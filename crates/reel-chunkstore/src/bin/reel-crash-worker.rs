@@ -704,9 +704,35 @@ impl SyncHooks for Journal {
     }
 }
 
-/// Whether this run keeps the catalog journal (`REEL_CRASH_JOURNAL=1`).
+/// Whether this run keeps the catalog journal (`REEL_CRASH_JOURNAL=1`, or `cache`: the
+/// journal, with the objects behind a write-back cache as on object storage).
 pub fn journal_on() -> bool {
-    std::env::var("REEL_CRASH_JOURNAL").is_ok_and(|v| v == "1")
+    std::env::var("REEL_CRASH_JOURNAL").is_ok_and(|v| v == "1" || v == "cache")
+}
+
+/// Whether the objects go through a write-back cache (`REEL_CRASH_JOURNAL=cache`).
+pub fn cached() -> bool {
+    std::env::var("REEL_CRASH_JOURNAL").is_ok_and(|v| v == "cache")
+}
+
+/// The back end of a crash-test directory: `objects/`, or with [`cached`] a write-back cache
+/// in `cache/` in front of `remote/` (the bucket's stand-in). Small capacity and few upload
+/// threads, so kills land while writers wait for uploads.
+pub fn backend_for(dir: &Path, cached: bool) -> Arc<dyn Backend> {
+    if !cached {
+        return Arc::new(LocalBackend::open(&dir.join("objects")).expect("open objects"));
+    }
+    let remote: Arc<dyn Backend> =
+        Arc::new(LocalBackend::open(&dir.join("remote")).expect("open remote"));
+    let config = reel_backend::CacheConfig {
+        capacity_bytes: 8 << 20,
+        upload_threads: 2,
+        read_block_bytes: 256 << 10,
+        ..reel_backend::CacheConfig::default()
+    };
+    Arc::new(
+        reel_backend::WriteBackCache::open(&dir.join("cache"), remote, config).expect("open cache"),
+    )
 }
 
 /// The store configuration a seed picks: small packs make background uploads happen mid-run.
@@ -729,8 +755,7 @@ fn main() {
     let dir = Path::new(dir);
     let seed: u64 = seed.parse().expect("seed");
     let start = read_state(dir);
-    let local: Arc<dyn Backend> =
-        Arc::new(LocalBackend::open(&dir.join("objects")).expect("open objects"));
+    let local = backend_for(dir, cached());
     let mut journal = Journal::open(dir, mode == "kill");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     match mode.as_str() {

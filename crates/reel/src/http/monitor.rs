@@ -17,7 +17,8 @@ use futures_util::Stream;
 use parking_lot::Mutex;
 use reel_api::Role;
 use reel_api::monitor::{
-    DriveRate, EventsQuery, InitiatorRate, MonitorSample, SessionView, StoreView, Totals,
+    BucketView, DriveRate, EventsQuery, InitiatorRate, MonitorSample, PendingCartridge,
+    SessionView, StoreView, Totals,
 };
 use reel_api::session::AuditEvent;
 use reel_iscsi_net::{InitiatorStats, LATENCY_BUCKETS_US, TargetServer};
@@ -44,6 +45,7 @@ pub struct Monitor {
     cartridges: Arc<Cartridges>,
     target: Arc<TargetServer>,
     data_dir: PathBuf,
+    bucket: Option<BucketSource>,
     previous: Mutex<Counters>,
     latest: watch::Sender<Arc<MonitorSample>>,
     store: Mutex<(Option<Instant>, Result<StoreView, String>)>,
@@ -54,12 +56,80 @@ fn process_cpu_seconds() -> f64 {
     reel_sysinfo::cpu_seconds(reel_sysinfo::Proc::This).unwrap_or(0.0)
 }
 
+/// What the monitor reads of a store on object storage.
+pub struct BucketSource {
+    pub cache: Arc<reel_backend::WriteBackCache>,
+    pub bucket: Arc<reel_backend::S3Backend>,
+    pub location: String,
+    pub durability: String,
+    pub cache_capacity: u64,
+}
+
+impl BucketSource {
+    fn view(&self, cartridges: &Cartridges) -> BucketView {
+        let stats = self.cache.stats();
+        let counters = self.bucket.counters();
+        let store = cartridges.store();
+        let pending = self.cache.pending();
+        let now = std::time::SystemTime::now();
+        let age = |t: std::time::SystemTime| now.duration_since(t).unwrap_or_default();
+        // Pack owner → cartridge number → barcode; journal objects and reclaim's packs have
+        // no cartridge.
+        let mut by_number: std::collections::BTreeMap<u64, (u64, Duration)> = Default::default();
+        for item in pending.iter().filter(|i| !i.delete) {
+            if let Some(stream) = store.pack_owner(item.key.as_str()) {
+                let e = by_number
+                    .entry(reel_volume::cartridge_of(stream))
+                    .or_default();
+                e.0 += item.bytes;
+                e.1 = e.1.max(age(item.queued_at));
+            }
+        }
+        store.retain_pack_owners(&mut |key| pending.iter().any(|i| i.key.as_str() == key));
+        let barcodes: HashMap<u64, String> = cartridges
+            .list()
+            .map(|l| {
+                l.into_iter()
+                    .map(|(n, info)| (n, info.barcode().as_str().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        BucketView {
+            location: self.location.clone(),
+            durability: self.durability.clone(),
+            pending_bytes: stats.pending_bytes,
+            pending_objects: stats.pending_objects,
+            oldest_pending_seconds: stats.oldest_pending_age.map(|d| d.as_secs_f64()),
+            uploaded_bytes: stats.uploaded_bytes,
+            uploaded_objects: stats.uploaded_objects,
+            upload_retries: stats.retries,
+            blocked_puts: stats.blocked_puts,
+            cached_bytes: stats.clean_bytes,
+            cache_capacity: self.cache_capacity,
+            requests: counters.requests(),
+            bytes_up: counters.bytes_up,
+            bytes_down: counters.bytes_down,
+            last_error: stats.last_error,
+            failed: stats.failed,
+            by_cartridge: by_number
+                .into_iter()
+                .map(|(n, (bytes, oldest))| PendingCartridge {
+                    barcode: barcodes.get(&n).cloned().unwrap_or_else(|| format!("#{n}")),
+                    pending_bytes: bytes,
+                    oldest_pending_seconds: oldest.as_secs_f64(),
+                })
+                .collect(),
+        }
+    }
+}
+
 impl Monitor {
     pub fn new(
         libraries: Vec<Arc<VirtualLibrary>>,
         cartridges: Arc<Cartridges>,
         target: Arc<TargetServer>,
         data_dir: PathBuf,
+        bucket: Option<BucketSource>,
     ) -> Arc<Monitor> {
         let (latest, _) = watch::channel(Arc::new(MonitorSample::default()));
         let monitor = Arc::new(Monitor {
@@ -67,6 +137,7 @@ impl Monitor {
             cartridges,
             target,
             data_dir,
+            bucket,
             previous: Mutex::new(Counters::default()),
             latest,
             store: Mutex::new((None, Err("not read yet".into()))),
@@ -154,6 +225,7 @@ impl Monitor {
             },
             disk_total: fs.blocks() * frag,
             disk_free: fs.blocks_available() * frag,
+            bucket: self.bucket.as_ref().map(|b| b.view(&self.cartridges)),
         })
     }
 
@@ -687,6 +759,86 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
     for (name, help, value) in gauges {
         m.family(name, "gauge", help);
         m.sample::<&str>(name, &[], value);
+    }
+    if let Some(b) = &store.bucket {
+        let bucket: [(&str, &str, &str, f64); 8] = [
+            (
+                "reel_bucket_pending_bytes",
+                "gauge",
+                "Bytes accepted but not yet uploaded to the bucket.",
+                b.pending_bytes as f64,
+            ),
+            (
+                "reel_bucket_pending_objects",
+                "gauge",
+                "Objects (puts and deletes) queued for the bucket.",
+                b.pending_objects as f64,
+            ),
+            (
+                "reel_bucket_oldest_pending_seconds",
+                "gauge",
+                "Age of the oldest object not yet in the bucket; 0 when none is queued.",
+                b.oldest_pending_seconds.unwrap_or(0.0),
+            ),
+            (
+                "reel_bucket_uploaded_bytes_total",
+                "counter",
+                "Bytes uploaded to the bucket by the write-back cache.",
+                b.uploaded_bytes as f64,
+            ),
+            (
+                "reel_bucket_upload_retries_total",
+                "counter",
+                "Failed uploads that were retried.",
+                b.upload_retries as f64,
+            ),
+            (
+                "reel_bucket_requests_total",
+                "counter",
+                "Requests made to the bucket.",
+                b.requests as f64,
+            ),
+            (
+                "reel_bucket_cached_bytes",
+                "gauge",
+                "Recently read bucket data kept in the local cache.",
+                b.cached_bytes as f64,
+            ),
+            (
+                "reel_bucket_failed",
+                "gauge",
+                "1 when uploads stopped for good (another node wrote this store's journal).",
+                f64::from(u8::from(b.failed.is_some())),
+            ),
+        ];
+        for (name, kind, help, value) in bucket {
+            m.family(name, kind, help);
+            m.sample::<&str>(name, &[], value);
+        }
+        m.family(
+            "reel_bucket_cartridge_pending_bytes",
+            "gauge",
+            "Bytes of a cartridge not yet in the bucket (cartridges with some).",
+        );
+        for c in &b.by_cartridge {
+            m.sample(
+                "reel_bucket_cartridge_pending_bytes",
+                &[("cartridge", c.barcode.as_str())],
+                c.pending_bytes,
+            );
+        }
+        m.family(
+            "reel_bucket_cartridge_oldest_pending_seconds",
+            "gauge",
+            "Age of a cartridge's oldest data not yet in the bucket.",
+        );
+        for c in &b.by_cartridge {
+            m.sample(
+                "reel_bucket_cartridge_oldest_pending_seconds",
+                &[("cartridge", c.barcode.as_str())],
+                c.oldest_pending_seconds,
+            );
+        }
     }
     m.family(
         "reel_process_cpu_seconds_total",

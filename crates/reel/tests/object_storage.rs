@@ -1,0 +1,236 @@
+//! `[store] backend = "s3"` end to end, against a real S3 server (versitygw) on loopback:
+//! cartridges written through iSCSI survive the loss of the node (its whole data directory)
+//! and read back byte for byte on a node rebuilt from the bucket alone.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::free_portal;
+use common::tape::Tape;
+use reel_s3test::{Kind, S3Server};
+use reel_scsi::initiator::smc::move_medium;
+use reel_scsi::initiator::ssc::{REWIND, Transfer, UNLOAD, read6, write_filemarks, write6};
+use reel_testkit::serve::{ServeCommand, reel_binary};
+
+const LIB: &str = "iqn.2026-11.org.reel:library";
+const RECORD: usize = 128 << 10;
+const RECORDS: u64 = 12;
+const DRIVE: u16 = 0x0101;
+const FIRST_SLOT: u16 = 0x0401;
+
+/// Record `r` of cartridge `c`: every other record is shared by all cartridges (dedup).
+fn record(c: u64, r: u64) -> Vec<u8> {
+    let key = if r.is_multiple_of(2) { 1_000 + r } else { c * 100 + r };
+    let mut x = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..RECORD)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Half the bytes from a small alphabet: compressible, as backups mostly are.
+            if x & 1 == 0 {
+                b"reel"[(x >> 8) as usize % 4]
+            } else {
+                (x >> 16) as u8
+            }
+        })
+        .collect()
+}
+
+fn write_config(path: &Path, s3: &S3Server, durability: &str) {
+    let text = format!(
+        "[store]\nbackend = \"s3\"\ndurability = \"{durability}\"\n\n[store.s3]\nendpoint = \"{}\"\nbucket = \"{}\"\nprefix = \"node-a\"\nregion = \"{}\"\n\n[store.cache]\nsize = \"512M\"\n",
+        s3.endpoint(),
+        s3.bucket(),
+        s3.region()
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+fn serve(data: &Path, config: Option<&Path>, s3: &S3Server) -> common::Server {
+    let mut command = ServeCommand::new(data)
+        .args(&["--cartridges", "10"])
+        .env("AWS_ACCESS_KEY_ID", s3.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key());
+    if let Some(config) = config {
+        command = command.args(&[std::ffi::OsStr::new("--config"), config.as_os_str()]);
+    }
+    command.start()
+}
+
+/// Loads cartridge `c` (slot `c`) into the first drive, writes its records and a filemark
+/// without IMMED (a synchronising point), unloads it and puts it back.
+fn write_cartridge(changer: &Tape, drive: &Tape, c: u64) {
+    let slot = FIRST_SLOT + c as u16;
+    changer.good(&move_medium(0, slot, DRIVE), Vec::new());
+    drive.ready();
+    for r in 0..RECORDS {
+        drive.good(&write6(Transfer::Variable(RECORD as u32)), record(c, r));
+    }
+    drive.good(&write_filemarks(1, false), Vec::new());
+    drive.good(&UNLOAD, Vec::new());
+    changer.good(&move_medium(0, DRIVE, slot), Vec::new());
+}
+
+fn read_cartridge(changer: &Tape, drive: &Tape, c: u64) {
+    let slot = FIRST_SLOT + c as u16;
+    changer.good(&move_medium(0, slot, DRIVE), Vec::new());
+    drive.ready();
+    drive.good(&REWIND, Vec::new());
+    for r in 0..RECORDS {
+        let (status, data, sense) = drive.run(
+            &read6(Transfer::Variable(RECORD as u32), false),
+            Vec::new(),
+            RECORD as u32,
+        );
+        assert_eq!(status, 0, "cartridge {c} record {r}: sense {sense:02x?}");
+        assert!(
+            data == record(c, r),
+            "cartridge {c} record {r} reads back wrong"
+        );
+    }
+    // Then the filemark.
+    let (status, _, _) = drive.run(
+        &read6(Transfer::Variable(RECORD as u32), false),
+        Vec::new(),
+        RECORD as u32,
+    );
+    assert_eq!(status, 2, "cartridge {c}: the filemark after its records");
+    drive.good(&UNLOAD, Vec::new());
+    changer.good(&move_medium(0, DRIVE, slot), Vec::new());
+}
+
+fn sessions(server: &common::Server) -> (Tape, Tape) {
+    let changer = Tape::connect(server.portal(), LIB, 0, 1);
+    changer.ready();
+    let drive = Tape::connect(server.portal(), LIB, 1, 2);
+    (changer, drive)
+}
+
+#[test]
+fn ten_cartridges_survive_the_loss_of_the_node_and_read_back_from_the_bucket_alone() {
+    let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("reel.toml");
+    write_config(&config, &s3, "bucket");
+    let data = dir.path().join("node");
+
+    let server = serve(&data, Some(&config), &s3);
+    assert!(
+        server.banner.contains("store on s3://reel-test/node-a"),
+        "{}",
+        server.banner
+    );
+    {
+        let (changer, drive) = sessions(&server);
+        for c in 0..10 {
+            write_cartridge(&changer, &drive, c);
+        }
+    }
+    // The node dies and its disk with it.
+    server.kill();
+    std::fs::remove_dir_all(&data).unwrap();
+
+    // A new node: `reel recover` from the bucket alone, then `reel serve` on what it made,
+    // with no configuration file (the directory remembers its bucket).
+    let recovered = dir.path().join("recovered");
+    let out = Command::new(reel_binary())
+        .args(["recover", "--from", "s3://reel-test/node-a", "--endpoint"])
+        .arg(s3.endpoint())
+        .arg("--data")
+        .arg(&recovered)
+        .env("AWS_ACCESS_KEY_ID", s3.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "reel recover: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("recovered 10 cartridges"), "{stdout}");
+    assert!(stdout.contains("REL010L9"), "{stdout}");
+
+    let server = serve(&recovered, None, &s3);
+    {
+        let (changer, drive) = sessions(&server);
+        for c in 0..10 {
+            read_cartridge(&changer, &drive, c);
+        }
+    }
+    server.stop();
+}
+
+#[test]
+fn at_durability_local_a_killed_node_uploads_its_queue_after_the_restart() {
+    let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("reel.toml");
+    write_config(&config, &s3, "local");
+    let data = dir.path().join("node");
+
+    let server = serve(&data, Some(&config), &s3);
+    {
+        let (changer, drive) = sessions(&server);
+        for c in 0..3 {
+            write_cartridge(&changer, &drive, c);
+        }
+    }
+    server.kill();
+    // The cache survived: the restarted node serves everything, and a clean stop uploads what
+    // the kill left queued.
+    let server = serve(&data, Some(&config), &s3);
+    {
+        let (changer, drive) = sessions(&server);
+        for c in 0..3 {
+            read_cartridge(&changer, &drive, c);
+        }
+    }
+    server.stop();
+    std::fs::remove_dir_all(&data).unwrap();
+
+    // So the bucket alone has it all.
+    let server = serve(&data, Some(&config), &s3);
+    {
+        let (changer, drive) = sessions(&server);
+        for c in 0..3 {
+            read_cartridge(&changer, &drive, c);
+        }
+    }
+    server.stop();
+}
+
+#[test]
+fn a_data_directory_is_never_pointed_at_another_bucket() {
+    let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("reel.toml");
+    write_config(&config, &s3, "local");
+    let data = dir.path().join("node");
+    serve(&data, Some(&config), &s3).stop();
+    let moved = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("node-a", "node-b");
+    std::fs::write(&config, moved).unwrap();
+    let out = Command::new(reel_binary())
+        .args(["serve", "--listen"])
+        .arg(free_portal().to_string())
+        .args(["--http", "off", "--config"])
+        .arg(&config)
+        .arg("--data")
+        .arg(&data)
+        .env("AWS_ACCESS_KEY_ID", s3.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("caches s3://reel-test/node-a") && stderr.contains("node-b"),
+        "{stderr}"
+    );
+}
