@@ -12,14 +12,22 @@
 //! says how to install it, so a test fails instead of silently skipping. Signed requests
 //! (readiness, bucket creation) go through `curl --aws-sigv4`; `curl` and `java` must be on PATH.
 //!
+//! [`FaultProxy`] sits between a client and a server and, on demand, answers `503 SlowDown` or
+//! delays connections: what a real server does while it is overloaded or restarting, on a
+//! schedule a test controls. The server behind it still does all the work.
+//!
 //! No dependency on other reel crates, so any crate's tests can use it.
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
+use std::net::Shutdown;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Which server to run.
@@ -359,6 +367,178 @@ impl Drop for S3Server {
     }
 }
 
+/// What [`FaultProxy`] does with a new connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward bytes both ways unchanged.
+    None,
+    /// Read the request, answer `503 Slow Down` with an S3 `SlowDown` error, close.
+    Unavailable,
+    /// Wait this long, then forward: a slow server.
+    Delay(Duration),
+}
+
+/// A TCP proxy on a free loopback port in front of a server on `127.0.0.1:upstream`, injecting
+/// [`Fault`]s per connection. Signed requests pass unchanged: the `Host` the client signed is
+/// the one the server sees. Dropping it stops accepting and closes every connection.
+pub struct FaultProxy {
+    port: u16,
+    shared: Arc<ProxyShared>,
+    accept: Option<JoinHandle<()>>,
+}
+
+struct ProxyShared {
+    upstream: u16,
+    fault: Mutex<Fault>,
+    /// Client sides of open connections, so a change of fault applies from the next request.
+    open: Mutex<Vec<TcpStream>>,
+    stopping: AtomicBool,
+    unavailable_answers: AtomicU64,
+}
+
+impl FaultProxy {
+    pub fn start(upstream: u16) -> Result<FaultProxy> {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| err(format!("fault proxy: binding a port: {e}")))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| err(format!("fault proxy: {e}")))?
+            .port();
+        let shared = Arc::new(ProxyShared {
+            upstream,
+            fault: Mutex::new(Fault::None),
+            open: Mutex::new(Vec::new()),
+            stopping: AtomicBool::new(false),
+            unavailable_answers: AtomicU64::new(0),
+        });
+        let s = Arc::clone(&shared);
+        let accept = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if s.stopping.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || s.serve(conn));
+            }
+        });
+        Ok(FaultProxy {
+            port,
+            shared,
+            accept: Some(accept),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT` of the proxy: the endpoint to give the client.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Applies `fault` to new connections and closes the open ones, so a client's next request
+    /// meets it (a client reconnects; idle pooled connections see the close first).
+    pub fn set(&self, fault: Fault) {
+        *self
+            .shared
+            .fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = fault;
+        self.shared.close_open();
+    }
+
+    /// How many requests were answered with 503 so far.
+    pub fn unavailable_answers(&self) -> u64 {
+        self.shared.unavailable_answers.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        // Wakes the accept loop, which then sees `stopping`.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        self.shared.close_open();
+    }
+}
+
+impl ProxyShared {
+    fn close_open(&self) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        for c in open.drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn serve(&self, mut client: TcpStream) {
+        let fault = *self.fault.lock().unwrap_or_else(PoisonError::into_inner);
+        match fault {
+            Fault::Unavailable => {
+                if drain_request(&mut client).is_ok() {
+                    self.unavailable_answers.fetch_add(1, Ordering::SeqCst);
+                    let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown\
+                                </Code><Message>Please reduce your request rate.</Message></Error>";
+                    let _ = write!(
+                        client,
+                        "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n\
+                         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                }
+                let _ = client.shutdown(Shutdown::Both);
+                return;
+            }
+            Fault::Delay(d) => std::thread::sleep(d),
+            Fault::None => {}
+        }
+        let Ok(upstream) = TcpStream::connect(("127.0.0.1", self.upstream)) else {
+            return; // the client sees the connection close, as with a server that is down
+        };
+        let (Ok(c2), Ok(u2), Ok(tracked)) =
+            (client.try_clone(), upstream.try_clone(), client.try_clone())
+        else {
+            return;
+        };
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(tracked);
+        let up = std::thread::spawn(move || pump(c2, u2));
+        pump(upstream, client);
+        let _ = up.join();
+    }
+}
+
+/// Copies `from` to `to` until either side closes, then closes both directions.
+fn pump(mut from: TcpStream, mut to: TcpStream) {
+    let _ = std::io::copy(&mut from, &mut to);
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+/// Reads one HTTP request (head and `Content-Length` body) and discards it, so that the client
+/// finishes sending before it reads the answer.
+fn drain_request(c: &mut TcpStream) -> std::io::Result<()> {
+    c.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > 64 << 10 || c.read(&mut byte)? == 0 {
+            return Err(std::io::Error::other("no request head"));
+        }
+        head.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let len: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    std::io::copy(&mut Read::take(&mut *c, len), &mut std::io::sink())?;
+    Ok(())
+}
+
 /// The installed server program for `kind`, or an error saying how to install it.
 fn find_program(kind: Kind) -> Result<PathBuf> {
     find_program_in(&tools_dir(), kind)
@@ -459,6 +639,24 @@ mod tests {
     #[test]
     fn starts_stops_and_restarts_s3proxy() {
         start_stop_restart(Kind::S3proxy);
+    }
+
+    #[test]
+    fn fault_proxy_forwards_and_answers_slowdown() {
+        let s = S3Server::start(Kind::Versitygw).unwrap_or_else(|e| panic!("{e}"));
+        let proxy = FaultProxy::start(s.port()).unwrap();
+        let health = |p: &FaultProxy| {
+            let port = p.endpoint().rsplit(':').next().unwrap().parse().unwrap();
+            http_status(port, "/health")
+        };
+        assert_eq!(health(&proxy), Some(200));
+        proxy.set(Fault::Unavailable);
+        assert_eq!(health(&proxy), Some(503));
+        assert_eq!(proxy.unavailable_answers(), 1);
+        proxy.set(Fault::Delay(Duration::from_millis(200)));
+        let t = Instant::now();
+        assert_eq!(health(&proxy), Some(200));
+        assert!(t.elapsed() >= Duration::from_millis(200));
     }
 
     fn start_stop_restart(kind: Kind) {
