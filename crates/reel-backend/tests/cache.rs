@@ -488,6 +488,28 @@ fn ambiguous_create_is_not_a_conflict() {
     assert_eq!(mem.get(&key("packs/1.pack")).unwrap(), b"mine");
 }
 
+/// A crash after an upload but before its entry left the pending area re-uploads it on open: a
+/// `Create` then finds its own bytes in the remote, which is not a conflict.
+#[test]
+fn reupload_after_crash_is_not_a_conflict() {
+    let mem = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let down = Arc::new(Probe::new(mem.clone()));
+        down.closed.store(true, Ordering::SeqCst);
+        let cache = WriteBackCache::open(dir.path(), down, config(1 << 20)).unwrap();
+        cache
+            .put(&key("catalog/0001"), b"journal", PutMode::Create)
+            .unwrap();
+    }
+    // As if the upload had happened just before the crash.
+    mem.put(&key("catalog/0001"), b"journal", PutMode::Create)
+        .unwrap();
+    let cache = WriteBackCache::open(dir.path(), mem.clone(), config(1 << 20)).unwrap();
+    cache.flush().unwrap();
+    assert_eq!(cache.stats().uploaded_objects, 1);
+}
+
 /// Cold reads fetch aligned blocks from the remote; repeated reads are served locally; clean
 /// bytes stay within capacity; contract errors carry the right size.
 #[test]
