@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use reel_backend::{
     Backend, BackendError, CacheConfig, FaultRates, FlakyBackend, Key, LocalBackend, MemoryBackend,
-    ObjectMeta, PutMode, RemoteCheck, Result, WriteBackCache, conformance,
+    ObjectMeta, PutMode, QuotaBackend, RemoteCheck, Result, WriteBackCache, conformance,
 };
 
 fn key(s: &str) -> Key {
@@ -425,6 +425,27 @@ fn flaky_remote_eventually_uploads() {
         .map(|m| (m.key.clone(), mem.get(&m.key).unwrap()))
         .collect();
     assert_eq!(stored, model);
+}
+
+/// A full remote (`NoSpace`) pauses uploads, shows in the stats, and they resume when space
+/// is freed; writers never see the error.
+#[test]
+fn full_remote_is_retried_and_reported() {
+    let mem = Arc::new(MemoryBackend::new());
+    let quota = Arc::new(QuotaBackend::new(mem.clone(), 100).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let cache = WriteBackCache::open(dir.path(), quota.clone(), config(1 << 20)).unwrap();
+    cache.put(&key("a"), &[1; 80], PutMode::Create).unwrap();
+    cache.put(&key("b"), &[2; 80], PutMode::Create).unwrap();
+    while cache.stats().no_space_retries < 3 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let st = cache.stats();
+    assert!(st.last_error.unwrap().contains("remote full"));
+    assert_eq!(st.pending_objects, 1);
+    quota.set_quota(1000);
+    cache.flush().unwrap();
+    assert_eq!(mem.object_count(), 2);
 }
 
 /// A `Create` that finds its key in the remote at upload time fences the cache: the next
