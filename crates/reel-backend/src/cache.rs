@@ -136,6 +136,8 @@ pub struct CacheStats {
     pub remote_get_bytes: u64,
     /// Failed upload attempts that were retried.
     pub retries: u64,
+    /// Of those, how many failed because the remote was full (`NoSpace`).
+    pub no_space_retries: u64,
     /// Puts that had to wait for uploads to free capacity.
     pub blocked_puts: u64,
     pub last_error: Option<String>,
@@ -264,6 +266,9 @@ enum Source {
     Deleted,
     Remote,
 }
+
+/// Most remote object sizes remembered (about 100 bytes each).
+const KNOWN_MAX: usize = 1 << 20;
 
 fn other(what: impl fmt::Display, msg: String) -> BackendError {
     BackendError::io(what, io::Error::other(msg))
@@ -478,6 +483,16 @@ impl State {
         match self.last_op(key, false) {
             Some((_, i)) => matches!(i.op, Op::Put(..)),
             None => remote || self.known.contains_key(key) || self.clean.contains_key(key),
+        }
+    }
+
+    /// Records that `key` exists in the remote with `size` bytes. The map is bounded: past
+    /// [`KNOWN_MAX`] entries the alphabetically first are forgotten (they are then checked
+    /// against the remote as [`RemoteCheck`] says, or at upload).
+    fn learn(&mut self, key: Key, size: u64) {
+        self.known.insert(key, size);
+        while self.known.len() > KNOWN_MAX {
+            self.known.pop_first();
         }
     }
 
@@ -1021,6 +1036,9 @@ impl Shared {
     fn note_retry(&self, e: &BackendError) {
         let mut st = self.lock();
         st.stats.retries += 1;
+        if matches!(e, BackendError::NoSpace(_)) {
+            st.stats.no_space_retries += 1;
+        }
         st.stats.last_error = Some(match e {
             BackendError::NoSpace(_) => format!("remote full, retrying: {e}"),
             _ => format!("retrying: {e}"),
@@ -1047,7 +1065,7 @@ impl Shared {
             let mut st = self.lock();
             if let Op::Put(_, size) = op {
                 st.stats.uploaded_bytes += size;
-                st.known.insert(key.clone(), size);
+                st.learn(key.clone(), size);
                 let name = st.new_file_name();
                 let newest = st.by_key.get(key).is_some_and(|q| q.len() == 1);
                 let dest = if newest {
@@ -1200,7 +1218,7 @@ impl Shared {
             {
                 let mut st = self.lock();
                 if st.fetch_current(id) {
-                    st.known.insert(key.clone(), size);
+                    st.learn(key.clone(), size);
                     // The whole object supersedes any blocks of it.
                     st.drop_clean_key(key);
                     let cap = self.config.capacity_bytes;
@@ -1226,7 +1244,7 @@ impl Shared {
             .ok_or_else(|| BackendError::NotFound(key.clone()))?;
         let mut st = self.lock();
         if st.fetch_current(id) {
-            st.known.insert(key.clone(), size);
+            st.learn(key.clone(), size);
         }
         Ok(size)
     }
@@ -1316,7 +1334,7 @@ impl Shared {
                 Err(BackendError::InvalidRange { size: s, .. }) if size.is_none() => {
                     let mut st = self.lock();
                     if st.fetch_current(id) {
-                        st.known.insert(key.clone(), s);
+                        st.learn(key.clone(), s);
                     }
                     return Ok(Err(s));
                 }
@@ -1432,7 +1450,7 @@ impl Backend for WriteBackCache {
             if st.generation == generation {
                 for m in &remote {
                     if !st.by_key.contains_key(m.key.as_str()) {
-                        st.known.insert(m.key.clone(), m.size);
+                        st.learn(m.key.clone(), m.size);
                     }
                 }
             }
@@ -1477,10 +1495,8 @@ impl Backend for WriteBackCache {
         {
             let mut st = s.lock();
             let Some(target) = st.next_seq.checked_sub(1) else {
-                return match &st.failed {
-                    Some(reason) => Err(stopped_error(&s.dir.display(), reason)),
-                    None => Ok(()),
-                };
+                drop(st);
+                return s.remote.flush();
             };
             *st.flushes.entry(target).or_default() += 1;
             let result = loop {
@@ -1510,9 +1526,17 @@ impl Backend for WriteBackCache {
 // ----- the pending entry format -----
 
 const MAGIC: [u8; 8] = *b"reelWBC1";
-// Fixed part: magic, kind, mode, key length (u16), reserved (u32), sequence, queue time
-// (Unix nanoseconds), data length, data hash; then the key, then a hash of all of the above.
-const FIXED_LEN: usize = MAGIC.len() + 1 + 1 + 2 + 4 + 8 + 8 + 8 + 8;
+// Fixed part: magic, kind (u8), put mode (u8), key length (u16), reserved (u32), sequence,
+// queue time (Unix nanoseconds), data length, data hash (u64 each, little-endian); then the
+// key, then a hash of all of the above. Each offset follows from the previous field.
+const OFF_KIND: usize = MAGIC.len();
+const OFF_MODE: usize = OFF_KIND + 1;
+const OFF_KEY_LEN: usize = OFF_MODE + 1;
+const OFF_SEQ: usize = OFF_KEY_LEN + 2 + 4;
+const OFF_QUEUED: usize = OFF_SEQ + 8;
+const OFF_DATA_LEN: usize = OFF_QUEUED + 8;
+const OFF_DATA_HASH: usize = OFF_DATA_LEN + 8;
+const FIXED_LEN: usize = OFF_DATA_HASH + 8;
 const HASH_LEN: usize = 8;
 
 /// Bytes before an entry's data.
@@ -1580,7 +1604,7 @@ impl EntryHeader {
         if b[..MAGIC.len()] != MAGIC {
             return Err("not a pending entry (bad magic)".to_string());
         }
-        let key_len = usize::from(u16::from_le_bytes([b[10], b[11]]));
+        let key_len = usize::from(u16::from_le_bytes([b[OFF_KEY_LEN], b[OFF_KEY_LEN + 1]]));
         if key_len > MAX_KEY_LEN || b.len() < FIXED_LEN + key_len + HASH_LEN {
             return Err(format!("bad or truncated key length {key_len}"));
         }
@@ -1588,7 +1612,7 @@ impl EntryHeader {
         if hash64(&b[..hashed]) != u64_at(hashed) {
             return Err("header checksum mismatch".to_string());
         }
-        let kind = match (b[8], b[9]) {
+        let kind = match (b[OFF_KIND], b[OFF_MODE]) {
             (1, 1) => EntryKind::Put(PutMode::Overwrite),
             (1, 2) => EntryKind::Put(PutMode::Create),
             (2, 0) => EntryKind::Delete,
@@ -1601,11 +1625,11 @@ impl EntryHeader {
         let header = EntryHeader {
             kind,
             key,
-            queued_at_nanos: u64_at(24),
-            data_len: u64_at(32),
-            data_hash: u64_at(40),
+            queued_at_nanos: u64_at(OFF_QUEUED),
+            data_len: u64_at(OFF_DATA_LEN),
+            data_hash: u64_at(OFF_DATA_HASH),
         };
-        Ok((header, u64_at(16)))
+        Ok((header, u64_at(OFF_SEQ)))
     }
 }
 

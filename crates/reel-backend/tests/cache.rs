@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use reel_backend::{
     Backend, BackendError, CacheConfig, FaultRates, FlakyBackend, Key, LocalBackend, MemoryBackend,
-    ObjectMeta, PutMode, RemoteCheck, Result, WriteBackCache, conformance,
+    ObjectMeta, PutMode, QuotaBackend, RemoteCheck, Result, WriteBackCache, conformance,
 };
 
 fn key(s: &str) -> Key {
@@ -427,6 +427,27 @@ fn flaky_remote_eventually_uploads() {
     assert_eq!(stored, model);
 }
 
+/// A full remote (`NoSpace`) pauses uploads, shows in the stats, and they resume when space
+/// is freed; writers never see the error.
+#[test]
+fn full_remote_is_retried_and_reported() {
+    let mem = Arc::new(MemoryBackend::new());
+    let quota = Arc::new(QuotaBackend::new(mem.clone(), 100).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let cache = WriteBackCache::open(dir.path(), quota.clone(), config(1 << 20)).unwrap();
+    cache.put(&key("a"), &[1; 80], PutMode::Create).unwrap();
+    cache.put(&key("b"), &[2; 80], PutMode::Create).unwrap();
+    while cache.stats().no_space_retries < 3 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let st = cache.stats();
+    assert!(st.last_error.unwrap().contains("remote full"));
+    assert_eq!(st.pending_objects, 1);
+    quota.set_quota(1000);
+    cache.flush().unwrap();
+    assert_eq!(mem.object_count(), 2);
+}
+
 /// A `Create` that finds its key in the remote at upload time fences the cache: the next
 /// flush and put fail, saying so, and the entry stays pending.
 #[test]
@@ -486,6 +507,28 @@ fn ambiguous_create_is_not_a_conflict() {
     flaky.set_enabled(false);
     cache.flush().unwrap();
     assert_eq!(mem.get(&key("packs/1.pack")).unwrap(), b"mine");
+}
+
+/// A crash after an upload but before its entry left the pending area re-uploads it on open: a
+/// `Create` then finds its own bytes in the remote, which is not a conflict.
+#[test]
+fn reupload_after_crash_is_not_a_conflict() {
+    let mem = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let down = Arc::new(Probe::new(mem.clone()));
+        down.closed.store(true, Ordering::SeqCst);
+        let cache = WriteBackCache::open(dir.path(), down, config(1 << 20)).unwrap();
+        cache
+            .put(&key("catalog/0001"), b"journal", PutMode::Create)
+            .unwrap();
+    }
+    // As if the upload had happened just before the crash.
+    mem.put(&key("catalog/0001"), b"journal", PutMode::Create)
+        .unwrap();
+    let cache = WriteBackCache::open(dir.path(), mem.clone(), config(1 << 20)).unwrap();
+    cache.flush().unwrap();
+    assert_eq!(cache.stats().uploaded_objects, 1);
 }
 
 /// Cold reads fetch aligned blocks from the remote; repeated reads are served locally; clean
