@@ -6,10 +6,11 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::free_portal;
 use common::tape::Tape;
-use reel_s3test::{Kind, S3Server};
+use reel_s3test::{Fault, FaultProxy, Kind, S3Server};
 use reel_scsi::initiator::smc::move_medium;
 use reel_scsi::initiator::ssc::{REWIND, Transfer, UNLOAD, read6, write_filemarks, write6};
 use reel_testkit::serve::{ServeCommand, reel_binary};
@@ -22,7 +23,11 @@ const FIRST_SLOT: u16 = 0x0401;
 
 /// Record `r` of cartridge `c`: every other record is shared by all cartridges (dedup).
 fn record(c: u64, r: u64) -> Vec<u8> {
-    let key = if r.is_multiple_of(2) { 1_000 + r } else { c * 100 + r };
+    let key = if r.is_multiple_of(2) {
+        1_000 + r
+    } else {
+        c * 100 + r
+    };
     let mut x = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..RECORD)
         .map(|_| {
@@ -233,4 +238,90 @@ fn a_data_directory_is_never_pointed_at_another_bucket() {
         stderr.contains("caches s3://reel-test/node-a") && stderr.contains("node-b"),
         "{stderr}"
     );
+}
+
+#[test]
+fn an_unavailable_or_restarted_bucket_pauses_synchronising_points_and_they_resume() {
+    let mut s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
+    let proxy = FaultProxy::start(s3.port()).expect("the fault proxy starts");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("reel.toml");
+    write_config(&config, &s3, "bucket");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace(&s3.endpoint(), &proxy.endpoint());
+    std::fs::write(&config, text).unwrap();
+    let data = dir.path().join("node");
+    let server = serve(&data, Some(&config), &s3);
+    let (changer, drive) = sessions(&server);
+    changer.good(&move_medium(0, FIRST_SLOT, DRIVE), Vec::new());
+    drive.ready();
+    let write = write6(Transfer::Variable(RECORD as u32));
+
+    // 503 Slow Down for 3 s: the filemark (durability `bucket`) waits, then answers GOOD.
+    for r in 0..RECORDS / 2 {
+        drive.good(&write, record(0, r));
+    }
+    proxy.set(Fault::Unavailable);
+    let began = Instant::now();
+    let waited = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_secs(3));
+            proxy.set(Fault::None);
+        });
+        drive.good(&write_filemarks(1, false), Vec::new());
+        began.elapsed()
+    });
+    assert!(
+        proxy.unavailable_answers() > 0,
+        "the bucket was asked while unavailable"
+    );
+    assert!(
+        waited >= Duration::from_millis(2500),
+        "the synchronising point returned after {waited:?}, before the bucket had the data"
+    );
+
+    // The S3 server itself restarts mid-upload: the next filemark waits for it.
+    for r in RECORDS / 2..RECORDS {
+        drive.good(&write, record(0, r));
+    }
+    s3.stop();
+    let restarter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        s3.restart().expect("versitygw restarts");
+        s3
+    });
+    drive.good(&write_filemarks(1, false), Vec::new());
+    let s3 = restarter.join().unwrap();
+    drive.good(&UNLOAD, Vec::new());
+    changer.good(&move_medium(0, DRIVE, FIRST_SLOT), Vec::new());
+    drop((changer, drive));
+    server.kill();
+
+    // Everything acknowledged is in the bucket: a node rebuilt from it reads it all back.
+    std::fs::remove_dir_all(&data).unwrap();
+    let server = serve(&data, Some(&config), &s3);
+    let (changer, drive) = sessions(&server);
+    changer.good(&move_medium(0, FIRST_SLOT, DRIVE), Vec::new());
+    drive.ready();
+    drive.good(&REWIND, Vec::new());
+    for r in 0..RECORDS {
+        if r == RECORDS / 2 {
+            let (status, _, _) = drive.run(
+                &read6(Transfer::Variable(RECORD as u32), false),
+                Vec::new(),
+                RECORD as u32,
+            );
+            assert_eq!(status, 2, "the first filemark");
+        }
+        let (status, data, sense) = drive.run(
+            &read6(Transfer::Variable(RECORD as u32), false),
+            Vec::new(),
+            RECORD as u32,
+        );
+        assert_eq!(status, 0, "record {r}: sense {sense:02x?}");
+        assert!(data == record(0, r), "record {r} reads back wrong");
+    }
+    drop((changer, drive));
+    server.stop();
 }
