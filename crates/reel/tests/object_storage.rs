@@ -185,6 +185,29 @@ fn at_durability_local_a_killed_node_uploads_its_queue_after_the_restart() {
             write_cartridge(&changer, &drive, c);
         }
     }
+    // The bucket's figures are exported (loopback peers may read /metrics).
+    let url = format!("{}/metrics", server.http.as_deref().expect("the console runs"));
+    let metrics = ureq::get(&url)
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    for family in [
+        "# TYPE reel_bucket_pending_bytes gauge",
+        "# TYPE reel_bucket_oldest_pending_seconds gauge",
+        "# TYPE reel_bucket_cartridge_pending_bytes gauge",
+        "# TYPE reel_bucket_uploaded_bytes_total counter",
+    ] {
+        assert!(metrics.contains(family), "{family} in {metrics}");
+    }
+    let requests: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("reel_bucket_requests_total "))
+        .expect("the request counter")
+        .parse()
+        .unwrap();
+    assert!(requests > 0.0, "requests were made to the bucket");
     server.kill();
     // The cache survived: the restarted node serves everything, and a clean stop uploads what
     // the kill left queued.
