@@ -319,7 +319,9 @@ impl S3Backend {
         Self::open_with_env(config, &|name| std::env::var(name).ok())
     }
 
-    fn open_with_env(config: &S3Config, env: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
+    /// [`S3Backend::open`] with the environment looked up through `env`: the library reads no
+    /// process state of its own accord (the `reel` binary passes the process environment).
+    pub fn open_with_env(config: &S3Config, env: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
         let describe = describe(config);
         let bad = |msg: String| BackendError::io(&describe, io::Error::other(msg));
         if !config.prefix.is_empty() {

@@ -166,7 +166,9 @@ pub fn open_with(
         .as_deref()
         .is_some_and(|e| e.starts_with("http://"));
     let bucket = Arc::new(
-        S3Backend::open(&config).with_context(|| format!("opening {}", binding.describe()))?,
+        // Only the binary reads the environment (credentials: AWS_* and the credentials file).
+        S3Backend::open_with_env(&config, &|name| std::env::var(name).ok())
+            .with_context(|| format!("opening {}", binding.describe()))?,
     );
     let capacity = reel_datagen::parse_size(&binding.cache_size)
         .map_err(|e| anyhow::anyhow!("{BUCKET_FILE}: cache_size: {e}"))?;

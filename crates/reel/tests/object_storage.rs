@@ -186,7 +186,10 @@ fn at_durability_local_a_killed_node_uploads_its_queue_after_the_restart() {
         }
     }
     // The bucket's figures are exported (loopback peers may read /metrics).
-    let url = format!("{}/metrics", server.http.as_deref().expect("the console runs"));
+    let url = format!(
+        "{}/metrics",
+        server.http.as_deref().expect("the console runs")
+    );
     let metrics = ureq::get(&url)
         .call()
         .unwrap()
