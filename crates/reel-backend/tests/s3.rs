@@ -37,7 +37,7 @@ fn run_all_checks(kind: Kind) {
         t.elapsed(),
         server.endpoint()
     );
-    let checks: [(&str, Check); 8] = [
+    let checks: [(&str, Check); 9] = [
         ("conformance", conformance_suite),
         ("prefix isolation", prefix_isolation),
         ("wrong credentials", wrong_credentials),
@@ -46,6 +46,7 @@ fn run_all_checks(kind: Kind) {
         ("counters", counters),
         ("list pagination", list_pagination),
         ("503 SlowDown and slow answers", slowdown_and_slow_answers),
+        ("create whose answer times out", create_answer_times_out),
     ];
     for (name, check) in checks {
         let t = Instant::now();
@@ -348,6 +349,32 @@ fn slowdown_and_slow_answers(server: &S3Server) {
         .map(|m| m.key.to_string())
         .collect();
     assert_eq!(keys, ["before", "slow/1", "slow/2"]);
+}
+
+/// A create-only put that the server applies but answers too late: the client times out, tries
+/// again, meets its own object (412) and, finding its bytes there, reports success. Another
+/// writer's create of the key still fails.
+fn create_answer_times_out(server: &S3Server) {
+    let proxy = FaultProxy::start(server.port()).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = config(server, &fresh_prefix());
+    c.endpoint = Some(proxy.endpoint());
+    c.request_timeout = Duration::from_secs(1);
+    let b = S3Backend::open(&c).unwrap();
+    let data = pattern(1 << 20, 4);
+    proxy.set(Fault::DelayPutAnswers(Duration::from_millis(1500)));
+    let result = std::thread::scope(|s| {
+        let w = s.spawn(|| b.put(&key("late/1"), &data, PutMode::Create));
+        std::thread::sleep(Duration::from_millis(2500));
+        proxy.set(Fault::None);
+        w.join().unwrap()
+    });
+    result.unwrap_or_else(|e| panic!("create answered late: {e}"));
+    assert!(b.counters().puts >= 2, "{:?}", b.counters());
+    assert!(b.get(&key("late/1")).unwrap() == data);
+    match b.put(&key("late/1"), &pattern(1 << 20, 5), PutMode::Create) {
+        Err(BackendError::AlreadyExists(_)) => {}
+        other => panic!("second creator: expected AlreadyExists, got {other:?}"),
+    }
 }
 
 /// The acceptance case: the server goes away mid-upload and comes back 2 s later; the put waits

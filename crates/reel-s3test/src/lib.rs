@@ -376,6 +376,10 @@ pub enum Fault {
     Unavailable,
     /// Wait this long, then forward: a slow server.
     Delay(Duration),
+    /// Forward requests at once but hold back each answer to a PUT this long: a server that
+    /// stores an object and answers late (a client's timeout then leaves the outcome unknown to
+    /// it). Other requests pass unchanged, so only the upload itself meets the delay.
+    DelayPutAnswers(Duration),
 }
 
 /// A TCP proxy on a free loopback port in front of a server on `127.0.0.1:upstream`, injecting
@@ -490,8 +494,12 @@ impl ProxyShared {
                 return;
             }
             Fault::Delay(d) => std::thread::sleep(d),
-            Fault::None => {}
+            Fault::None | Fault::DelayPutAnswers(_) => {}
         }
+        let put_delay = match fault {
+            Fault::DelayPutAnswers(d) => d,
+            _ => Duration::ZERO,
+        };
         let Ok(upstream) = TcpStream::connect(("127.0.0.1", self.upstream)) else {
             return; // the client sees the connection close, as with a server that is down
         };
@@ -504,15 +512,42 @@ impl ProxyShared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(tracked);
-        let up = std::thread::spawn(move || pump(c2, u2));
-        pump(upstream, client);
+        // Set when a PUT's head goes up, cleared when its answer comes down. The flag is set
+        // before the request is forwarded, so the answer cannot overtake it.
+        let put_pending = Arc::new(AtomicBool::new(false));
+        let pending = Arc::clone(&put_pending);
+        let up = std::thread::spawn(move || {
+            pump(c2, u2, |chunk| {
+                // A client writes a request head in one piece; a body chunk starting with
+                // "PUT " is not expected from the tests' data.
+                if !put_delay.is_zero() && chunk.starts_with(b"PUT ") {
+                    pending.store(true, Ordering::SeqCst);
+                }
+            });
+        });
+        pump(upstream, client, |_| {
+            if put_pending.swap(false, Ordering::SeqCst) {
+                std::thread::sleep(put_delay);
+            }
+        });
         let _ = up.join();
     }
 }
 
-/// Copies `from` to `to` until either side closes, then closes both directions.
-fn pump(mut from: TcpStream, mut to: TcpStream) {
-    let _ = std::io::copy(&mut from, &mut to);
+/// Copies `from` to `to` until either side closes, then closes both directions. `before` sees
+/// each chunk before it is forwarded.
+fn pump(mut from: TcpStream, mut to: TcpStream, mut before: impl FnMut(&[u8])) {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        before(&buf[..n]);
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
     let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);
 }
