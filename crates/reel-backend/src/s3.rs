@@ -356,8 +356,8 @@ impl S3Backend {
             .with_access_key_id(&creds.access_key_id)
             .with_secret_access_key(&creds.secret_access_key)
             .with_virtual_hosted_style_request(false)
-            .with_allow_http(config.allow_http)
             .with_retry(retry)
+            // Carries `allow_http`; it replaces the builder's own client options.
             .with_client_options(client);
         if let Some(token) = &creds.session_token {
             builder = builder.with_token(token);
