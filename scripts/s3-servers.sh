@@ -15,7 +15,8 @@ case ${1:-} in
   *) echo "usage: $0 install" >&2; exit 2 ;;
 esac
 
-# Debian packages, only for what is missing. Go is often installed outside apt (/usr/local/go).
+# Debian packages, only for what is missing. Go is often installed outside apt (/usr/local/go);
+# versitygw v1.8.0 needs a recent Go (1.21 or later fetches the toolchain it asks for itself).
 [ -x /usr/local/go/bin/go ] && PATH=$PATH:/usr/local/go/bin
 need_pkgs=()
 command -v go >/dev/null || need_pkgs+=(golang-go)
@@ -46,7 +47,7 @@ else
   echo "s3proxy $S3PROXY_VERSION: installing"
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+  mvn -q -B -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
     -Dartifact="org.gaul:s3proxy:$S3PROXY_VERSION:jar:jar-with-dependencies" \
     -DoutputDirectory="$tmp"
   mv "$tmp/s3proxy-$S3PROXY_VERSION-jar-with-dependencies.jar" "$tools/s3proxy.jar"
