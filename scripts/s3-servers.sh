@@ -47,9 +47,14 @@ else
   echo "s3proxy $S3PROXY_VERSION: installing"
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  mvn -q -B -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+  # Maven's output (colour codes even with -q) is shown only if it fails.
+  if ! mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
     -Dartifact="org.gaul:s3proxy:$S3PROXY_VERSION:jar:jar-with-dependencies" \
-    -DoutputDirectory="$tmp"
+    -DoutputDirectory="$tmp" >"$tmp/mvn.log" 2>&1; then
+    cat "$tmp/mvn.log" >&2
+    echo "s3proxy $S3PROXY_VERSION: Maven could not fetch it" >&2
+    exit 1
+  fi
   mv "$tmp/s3proxy-$S3PROXY_VERSION-jar-with-dependencies.jar" "$tools/s3proxy.jar"
   echo "$S3PROXY_VERSION" >"$tools/s3proxy.version"
 fi
