@@ -583,12 +583,16 @@ impl Inner {
                 }
                 // 412 to If-None-Match (some servers answer 409).
                 Err(
-                    object_store::Error::AlreadyExists { .. }
-                    | object_store::Error::Precondition { .. },
+                    e @ (object_store::Error::AlreadyExists { .. }
+                    | object_store::Error::Precondition { .. }),
                 ) if mode == PutMode::Create => {
+                    // The client also retries by itself, for instance after a connection closed
+                    // before the answer, which the original request may have survived. Its
+                    // error then says "after N retries" (the only sign it gives).
+                    let retried = maybe_stored || e.to_string().contains(" retries, max_retries");
                     // If the object holds our bytes, an earlier attempt of ours won (or an
                     // identical object was there: indistinguishable, and as good).
-                    if maybe_stored && self.get(key.clone()).await.is_ok_and(|d| d == data) {
+                    if retried && self.get(key.clone()).await.is_ok_and(|d| d == data) {
                         return Ok(());
                     }
                     return Err(BackendError::AlreadyExists(key));
