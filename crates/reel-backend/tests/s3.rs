@@ -37,7 +37,7 @@ fn run_all_checks(kind: Kind) {
         t.elapsed(),
         server.endpoint()
     );
-    let checks: [(&str, Check); 9] = [
+    let checks: [(&str, Check); 10] = [
         ("conformance", conformance_suite),
         ("prefix isolation", prefix_isolation),
         ("wrong credentials", wrong_credentials),
@@ -47,6 +47,7 @@ fn run_all_checks(kind: Kind) {
         ("list pagination", list_pagination),
         ("503 SlowDown and slow answers", slowdown_and_slow_answers),
         ("create whose answer times out", create_answer_times_out),
+        ("create whose answer is lost", create_answer_lost),
     ];
     for (name, check) in checks {
         let t = Instant::now();
@@ -372,6 +373,29 @@ fn create_answer_times_out(server: &S3Server) {
     assert!(b.counters().puts >= 2, "{:?}", b.counters());
     assert!(b.get(&key("late/1")).unwrap() == data);
     match b.put(&key("late/1"), &pattern(1 << 20, 5), PutMode::Create) {
+        Err(BackendError::AlreadyExists(_)) => {}
+        other => panic!("second creator: expected AlreadyExists, got {other:?}"),
+    }
+}
+
+/// A create-only put that the server applies but whose answer never arrives (the connection
+/// drops): the client retries by itself, meets its own object (412), and the put succeeds.
+fn create_answer_lost(server: &S3Server) {
+    let proxy = FaultProxy::start(server.port()).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = config(server, &fresh_prefix());
+    c.endpoint = Some(proxy.endpoint());
+    let b = S3Backend::open(&c).unwrap();
+    let data = pattern(1 << 20, 6);
+    proxy.set(Fault::DropPutAnswers);
+    let result = std::thread::scope(|s| {
+        let w = s.spawn(|| b.put(&key("lost/1"), &data, PutMode::Create));
+        std::thread::sleep(Duration::from_millis(1000));
+        proxy.set(Fault::None);
+        w.join().unwrap()
+    });
+    result.unwrap_or_else(|e| panic!("create whose answer was lost: {e}"));
+    assert!(b.get(&key("lost/1")).unwrap() == data);
+    match b.put(&key("lost/1"), &pattern(1 << 20, 7), PutMode::Create) {
         Err(BackendError::AlreadyExists(_)) => {}
         other => panic!("second creator: expected AlreadyExists, got {other:?}"),
     }

@@ -380,6 +380,9 @@ pub enum Fault {
     /// stores an object and answers late (a client's timeout then leaves the outcome unknown to
     /// it). Other requests pass unchanged, so only the upload itself meets the delay.
     DelayPutAnswers(Duration),
+    /// Forward requests, but close the connection instead of passing on the answer to a PUT:
+    /// the server stored the object, the client saw the connection drop.
+    DropPutAnswers,
 }
 
 /// A TCP proxy on a free loopback port in front of a server on `127.0.0.1:upstream`, injecting
@@ -494,11 +497,12 @@ impl ProxyShared {
                 return;
             }
             Fault::Delay(d) => std::thread::sleep(d),
-            Fault::None | Fault::DelayPutAnswers(_) => {}
+            Fault::None | Fault::DelayPutAnswers(_) | Fault::DropPutAnswers => {}
         }
-        let put_delay = match fault {
-            Fault::DelayPutAnswers(d) => d,
-            _ => Duration::ZERO,
+        let (watch_puts, put_delay) = match fault {
+            Fault::DelayPutAnswers(d) => (true, Some(d)),
+            Fault::DropPutAnswers => (true, None),
+            _ => (false, None),
         };
         let Ok(upstream) = TcpStream::connect(("127.0.0.1", self.upstream)) else {
             return; // the client sees the connection close, as with a server that is down
@@ -520,31 +524,42 @@ impl ProxyShared {
             pump(c2, u2, |chunk| {
                 // A client writes a request head in one piece; a body chunk starting with
                 // "PUT " is not expected from the tests' data.
-                if !put_delay.is_zero() && chunk.starts_with(b"PUT ") {
+                if watch_puts && chunk.starts_with(b"PUT ") {
                     pending.store(true, Ordering::SeqCst);
                 }
+                Pass::Forward
             });
         });
         pump(upstream, client, |_| {
             if put_pending.swap(false, Ordering::SeqCst) {
-                std::thread::sleep(put_delay);
+                match put_delay {
+                    Some(d) => std::thread::sleep(d),
+                    None => return Pass::Close,
+                }
             }
+            Pass::Forward
         });
         let _ = up.join();
     }
 }
 
+/// What [`pump`] does with a chunk.
+#[derive(PartialEq, Eq)]
+enum Pass {
+    Forward,
+    Close,
+}
+
 /// Copies `from` to `to` until either side closes, then closes both directions. `before` sees
-/// each chunk before it is forwarded.
-fn pump(mut from: TcpStream, mut to: TcpStream, mut before: impl FnMut(&[u8])) {
+/// each chunk and decides whether it is forwarded or the connection is closed.
+fn pump(mut from: TcpStream, mut to: TcpStream, mut before: impl FnMut(&[u8]) -> Pass) {
     let mut buf = vec![0u8; 64 << 10];
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        before(&buf[..n]);
-        if to.write_all(&buf[..n]).is_err() {
+        if before(&buf[..n]) == Pass::Close || to.write_all(&buf[..n]).is_err() {
             break;
         }
     }
