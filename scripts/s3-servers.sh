@@ -15,7 +15,8 @@ case ${1:-} in
   *) echo "usage: $0 install" >&2; exit 2 ;;
 esac
 
-# Debian packages, only for what is missing. Go is often installed outside apt (/usr/local/go).
+# Debian packages, only for what is missing. Go is often installed outside apt (/usr/local/go);
+# versitygw v1.8.0 needs a recent Go (1.21 or later fetches the toolchain it asks for itself).
 [ -x /usr/local/go/bin/go ] && PATH=$PATH:/usr/local/go/bin
 need_pkgs=()
 command -v go >/dev/null || need_pkgs+=(golang-go)
@@ -46,9 +47,14 @@ else
   echo "s3proxy $S3PROXY_VERSION: installing"
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+  # Maven's output (colour codes even with -q) is shown only if it fails.
+  if ! mvn -q -B org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
     -Dartifact="org.gaul:s3proxy:$S3PROXY_VERSION:jar:jar-with-dependencies" \
-    -DoutputDirectory="$tmp"
+    -DoutputDirectory="$tmp" >"$tmp/mvn.log" 2>&1; then
+    cat "$tmp/mvn.log" >&2
+    echo "s3proxy $S3PROXY_VERSION: Maven could not fetch it" >&2
+    exit 1
+  fi
   mv "$tmp/s3proxy-$S3PROXY_VERSION-jar-with-dependencies.jar" "$tools/s3proxy.jar"
   echo "$S3PROXY_VERSION" >"$tools/s3proxy.version"
 fi

@@ -12,7 +12,9 @@
 //! (S3 clamps ranges past the end, or answers 416); list is ListObjectsV2, every page; delete is
 //! a DELETE, which S3 answers with success for a missing key. Transient failures (5xx, 429,
 //! connection refused, timeouts of idempotent requests) are retried with exponential backoff for
-//! [`S3Config::retry_window`]; authentication failures are not retried.
+//! [`S3Config::retry_window`]; authentication failures are not retried. A create-only PUT whose
+//! outcome is unknown (timed out) is retried here, and a 412 then counts as success only if the
+//! object holds our bytes.
 
 use std::fmt;
 use std::future::Future;
@@ -21,14 +23,16 @@ use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::client::{HttpError, HttpErrorKind};
 use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::Path;
 use object_store::{
     BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutOptions,
-    RetryConfig,
+    PutPayload, RetryConfig,
 };
 
 use crate::{Backend, BackendError, Key, ObjectMeta, PutMode, Result, check_range};
@@ -292,6 +296,7 @@ struct Inner {
     /// `prefix/`, or empty: what object names start with.
     base: String,
     describe: String,
+    retry_window: Duration,
     /// Named in authentication errors, so a refused key can be traced to its origin.
     credentials_source: String,
     counters: Counters,
@@ -353,8 +358,8 @@ impl S3Backend {
             .with_access_key_id(&creds.access_key_id)
             .with_secret_access_key(&creds.secret_access_key)
             .with_virtual_hosted_style_request(false)
-            .with_allow_http(config.allow_http)
             .with_retry(retry)
+            // Carries `allow_http`; it replaces the builder's own client options.
             .with_client_options(client);
         if let Some(token) = &creds.session_token {
             builder = builder.with_token(token);
@@ -381,6 +386,7 @@ impl S3Backend {
                 store,
                 base,
                 describe,
+                retry_window: config.retry_window,
                 credentials_source: creds.source,
                 counters: Counters::default(),
             }),
@@ -544,7 +550,7 @@ impl Inner {
         s.strip_prefix(self.base.as_str()).unwrap_or(s).to_string()
     }
 
-    async fn put(&self, key: Key, data: Vec<u8>, mode: PutMode) -> Result<()> {
+    async fn put(&self, key: Key, data: Bytes, mode: PutMode) -> Result<()> {
         if is_server_temp_name(key.as_str()) {
             // It would be stored but never listed.
             return Err(self.error_msg(
@@ -555,7 +561,6 @@ impl Inner {
             ));
         }
         self.check_conflict(&key).await?;
-        let len = data.len() as u64;
         let opts = PutOptions {
             mode: match mode {
                 PutMode::Create => object_store::PutMode::Create,
@@ -563,22 +568,50 @@ impl Inner {
             },
             ..Default::default()
         };
-        bump(&self.counters.puts, 1);
-        match self
-            .store
-            .put_opts(&self.path(key.as_str()), data.into(), opts)
-            .await
-        {
-            Ok(_) => {
-                bump(&self.counters.bytes_up, len);
-                Ok(())
+        let path = self.path(key.as_str());
+        let deadline = Instant::now() + self.retry_window;
+        // Set once an attempt timed out: it may have stored the object all the same.
+        let mut maybe_stored = false;
+        loop {
+            bump(&self.counters.puts, 1);
+            match self
+                .store
+                .put_opts(&path, PutPayload::from(data.clone()), opts.clone())
+                .await
+            {
+                Ok(_) => {
+                    bump(&self.counters.bytes_up, data.len() as u64);
+                    return Ok(());
+                }
+                // 412 to If-None-Match (some servers answer 409).
+                Err(
+                    e @ (object_store::Error::AlreadyExists { .. }
+                    | object_store::Error::Precondition { .. }),
+                ) if mode == PutMode::Create => {
+                    // The client also retries by itself, for instance after a connection closed
+                    // before the answer, which the original request may have survived. Its
+                    // error then says "after N retries" (the only sign it gives).
+                    let retried = maybe_stored || e.to_string().contains(" retries, max_retries");
+                    // If the object holds our bytes, an earlier attempt of ours won (or an
+                    // identical object was there: indistinguishable, and as good).
+                    if retried && self.get(key.clone()).await.is_ok_and(|d| d == data) {
+                        return Ok(());
+                    }
+                    return Err(BackendError::AlreadyExists(key));
+                }
+                // The client retries everything else that is transient, but not a create-only
+                // PUT that timed out: its outcome is unknown. Retried here, where a 412 can be
+                // told apart from our own success.
+                Err(e)
+                    if mode == PutMode::Create
+                        && outcome_unknown(&e)
+                        && Instant::now() < deadline =>
+                {
+                    maybe_stored = true;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => return Err(self.error("PUT", &key, e)),
             }
-            // 412 to If-None-Match (some servers answer 409).
-            Err(
-                object_store::Error::AlreadyExists { .. }
-                | object_store::Error::Precondition { .. },
-            ) if mode == PutMode::Create => Err(BackendError::AlreadyExists(key)),
-            Err(e) => Err(self.error("PUT", &key, e)),
         }
     }
 
@@ -694,6 +727,22 @@ impl Inner {
     }
 }
 
+/// Whether a request failed in a way that leaves unknown whether the server applied it: a
+/// timeout or a connection lost after the request was sent.
+fn outcome_unknown(e: &object_store::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<HttpError>() {
+            return matches!(
+                h.kind(),
+                HttpErrorKind::Timeout | HttpErrorKind::Interrupted
+            );
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// Whether `name` is a temporary file of a put in flight on a file-backed server, which some
 /// list: s3proxy's filesystem store writes `name-<random UUID>` and renames it into place.
 /// Such names are reserved (put refuses them) so that list can skip them.
@@ -724,7 +773,7 @@ fn is_no_space(answer: &str) -> bool {
 impl Backend for S3Backend {
     fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> Result<()> {
         // The request task must own its body; one copy per put.
-        let (k, data) = (key.clone(), data.to_vec());
+        let (k, data) = (key.clone(), Bytes::copy_from_slice(data));
         self.run(key, move |s| async move { s.put(k, data, mode).await })
     }
 

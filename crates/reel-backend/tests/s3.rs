@@ -37,7 +37,7 @@ fn run_all_checks(kind: Kind) {
         t.elapsed(),
         server.endpoint()
     );
-    let checks: [(&str, Check); 9] = [
+    let checks: [(&str, Check); 11] = [
         ("conformance", conformance_suite),
         (
             "conformance of the write-back cache over S3",
@@ -50,6 +50,8 @@ fn run_all_checks(kind: Kind) {
         ("counters", counters),
         ("list pagination", list_pagination),
         ("503 SlowDown and slow answers", slowdown_and_slow_answers),
+        ("create whose answer times out", create_answer_times_out),
+        ("create whose answer is lost", create_answer_lost),
     ];
     for (name, check) in checks {
         let t = Instant::now();
@@ -374,6 +376,55 @@ fn slowdown_and_slow_answers(server: &S3Server) {
         .map(|m| m.key.to_string())
         .collect();
     assert_eq!(keys, ["before", "slow/1", "slow/2"]);
+}
+
+/// A create-only put that the server applies but answers too late: the client times out, tries
+/// again, meets its own object (412) and, finding its bytes there, reports success. Another
+/// writer's create of the key still fails.
+fn create_answer_times_out(server: &S3Server) {
+    let proxy = FaultProxy::start(server.port()).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = config(server, &fresh_prefix());
+    c.endpoint = Some(proxy.endpoint());
+    c.request_timeout = Duration::from_secs(1);
+    let b = S3Backend::open(&c).unwrap();
+    let data = pattern(1 << 20, 4);
+    proxy.set(Fault::DelayPutAnswers(Duration::from_millis(1500)));
+    let result = std::thread::scope(|s| {
+        let w = s.spawn(|| b.put(&key("late/1"), &data, PutMode::Create));
+        std::thread::sleep(Duration::from_millis(2500));
+        proxy.set(Fault::None);
+        w.join().unwrap()
+    });
+    result.unwrap_or_else(|e| panic!("create answered late: {e}"));
+    assert!(b.counters().puts >= 2, "{:?}", b.counters());
+    assert!(b.get(&key("late/1")).unwrap() == data);
+    match b.put(&key("late/1"), &pattern(1 << 20, 5), PutMode::Create) {
+        Err(BackendError::AlreadyExists(_)) => {}
+        other => panic!("second creator: expected AlreadyExists, got {other:?}"),
+    }
+}
+
+/// A create-only put that the server applies but whose answer never arrives (the connection
+/// drops): the client retries by itself, meets its own object (412), and the put succeeds.
+fn create_answer_lost(server: &S3Server) {
+    let proxy = FaultProxy::start(server.port()).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = config(server, &fresh_prefix());
+    c.endpoint = Some(proxy.endpoint());
+    let b = S3Backend::open(&c).unwrap();
+    let data = pattern(1 << 20, 6);
+    proxy.set(Fault::DropPutAnswers);
+    let result = std::thread::scope(|s| {
+        let w = s.spawn(|| b.put(&key("lost/1"), &data, PutMode::Create));
+        std::thread::sleep(Duration::from_millis(1000));
+        proxy.set(Fault::None);
+        w.join().unwrap()
+    });
+    result.unwrap_or_else(|e| panic!("create whose answer was lost: {e}"));
+    assert!(b.get(&key("lost/1")).unwrap() == data);
+    match b.put(&key("lost/1"), &pattern(1 << 20, 7), PutMode::Create) {
+        Err(BackendError::AlreadyExists(_)) => {}
+        other => panic!("second creator: expected AlreadyExists, got {other:?}"),
+    }
 }
 
 /// The acceptance case: the server goes away mid-upload and comes back 2 s later; the put waits

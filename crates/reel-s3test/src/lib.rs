@@ -376,6 +376,13 @@ pub enum Fault {
     Unavailable,
     /// Wait this long, then forward: a slow server.
     Delay(Duration),
+    /// Forward requests at once but hold back each answer to a PUT this long: a server that
+    /// stores an object and answers late (a client's timeout then leaves the outcome unknown to
+    /// it). Other requests pass unchanged, so only the upload itself meets the delay.
+    DelayPutAnswers(Duration),
+    /// Forward requests, but close the connection instead of passing on the answer to a PUT:
+    /// the server stored the object, the client saw the connection drop.
+    DropPutAnswers,
 }
 
 /// A TCP proxy on a free loopback port in front of a server on `127.0.0.1:upstream`, injecting
@@ -490,8 +497,13 @@ impl ProxyShared {
                 return;
             }
             Fault::Delay(d) => std::thread::sleep(d),
-            Fault::None => {}
+            Fault::None | Fault::DelayPutAnswers(_) | Fault::DropPutAnswers => {}
         }
+        let (watch_puts, put_delay) = match fault {
+            Fault::DelayPutAnswers(d) => (true, Some(d)),
+            Fault::DropPutAnswers => (true, None),
+            _ => (false, None),
+        };
         let Ok(upstream) = TcpStream::connect(("127.0.0.1", self.upstream)) else {
             return; // the client sees the connection close, as with a server that is down
         };
@@ -504,15 +516,53 @@ impl ProxyShared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(tracked);
-        let up = std::thread::spawn(move || pump(c2, u2));
-        pump(upstream, client);
+        // Set when a PUT's head goes up, cleared when its answer comes down. The flag is set
+        // before the request is forwarded, so the answer cannot overtake it.
+        let put_pending = Arc::new(AtomicBool::new(false));
+        let pending = Arc::clone(&put_pending);
+        let up = std::thread::spawn(move || {
+            pump(c2, u2, |chunk| {
+                // A client writes a request head in one piece; a body chunk starting with
+                // "PUT " is not expected from the tests' data.
+                if watch_puts && chunk.starts_with(b"PUT ") {
+                    pending.store(true, Ordering::SeqCst);
+                }
+                Pass::Forward
+            });
+        });
+        pump(upstream, client, |_| {
+            if put_pending.swap(false, Ordering::SeqCst) {
+                match put_delay {
+                    Some(d) => std::thread::sleep(d),
+                    None => return Pass::Close,
+                }
+            }
+            Pass::Forward
+        });
         let _ = up.join();
     }
 }
 
-/// Copies `from` to `to` until either side closes, then closes both directions.
-fn pump(mut from: TcpStream, mut to: TcpStream) {
-    let _ = std::io::copy(&mut from, &mut to);
+/// What [`pump`] does with a chunk.
+#[derive(PartialEq, Eq)]
+enum Pass {
+    Forward,
+    Close,
+}
+
+/// Copies `from` to `to` until either side closes, then closes both directions. `before` sees
+/// each chunk and decides whether it is forwarded or the connection is closed.
+fn pump(mut from: TcpStream, mut to: TcpStream, mut before: impl FnMut(&[u8]) -> Pass) {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if before(&buf[..n]) == Pass::Close || to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
     let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);
 }
