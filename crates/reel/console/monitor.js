@@ -316,7 +316,30 @@ export function mountMonitor(view) {
       tile("Reduction: store (packs)", ratio(reduction), "tile-reduction-store"),
       tile("Reduction: on disk (all of the data directory)", `${ratio(reductionOnDisk)} (${bytes(onDisk)})`, "tile-reduction-disk"),
       tile("Disk free", total ? `${bytes(free)} of ${bytes(total)}` : bytes(free), "tile-free", bar),
+      ...bucketTiles(store.bucket || (stats && stats.bucket)),
     );
+  }
+
+  // On object storage: where the data goes, and what is not there yet (per cartridge).
+  function bucketTiles(b) {
+    if (!b) return [];
+    const age = (secs) => (secs === undefined || secs === null ? "–" : secs < 120 ? `${Number(secs).toFixed(0)} s` : `${(secs / 60).toFixed(0)} min`);
+    const perCartridge = (b.by_cartridge || [])
+      .slice()
+      .sort((x, y) => y.pending_bytes - x.pending_bytes)
+      .slice(0, 8)
+      .map((c) => h("li", { "data-testid": `bucket-pending-${c.barcode}`, text: `${c.barcode}: ${bytes(c.pending_bytes)}, oldest ${age(c.oldest_pending_seconds)}` }));
+    const state = b.failed ? h("p", { class: "error", role: "alert", text: b.failed }) : b.last_error ? h("p", { class: "muted", text: `last error (retried): ${b.last_error}` }) : null;
+    return [
+      tile("Bucket", `${b.location} · durability ${b.durability}`, "tile-bucket", state),
+      tile(
+        "Not yet in the bucket",
+        b.pending_objects ? `${bytes(b.pending_bytes)} in ${b.pending_objects} objects, oldest ${age(b.oldest_pending_seconds)}` : "nothing",
+        "tile-bucket-pending",
+        perCartridge.length ? h("ul", { class: "compact" }, ...perCartridge) : null,
+      ),
+      tile("Uploaded", `${bytes(b.uploaded_bytes)} (${b.requests} requests, ${b.upload_retries} retries)`, "tile-bucket-uploaded"),
+    ];
   }
 
   function renderTables(s) {
