@@ -7,14 +7,15 @@
 //!
 //! Mapping (see `docs/design/backend.md`, "S3 back end"): put is one PUT (`If-None-Match: *`
 //! for [`PutMode::Create`], whose 412 is `AlreadyExists`), after a key-conflict check (HEAD of
-//! each ancestor and a one-key LIST of `key/`, not atomic across writers: each reel node owns its
+//! the ancestors and a short LIST of `key/`, not atomic across writers: each reel node owns its
 //! prefix); get is a GET; get_range a ranged GET checked against the object size in the reply
 //! (S3 clamps ranges past the end, or answers 416); list is ListObjectsV2, every page; delete is
 //! a DELETE, which S3 answers with success for a missing key. Transient failures (5xx, 429,
 //! connection refused, timeouts of idempotent requests) are retried with exponential backoff for
-//! [`S3Config::retry_window`]; authentication failures are not retried. A create-only PUT whose
-//! outcome is unknown (timed out) is retried here, and a 412 then counts as success only if the
-//! object holds our bytes.
+//! [`S3Config::retry_window`]; authentication failures are not retried, and a 507 (full disk) is
+//! made final so that it is `NoSpace` at once. A create-only PUT whose outcome is unknown (timed
+//! out, or retried by the client after a lost answer) is retried here, and a 412 then counts as
+//! success only if the object holds our bytes.
 
 use std::fmt;
 use std::future::Future;
