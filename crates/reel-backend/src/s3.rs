@@ -7,14 +7,15 @@
 //!
 //! Mapping (see `docs/design/backend.md`, "S3 back end"): put is one PUT (`If-None-Match: *`
 //! for [`PutMode::Create`], whose 412 is `AlreadyExists`), after a key-conflict check (HEAD of
-//! each ancestor and a one-key LIST of `key/`, not atomic across writers: each reel node owns its
+//! the ancestors and a short LIST of `key/`, not atomic across writers: each reel node owns its
 //! prefix); get is a GET; get_range a ranged GET checked against the object size in the reply
 //! (S3 clamps ranges past the end, or answers 416); list is ListObjectsV2, every page; delete is
 //! a DELETE, which S3 answers with success for a missing key. Transient failures (5xx, 429,
 //! connection refused, timeouts of idempotent requests) are retried with exponential backoff for
-//! [`S3Config::retry_window`]; authentication failures are not retried. A create-only PUT whose
-//! outcome is unknown (timed out) is retried here, and a 412 then counts as success only if the
-//! object holds our bytes.
+//! [`S3Config::retry_window`]; authentication failures are not retried, and a 507 (full disk) is
+//! made final so that it is `NoSpace` at once. A create-only PUT whose outcome is unknown (timed
+//! out, or retried by the client after a lost answer) is retried here, and a 412 then counts as
+//! success only if the object holds our bytes.
 
 use std::fmt;
 use std::future::Future;
@@ -27,7 +28,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
-use object_store::client::{HttpError, HttpErrorKind};
+use object_store::client::{
+    HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse,
+    HttpResponseBody, HttpService, ReqwestConnector,
+};
 use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::Path;
 use object_store::{
@@ -360,7 +364,8 @@ impl S3Backend {
             .with_virtual_hosted_style_request(false)
             .with_retry(retry)
             // Carries `allow_http`; it replaces the builder's own client options.
-            .with_client_options(client);
+            .with_client_options(client)
+            .with_http_connector(NoSpaceIsFinalConnector);
         if let Some(token) = &creds.session_token {
             builder = builder.with_token(token);
         }
@@ -760,11 +765,51 @@ fn is_server_temp_name(name: &str) -> bool {
             .all(|b| b == b'-' || b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
+/// Starts the text of a `507 Insufficient Storage` answer as [`NoSpaceIsFinal`] passes it on.
+const NO_SPACE_MARKER: &str = "507 Insufficient Storage";
+
+/// The default HTTP client, except that a `507 Insufficient Storage` answer (versitygw's for a
+/// full disk) reaches the S3 client as a final 400 whose body starts with [`NO_SPACE_MARKER`]:
+/// the client retries every 5xx for the whole retry window, which would stall writes for minutes
+/// before a full disk is reported as `NoSpace`.
+#[derive(Debug)]
+struct NoSpaceIsFinal(HttpClient);
+
+#[async_trait::async_trait]
+impl HttpService for NoSpaceIsFinal {
+    async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let resp = self.0.execute(req).await?;
+        if resp.status() != http::StatusCode::INSUFFICIENT_STORAGE {
+            return Ok(resp);
+        }
+        let (mut parts, body) = resp.into_parts();
+        let answer = body
+            .bytes()
+            .await
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        parts.status = http::StatusCode::BAD_REQUEST;
+        parts.headers.remove(http::header::CONTENT_LENGTH);
+        let body = HttpResponseBody::from(format!("{NO_SPACE_MARKER}: {answer}"));
+        Ok(HttpResponse::from_parts(parts, body))
+    }
+}
+
+#[derive(Debug)]
+struct NoSpaceIsFinalConnector;
+
+impl HttpConnector for NoSpaceIsFinalConnector {
+    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
+        let inner = ReqwestConnector::default().connect(options)?;
+        Ok(HttpClient::new(NoSpaceIsFinal(inner)))
+    }
+}
+
 /// Whether a server's answer says the storage is full. 507 Insufficient Storage and MinIO's
 /// `XMinioStorageFull` are what servers send; `EntityTooLarge` is a size limit per object, not a
 /// full medium, so it is an ordinary error.
 fn is_no_space(answer: &str) -> bool {
-    answer.contains("507 Insufficient Storage")
+    answer.contains(NO_SPACE_MARKER)
         || answer.contains("XMinioStorageFull")
         || answer.contains("StorageFull")
         || answer.contains("QuotaExceeded")

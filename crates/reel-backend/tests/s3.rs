@@ -52,6 +52,7 @@ fn run_all_checks(kind: Kind) {
         ("503 SlowDown and slow answers", slowdown_and_slow_answers),
         ("create whose answer times out", create_answer_times_out),
         ("create whose answer is lost", create_answer_lost),
+        ("507 Insufficient Storage", insufficient_storage),
     ];
     for (name, check) in checks {
         let t = Instant::now();
@@ -425,6 +426,26 @@ fn create_answer_lost(server: &S3Server) {
         Err(BackendError::AlreadyExists(_)) => {}
         other => panic!("second creator: expected AlreadyExists, got {other:?}"),
     }
+}
+
+/// A full server (versitygw answers 507 Insufficient Storage on ENOSPC) is `NoSpace` at once,
+/// not after the retry window; writes work again once it has room.
+fn insufficient_storage(server: &S3Server) {
+    let proxy = FaultProxy::start(server.port()).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = config(server, &fresh_prefix());
+    c.endpoint = Some(proxy.endpoint());
+    let b = S3Backend::open(&c).unwrap();
+    proxy.set(Fault::InsufficientStorage);
+    let t = Instant::now();
+    for mode in [PutMode::Create, PutMode::Overwrite] {
+        match b.put(&key("full/1"), &[1; 1000], mode) {
+            Err(BackendError::NoSpace(k)) => assert_eq!(k, key("full/1")),
+            other => panic!("put to a full server: expected NoSpace, got {other:?}"),
+        }
+    }
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    proxy.set(Fault::None);
+    b.put(&key("full/1"), &[1; 1000], PutMode::Create).unwrap();
 }
 
 /// The acceptance case: the server goes away mid-upload and comes back 2 s later; the put waits

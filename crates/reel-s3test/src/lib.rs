@@ -374,6 +374,9 @@ pub enum Fault {
     None,
     /// Read the request, answer `503 Slow Down` with an S3 `SlowDown` error, close.
     Unavailable,
+    /// Read the request, answer `507 Insufficient Storage` (what versitygw answers when its
+    /// disk is full), close.
+    InsufficientStorage,
     /// Wait this long, then forward: a slow server.
     Delay(Duration),
     /// Forward requests at once but hold back each answer to a PUT this long: a server that
@@ -478,22 +481,26 @@ impl ProxyShared {
         }
     }
 
-    fn serve(&self, mut client: TcpStream) {
+    fn serve(&self, client: TcpStream) {
         let fault = *self.fault.lock().unwrap_or_else(PoisonError::into_inner);
         match fault {
             Fault::Unavailable => {
-                if drain_request(&mut client).is_ok() {
-                    self.unavailable_answers.fetch_add(1, Ordering::SeqCst);
-                    let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown\
-                                </Code><Message>Please reduce your request rate.</Message></Error>";
-                    let _ = write!(
-                        client,
-                        "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n\
-                         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                }
-                let _ = client.shutdown(Shutdown::Both);
+                self.unavailable_answers.fetch_add(1, Ordering::SeqCst);
+                answer_error(
+                    client,
+                    "503 Slow Down",
+                    "SlowDown",
+                    "Please reduce your request rate.",
+                );
+                return;
+            }
+            Fault::InsufficientStorage => {
+                answer_error(
+                    client,
+                    "507 Insufficient Storage",
+                    "InsufficientStorage",
+                    "Insufficient storage to perform the operation.",
+                );
                 return;
             }
             Fault::Delay(d) => std::thread::sleep(d),
@@ -565,6 +572,24 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mut before: impl FnMut(&[u8]) ->
     }
     let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);
+}
+
+/// Reads one request from `client`, answers with an S3 error document, and closes.
+fn answer_error(mut client: TcpStream, status: &str, code: &str, message: &str) {
+    if drain_request(&mut client).is_ok() {
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code>\
+             <Message>{message}</Message></Error>"
+        );
+        // One write: a reader may take the first segment for the whole answer.
+        let answer = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = client.write_all(answer.as_bytes());
+    }
+    let _ = client.shutdown(Shutdown::Both);
 }
 
 /// Reads one HTTP request (head and `Content-Length` body) and discards it, so that the client
@@ -649,9 +674,16 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n").ok()?;
-    let mut head = [0u8; 64];
-    let n = s.read(&mut head).ok()?;
-    let line = std::str::from_utf8(&head[..n]).ok()?;
+    // The status line may come in several segments: read up to its end.
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") && line.len() < 256 {
+        if s.read(&mut byte).ok()? == 0 {
+            break;
+        }
+        line.push(byte[0]);
+    }
+    let line = std::str::from_utf8(&line).ok()?;
     line.split(' ').nth(1)?.parse().ok()
 }
 
