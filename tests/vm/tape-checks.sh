@@ -1155,9 +1155,41 @@ if [ "$MODE" = full ] && [ "$BUCKET_MODE" = 1 ] && want bucket; then
 			not_ok "bucket: ${BTAG[s]} (slot $s): a tar archive and a dd file written, $where" "$why" "$(dmesg | tail -n 3)"
 		fi
 	done
+	# slot 4 in drive 1, written while the bucket does not answer (versitygw stopped by the
+	# host): its closing filemark, a synchronising point, must wait for the bucket; killed
+	# before it is acknowledged, the archive may be lost or survive, never differ
+	T1DEV=${DRV_NST[1]:-} PTAG="" PACK="" PPID_=""
+	make_tree "$W/pt" 6 512
+	tar -b 512 -cf "$W/p.tar" -C "$W/pt" .
+	rm -f "$W/p.rc"
+	if [ -z "$T1DEV" ] || ! ensure_loaded 1 4 || ! run mt -f "$T1DEV" setblk 0 || ! run mt -f "$T1DEV" rewind; then
+		not_ok "bucket: slot 4 loaded in drive 1 and rewound" "drive 1 '$T1DEV', rc $RUN_RC: $(last_line "$RUN_OUT")"
+	elif ! host_do s3-pause 60; then
+		not_ok "bucket: the host's s3-pause (SIGSTOP versitygw) succeeded" "see run.sh's hooks.log"
+	else
+		PTAG=$(lib_st | st_drive_tag 1)
+		(
+			timeout 600 dd if="$W/p.tar" of="$T1DEV" bs=256k 2>"$W/p.err"
+			echo $? >"$W/p.rc"
+		) &
+		PPID_=$!
+		for _ in $(seq 1 40); do [ -f "$W/p.rc" ] && break; sleep 0.5; done
+		if [ -f "$W/p.rc" ]; then
+			PACK=$(cat "$W/p.rc")
+			not_ok "bucket: with the bucket unreachable, a synchronising filemark is not acknowledged (durability = bucket)" \
+				"dd of $(fsize "$W/p.tar") bytes to $PTAG ended with rc $PACK within 20 s" "$(cat "$W/p.err")"
+		else
+			ok "bucket: $PTAG: versitygw stopped, dd of a $(fsize "$W/p.tar") byte tar archive to $T1DEV is still waiting after 20 s (its closing filemark waits for the bucket)"
+		fi
+	fi
 	if restart_and_recover recover-target "bucket"; then
 		S=$(lib_st)
 		printf '%s\n' "$S" >"$ART/mtx-status-recovered.txt"
+		if [ -n "$PPID_" ]; then
+			# the dd blocked at the kill ends (with an error) once the session is back
+			for _ in $(seq 1 120); do [ -f "$W/p.rc" ] && break; sleep 0.5; done
+			diag "bucket: the dd to $PTAG blocked at the kill: $([ -f "$W/p.rc" ] && echo "rc $(cat "$W/p.rc")" || echo "still running after 60 s"); $(grep -E 'error|cannot' "$W/p.err" | head -n 1)"
+		fi
 		if [ "$(st_tag 1 <<<"$S")" = "${BTAG[1]}" ] && [ "$(st_tag 2 <<<"$S")" = "${BTAG[2]}" ] && [ "$(st_drive_tag 0 <<<"$S")" = "${BTAG[3]}" ]; then
 			ok "bucket: mtx status on the recovered node: ${BTAG[1]} in slot 1, ${BTAG[2]} in slot 2, ${BTAG[3]} in drive 0"
 		else
@@ -1202,12 +1234,43 @@ if [ "$MODE" = full ] && [ "$BUCKET_MODE" = 1 ] && want bucket; then
 			not_ok "bucket: an archive appended on the recovered node reads back" "rc $RUN_RC: $(last_line "$RUN_OUT"); $TC_WHY"
 		fi
 		unload_drive 0
+		if [ -n "$PTAG" ] && [ -f "$W/p.rc" ]; then
+			why="" what=""
+			if [ "$(lib_st | st_drive_tag 1)" != "$PTAG" ]; then
+				unload_drive 1
+				from=$(lib_st | st_slot_of "$PTAG")
+				if [ -z "$from" ] || ! run mtx -f "$CH" load "$from" 1; then why="load $PTAG (slot '$from'): rc $RUN_RC $(last_line "$RUN_OUT")"; fi
+			fi
+			[ -z "$why" ] && ! wait_online "$T1DEV" 60 && why="$T1DEV not ONLINE: $(mt_status "$T1DEV" | tail -n 1)"
+			if [ -z "$why" ]; then
+				run mt -f "$T1DEV" rewind
+				tape_read "$T1DEV" "$W/p.back" bs=256k
+				n=$(fsize "$W/p.tar")
+				if [ "$PACK" = 0 ] && ! cmp -s "$W/p.tar" "$W/p.back"; then
+					why="acknowledged (dd rc 0) but $RD_BYTES of $n bytes read back ($RD_ERR)"
+				elif [ "$RD_BYTES" = 0 ]; then
+					what="lost: nothing at the beginning of the tape (${RD_ERR:-rc $RD_RC})"
+				elif cmp -s -n "$RD_BYTES" "$W/p.tar" "$W/p.back"; then
+					what="$RD_BYTES of $n bytes survived, equal to what was written"
+				else
+					why="$RD_BYTES bytes read, $(cmp "$W/p.tar" "$W/p.back" 2>&1 | head -n 1)"
+				fi
+			fi
+			if [ -z "$why" ]; then
+				ok "bucket: $PTAG, killed while its filemark waited for the bucket: $what"
+			else
+				not_ok "bucket: $PTAG (written while the bucket was unreachable) holds nothing or what was written" "$why"
+			fi
+			unload_drive 1
+		elif [ -n "$PTAG" ]; then
+			not_ok "bucket: the dd to $PTAG blocked at the kill ended after the recovery" "still running 60 s after the session came back" "$(dmesg | tail -n 3)"
+		fi
 	else
 		skip "bucket: the recovered inventory" "no session"
 		for s in 1 2 3; do skip "bucket: ${BTAG[s]} reads back on the recovered node" "no session"; done
 		skip "bucket: the recovered node is writable" "no session"
 	fi
-	rm -rf "$W"/b[1-4] "$W"/bd[1-3]
+	rm -rf "$W"/b[1-4] "$W"/bd[1-3] "$W/pt" "$W"/p.*
 fi
 
 # =============================================================================

@@ -40,8 +40,9 @@
 #                                          its store in the bucket
 # Hooks for the guest: restart-target (SIGTERM, wait for the exit, start
 # again), kill-target (SIGKILL, start again), recover-target (--bucket only:
-# SIGKILL, delete the data directory, `reel recover` from the bucket into a new
-# one, `reel serve` on it without --config).  After the run reel is stopped
+# SIGKILL, continue versitygw, delete the data directory, `reel recover` from
+# the bucket into a new one, `reel serve` on it without --config), s3-pause
+# (--bucket only: SIGSTOP versitygw).  After the run reel is stopped
 # with SIGTERM and `reel verify` checks the store (then versitygw is stopped).
 set -uo pipefail
 
@@ -119,6 +120,8 @@ s3_stop() {
 	local pid
 	pid=$(cat "$STATE/s3.pid" 2>/dev/null)
 	s3_ours "$pid" || return 0
+	# s3-pause may have left it stopped: a stopped process acts on SIGTERM only once continued
+	kill -CONT "$pid" 2>/dev/null
 	kill -TERM "$pid" 2>/dev/null
 	gone_within "$pid" 10 && return 0
 	kill -KILL "$pid" 2>/dev/null
@@ -176,6 +179,12 @@ recover_node() {
 	local old new t0=$SECONDS rc
 	old=$(data_dir)
 	new=$STATE/data-recovered-$(date +%s)
+	local pid
+	pid=$(cat "$STATE/s3.pid" 2>/dev/null)
+	if s3_ours "$pid"; then
+		kill -CONT "$pid" && echo "=== $(ts) SIGCONT to versitygw $pid" >>"$STATE/target.log"
+	fi
+	for _ in $(seq 1 100); do s3_health && break; sleep 0.1; done
 	echo "=== $(ts) recover: the bucket holds $(s3_usage); deleting $old" >>"$STATE/target.log"
 	rm -rf "${old:?}"
 	[ -e "$old" ] && { echo "could not delete $old"; return 1; }
@@ -200,6 +209,14 @@ if [ "${1:-}" = __hook ]; then
 	. "$STATE/target.env"
 	t0=$(date +%s.%N)
 	old=$(cat "$STATE/target.pid" 2>/dev/null)
+	# s3-pause (--bucket): SIGSTOP versitygw, the bucket stops answering; reel keeps running.
+	# recover-target continues it after reel is killed, so nothing reel sent later can land.
+	if [ "${3:-}" = s3-pause ]; then
+		pid=$(cat "$STATE/s3.pid" 2>/dev/null)
+		s3_ours "$pid" || { echo "s3-pause: no versitygw of ours (pid '$pid')"; exit 1; }
+		kill -STOP "$pid" && echo "=== $(ts) SIGSTOP to versitygw $pid" >>"$STATE/target.log"
+		exit $?
+	fi
 	case "${3:-}" in
 	restart-target) reel_stop TERM ;;
 	kill-target) reel_stop KILL ;;
