@@ -15,9 +15,12 @@
 #             DRIVES|SLOTS|IE|PREFIX|CARTRIDGES|MEDIA" separated by spaces
 #             (target IQN_BASE:SUFFIX, cartridges PREFIX0001.. in slots 1..)
 # and it answers `host_do restart-target` (clean stop, start) and
-# `host_do kill-target` (SIGKILL, start).
+# `host_do kill-target` (SIGKILL, start).  TAPE_MODE=bucket (tape-test.sh
+# --bucket): the library alone (no FILL_IQN), its store in an S3 bucket; login,
+# map and the `bucket` section only, which needs `host_do recover-target` (the
+# node's data directory deleted, rebuilt by `reel recover` from the bucket).
 #
-# Tunables (run.sh --env): TAPE_MODE (full | changers), TAPE_SECTIONS (all,
+# Tunables (run.sh --env): TAPE_MODE (full | changers | bucket), TAPE_SECTIONS (all,
 # or a list of: inventory map basics tar eod ili dd cartridge bench wp multi
 # restart kill partition btape amtapetype fill changers), BENCH_MB (8), DD_MB (24), DD_BLOCK_SIZES
 # ("64k 256k 1M"), CONC_MB (16), REPLACEMENT_TIMEOUT (120), CMD_TIMEOUT (180),
@@ -33,6 +36,10 @@ SECTIONS=${TAPE_SECTIONS:-all}
 IQN_BASE=${IQN_BASE:-iqn.2026-11.org.reel.test}
 LIB_IQN=${LIB_IQN:-iqn.2026-11.org.reel:library}
 FILL_IQN=${FILL_IQN:-$IQN_BASE:fill}
+# bucket: the full mode's login and map on the main library, then the bucket section alone
+# (it needs the recover-target hook, which only tape-test.sh --bucket answers)
+BUCKET_MODE=0
+[ "$MODE" = bucket ] && BUCKET_MODE=1 MODE=full SECTIONS=bucket FILL_IQN=""
 CHANGER_SPECS=${CHANGER_SPECS:-}
 LIB_DRIVES=${LIB_DRIVES:-4}
 LIB_SLOTS=${LIB_SLOTS:-40}
@@ -1101,6 +1108,169 @@ if [ "$MODE" = full ] && want kill; then
 		skip "kill: file 1" "no session"
 		skip "kill: cartridge writable again" "no session"
 	fi
+fi
+
+# =============================================================================
+# disaster recovery: the node and its disk lost, rebuilt from the bucket alone
+# =============================================================================
+if [ "$MODE" = full ] && [ "$BUCKET_MODE" = 1 ] && want bucket; then
+	section bucket "cartridges survive the loss of the node: reel recover from the bucket"
+	for d in $(seq 0 $((LIB_DRIVES - 1))); do unload_drive "$d"; done
+	S=$(lib_st)
+	declare -a BTAG BSHA
+	# slots 1 and 2 go back to their slots; slot 3 stays in drive 0 (rewound: also a
+	# synchronising point), so the recovered inventory is checked for a drive too
+	for s in 1 2 3; do
+		BTAG[s]=$(st_tag "$s" <<<"$S")
+		make_tree "$W/b$s" 8 768
+		manifest "$W/b$s" >"$W/mb$s"
+		head -c $(((2 + s) * 1048576)) /dev/urandom >"$W/bd$s"
+		BSHA[s]=$(sha "$W/bd$s")
+		t0=$(now)
+		why=""
+		if ! ensure_loaded 0 "$s"; then
+			why="load slot $s: rc $RUN_RC $(last_line "$RUN_OUT")"
+		else
+			run mt -f "$T0DEV" setblk 0
+			run mt -f "$T0DEV" rewind
+			tar_write "$T0DEV" "$W/b$s" || why="tar rc $RUN_RC: $(last_line "$RUN_OUT")"
+			if [ -z "$why" ]; then
+				tape_write "$T0DEV" "$W/bd$s" bs=256k
+				[ "$WR_RC" = 0 ] || why="dd rc $WR_RC: $WR_ERR"
+			fi
+			pos=$(mt_pos "$T0DEV")
+			[ -z "$why" ] && [ "$pos" != 2:0 ] && why="position after two files '$pos', not 2:0"
+		fi
+		if [ "$s" = 3 ]; then
+			run mt -f "$T0DEV" rewind || why="${why:-rewind rc $RUN_RC}"
+			where="left in drive 0, rewound"
+		else
+			unload_drive 0
+			lib_st | st_full "$s" || why="${why:-not back in slot $s after mt offline + mtx unload}"
+			where="unloaded to slot $s"
+		fi
+		if [ -z "$why" ]; then
+			ok "bucket: ${BTAG[s]}: tar archive ($(tar_bytes "$W/b$s") bytes, $(grep -c '^F' "$W/mb$s") files) and dd file ($(fsize "$W/bd$s") bytes), each closed by a filemark; $where ($(elapsed "$t0") s)"
+		else
+			not_ok "bucket: ${BTAG[s]} (slot $s): a tar archive and a dd file written, $where" "$why" "$(dmesg | tail -n 3)"
+		fi
+	done
+	# slot 4 in drive 1, written while the bucket does not answer (versitygw stopped by the
+	# host): its closing filemark, a synchronising point, must wait for the bucket; killed
+	# before it is acknowledged, the archive may be lost or survive, never differ
+	T1DEV=${DRV_NST[1]:-} PTAG="" PACK="" PPID_=""
+	make_tree "$W/pt" 6 512
+	tar -b 512 -cf "$W/p.tar" -C "$W/pt" .
+	rm -f "$W/p.rc"
+	if [ -z "$T1DEV" ] || ! ensure_loaded 1 4 || ! run mt -f "$T1DEV" setblk 0 || ! run mt -f "$T1DEV" rewind; then
+		not_ok "bucket: slot 4 loaded in drive 1 and rewound" "drive 1 '$T1DEV', rc $RUN_RC: $(last_line "$RUN_OUT")"
+	elif ! host_do s3-pause 60; then
+		not_ok "bucket: the host's s3-pause (SIGSTOP versitygw) succeeded" "see run.sh's hooks.log"
+	else
+		PTAG=$(lib_st | st_drive_tag 1)
+		(
+			timeout 600 dd if="$W/p.tar" of="$T1DEV" bs=256k 2>"$W/p.err"
+			echo $? >"$W/p.rc"
+		) &
+		PPID_=$!
+		for _ in $(seq 1 40); do [ -f "$W/p.rc" ] && break; sleep 0.5; done
+		if [ -f "$W/p.rc" ]; then
+			PACK=$(cat "$W/p.rc")
+			not_ok "bucket: with the bucket unreachable, a synchronising filemark is not acknowledged (durability = bucket)" \
+				"dd of $(fsize "$W/p.tar") bytes to $PTAG ended with rc $PACK within 20 s" "$(cat "$W/p.err")"
+		else
+			ok "bucket: $PTAG: versitygw stopped, dd of a $(fsize "$W/p.tar") byte tar archive to $T1DEV is still waiting after 20 s (its closing filemark waits for the bucket)"
+		fi
+	fi
+	if restart_and_recover recover-target "bucket"; then
+		S=$(lib_st)
+		printf '%s\n' "$S" >"$ART/mtx-status-recovered.txt"
+		if [ -n "$PPID_" ]; then
+			# the dd blocked at the kill ends (with an error) once the session is back
+			for _ in $(seq 1 120); do [ -f "$W/p.rc" ] && break; sleep 0.5; done
+			diag "bucket: the dd to $PTAG blocked at the kill: $([ -f "$W/p.rc" ] && echo "rc $(cat "$W/p.rc")" || echo "still running after 60 s"); $(grep -E 'error|cannot' "$W/p.err" | head -n 1)"
+		fi
+		if [ "$(st_tag 1 <<<"$S")" = "${BTAG[1]}" ] && [ "$(st_tag 2 <<<"$S")" = "${BTAG[2]}" ] && [ "$(st_drive_tag 0 <<<"$S")" = "${BTAG[3]}" ]; then
+			ok "bucket: mtx status on the recovered node: ${BTAG[1]} in slot 1, ${BTAG[2]} in slot 2, ${BTAG[3]} in drive 0"
+		else
+			not_ok "bucket: the recovered inventory: ${BTAG[1]} in slot 1, ${BTAG[2]} in slot 2, ${BTAG[3]} in drive 0" \
+				"slot 1 '$(st_tag 1 <<<"$S")', slot 2 '$(st_tag 2 <<<"$S")', $(st_drive 0 <<<"$S")"
+		fi
+		for s in 1 2 3; do
+			t0=$(now)
+			why=""
+			# where it is: in drive 0 already (slot 3), or in its slot (or wherever the inventory put it)
+			if [ "$(lib_st | st_drive_tag 0)" != "${BTAG[s]}" ]; then
+				unload_drive 0
+				from=$(lib_st | st_slot_of "${BTAG[s]}")
+				if [ -z "$from" ] || ! run mtx -f "$CH" load "$from" 0; then why="load ${BTAG[s]} (slot '$from'): rc $RUN_RC $(last_line "$RUN_OUT")"; fi
+			fi
+			[ -z "$why" ] && ! wait_online "$T0DEV" 60 && why="$T0DEV not ONLINE: $(mt_status "$T0DEV" | tail -n 1)"
+			if [ -z "$why" ]; then
+				run mt -f "$T0DEV" rewind
+				tar_check "$T0DEV" "$W/mb$s" || why="archive (file 0): $TC_WHY"
+			fi
+			if [ -z "$why" ]; then
+				run mt -f "$T0DEV" rewind
+				run mt -f "$T0DEV" fsf 1
+				tape_read "$T0DEV" "$W/bd$s.back" bs=256k
+				got=$(sha "$W/bd$s.back")
+				[ "$RD_RC" = 0 ] && [ "$got" = "${BSHA[s]}" ] || why="dd file (file 1): rc $RD_RC, $RD_BYTES of $(fsize "$W/bd$s") bytes, sha256 ${got:0:16} for ${BSHA[s]:0:16} ($RD_ERR)"
+			fi
+			if [ -z "$why" ]; then
+				ok "bucket: ${BTAG[s]} on the recovered node: the tar archive extracts identical, the dd file reads back identical (sha256 ${BSHA[s]:0:16}, $(elapsed "$t0") s)"
+			else
+				not_ok "bucket: ${BTAG[s]} reads back identical on the recovered node" "$why" "$(dmesg | tail -n 3)"
+			fi
+			rm -f "$W/bd$s.back"
+		done
+		# the recovered node takes new data: an archive appended at file 2 of slot 3's cartridge
+		make_tree "$W/b4" 4 256
+		manifest "$W/b4" >"$W/mb4"
+		if run mt -f "$T0DEV" rewind && run mt -f "$T0DEV" fsf 2 && tar_write "$T0DEV" "$W/b4" &&
+			run mt -f "$T0DEV" rewind && run mt -f "$T0DEV" fsf 2 && tar_check "$T0DEV" "$W/mb4"; then
+			ok "bucket: the recovered node is writable: an archive appended at file 2 of $(lib_st | st_drive_tag 0) reads back identical"
+		else
+			not_ok "bucket: an archive appended on the recovered node reads back" "rc $RUN_RC: $(last_line "$RUN_OUT"); $TC_WHY"
+		fi
+		unload_drive 0
+		if [ -n "$PTAG" ] && [ -f "$W/p.rc" ]; then
+			why="" what=""
+			if [ "$(lib_st | st_drive_tag 1)" != "$PTAG" ]; then
+				unload_drive 1
+				from=$(lib_st | st_slot_of "$PTAG")
+				if [ -z "$from" ] || ! run mtx -f "$CH" load "$from" 1; then why="load $PTAG (slot '$from'): rc $RUN_RC $(last_line "$RUN_OUT")"; fi
+			fi
+			[ -z "$why" ] && ! wait_online "$T1DEV" 60 && why="$T1DEV not ONLINE: $(mt_status "$T1DEV" | tail -n 1)"
+			if [ -z "$why" ]; then
+				run mt -f "$T1DEV" rewind
+				tape_read "$T1DEV" "$W/p.back" bs=256k
+				n=$(fsize "$W/p.tar")
+				if [ "$PACK" = 0 ] && ! cmp -s "$W/p.tar" "$W/p.back"; then
+					why="acknowledged (dd rc 0) but $RD_BYTES of $n bytes read back ($RD_ERR)"
+				elif [ "$RD_BYTES" = 0 ]; then
+					what="lost: nothing at the beginning of the tape (${RD_ERR:-rc $RD_RC})"
+				elif cmp -s -n "$RD_BYTES" "$W/p.tar" "$W/p.back"; then
+					what="$RD_BYTES of $n bytes survived, equal to what was written"
+				else
+					why="$RD_BYTES bytes read, $(cmp "$W/p.tar" "$W/p.back" 2>&1 | head -n 1)"
+				fi
+			fi
+			if [ -z "$why" ]; then
+				ok "bucket: $PTAG, killed while its filemark waited for the bucket: $what"
+			else
+				not_ok "bucket: $PTAG (written while the bucket was unreachable) holds nothing or what was written" "$why"
+			fi
+			unload_drive 1
+		elif [ -n "$PTAG" ]; then
+			not_ok "bucket: the dd to $PTAG blocked at the kill ended after the recovery" "still running 60 s after the session came back" "$(dmesg | tail -n 3)"
+		fi
+	else
+		skip "bucket: the recovered inventory" "no session"
+		for s in 1 2 3; do skip "bucket: ${BTAG[s]} reads back on the recovered node" "no session"; done
+		skip "bucket: the recovered node is writable" "no session"
+	fi
+	rm -rf "$W"/b[1-4] "$W"/bd[1-3] "$W/pt" "$W"/p.*
 fi
 
 # =============================================================================

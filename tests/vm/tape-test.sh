@@ -9,6 +9,13 @@
 #                    else target/release/reel); a private copy is run
 #   --changers       only the changer personalities (one library per changer
 #                    model): quick, no tape I/O
+#   --bucket         disaster recovery on the S3 back end: a versitygw started
+#                    here (loopback, random keys), reel with durability "bucket",
+#                    the guest's `bucket` section; the recover-target hook
+#                    deletes reel's data directory and rebuilds it with `reel
+#                    recover`. Fails (exit 2) when versitygw is missing
+#                    ($REEL_TOOLS_DIR/bin, default ~/.cache/reel-tools/bin;
+#                    scripts/s3-servers.sh install)
 #   --sections "..." only these sections of tape-checks.sh (see its header; login and
 #                    the drive mapping always run)
 #   --port N         listen port (default: the first free one from 13270)
@@ -29,9 +36,14 @@
 #   iqn.2026-11.org.reel.test:fill         IBM 3584, 1 drive, 4 slots: SML001L9 and
 #                                          SML002L9 (--fill-mb MiB), SML003L9 (16 MiB)
 #   iqn.2026-11.org.reel.test:chg-*        one library per changer model (CHANGERS below)
+#   --bucket: only the main library (as above, the 20 blank cartridges made by serve),
+#                                          its store in the bucket
 # Hooks for the guest: restart-target (SIGTERM, wait for the exit, start
-# again), kill-target (SIGKILL, start again).  After the run reel is stopped
-# with SIGTERM and `reel verify` checks the store.
+# again), kill-target (SIGKILL, start again), recover-target (--bucket only:
+# SIGKILL, continue versitygw, delete the data directory, `reel recover` from
+# the bucket into a new one, `reel serve` on it without --config), s3-pause
+# (--bucket only: SIGSTOP versitygw).  After the run reel is stopped
+# with SIGTERM and `reel verify` checks the store (then versitygw is stopped).
 set -uo pipefail
 
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -78,11 +90,56 @@ gone_within() { # PID SECONDS
 }
 listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 ts() { date -u +%T.%3N; }
+# reel's current data directory: recover-target replaces it with a new one
+data_dir() { cat "$STATE/data.path" 2>/dev/null || echo "$STATE/data"; }
+
+# --- versitygw (--bucket): only the PID recorded in $STATE/s3.pid ---------------------------------
+s3_ours() { alive "$1" && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "posix $STATE/s3"; }
+s3_health() { [ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$S3_ENDPOINT/health" 2>/dev/null)" = 200 ]; }
+s3_start() {
+	mkdir -m 700 "$STATE/s3" || return 1
+	ROOT_ACCESS_KEY=$AWS_ACCESS_KEY_ID ROOT_SECRET_KEY=$AWS_SECRET_ACCESS_KEY \
+		"$VERSITYGW" --port "127.0.0.1:$S3_PORT" --region us-east-1 --health /health posix "$STATE/s3" \
+		</dev/null >>"$STATE/versitygw.log" 2>&1 &
+	local pid=$!
+	disown "$pid" 2>/dev/null
+	echo "$pid" >"$STATE/s3.pid"
+	for _ in $(seq 1 300); do
+		s3_health && break
+		alive "$pid" || { echo "versitygw exited at start (see $STATE/versitygw.log)" >&2; return 1; }
+		sleep 0.1
+	done
+	s3_health || { echo "versitygw does not answer $S3_ENDPOINT/health within 30 s" >&2; return 1; }
+	# the empty-payload hash: curl signs, the server wants the header
+	curl -sf --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+		-H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" \
+		-X PUT "$S3_ENDPOINT/$S3_BUCKET" >>"$STATE/versitygw.log" 2>&1 ||
+		{ echo "creating bucket $S3_BUCKET failed (see $STATE/versitygw.log)" >&2; return 1; }
+}
+s3_stop() {
+	local pid
+	pid=$(cat "$STATE/s3.pid" 2>/dev/null)
+	s3_ours "$pid" || return 0
+	# s3-pause may have left it stopped: a stopped process acts on SIGTERM only once continued
+	kill -CONT "$pid" 2>/dev/null
+	kill -TERM "$pid" 2>/dev/null
+	gone_within "$pid" 10 && return 0
+	kill -KILL "$pid" 2>/dev/null
+	gone_within "$pid" 5
+}
+# what the bucket holds under the prefix: "N objects, B bytes" (from the posix directory)
+s3_usage() {
+	local d=$STATE/s3/$S3_BUCKET/$S3_PREFIX
+	echo "$(find "$d" -type f 2>/dev/null | wc -l) objects, $(du -sb "$d" 2>/dev/null | cut -f1) bytes"
+}
 
 # --- reel ---------------------------------------------------------------------------------------------
 reel_start() {
-	echo "=== $(ts) start: $REEL_BIN serve --data $STATE/data --config $STATE/reel.toml" >>"$STATE/target.log"
-	NO_COLOR=1 RUST_BACKTRACE=1 "$REEL_BIN" serve --data "$STATE/data" --config "$STATE/reel.toml" --http 127.0.0.1:0 \
+	local args=(serve --data "$(data_dir)" --config "$STATE/reel.toml" --http 127.0.0.1:0)
+	# a recovered directory knows its bucket (bucket.toml): no --config, the portal on the command line
+	[ -f "$STATE/recovered" ] && args=(serve --data "$(data_dir)" --listen "127.0.0.1:$PORT" --http 127.0.0.1:0)
+	echo "=== $(ts) start: $REEL_BIN ${args[*]}" >>"$STATE/target.log"
+	NO_COLOR=1 RUST_BACKTRACE=1 "$REEL_BIN" "${args[@]}" \
 		</dev/null >>"$STATE/target.log" 2>&1 &
 	local pid=$!
 	disown "$pid" 2>/dev/null # a restart hook may end it: no job notice here
@@ -117,6 +174,34 @@ reel_stop() {
 	return 1
 }
 
+# recover_node: the node is lost with its disk; a new one is built from the bucket alone
+recover_node() {
+	local old new t0=$SECONDS rc
+	old=$(data_dir)
+	new=$STATE/data-recovered-$(date +%s)
+	local pid
+	pid=$(cat "$STATE/s3.pid" 2>/dev/null)
+	if s3_ours "$pid"; then
+		kill -CONT "$pid" && echo "=== $(ts) SIGCONT to versitygw $pid" >>"$STATE/target.log"
+	fi
+	for _ in $(seq 1 100); do s3_health && break; sleep 0.1; done
+	echo "=== $(ts) recover: the bucket holds $(s3_usage); deleting $old" >>"$STATE/target.log"
+	rm -rf "${old:?}"
+	[ -e "$old" ] && { echo "could not delete $old"; return 1; }
+	# reel refuses a data directory other users can enter: make the empty one private
+	mkdir -m 700 "$new" || return 1
+	echo "=== $(ts) $REEL_BIN recover --from s3://$S3_BUCKET/$S3_PREFIX --endpoint $S3_ENDPOINT --durability bucket --cache-size 1G --data $new" >>"$STATE/target.log"
+	NO_COLOR=1 "$REEL_BIN" recover --from "s3://$S3_BUCKET/$S3_PREFIX" --endpoint "$S3_ENDPOINT" \
+		--durability bucket --cache-size 1G --data "$new" </dev/null >"$STATE/recover.log" 2>&1
+	rc=$?
+	tr '\r' '\n' <"$STATE/recover.log" | grep -v '^$' | tail -n 30 >>"$STATE/target.log"
+	echo "=== $(ts) recover: rc $rc in $((SECONDS - t0)) s" >>"$STATE/target.log"
+	echo "reel recover: rc $rc in $((SECONDS - t0)) s: $(tr '\r' '\n' <"$STATE/recover.log" | grep -E '^(catalog journal|recovered|error|Error)' | tail -n 3 | tr '\n' ' ')"
+	[ "$rc" = 0 ] || return 1
+	echo "$new" >"$STATE/data.path"
+	touch "$STATE/recovered"
+}
+
 # --- hooks: run.sh --hook "tape-test.sh __hook STATE" --------------------------------------------------
 if [ "${1:-}" = __hook ]; then
 	STATE=$2
@@ -124,12 +209,24 @@ if [ "${1:-}" = __hook ]; then
 	. "$STATE/target.env"
 	t0=$(date +%s.%N)
 	old=$(cat "$STATE/target.pid" 2>/dev/null)
+	# s3-pause (--bucket): SIGSTOP versitygw, the bucket stops answering; reel keeps running.
+	# recover-target continues it after reel is killed, so nothing reel sent later can land.
+	if [ "${3:-}" = s3-pause ]; then
+		pid=$(cat "$STATE/s3.pid" 2>/dev/null)
+		s3_ours "$pid" || { echo "s3-pause: no versitygw of ours (pid '$pid')"; exit 1; }
+		kill -STOP "$pid" && echo "=== $(ts) SIGSTOP to versitygw $pid" >>"$STATE/target.log"
+		exit $?
+	fi
 	case "${3:-}" in
 	restart-target) reel_stop TERM ;;
 	kill-target) reel_stop KILL ;;
+	recover-target) [ -n "${S3_BUCKET:-}" ] || { echo "recover-target needs --bucket"; exit 64; }; reel_stop KILL ;;
 	*) echo "unknown request '${3:-}'"; exit 64 ;;
 	esac
 	stop_rc=$?
+	if [ "$3" = recover-target ] && [ "$stop_rc" = 0 ]; then
+		recover_node || stop_rc=1
+	fi
 	reel_start
 	start_rc=$?
 	echo "${3}: stop rc $stop_rc (pid $old), start rc $start_rc (pid $(cat "$STATE/target.pid")), $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s"
@@ -144,6 +241,7 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--reel-bin) REEL_BIN=${2:-}; shift 2 ;;
 	--changers) MODE=changers; shift ;;
+	--bucket) MODE=bucket; shift ;;
 	--sections) SECTIONS=${2:-}; shift 2 ;;
 	--port) PORT=${2:-}; shift 2 ;;
 	--out) OUT=${2:-}; shift 2 ;;
@@ -167,7 +265,16 @@ REEL_BIN=$(cd "$(dirname "$REEL_BIN")" && pwd)/$(basename "$REEL_BIN")
 ORIG_REEL_BIN=$REEL_BIN
 "$REEL_BIN" cartridges create --help 2>&1 | grep -q -- '--capacity' || die "$REEL_BIN cannot create small cartridges (cartridges create --capacity)"
 case "$FILL_MB" in '' | *[!0-9]*) die "--fill-mb wants MiB" ;; esac
-[ -n "$TIMEOUT" ] || { [ "$MODE" = changers ] && TIMEOUT=600 || TIMEOUT=1800; }
+if [ "$MODE" = bucket ]; then
+	# never a silent skip: without a real S3 server this mode cannot prove anything
+	VERSITYGW=${REEL_TOOLS_DIR:-$HOME/.cache/reel-tools}/bin/versitygw
+	[ -x "$VERSITYGW" ] || die "--bucket needs versitygw at $VERSITYGW: run scripts/s3-servers.sh install (or set REEL_TOOLS_DIR)"
+	command -v curl >/dev/null || die "--bucket needs curl (it creates the bucket with --aws-sigv4)"
+	[ -n "$SECTIONS" ] && die "--bucket runs its own section (bucket); no --sections with it"
+	"$REEL_BIN" recover --help >/dev/null 2>&1 || die "$REEL_BIN has no 'recover' command"
+fi
+case "$MODE" in full) DEF_TIMEOUT=1800 ;; changers) DEF_TIMEOUT=600 ;; *) DEF_TIMEOUT=900 ;; esac
+[ -n "$TIMEOUT" ] || TIMEOUT=$DEF_TIMEOUT
 if [ -z "$PORT" ]; then
 	PORT=13270
 	while listening "$PORT"; do PORT=$((PORT + 1)); done
@@ -193,6 +300,26 @@ REEL_BIN=$STATE/bin/reel
 	printf 'REEL_BIN=%q\n' "$REEL_BIN"
 	echo "PORT=$PORT"
 } >"$STATE/target.env"
+if [ "$MODE" = bucket ]; then
+	# random keys (never the same twice: a leftover server must not accept us), a free port
+	S3_PORT=17070
+	while listening "$S3_PORT" || [ "$S3_PORT" = "$PORT" ]; do S3_PORT=$((S3_PORT + 1)); done
+	AWS_ACCESS_KEY_ID=reel$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	AWS_SECRET_ACCESS_KEY=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+	S3_ENDPOINT=http://127.0.0.1:$S3_PORT S3_BUCKET=reel-vm S3_PREFIX=node-a
+	# the hooks read the keys from here: private, removed with the state unless --keep
+	chmod 600 "$STATE/target.env"
+	{
+		printf 'VERSITYGW=%q\n' "$VERSITYGW"
+		echo "S3_PORT=$S3_PORT S3_ENDPOINT=$S3_ENDPOINT S3_BUCKET=$S3_BUCKET S3_PREFIX=$S3_PREFIX"
+		echo "export AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY"
+	} >>"$STATE/target.env"
+	# until finish takes over (below): a setup error must not leave the server running
+	trap 's3_stop' EXIT
+	s3_start || die "versitygw did not come up (see $STATE/versitygw.log)"
+	say "versitygw pid $(cat "$STATE/s3.pid") on $S3_ENDPOINT, bucket $S3_BUCKET, data $STATE/s3"
+fi
 
 # --- data directory and configuration ------------------------------------------------------------------
 create() { "$REEL_BIN" cartridges create --data "$STATE/data" "$@" >>"$STATE/prepare.log" 2>&1 || die "cartridges create $* failed (see $STATE/prepare.log)"; }
@@ -204,6 +331,7 @@ SPECS=""
 	# Prefixed libraries first: a library with an empty barcode_prefix takes
 	# every cartridge not claimed before it.
 	for spec in "${CHANGERS[@]}"; do
+		[ "$MODE" = bucket ] && break
 		IFS='|' read -r suffix changer drive nd ns nie pfx ncart media <<<"$spec"
 		echo
 		echo "[[iscsi.target]]"
@@ -224,6 +352,34 @@ SPECS=""
 		create --prefix "$pfx" --count "$ncart" --media "$media"
 		SPECS="$SPECS $spec"
 	done
+	if [ "$MODE" = bucket ]; then
+		# the main library as reel offers it without a configuration (serve makes its 20
+		# cartridges): the recovered node, started without --config, offers the same one
+		cat <<EOF
+
+[[iscsi.target]]
+name = "$LIB_IQN"
+kind = "library"
+changer = "ibm-3584"
+drive = "ibm-td9"
+drives = 4
+slots = 40
+import_export = 4
+
+[store]
+backend = "s3"
+durability = "bucket"
+
+[store.s3]
+endpoint = "$S3_ENDPOINT"
+bucket = "$S3_BUCKET"
+prefix = "$S3_PREFIX"
+region = "us-east-1"
+
+[store.cache]
+size = "1G"
+EOF
+	fi
 	if [ "$MODE" = full ]; then
 		cat <<EOF
 
@@ -252,23 +408,29 @@ EOF
 		create --prefix SML --first 3 --count 1 --capacity 16M
 	fi
 } >"$STATE/reel.toml"
-"$REEL_BIN" cartridges list --data "$STATE/data" >"$STATE/cartridges-before.txt" 2>&1
+[ "$MODE" = bucket ] || "$REEL_BIN" cartridges list --data "$STATE/data" >"$STATE/cartridges-before.txt" 2>&1
 
 finish() {
-	local vrc
+	local vrc data
 	[ "${RC:-1}" = 0 ] || KEEP=1
 	reel_stop TERM || say "reel did not stop within 120 s of SIGTERM (see $STATE/target.log)"
-	if [ -d "$STATE/data" ] && [ "$SETUP_ONLY" = 0 ]; then
-		"$REEL_BIN" cartridges list --data "$STATE/data" >"$STATE/cartridges-after.txt" 2>&1
-		"$REEL_BIN" verify --data "$STATE/data" >"$STATE/verify.txt" 2>&1
+	data=$(data_dir)
+	if [ -d "$data" ] && [ "$SETUP_ONLY" = 0 ]; then
+		"$REEL_BIN" cartridges list --data "$data" >"$STATE/cartridges-after.txt" 2>&1
+		"$REEL_BIN" verify --data "$data" >"$STATE/verify.txt" 2>&1
 		vrc=$?
 		say "reel verify after the run: rc $vrc, $(tr '\r' '\n' <"$STATE/verify.txt" | grep -v '^verifying' | grep -v '^$' | tr '\n' ' ' | cut -c1-160)"
 		[ "$vrc" = 0 ] || { KEEP=1; RC=${RC:-0}; [ "$RC" = 0 ] && RC=1; }
 	fi
+	# after verify: it reads the packs from the bucket
+	if [ "$MODE" = bucket ]; then
+		say "bucket: $(s3_usage)"
+		s3_stop || say "versitygw (pid $(cat "$STATE/s3.pid" 2>/dev/null)) did not stop"
+	fi
 	if [ "$KEEP" = 1 ]; then
 		say "logs and reel's data in $OUT"
 	else
-		rm -rf "${STATE:?}/data" "${STATE:?}/bin"
+		rm -rf "${STATE:?}/data" "${STATE:?}"/data-recovered-* "${STATE:?}/s3" "${STATE:?}/bin" "${STATE:?}/target.env"
 		say "logs in $OUT"
 	fi
 	[ -s "$OUT/vm/summary" ] && cat "$OUT/vm/summary"
@@ -295,6 +457,8 @@ HOOK=$(printf '%q __hook %q' "$SELF" "$STATE")
 if [ "$SETUP_ONLY" = 1 ]; then
 	say "left running. The checks:  $VM_DIR/run.sh --portal 127.0.0.1:$PORT --script $VM_DIR/tape-checks.sh --hook '$HOOK' --timeout $TIMEOUT $(printf '%q ' "${ENVS[@]}")"
 	say "stop it: kill $(cat "$STATE/target.pid")"
+	[ "$MODE" = bucket ] && say "and versitygw: kill $(cat "$STATE/s3.pid") (keys in $STATE/target.env)"
+	trap - EXIT
 	exit 0
 fi
 
