@@ -22,7 +22,11 @@ const FIRST_SLOT: u16 = 0x0401;
 
 /// Record `r` of cartridge `c`: every other record is shared by all cartridges (dedup).
 fn record(c: u64, r: u64) -> Vec<u8> {
-    let key = if r.is_multiple_of(2) { 1_000 + r } else { c * 100 + r };
+    let key = if r.is_multiple_of(2) {
+        1_000 + r
+    } else {
+        c * 100 + r
+    };
     let mut x = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..RECORD)
         .map(|_| {
