@@ -9,7 +9,8 @@ use crate::harness::size_label;
 const SHADES: [&str; 4] = ["#1f6fb4", "#0b3d66", "#5aa0d8", "#3d5a80"];
 
 /// (file name, chart): `throughput-dedup.svg` or `throughput-incompressible.svg` after the
-/// workload, so both of `bench/store/run.sh`'s runs keep theirs.
+/// workload, so both of `bench/store/run.sh`'s runs keep theirs; a run with S3 cells writes
+/// `throughput-WORKLOAD-s3run.svg` and `s3-WORKLOAD.svg` (local and S3 side by side).
 pub fn charts(report: &Report) -> Vec<(String, LineChart)> {
     let w = &report.workload;
     let (slug, what) = if w.incompressible {
@@ -70,7 +71,9 @@ pub fn charts(report: &Report) -> Vec<(String, LineChart)> {
         rules: Vec::new(),
         bars: false,
     };
-    let mut out = vec![(format!("throughput-{slug}.svg"), chart)];
+    // A run with S3 cells keeps its own file names, beside the standard run's.
+    let suffix = if report.s3.is_some() { "-s3run" } else { "" };
+    let mut out = vec![(format!("throughput-{slug}{suffix}.svg"), chart)];
     if let Some(s3) = report.s3.as_ref().filter(|s3| !s3.rows.is_empty()) {
         out.push((format!("s3-{slug}.svg"), s3_chart(s3, &what, w.total_bytes)));
     }
