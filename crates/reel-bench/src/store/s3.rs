@@ -557,16 +557,20 @@ pub fn render(r: &S3Report, incompressible: bool, s: &mut String) {
          `/proc`, reel = this whole process):\n\n\
          | record | streams | appends done s | ingest s | upload MB/s (bucket bytes / ingest s) | max queued MB \
          | PUT | HEAD | LIST | GET | reel CPU-s/GB written | server CPU-s/GB uploaded | plain: server CPU-s/GB \
-         | plain: client CPU-s/GB | cold read: GETs | cold read: GB down | cold read: server CPU-s/GB |\n\
-         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+         | plain: client CPU-s/GB | CPU-s/GB reel+server: S3 / plain (ratio) | cold read: GETs | cold read: GB down \
+         | cold read: reel CPU-s/GB | cold read: server CPU-s/GB |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for row in &r.rows {
         let q = &row.ingest_requests;
         let gb_up = q.bytes_up as f64 / GB;
         let plain_gb = row.plain_bytes as f64 / GB;
+        // Both sides' CPU per GB written: on 2 shared cores, MB/s follows its inverse.
+        let s3_cpu = ratio(row.ingest_cpu_s + row.ingest_server_cpu_s, row.bytes as f64 / GB);
+        let plain_cpu = ratio(row.plain_cpu_s + row.plain_server_cpu_s, plain_gb);
         let _ = writeln!(
             s,
-            "| {} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} |",
+            "| {} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} / {:.1} ({:.2}) | {} | {:.2} | {:.2} | {:.2} |",
             size_label(row.record_size as u64),
             row.streams,
             row.appends_done_s,
@@ -581,8 +585,12 @@ pub fn render(r: &S3Report, incompressible: bool, s: &mut String) {
             ratio(row.ingest_server_cpu_s, gb_up),
             ratio(row.plain_server_cpu_s, plain_gb),
             ratio(row.plain_cpu_s, plain_gb),
+            s3_cpu,
+            plain_cpu,
+            ratio(plain_cpu, s3_cpu),
             row.cold_read_requests.gets,
             row.cold_read_requests.bytes_down as f64 / GB,
+            ratio(row.cold_read_cpu_s, row.bytes as f64 / GB),
             ratio(
                 row.cold_read_server_cpu_s,
                 row.cold_read_requests.bytes_down as f64 / GB
