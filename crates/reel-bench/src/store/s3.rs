@@ -566,7 +566,10 @@ pub fn render(r: &S3Report, incompressible: bool, s: &mut String) {
         let gb_up = q.bytes_up as f64 / GB;
         let plain_gb = row.plain_bytes as f64 / GB;
         // Both sides' CPU per GB written: on 2 shared cores, MB/s follows its inverse.
-        let s3_cpu = ratio(row.ingest_cpu_s + row.ingest_server_cpu_s, row.bytes as f64 / GB);
+        let s3_cpu = ratio(
+            row.ingest_cpu_s + row.ingest_server_cpu_s,
+            row.bytes as f64 / GB,
+        );
         let plain_cpu = ratio(row.plain_cpu_s + row.plain_server_cpu_s, plain_gb);
         let _ = writeln!(
             s,
