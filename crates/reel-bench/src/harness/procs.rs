@@ -590,6 +590,211 @@ impl Drop for Tgtd {
     }
 }
 
+/// The versitygw program: `$REEL_TOOLS_DIR/bin/versitygw`, else
+/// `~/.cache/reel-tools/bin/versitygw`, else on PATH; `explicit` if given.
+pub fn versitygw_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = explicit {
+        ensure!(p.is_file(), "--versitygw {} does not exist", p.display());
+        return Ok(p.to_path_buf());
+    }
+    let mut tried = Vec::new();
+    let dirs = [
+        std::env::var_os("REEL_TOOLS_DIR").map(PathBuf::from),
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/reel-tools")),
+    ];
+    for dir in dirs.into_iter().flatten() {
+        let p = dir.join("bin/versitygw");
+        if p.is_file() {
+            return Ok(p);
+        }
+        tried.push(p.display().to_string());
+    }
+    if let Some(p) = which("versitygw") {
+        return Ok(p);
+    }
+    bail!(
+        "versitygw not found (looked at {} and on PATH): install it with `scripts/s3-servers.sh install` \
+         (go install github.com/versity/versitygw/cmd/versitygw@v1.8.0 into $REEL_TOOLS_DIR/bin, \
+         default ~/.cache/reel-tools/bin) or pass --versitygw PATH",
+        tried.join(", ")
+    )
+}
+
+/// `2 * bytes` hex digits from the kernel's random source (throw-away S3 keys).
+fn random_hex(bytes: usize) -> anyhow::Result<String> {
+    use std::io::Read;
+    let mut buf = vec![0u8; bytes];
+    fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .context("reading /dev/urandom")?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The status of a plain HTTP/1.0 GET on loopback, or `None` if nothing answered.
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n").ok()?;
+    let mut head = [0u8; 64];
+    let n = s.read(&mut head).ok()?;
+    let line = std::str::from_utf8(&head[..n]).ok()?;
+    line.split(' ').nth(1)?.parse().ok()
+}
+
+/// SHA-256 of the empty body, for the signed bucket creation.
+const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+/// A versitygw S3 gateway (posix back end) started by the benchmark: its own process on a free
+/// loopback port, a fresh data directory under the directory given, random throw-away keys and
+/// one bucket. Dropping it stops that process (SIGTERM, then SIGKILL) — only the PID it
+/// started — and removes its data.
+pub struct S3Gateway {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    access_key: String,
+    secret_key: String,
+    bucket: String,
+}
+
+impl S3Gateway {
+    pub const REGION: &str = "us-east-1";
+
+    /// Starts `bin` on 127.0.0.1 with a data directory in `base`, waits until `GET /health`
+    /// answers 200 and creates `bucket` (a SigV4-signed PUT through `curl --aws-sigv4`).
+    pub fn start(bin: &Path, base: &Path, bucket: &str) -> anyhow::Result<S3Gateway> {
+        ensure!(
+            which("curl").is_some(),
+            "curl is not on PATH: the benchmark creates its bucket with `curl --aws-sigv4`"
+        );
+        let dir = tempfile::Builder::new()
+            .prefix("reel-bench-versitygw.")
+            .tempdir_in(base)
+            .with_context(|| format!("making a directory in {}", base.display()))?;
+        let data = dir.path().join("data");
+        fs::create_dir(&data)?;
+        let log = dir.path().join("versitygw.log");
+        let out = fs::File::create(&log)?;
+        let port = free_port()?;
+        let access_key = random_hex(10)?;
+        let secret_key = random_hex(20)?;
+        let child = Command::new(bin)
+            .env("ROOT_ACCESS_KEY", &access_key)
+            .env("ROOT_SECRET_KEY", &secret_key)
+            .arg("--port")
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["--region", Self::REGION, "--health", "/health", "posix"])
+            .arg(&data)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let mut gw = S3Gateway {
+            child,
+            port,
+            dir,
+            bin: bin.to_path_buf(),
+            access_key,
+            secret_key,
+            bucket: bucket.to_string(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = gw.child.try_wait()? {
+                bail!(
+                    "versitygw exited ({status}) before answering on port {port}:\n{}",
+                    tail(&log)
+                );
+            }
+            if http_status(port, "/health") == Some(200) {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "versitygw did not answer on port {port} within 30 s:\n{}",
+                    tail(&log)
+                );
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        gw.create_bucket()?;
+        Ok(gw)
+    }
+
+    fn create_bucket(&self) -> anyhow::Result<()> {
+        let out = Command::new("curl")
+            .args(["-s", "-o", "-", "-w", "\n%{http_code}", "--max-time", "10"])
+            .args(["-X", "PUT"])
+            .args(["--aws-sigv4", &format!("aws:amz:{}:s3", Self::REGION)])
+            // On the command line: a random key for a server that lives as long as this run.
+            .args([
+                "--user",
+                &format!("{}:{}", self.access_key, self.secret_key),
+            ])
+            .args(["-H", &format!("x-amz-content-sha256: {EMPTY_SHA256}")])
+            .arg(format!("{}/{}", self.endpoint(), self.bucket))
+            .stdin(Stdio::null())
+            .output()
+            .context("running curl")?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+        ensure!(
+            code.trim() == "200",
+            "versitygw: creating bucket {} answered {}: {body}",
+            self.bucket,
+            code.trim()
+        );
+        Ok(())
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    pub fn access_key(&self) -> &str {
+        &self.access_key
+    }
+
+    pub fn secret_key(&self) -> &str {
+        &self.secret_key
+    }
+
+    /// Where the server keeps its objects.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// `BIN (version)`, for reports.
+    pub fn software(&self) -> String {
+        format!(
+            "{} ({})",
+            self.bin.display(),
+            version_of(&self.bin, "--version")
+        )
+    }
+}
+
+impl Drop for S3Gateway {
+    fn drop(&mut self) {
+        // Only the child this value started; `wait` reaps it, so its PID is not reused meanwhile.
+        terminate(&mut self.child, Duration::from_secs(5));
+        let _ = self.child.wait();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@
 //! resolution.
 
 mod chart;
+mod s3;
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -84,6 +85,22 @@ pub struct StoreArgs {
     /// Tools the peers script runs, comma separated.
     #[arg(long, default_value = "restic,borg,kopia")]
     peer_tools: String,
+    /// Stores to measure, comma separated: `local` (packs in a directory), `s3` (write-back
+    /// cache → S3 back end → a versitygw the benchmark starts on loopback; also a plain S3
+    /// client's PUT rate and a cold-cache read). With both, each cell runs on both, side by side.
+    #[arg(long, value_delimiter = ',', default_value = "local")]
+    backend: Vec<s3::BackendKind>,
+    /// S3: uploads in flight (the write-back cache's upload threads, and the plain client's
+    /// concurrent PUTs).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    upload_threads: u16,
+    /// S3: object size of the plain client's PUTs.
+    #[arg(long, default_value = "16M", value_parser = parse_size)]
+    object_size: u64,
+    /// S3: the versitygw program [default: $REEL_TOOLS_DIR/bin/versitygw, else
+    /// ~/.cache/reel-tools/bin/versitygw, else PATH].
+    #[arg(long)]
+    versitygw: Option<PathBuf>,
     /// --json, --markdown (the tables; they are printed too), --charts (ingest and read MB/s
     /// against the record size), --from-json.
     #[command(flatten)]
@@ -258,6 +275,9 @@ struct Report {
     /// JSON lines from bench/peers/run.sh, as it wrote them.
     peers: Vec<serde_json::Value>,
     peers_error: Option<String>,
+    /// With `--backend …,s3`: the S3 cells.
+    #[serde(default)]
+    s3: Option<s3::S3Report>,
 }
 
 // ---- measuring ----------------------------------------------------------------------------
@@ -442,6 +462,7 @@ fn measure(args: &StoreArgs) -> Result<Report> {
         filled += n;
     }
     progress(format!("generated in {:.1} s", t.elapsed().as_secs_f64()));
+    let data = bytes::Bytes::from(data);
 
     progress("ideal reduction: block-size dedup + zstd -1 of each distinct block");
     let ideal = ideal_reduction(&data, args.block_size, expected.dedup_ratio)?;
@@ -455,21 +476,55 @@ fn measure(args: &StoreArgs) -> Result<Report> {
     ));
     let stages = stage_speeds(&gen_cfg, &data[..stage_len])?;
 
+    let s3_env = match args.backend.contains(&s3::BackendKind::S3) {
+        true => {
+            let bin = harness::procs::versitygw_binary(args.versitygw.as_deref())?;
+            progress(format!("starting {} on loopback", bin.display()));
+            Some(s3::S3Env {
+                gw: harness::procs::S3Gateway::start(&bin, &args.dir, "reel-bench")?,
+                upload_threads: usize::from(args.upload_threads),
+                object_size: usize::try_from(args.object_size)
+                    .map_err(|_| anyhow!("--object-size is too large"))?,
+            })
+        }
+        false => None,
+    };
     let mut rows = Vec::new();
+    let mut s3_rows = Vec::new();
     for &rs in &args.record_size {
         for &n in &args.streams {
-            let row =
-                run_one(&data, rs, n, &args.dir, ideal.reduction_ratio).with_context(|| {
-                    format!("run with {} records, {n} streams", size_label(rs as u64))
-                })?;
-            progress(format!(
-                "  ingest {:.0} MB/s, read {:.0} MB/s, reduction {:.2}x",
-                row.ingest_mb_per_s, row.read_mb_per_s, row.reduction_ratio
-            ));
-            rows.push(row);
+            let what = || format!("run with {} records, {n} streams", size_label(rs as u64));
+            let mut local = None;
+            if args.backend.contains(&s3::BackendKind::Local) {
+                let row =
+                    run_one(&data, rs, n, &args.dir, ideal.reduction_ratio).with_context(what)?;
+                progress(format!(
+                    "  ingest {:.0} MB/s, read {:.0} MB/s, reduction {:.2}x",
+                    row.ingest_mb_per_s, row.read_mb_per_s, row.reduction_ratio
+                ));
+                rows.push(row);
+                local = rows.last();
+            }
+            if let Some(env) = &s3_env {
+                let row = s3::run_cell(env, &data, rs, n, &args.dir, s3_rows.len(), local)
+                    .with_context(|| format!("S3 {}", what()))?;
+                progress(format!(
+                    "  S3 ingest {:.0} MB/s, plain PUT {:.0} MB/s, cold read {:.0} MB/s",
+                    row.ingest_mb_per_s, row.plain_mb_per_s, row.cold_read_mb_per_s
+                ));
+                s3_rows.push(row);
+            }
         }
     }
     drop(data);
+    let s3 = s3_env.map(|env| s3::S3Report {
+        server: env.gw.software(),
+        upload_threads: env.upload_threads,
+        object_size: env.object_size,
+        pack_target: StoreConfig::default().pack_target,
+        read_block_bytes: reel_backend::CacheConfig::default().read_block_bytes,
+        rows: s3_rows,
+    });
 
     let (peers, peers_error) = match &peers_script {
         Some(script) => match run_peers(script, args, &workload) {
@@ -495,6 +550,7 @@ fn measure(args: &StoreArgs) -> Result<Report> {
         rows,
         peers,
         peers_error,
+        s3,
     })
 }
 
@@ -1049,6 +1105,9 @@ fn render_markdown(r: &Report, charts: &[(String, String)]) -> String {
             let _ = writeln!(s, "\npeers script failed: {}", e.replace('\n', " "));
         }
     }
+    if let Some(s3) = &r.s3 {
+        s3::render(s3, w.incompressible, &mut s);
+    }
     for (title, file) in charts {
         let _ = writeln!(s, "\n![{title}]({file})");
     }
@@ -1097,5 +1156,53 @@ mod tests {
         let row = run_one(&data, 64 << 10, 2, dir.path(), 1.0).unwrap();
         assert_eq!(row.stats.logical_bytes, data.len() as u64);
         assert!(row.dedup_ratio > 2.0, "dedup {}", row.dedup_ratio);
+    }
+
+    /// The S3 cell against a versitygw the test starts (skipped, saying so, when versitygw is
+    /// not installed: the S3 back end's own tests are the ones that never skip).
+    #[test]
+    fn small_s3_cell() {
+        let Ok(bin) = harness::procs::versitygw_binary(None) else {
+            eprintln!("versitygw not installed: skipping small_s3_cell");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let env = s3::S3Env {
+            gw: harness::procs::S3Gateway::start(&bin, dir.path(), "reel-bench-test").unwrap(),
+            upload_threads: 2,
+            object_size: 1 << 20,
+        };
+        let pid = env.gw.pid();
+        let mut generator = Generator::new(GenConfig {
+            seed: 5,
+            total_bytes: 4 << 20,
+            ..GenConfig::default()
+        })
+        .unwrap();
+        let mut data = vec![0u8; 4 << 20];
+        assert_eq!(generator.fill(&mut data), data.len());
+        let data = bytes::Bytes::from(data);
+        let local = run_one(&data, 64 << 10, 1, dir.path(), 1.0).unwrap();
+        let row = s3::run_cell(&env, &data, 64 << 10, 2, dir.path(), 0, Some(&local)).unwrap();
+        assert!(row.ingest_requests.puts >= 2, "{:?}", row.ingest_requests);
+        assert!(row.cold_read_requests.bytes_down >= row.stored_bytes);
+        assert_eq!(row.plain_objects, 4);
+        let mut md = String::new();
+        s3::render(
+            &s3::S3Report {
+                server: env.gw.software(),
+                upload_threads: 2,
+                object_size: 1 << 20,
+                pack_target: 1,
+                read_block_bytes: 1,
+                rows: vec![row],
+            },
+            false,
+            &mut md,
+        );
+        assert!(md.contains("cold-cache S3 read"), "{md}");
+        drop(env);
+        // The gateway's process is gone once its guard is dropped.
+        assert!(!Path::new(&format!("/proc/{pid}")).exists());
     }
 }
