@@ -63,6 +63,10 @@ if [ "$vm" -eq 1 ]; then
   # image once (cached under /var/cache/reel-vm).
   step "kernel initiator in a VM: iSCSI login, CHAP, ACL, digests, restart"
   tests/vm/iscsi-test.sh --target reel --reel-bin target/release/reel
+  # Disaster recovery on object storage through the kernel's st: versitygw on loopback, tar/dd
+  # on three cartridges, the node's directory deleted, reel recover, everything read back.
+  step "kernel initiator in a VM: disaster recovery from an S3 bucket"
+  tests/vm/tape-test.sh --reel-bin target/release/reel --bucket
   # Tape drives and changers through st/sg/ch, mt, mtx, tar, dd, btape fill. CI runs every
   # section but Bacula's and Amanda's long drive tests (btape test/auto, amtapetype: ~5 min
   # under TCG); REEL_VM_TAPE=full runs them too, REEL_VM_TAPE=0 skips the tape VM.

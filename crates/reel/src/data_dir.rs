@@ -175,6 +175,10 @@ pub fn open_with(
     let cache_config = CacheConfig {
         capacity_bytes: capacity,
         upload_threads: binding.upload_threads.max(1),
+        // No remote probe at put: a synchronising point at durability `local` must not wait
+        // for the bucket. A journal object another node wrote first is found at upload, which
+        // fences the cache (and the store stops at its next journal put).
+        remote_check: reel_backend::RemoteCheck::Never,
         ..CacheConfig::default()
     };
     let cache_dir = dir.join("cache");
