@@ -37,7 +37,7 @@ fn run_all_checks(kind: Kind) {
         t.elapsed(),
         server.endpoint()
     );
-    let checks: [(&str, Check); 11] = [
+    let checks: [(&str, Check); 12] = [
         ("conformance", conformance_suite),
         (
             "conformance of the write-back cache over S3",
