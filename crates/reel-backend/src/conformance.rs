@@ -411,3 +411,50 @@ pub fn check_list_during_puts(b: &dyn Backend) {
     want.sort();
     assert_eq!(keys_of(b, ""), want, "[{}] final listing", b.describe());
 }
+
+/// The [`crate::VersionedObjects`] contract: create-only, compare-and-swap with exactly one
+/// winner, versions that change with every write. Keys used are under `conformance/cas/`.
+pub fn versioned(b: &dyn crate::VersionedObjects) {
+    let key = Key::new("conformance/cas/lease").unwrap();
+    assert!(b.read_versioned(&key).unwrap().is_none(), "absent object read as present");
+    let v1 = b.write_versioned(&key, b"one", None).expect("create");
+    assert!(
+        matches!(b.write_versioned(&key, b"again", None), Err(BackendError::AlreadyExists(_))),
+        "a second create succeeded"
+    );
+    let (data, seen) = b.read_versioned(&key).unwrap().expect("created object");
+    assert_eq!((data.as_slice(), &seen), (&b"one"[..], &v1));
+    let v2 = b.write_versioned(&key, b"two", Some(&v1)).expect("swap at the current version");
+    assert_ne!(v1, v2, "a write kept the version");
+    assert!(
+        matches!(
+            b.write_versioned(&key, b"stale", Some(&v1)),
+            Err(BackendError::VersionMismatch(_))
+        ),
+        "a write at a stale version succeeded"
+    );
+    assert_eq!(b.read_versioned(&key).unwrap().unwrap().0, b"two");
+
+    // Concurrent writers at the same version: exactly one wins.
+    const WRITERS: usize = 6;
+    let barrier = Barrier::new(WRITERS);
+    let wins: usize = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..WRITERS)
+            .map(|i| {
+                let (barrier, key, v2) = (&barrier, &key, &v2);
+                s.spawn(move || {
+                    barrier.wait();
+                    match b.write_versioned(key, format!("w{i}").as_bytes(), Some(v2)) {
+                        Ok(_) => 1,
+                        Err(BackendError::VersionMismatch(_)) => 0,
+                        Err(e) => panic!("writer {i}: {e}"),
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(wins, 1, "{wins} of {WRITERS} compare-and-swap writers won");
+    let listed = b.list_versioned("conformance/cas/").unwrap();
+    assert_eq!(listed, vec![key]);
+}

@@ -29,12 +29,14 @@ mod local;
 mod memory;
 #[cfg(feature = "s3")]
 mod s3;
+mod versioned;
 
 pub use cache::{CacheConfig, CacheStats, PendingItem, RemoteCheck, WriteBackCache};
 pub use fault::{CrashBackend, FaultRates, FlakyBackend, QuotaBackend};
 pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use local::LocalBackend;
 pub use memory::MemoryBackend;
+pub use versioned::{MemoryVersioned, Version, VersionedObjects};
 #[cfg(feature = "s3")]
 pub use s3::{S3Backend, S3Config, S3Counters, S3Credentials};
 
@@ -63,6 +65,9 @@ pub enum BackendError {
     NotFound(Key),
     #[error("object {0} already exists")]
     AlreadyExists(Key),
+    /// A compare-and-swap write found the object changed (or gone) since it was read.
+    #[error("object {0} changed since it was read")]
+    VersionMismatch(Key),
     /// The medium is full (ENOSPC, EDQUOT, a quota). Nothing was stored.
     #[error("no space left storing {0}")]
     NoSpace(Key),

@@ -41,6 +41,8 @@ use object_store::{
 
 use crate::{Backend, BackendError, Key, ObjectMeta, PutMode, Result, check_range};
 
+mod versioned;
+
 /// Where the back end's objects live and how to reach them.
 #[derive(Clone, Debug)]
 pub struct S3Config {

@@ -100,9 +100,44 @@ async fn read_pdu(
     }
 }
 
+/// Most redirections one connect follows (a loop between two portals must end).
+const MAX_REDIRECTS: usize = 4;
+
+/// The socket address in a TargetAddress value, `host:port[,tpgt]` (§13.9).
+async fn redirect_address(address: &str) -> Result<SocketAddr, ClientError> {
+    let host_port = address.split(',').next().unwrap_or(address);
+    tokio::net::lookup_host(host_port)
+        .await?
+        .next()
+        .ok_or_else(|| ClientError::Protocol(format!("redirected to unusable address {address:?}")))
+}
+
 impl Client {
-    /// Connects and logs in (normal session when `config.target_name` is set, else discovery).
+    /// Connects and logs in (normal session when `config.target_name` is set, else discovery),
+    /// following login redirections (§11.13.5) to where the target is served.
     pub async fn connect(
+        addr: SocketAddr,
+        config: InitiatorLoginConfig,
+        options: ClientOptions,
+    ) -> Result<Client, ClientError> {
+        let mut addr = addr;
+        let mut hops = 0;
+        loop {
+            match Client::connect_once(addr, config.clone(), options.clone()).await {
+                Err(ClientError::Login(LoginError::Redirected { address, .. }))
+                    if hops < MAX_REDIRECTS =>
+                {
+                    hops += 1;
+                    tracing::debug!(from = %addr, to = %address, "login redirected");
+                    addr = redirect_address(&address).await?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Connects and logs in at `addr` only.
+    pub async fn connect_once(
         addr: SocketAddr,
         config: InitiatorLoginConfig,
         options: ClientOptions,

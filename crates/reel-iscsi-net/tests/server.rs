@@ -62,6 +62,7 @@ async fn start_capped(
                 ..Limits::target_default()
             },
             discovery_chap: None,
+            redirects: Default::default(),
         },
         luns,
         queue_depth: 32,

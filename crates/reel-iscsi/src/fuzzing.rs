@@ -78,6 +78,14 @@ pub fn fuzz_portal() -> Arc<PortalConfig> {
             ..Limits::target_default()
         },
         discovery_chap: None,
+        redirects: {
+            let table = crate::login::RedirectTable::default();
+            table.set(vec![(
+                "iqn.2024-01.test:moved".into(),
+                "192.0.2.7:3260,1".into(),
+            )]);
+            table
+        },
     })
 }
 

@@ -99,6 +99,13 @@ pub enum LoginError {
     /// The target did not prove knowledge of the mutual CHAP secret.
     #[error("the target failed mutual CHAP authentication")]
     MutualAuthFailed,
+    /// The target is served at another address (§11.13.5, status class 1): log in there.
+    #[error("target moved {} to {address}", if *permanent { "permanently" } else { "temporarily" })]
+    Redirected {
+        /// `host:port` or `host:port,tpgt` (§13.9), as the target sent it.
+        address: String,
+        permanent: bool,
+    },
 }
 
 impl LoginError {
@@ -106,6 +113,11 @@ impl LoginError {
     pub fn status_code(&self) -> Option<u16> {
         match self {
             LoginError::Status { class, detail, .. } => Some((*class as u16) << 8 | *detail as u16),
+            LoginError::Redirected { permanent, .. } => Some(if *permanent {
+                status::TARGET_MOVED_PERMANENTLY
+            } else {
+                status::TARGET_MOVED_TEMPORARILY
+            }),
             _ => None,
         }
     }
@@ -299,6 +311,21 @@ impl InitiatorLogin {
         resp: LoginResponse,
     ) -> Result<InitiatorStep, LoginError> {
         let proto = |m: &str| Err(LoginError::Protocol(m.to_string()));
+        if resp.status_class == 1 {
+            // §11.13.5: a redirection names the new address in TargetAddress.
+            let address = parse_pairs(&resp.data).ok().and_then(|pairs| {
+                pairs
+                    .into_iter()
+                    .find(|(k, _)| k == "TargetAddress")
+                    .map(|(_, v)| v)
+            });
+            if let Some(address) = address.filter(|a| !a.is_empty()) {
+                return Err(LoginError::Redirected {
+                    address,
+                    permanent: resp.status_detail == 2,
+                });
+            }
+        }
         if resp.status_class != 0 {
             let code = (resp.status_class as u16) << 8 | resp.status_detail as u16;
             return Err(LoginError::Status {

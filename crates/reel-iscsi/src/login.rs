@@ -111,6 +111,36 @@ pub struct PortalConfig {
     pub limits: Limits,
     /// Credentials required for discovery sessions (mutual CHAP is not offered on discovery).
     pub discovery_chap: Option<ChapCredentials>,
+    /// Targets served elsewhere: a login naming one is redirected there (§11.13.5, status
+    /// 0x0101 "target moved temporarily", with TargetAddress). Local targets take precedence.
+    pub redirects: RedirectTable,
+}
+
+/// Target names served by another portal, and that portal's address (`host:port,tpgt` as in a
+/// TargetAddress key, §13.9). Shared and updated at run time (e.g. when a cluster's leases
+/// move); the login machine only reads it.
+#[derive(Clone, Debug, Default)]
+pub struct RedirectTable(Arc<std::sync::RwLock<Vec<(String, String)>>>);
+
+impl RedirectTable {
+    /// Replaces the whole table.
+    pub fn set(&self, entries: Vec<(String, String)>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = entries;
+    }
+
+    /// Where `target_name` (compared as iSCSI names are, case-insensitively) is served.
+    pub fn lookup(&self, target_name: &str) -> Option<String> {
+        let entries = self.0.read().unwrap_or_else(|e| e.into_inner());
+        entries
+            .iter()
+            .find(|(name, _)| names_equal(name, target_name))
+            .map(|(_, address)| address.clone())
+    }
+
+    /// A copy of the table.
+    pub fn entries(&self) -> Vec<(String, String)> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -286,6 +316,8 @@ pub struct TargetLogin {
     stat_sn: u32,
     exchanges: u32,
     state: Progress<Negotiation>,
+    /// Set with a 0x0101 refusal: the address the redirect response names.
+    redirect: Option<String>,
 }
 
 impl std::fmt::Debug for TargetLogin {
@@ -315,6 +347,7 @@ impl TargetLogin {
             stat_sn: initial_stat_sn,
             exchanges: 0,
             state: Progress::Idle,
+            redirect: None,
         }
     }
 
@@ -335,7 +368,16 @@ impl TargetLogin {
                 self.state = next;
                 step
             }
-            Err(code) => LoginStep::Fail(self.reject(&request, code)),
+            Err(code) => {
+                let mut response = self.reject(&request, code);
+                if code == status::TARGET_MOVED_TEMPORARILY
+                    && let Some(address) = self.redirect.take()
+                {
+                    // §11.13.5: the redirect response carries the new TargetAddress.
+                    response.data = encode_pairs(&[("TargetAddress", address)]);
+                }
+                LoginStep::Fail(response)
+            }
         }
     }
 
@@ -450,7 +492,13 @@ impl TargetLogin {
         }
 
         let (identified, first) = match negotiation.phase {
-            Phase::Leading { stage } => (self.identify(&pairs, stage)?, true),
+            Phase::Leading { stage } => {
+                if let Some(address) = self.redirect_for(&pairs) {
+                    self.redirect = Some(address);
+                    return Err(status::TARGET_MOVED_TEMPORARILY);
+                }
+                (self.identify(&pairs, stage)?, true)
+            }
             Phase::Identified(identified) => (*identified, false),
         };
         let (step, next) = match identified {
@@ -667,6 +715,25 @@ impl TargetLogin {
                 out.push(("TargetAlias".into(), alias.clone()));
             }
         }
+    }
+
+    /// Where a normal session's target lives when it is not one of ours but the redirect table
+    /// names it.
+    fn redirect_for(&self, pairs: &[(String, String)]) -> Option<String> {
+        let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        if !matches!(get("SessionType"), None | Some("Normal")) {
+            return None;
+        }
+        let target_name = get("TargetName")?;
+        if self
+            .portal
+            .targets
+            .iter()
+            .any(|t| names_equal(&t.name, target_name))
+        {
+            return None;
+        }
+        self.portal.redirects.lookup(target_name)
     }
 
     /// Reads the leading request's declarations: who is logging in to what (§13.4–§13.6, §13.21),

@@ -63,6 +63,7 @@ fn portal(targets: Vec<TargetConfig>) -> Arc<PortalConfig> {
         addresses: vec!["127.0.0.1:3260".into()],
         limits: Limits::target_default(),
         discovery_chap: None,
+        redirects: Default::default(),
     })
 }
 
@@ -1589,4 +1590,35 @@ fn the_initiator_bounds_the_text_of_a_split_response() {
         }
     }
     panic!("20 pieces of 8192 bytes were all buffered");
+}
+
+#[test]
+fn a_target_served_elsewhere_is_redirected_with_its_address() {
+    let local = target("iqn.2024-01.org.example:here");
+    let portal = portal(vec![local]);
+    portal.redirects.set(vec![(
+        "iqn.2024-01.org.example:THERE".into(),
+        "192.0.2.9:3261,1".into(),
+    )]);
+    // Names compare case-insensitively (§4.2.7.2 normalisation: lower case).
+    let run = run(portal.clone(), config(Some("iqn.2024-01.org.example:there")));
+    assert_eq!(status_of(&run), 0x0101);
+    let response = run.responses.last().unwrap();
+    assert_eq!((response.status_class, response.status_detail), (1, 1));
+    match run.initiator {
+        Err(LoginError::Redirected { address, permanent }) => {
+            assert_eq!(address, "192.0.2.9:3261,1");
+            assert!(!permanent);
+        }
+        other => panic!("expected a redirection, got {other:?}"),
+    }
+    // A local target is served here even when the table also names it; an unknown one is
+    // "not found", and discovery is never redirected.
+    portal.redirects.set(vec![
+        ("iqn.2024-01.org.example:here".into(), "192.0.2.9:3261,1".into()),
+    ]);
+    assert!(self::run(portal.clone(), config(Some("iqn.2024-01.org.example:here"))).initiator.is_ok());
+    let unknown = self::run(portal.clone(), config(Some("iqn.2024-01.org.example:nowhere")));
+    assert_eq!(status_of(&unknown), 0x0203);
+    assert!(self::run(portal, config(None)).initiator.is_ok());
 }

@@ -34,6 +34,7 @@ async fn start() -> TargetServer {
             addresses: Vec::new(),
             limits: Limits::target_default(),
             discovery_chap: None,
+            redirects: Default::default(),
         },
         luns: vec![Arc::new(table)],
         queue_depth: 32,

@@ -23,6 +23,57 @@ pub struct Config {
     /// Cartridge pools: named barcode ranges that libraries and partitions take from.
     #[serde(default, rename = "pool")]
     pub pools: Vec<PoolEntry>,
+    /// Several nodes on one bucket (docs/design/object-storage.md, "Several nodes").
+    pub cluster: Option<ClusterSection>,
+}
+
+/// `[cluster]`: this node's part in a cluster of nodes on one bucket.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSection {
+    /// This node's name in leases and messages (default: the host name).
+    pub node: Option<String>,
+    /// The iSCSI portal other nodes redirect initiators to, `host:port` (default: the first
+    /// `[iscsi] listen` address, which must then name a host and a port).
+    pub portal: Option<String>,
+    /// Wait for the store's lease to expire and take over, instead of refusing a live one.
+    #[serde(default)]
+    pub standby: bool,
+    /// A lease unrenewed for this long is taken over; the holder renews every third of it and
+    /// stops serving after two thirds without a renewal (an S3 outage longer than that stops it).
+    #[serde(default = "default_lease_seconds")]
+    pub lease_seconds: u64,
+    /// Where the nodes on the bucket keep their leases: a prefix all of them share.
+    #[serde(default = "default_cluster_prefix")]
+    pub prefix: String,
+}
+
+fn default_lease_seconds() -> u64 {
+    30
+}
+
+fn default_cluster_prefix() -> String {
+    "reel-cluster".into()
+}
+
+impl ClusterSection {
+    /// The portal address leases advertise.
+    pub fn portal_address(&self, iscsi: &IscsiConfig) -> anyhow::Result<String> {
+        let portal = match &self.portal {
+            Some(p) => p.clone(),
+            None => iscsi.listen.first().cloned().unwrap_or_default(),
+        };
+        let Ok(addr) = portal.parse::<SocketAddr>() else {
+            anyhow::bail!("cluster.portal: {portal:?} is not an address:port such as 192.0.2.1:3260");
+        };
+        if addr.port() == 0 || addr.ip().is_unspecified() {
+            anyhow::bail!(
+                "cluster.portal: {portal:?} cannot be given to other nodes' initiators: set \
+                 [cluster] portal to this node's reachable address and port"
+            );
+        }
+        Ok(portal)
+    }
 }
 
 /// Where the data lives.
@@ -867,8 +918,47 @@ pub fn validate_store(store: &StoreSection) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn validate_cluster(config: &Config) -> anyhow::Result<()> {
+    let Some(cluster) = &config.cluster else {
+        return Ok(());
+    };
+    if config.store.backend != BackendKind::S3 {
+        anyhow::bail!("[cluster] needs backend = \"s3\": the nodes share the bucket");
+    }
+    if !(2..=3600).contains(&cluster.lease_seconds) {
+        anyhow::bail!("cluster.lease_seconds: must be 2 to 3600");
+    }
+    if reel_backend::Key::new(cluster.prefix.clone()).is_err() {
+        anyhow::bail!(
+            "cluster.prefix: {:?} must be /-separated segments of letters, digits, '.', '_' and '-'",
+            cluster.prefix
+        );
+    }
+    let nests = |a: &str, b: &str| a == b || a.starts_with(&format!("{b}/"));
+    if let Some(s3) = &config.store.s3
+        && (s3.prefix.is_empty()
+            || nests(&s3.prefix, &cluster.prefix)
+            || nests(&cluster.prefix, &s3.prefix))
+    {
+        anyhow::bail!(
+            "cluster.prefix {:?} and store.s3.prefix {:?} must be set and must not contain each other: \
+             the leases live beside the stores",
+            cluster.prefix,
+            s3.prefix
+        );
+    }
+    if let Some(node) = &cluster.node
+        && (node.is_empty() || node.len() > 64)
+    {
+        anyhow::bail!("cluster.node: 1 to 64 characters");
+    }
+    cluster.portal_address(&config.iscsi)?;
+    Ok(())
+}
+
 fn validate(config: &Config) -> anyhow::Result<()> {
     validate_store(&config.store)?;
+    validate_cluster(config)?;
     let http = &config.http;
     http.listen.parse::<SocketAddr>().map_err(|_| {
         anyhow::anyhow!(

@@ -157,19 +157,7 @@ pub fn open_with(
             binding: None,
         });
     };
-    let s3 = &binding.s3;
-    let mut config = S3Config::new(s3.bucket.clone(), s3.prefix.clone());
-    config.endpoint = s3.endpoint.clone();
-    config.region = s3.region.clone();
-    config.allow_http = s3
-        .endpoint
-        .as_deref()
-        .is_some_and(|e| e.starts_with("http://"));
-    let bucket = Arc::new(
-        // Only the binary reads the environment (credentials: AWS_* and the credentials file).
-        S3Backend::open_with_env(&config, &|name| std::env::var(name).ok())
-            .with_context(|| format!("opening {}", binding.describe()))?,
-    );
+    let bucket = Arc::new(open_bucket(&binding.s3, &binding.s3.prefix)?);
     let capacity = reel_datagen::parse_size(&binding.cache_size)
         .map_err(|e| anyhow::anyhow!("{BUCKET_FILE}: cache_size: {e}"))?;
     let cache_config = CacheConfig {
@@ -210,6 +198,28 @@ pub fn open_with(
         cache: Some(cache),
         bucket: Some(bucket),
         binding: Some(binding),
+    })
+}
+
+/// The bucket of `s3`, with keys under `prefix` (the store's own, or the cluster's).
+pub fn open_bucket(s3: &S3Section, prefix: &str) -> anyhow::Result<S3Backend> {
+    let mut config = S3Config::new(s3.bucket.clone(), prefix.to_string());
+    config.endpoint = s3.endpoint.clone();
+    config.region = s3.region.clone();
+    config.allow_http = s3
+        .endpoint
+        .as_deref()
+        .is_some_and(|e| e.starts_with("http://"));
+    // Only the binary reads the environment (credentials: AWS_* and the credentials file).
+    S3Backend::open_with_env(&config, &|name| std::env::var(name).ok()).with_context(|| {
+        format!(
+            "opening s3://{}/{prefix}{}",
+            s3.bucket,
+            s3.endpoint
+                .as_ref()
+                .map(|e| format!(" at {e}"))
+                .unwrap_or_default()
+        )
     })
 }
 

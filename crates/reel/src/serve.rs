@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use reel_iscsi::chap::ChapCredentials;
-use reel_iscsi::login::{PortalConfig, TargetConfig};
+use reel_iscsi::login::{PortalConfig, RedirectTable, TargetConfig};
 use reel_iscsi::params::Limits;
 use reel_iscsi_net::{TargetServer, TargetServerConfig};
 use reel_library::{LibrarySpec, VirtualLibrary};
@@ -22,6 +22,7 @@ use reel_scsi::{Identity, LunTable, NullDisk, ScsiDevice};
 use reel_volume::Cartridges;
 
 use crate::admin::{barcodes, human, now};
+use crate::cluster;
 use crate::config::{self, Chap, Config, TargetKind};
 use crate::data_dir::{self, DEFAULT_DATA_DIR};
 use crate::http;
@@ -116,6 +117,7 @@ fn open_libraries(
 fn target_server_config(
     config: &Config,
     libraries: &[Arc<VirtualLibrary>],
+    redirects: RedirectTable,
 ) -> anyhow::Result<TargetServerConfig> {
     let iscsi = &config.iscsi;
     let mut targets = Vec::new();
@@ -164,6 +166,7 @@ fn target_server_config(
             addresses: Vec::new(),
             limits,
             discovery_chap: credentials(&iscsi.discovery_chap),
+            redirects,
         },
         luns,
         queue_depth: iscsi.queue_depth,
@@ -190,6 +193,33 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => {}
     }
+    let dir = &args
+        .data
+        .clone()
+        .or_else(|| config.store.data_dir.clone())
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("reel-io")
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    // Several nodes on one bucket: hold the store's lease before touching the store (opening
+    // it deletes packs no journal names yet, which a live holder may be about to name).
+    let redirects = RedirectTable::default();
+    let renewer = match &config.cluster {
+        Some(section) => {
+            let (held, objects, node_id) =
+                cluster::join(&config, section, dir, &redirects, &runtime)?;
+            Some(cluster::Renewer::start(
+                held,
+                objects,
+                redirects.clone(),
+                node_id,
+            ))
+        }
+        None => None,
+    };
     // Check the TLS material and bind the console first: a bad certificate or a port
     // conflict stops reel before anything else starts.
     let tls_config = match (&config.http.tls_cert, &config.http.tls_key) {
@@ -213,11 +243,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let dir = &args
-        .data
-        .clone()
-        .or_else(|| config.store.data_dir.clone())
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
     let mut last_report = std::time::Instant::now();
     let opened = data_dir::open_with(dir, Some(&config.store), &mut |p| {
         if p.done == p.total || last_report.elapsed().as_secs() >= 1 {
@@ -279,14 +304,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
     );
     let libraries = open_libraries(&config, &carts)?;
-    let server_config = target_server_config(&config, &libraries)?;
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("reel-io")
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let server_config = target_server_config(&config, &libraries, redirects.clone())?;
     let target_names: Vec<String> = config
         .iscsi
         .targets
@@ -451,6 +469,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 );
             }
         }
+    }
+    if let Some(renewer) = renewer {
+        renewer.release();
     }
     if unsynced > 0 {
         // What the drives held since their last synchronising point was never acknowledged as

@@ -1,0 +1,229 @@
+//! Two nodes on one bucket (`[cluster]`), against a real S3 server (versitygw) on loopback:
+//! node A serves the library and holds its lease; node B refuses it while the lease lives; as a
+//! standby B redirects logins to A (RFC 7143 §11.13.5), takes the store over once A is killed
+//! and its lease expires, and serves what A wrote; a clean stop hands the store back at once.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::free_portal;
+use common::tape::Tape;
+use reel_iscsi::initiator_login::LoginError;
+use reel_iscsi_net::{Client, ClientError, ClientOptions};
+use reel_s3test::{Kind, S3Server};
+use reel_scsi::initiator::smc::move_medium;
+use reel_scsi::initiator::ssc::{REWIND, Transfer, UNLOAD, read6, write_filemarks, write6};
+use reel_testkit::serve::{ServeCommand, reel_binary};
+
+const LIB: &str = "iqn.2026-11.org.reel:cluster";
+const RECORD: usize = 64 << 10;
+const RECORDS: u64 = 6;
+const DRIVE: u16 = 0x0101;
+const FIRST_SLOT: u16 = 0x0401;
+const LEASE_SECONDS: u64 = 3;
+
+fn record(c: u64, r: u64) -> Vec<u8> {
+    let mut x = (c * 1_000 + r).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..RECORD)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// One node's configuration: the same store and library on every node, its own portal.
+fn write_config(path: &Path, s3: &S3Server, node: &str, portal: SocketAddr, standby: bool) {
+    let text = format!(
+        "[store]\nbackend = \"s3\"\ndurability = \"bucket\"\n\n\
+         [store.s3]\nendpoint = \"{}\"\nbucket = \"{}\"\nprefix = \"site-a\"\nregion = \"{}\"\n\n\
+         [store.cache]\nsize = \"256M\"\n\n\
+         [cluster]\nnode = \"{node}\"\nportal = \"{portal}\"\nstandby = {standby}\nlease_seconds = {LEASE_SECONDS}\n\n\
+         [iscsi]\nlisten = [\"{portal}\"]\n\n\
+         [[iscsi.target]]\nname = \"{LIB}\"\nkind = \"library\"\ndrives = 1\nslots = 8\nimport_export = 1\n",
+        s3.endpoint(),
+        s3.bucket(),
+        s3.region()
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+fn command(data: &Path, config: &Path, portal: SocketAddr, s3: &S3Server) -> ServeCommand {
+    ServeCommand::new(data)
+        .portal(portal)
+        .args(&[
+            std::ffi::OsStr::new("--cartridges"),
+            std::ffi::OsStr::new("4"),
+            std::ffi::OsStr::new("--config"),
+            config.as_os_str(),
+        ])
+        .env("AWS_ACCESS_KEY_ID", s3.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
+}
+
+fn write_cartridge(portal: SocketAddr, c: u64) {
+    let changer = Tape::connect(portal, LIB, 0, 1);
+    changer.ready();
+    let drive = Tape::connect(portal, LIB, 1, 2);
+    let slot = FIRST_SLOT + c as u16;
+    changer.good(&move_medium(0, slot, DRIVE), Vec::new());
+    drive.ready();
+    for r in 0..RECORDS {
+        drive.good(&write6(Transfer::Variable(RECORD as u32)), record(c, r));
+    }
+    // Without IMMED: a synchronising point, acknowledged once in the bucket (durability bucket).
+    drive.good(&write_filemarks(1, false), Vec::new());
+    drive.good(&UNLOAD, Vec::new());
+    changer.good(&move_medium(0, DRIVE, slot), Vec::new());
+}
+
+fn read_cartridge(portal: SocketAddr, c: u64) {
+    let changer = Tape::connect(portal, LIB, 0, 1);
+    changer.ready();
+    let drive = Tape::connect(portal, LIB, 1, 2);
+    let slot = FIRST_SLOT + c as u16;
+    changer.good(&move_medium(0, slot, DRIVE), Vec::new());
+    drive.ready();
+    drive.good(&REWIND, Vec::new());
+    for r in 0..RECORDS {
+        let (status, data, sense) = drive.run(
+            &read6(Transfer::Variable(RECORD as u32), false),
+            Vec::new(),
+            RECORD as u32,
+        );
+        assert_eq!(status, 0, "cartridge {c} record {r}: sense {sense:02x?}");
+        assert!(data == record(c, r), "cartridge {c} record {r} reads back wrong");
+    }
+    drive.good(&UNLOAD, Vec::new());
+    changer.good(&move_medium(0, DRIVE, slot), Vec::new());
+}
+
+/// Logs in at `portal` without following redirections: where the node sends us.
+fn login_once(portal: SocketAddr) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let config =
+        reel_testkit::login_config("iqn.2026-11.org.reel.test:probe", Some(LIB), 0x1ff);
+    match runtime.block_on(Client::connect_once(portal, config, ClientOptions::default())) {
+        Ok(client) => {
+            let _ = runtime.block_on(client.logout());
+            Ok(())
+        }
+        Err(ClientError::Login(LoginError::Redirected { address, permanent })) => {
+            assert!(!permanent, "a lease move is temporary");
+            Err(address)
+        }
+        Err(e) => Err(format!("error: {e}")),
+    }
+}
+
+/// Runs `reel serve` expecting it to refuse: its exit status and standard error.
+fn refused(data: &Path, config: &Path, portal: SocketAddr, s3: &S3Server) -> String {
+    let mut child = Command::new(reel_binary())
+        .args(["serve", "--listen", &portal.to_string(), "--http", "127.0.0.1:0"])
+        .arg("--data")
+        .arg(data)
+        .arg("--config")
+        .arg(config)
+        .env("AWS_ACCESS_KEY_ID", s3.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(!status.success(), "a second node served a live store");
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            return err;
+        }
+        assert!(Instant::now() < deadline, "the second node neither served nor refused");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_standby_redirects_then_takes_over_a_killed_node_and_serves_what_it_wrote() {
+    let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
+    let dir = tempfile::tempdir().unwrap();
+    let (portal_a, portal_b) = (free_portal(), free_portal());
+    let (config_a, config_b, standby_b) = (
+        dir.path().join("a.toml"),
+        dir.path().join("b.toml"),
+        dir.path().join("b-standby.toml"),
+    );
+    write_config(&config_a, &s3, "a", portal_a, false);
+    write_config(&config_b, &s3, "b", portal_b, false);
+    write_config(&standby_b, &s3, "b", portal_b, true);
+    let (data_a, data_b) = (dir.path().join("a"), dir.path().join("b"));
+
+    let a = command(&data_a, &config_a, portal_a, &s3).start();
+    assert!(a.banner.contains("cluster: node a holds the lease"), "{}", a.banner);
+    write_cartridge(portal_a, 0);
+    write_cartridge(portal_a, 1);
+
+    // B refuses the live store, naming its holder, and touches nothing.
+    let why = refused(&data_b, &config_b, portal_b, &s3);
+    assert!(why.contains("served by node a"), "{why}");
+    assert!(!data_b.join("catalog").exists());
+
+    // B as a standby: its portal redirects logins for the library to A's portal.
+    let standby = std::thread::spawn({
+        let cmd = command(&data_b, &standby_b, portal_b, &s3);
+        move || cmd.start()
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let redirected_to = loop {
+        match login_once(portal_b) {
+            Err(address) if !address.starts_with("error") => break address,
+            other => {
+                assert!(Instant::now() < deadline, "no redirect from the standby: {other:?}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    };
+    assert_eq!(redirected_to, format!("{portal_a},1"));
+    // An initiator that follows redirections reads A's cartridge through B's portal address.
+    read_cartridge(portal_b, 0);
+
+    // A dies; B takes over once A's lease has gone unrenewed for its time to live.
+    let killed = Instant::now();
+    a.kill();
+    let b = standby.join().expect("the standby takes over");
+    let took = killed.elapsed();
+    assert!(
+        took >= Duration::from_secs(LEASE_SECONDS) && took < Duration::from_secs(40),
+        "took over after {took:?}"
+    );
+    assert!(b.banner.contains("cluster: node b holds the lease"), "{}", b.banner);
+    assert_eq!(login_once(portal_b), Ok(()));
+    read_cartridge(portal_b, 0);
+    read_cartridge(portal_b, 1);
+    write_cartridge(portal_b, 2);
+
+    // A comes back: refused while B holds the store, redirected to B meanwhile.
+    let why = refused(&data_a, &config_a, portal_a, &s3);
+    assert!(why.contains("served by node b"), "{why}");
+
+    // B stops cleanly and releases the lease: A takes it at once, sets its superseded copy
+    // aside, rebuilds from the bucket and serves everything, including what B wrote.
+    b.stop();
+    let started = Instant::now();
+    let a = command(&data_a, &config_a, portal_a, &s3).start();
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(a.banner.contains("superseded"), "{}", a.banner);
+    for c in 0..3 {
+        read_cartridge(portal_a, c);
+    }
+    a.stop();
+}
