@@ -13,6 +13,8 @@
 #   --script     bash script run inside the guest (see guest/lib.sh for its
 #                helpers); delivered over 9p with guest/boot.sh and guest/lib.sh,
 #                so no image rebuild is needed when they change.
+#   --forward N  also forward the guest's 10.0.2.100:N to 127.0.0.1:N (the
+#                portal's host) — a second node's portal (repeatable).
 #   --env K=V    exported to the script (repeatable).
 #   --file PATH  copied into the share: the guest finds it as /vm/bin/NAME
 #                (repeatable; e.g. a host program built for the same Debian).
@@ -42,11 +44,14 @@ VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PORTAL="" SCRIPT="" TIMEOUT=900 OUT="" HOOK="" NET=auto
 INITIATOR=iqn.2026-11.org.reel.test:vm-initiator
 MEM=1536 SMP=2 ACCEL=${REEL_VM_ACCEL:-tcg}
-ENVS=() FILES=()
+ENVS=() FILES=() FORWARDS=()
 die() { echo "run.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--portal) PORTAL=${2:-}; shift 2 ;;
+	--forward)
+		case "${2:-}" in '' | *[!0-9]*) die "--forward wants a port number" ;; esac
+		FORWARDS+=("$2"); shift 2 ;;
 	--script) SCRIPT=${2:-}; shift 2 ;;
 	--env) ENVS+=("${2:-}"); shift 2 ;;
 	--file) FILES+=("${2:-}"); shift 2 ;;
@@ -170,6 +175,16 @@ tap)
 	ip netns exec "$NETNS" socat -b 262144 "TCP-LISTEN:$PORT,bind=$PORTAL_IP,reuseaddr,fork,nodelay" \
 		"UNIX-CONNECT:$SOCK" </dev/null >"$OUT/socat-netns.log" 2>&1 &
 	RELAYS+=($!)
+	for fp in "${FORWARDS[@]+"${FORWARDS[@]}"}"; do
+		fsock=$OUT/portal-$fp.sock
+		socat -b 262144 "UNIX-LISTEN:$fsock,fork,unlink-early,mode=600" "TCP:$HOST:$fp,nodelay" \
+			</dev/null >"$OUT/socat-host-$fp.log" 2>&1 &
+		RELAYS+=($!)
+		for _ in $(seq 1 50); do [ -S "$fsock" ] && break; sleep 0.1; done
+		ip netns exec "$NETNS" socat -b 262144 "TCP-LISTEN:$fp,bind=$PORTAL_IP,reuseaddr,fork,nodelay" \
+			"UNIX-CONNECT:$fsock" </dev/null >"$OUT/socat-netns-$fp.log" 2>&1 &
+		RELAYS+=($!)
+	done
 	NETDEV="tap,id=n0,ifname=rvm0,script=no,downscript=no"
 	QEMU_WRAP=(ip netns exec "$NETNS")
 	;;
@@ -177,6 +192,9 @@ user)
 	# restrict=on: no route anywhere; the one guestfwd starts a socat per TCP
 	# connection (",," is a literal comma for qemu's option parser).
 	NETDEV="user,id=n0,net=10.0.2.0/24,restrict=on,guestfwd=tcp:$PORTAL_IP:$PORT-cmd:socat STDIO TCP:$HOST:$PORT,,nodelay"
+	for fp in "${FORWARDS[@]+"${FORWARDS[@]}"}"; do
+		NETDEV="$NETDEV,guestfwd=tcp:$PORTAL_IP:$fp-cmd:socat STDIO TCP:$HOST:$fp,,nodelay"
+	done
 	;;
 *) die "--net must be auto, tap or user" ;;
 esac

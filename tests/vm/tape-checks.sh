@@ -40,6 +40,10 @@ FILL_IQN=${FILL_IQN:-$IQN_BASE:fill}
 # (it needs the recover-target hook, which only tape-test.sh --bucket answers)
 BUCKET_MODE=0
 [ "$MODE" = bucket ] && BUCKET_MODE=1 MODE=full SECTIONS=bucket FILL_IQN=""
+# cluster (tape-test.sh --cluster): two nodes on one bucket; the portal is node B's (a standby),
+# which redirects the login to node A (CLUSTER_OWNER_PORTAL); the `cluster` section alone
+CLUSTER_MODE=0
+[ "$MODE" = cluster ] && CLUSTER_MODE=1 MODE=full SECTIONS=cluster FILL_IQN=""
 CHANGER_SPECS=${CHANGER_SPECS:-}
 LIB_DRIVES=${LIB_DRIVES:-4}
 LIB_SLOTS=${LIB_SLOTS:-40}
@@ -1271,6 +1275,85 @@ if [ "$MODE" = full ] && [ "$BUCKET_MODE" = 1 ] && want bucket; then
 		skip "bucket: the recovered node is writable" "no session"
 	fi
 	rm -rf "$W"/b[1-4] "$W"/bd[1-3] "$W/pt" "$W"/p.*
+fi
+
+# =============================================================================
+# two nodes on one bucket: login redirection and failover to the standby
+# =============================================================================
+# the portals of a session's connection: "current persistent" (iscsiadm -m session -P 1)
+session_portals() {
+	iscsiadm -m session -r "$1" -P 1 2>/dev/null | awk '
+		/Current Portal:/ { c = $3 } /Persistent Portal:/ { p = $3 }
+		END { sub(/,.*/, "", c); sub(/,.*/, "", p); print c, p }'
+}
+if [ "$MODE" = full ] && [ "$CLUSTER_MODE" = 1 ] && want cluster; then
+	section cluster "node A serves, node B (standby) redirects, A is killed, B takes over"
+	read -r CUR PER <<<"$(session_portals "$LIB_SID")"
+	if [ "$CUR" = "$CLUSTER_OWNER_PORTAL" ] && [ "$PER" = "$P" ]; then
+		ok "cluster: the login at node B's portal ($P) was redirected to the lease holder, node A ($CUR)"
+	else
+		not_ok "cluster: the login at node B's portal is redirected to node A ($CLUSTER_OWNER_PORTAL)" \
+			"session $LIB_SID: current portal '$CUR', persistent portal '$PER'"
+	fi
+	for d in $(seq 0 $((LIB_DRIVES - 1))); do unload_drive "$d"; done
+	S=$(lib_st)
+	CTAG=$(st_tag 1 <<<"$S")
+	make_tree "$W/c1" 8 768
+	manifest "$W/c1" >"$W/mc1"
+	head -c $((3 * 1048576)) /dev/urandom >"$W/cd1"
+	CSHA=$(sha "$W/cd1")
+	t0=$(now)
+	why=""
+	if ! ensure_loaded 0 1; then
+		why="load slot 1: rc $RUN_RC $(last_line "$RUN_OUT")"
+	else
+		run mt -f "$T0DEV" setblk 0
+		run mt -f "$T0DEV" rewind
+		tar_write "$T0DEV" "$W/c1" || why="tar rc $RUN_RC: $(last_line "$RUN_OUT")"
+		if [ -z "$why" ]; then
+			tape_write "$T0DEV" "$W/cd1" bs=256k
+			[ "$WR_RC" = 0 ] || why="dd rc $WR_RC: $WR_ERR"
+		fi
+		# a rewind is a synchronising point: at durability "bucket" the data is in the bucket
+		run mt -f "$T0DEV" rewind || why="${why:-rewind rc $RUN_RC}"
+	fi
+	if [ -z "$why" ]; then
+		ok "cluster: $CTAG written through node A: a tar archive ($(tar_bytes "$W/c1") bytes) and a dd file ($(fsize "$W/cd1") bytes), rewound ($(elapsed "$t0") s)"
+	else
+		not_ok "cluster: $CTAG written through node A" "$why" "$(dmesg | tail -n 3)"
+	fi
+	if restart_and_recover failover-target "cluster"; then
+		read -r CUR PER <<<"$(session_portals "$LIB_SID")"
+		if [ "$CUR" = "$P" ]; then
+			ok "cluster: after the failover the session is served by node B's portal ($CUR)"
+		else
+			not_ok "cluster: after the failover the session is served by node B ($P)" "current portal '$CUR', persistent '$PER'"
+		fi
+		t0=$(now)
+		why=""
+		[ "$(lib_st | st_drive_tag 0)" = "$CTAG" ] || why="drive 0 holds '$(lib_st | st_drive_tag 0)', not $CTAG"
+		[ -z "$why" ] && ! wait_online "$T0DEV" 60 && why="$T0DEV not ONLINE: $(mt_status "$T0DEV" | tail -n 1)"
+		if [ -z "$why" ]; then
+			run mt -f "$T0DEV" rewind
+			tar_check "$T0DEV" "$W/mc1" || why="archive (file 0): $TC_WHY"
+		fi
+		if [ -z "$why" ]; then
+			run mt -f "$T0DEV" rewind
+			run mt -f "$T0DEV" fsf 1
+			tape_read "$T0DEV" "$W/cd1.back" bs=256k
+			got=$(sha "$W/cd1.back")
+			[ "$RD_RC" = 0 ] && [ "$got" = "$CSHA" ] || why="dd file (file 1): rc $RD_RC, $RD_BYTES of $(fsize "$W/cd1") bytes, sha256 ${got:0:16} for ${CSHA:0:16} ($RD_ERR)"
+		fi
+		if [ -z "$why" ]; then
+			ok "cluster: $CTAG, written through node A, reads back identical through node B: the tar archive and the dd file (sha256 ${CSHA:0:16}, $(elapsed "$t0") s)"
+		else
+			not_ok "cluster: $CTAG reads back identical through node B" "$why" "$(dmesg | tail -n 3)"
+		fi
+	else
+		skip "cluster: the session is served by node B after the failover" "no session"
+		skip "cluster: $CTAG reads back through node B" "no session"
+	fi
+	rm -rf "$W/c1" "$W/cd1" "$W/cd1.back"
 fi
 
 # =============================================================================

@@ -16,6 +16,12 @@
 #                    recover`. Fails (exit 2) when versitygw is missing
 #                    ($REEL_TOOLS_DIR/bin, default ~/.cache/reel-tools/bin;
 #                    scripts/s3-servers.sh install)
+#   --cluster        two nodes on one bucket: as --bucket, node A serving the
+#                    library and holding its lease, node B a standby on a second
+#                    port (the guest's portal); the guest's `cluster` section
+#                    checks that B redirects the login to A and, after the
+#                    failover-target hook (SIGKILL A, wait for B to take the
+#                    lease), that B serves what A wrote
 #   --sections "..." only these sections of tape-checks.sh (see its header; login and
 #                    the drive mapping always run)
 #   --port N         listen port (default: the first free one from 13270)
@@ -174,6 +180,40 @@ reel_stop() {
 	return 1
 }
 
+# --cluster: node B, a standby on PORT_B (its portal redirects to node A until it takes over)
+reel_b_start() {
+	local args=(serve --data "$STATE/data-b" --config "$STATE/reel-b.toml" --http 127.0.0.1:0)
+	echo "=== $(ts) start node B: $REEL_BIN ${args[*]}" >>"$STATE/target-b.log"
+	NO_COLOR=1 RUST_BACKTRACE=1 "$REEL_BIN" "${args[@]}" </dev/null >>"$STATE/target-b.log" 2>&1 &
+	local pid=$!
+	disown "$pid" 2>/dev/null
+	echo "$pid" >"$STATE/target-b.pid"
+	for _ in $(seq 1 900); do
+		listening "$PORT_B" && grep -q "^standby:" "$STATE/target-b.log" && return 0
+		alive "$pid" || break
+		sleep 0.1
+	done
+	echo "node B is not a listening standby on 127.0.0.1:$PORT_B" >&2
+	return 1
+}
+# failover: node A killed; node B takes the store over once A's lease expires
+failover() {
+	local b t0=$SECONDS
+	reel_stop KILL || return 1
+	b=$(cat "$STATE/target-b.pid" 2>/dev/null)
+	for _ in $(seq 1 1200); do
+		grep -q "^Ctrl-C" "$STATE/target-b.log" && break
+		ours "$b" || { echo "node B exited (see target-b.log)"; return 1; }
+		sleep 0.1
+	done
+	grep -q "^Ctrl-C" "$STATE/target-b.log" || { echo "node B did not take over within 120 s"; return 1; }
+	echo "=== $(ts) node B (pid $b) took over $((SECONDS - t0)) s after node A was killed" >>"$STATE/target.log"
+	# from now on the serving node is B: finish stops and verifies it
+	echo "$b" >"$STATE/target.pid"
+	echo "$STATE/data-b" >"$STATE/data.path"
+	echo "failover-target: node B took over $((SECONDS - t0)) s after node A was killed"
+}
+
 # recover_node: the node is lost with its disk; a new one is built from the bucket alone
 recover_node() {
 	local old new t0=$SECONDS rc
@@ -217,6 +257,11 @@ if [ "${1:-}" = __hook ]; then
 		kill -STOP "$pid" && echo "=== $(ts) SIGSTOP to versitygw $pid" >>"$STATE/target.log"
 		exit $?
 	fi
+	if [ "${3:-}" = failover-target ]; then
+		[ "$MODE" = cluster ] || { echo "failover-target needs --cluster"; exit 64; }
+		failover
+		exit $?
+	fi
 	case "${3:-}" in
 	restart-target) reel_stop TERM ;;
 	kill-target) reel_stop KILL ;;
@@ -242,6 +287,7 @@ while [ $# -gt 0 ]; do
 	--reel-bin) REEL_BIN=${2:-}; shift 2 ;;
 	--changers) MODE=changers; shift ;;
 	--bucket) MODE=bucket; shift ;;
+	--cluster) MODE=cluster; shift ;;
 	--sections) SECTIONS=${2:-}; shift 2 ;;
 	--port) PORT=${2:-}; shift 2 ;;
 	--out) OUT=${2:-}; shift 2 ;;
@@ -265,12 +311,13 @@ REEL_BIN=$(cd "$(dirname "$REEL_BIN")" && pwd)/$(basename "$REEL_BIN")
 ORIG_REEL_BIN=$REEL_BIN
 "$REEL_BIN" cartridges create --help 2>&1 | grep -q -- '--capacity' || die "$REEL_BIN cannot create small cartridges (cartridges create --capacity)"
 case "$FILL_MB" in '' | *[!0-9]*) die "--fill-mb wants MiB" ;; esac
-if [ "$MODE" = bucket ]; then
+on_bucket() { [ "$MODE" = bucket ] || [ "$MODE" = cluster ]; }
+if on_bucket; then
 	# never a silent skip: without a real S3 server this mode cannot prove anything
 	VERSITYGW=${REEL_TOOLS_DIR:-$HOME/.cache/reel-tools}/bin/versitygw
 	[ -x "$VERSITYGW" ] || die "--bucket needs versitygw at $VERSITYGW: run scripts/s3-servers.sh install (or set REEL_TOOLS_DIR)"
 	command -v curl >/dev/null || die "--bucket needs curl (it creates the bucket with --aws-sigv4)"
-	[ -n "$SECTIONS" ] && die "--bucket runs its own section (bucket); no --sections with it"
+	[ -n "$SECTIONS" ] && die "--$MODE runs its own section ($MODE); no --sections with it"
 	"$REEL_BIN" recover --help >/dev/null 2>&1 || die "$REEL_BIN has no 'recover' command"
 fi
 case "$MODE" in full) DEF_TIMEOUT=1800 ;; changers) DEF_TIMEOUT=600 ;; *) DEF_TIMEOUT=900 ;; esac
@@ -280,6 +327,9 @@ if [ -z "$PORT" ]; then
 	while listening "$PORT"; do PORT=$((PORT + 1)); done
 fi
 listening "$PORT" && die "port $PORT is already in use"
+# --cluster: node B's portal (the guest's), next to node A's
+PORT_B=$((PORT + 1))
+while listening "$PORT_B"; do PORT_B=$((PORT_B + 1)); done
 
 if [ -z "$OUT" ]; then
 	OUT=$(mktemp -d /tmp/reel-tape-test.XXXXXX)
@@ -298,12 +348,12 @@ echo "# tested binary: $REEL_BIN (sha256 $(sha256sum "$REEL_BIN" | cut -c1-16))"
 REEL_BIN=$STATE/bin/reel
 {
 	printf 'REEL_BIN=%q\n' "$REEL_BIN"
-	echo "PORT=$PORT"
+	echo "PORT=$PORT PORT_B=$PORT_B MODE=$MODE"
 } >"$STATE/target.env"
-if [ "$MODE" = bucket ]; then
+if on_bucket; then
 	# random keys (never the same twice: a leftover server must not accept us), a free port
 	S3_PORT=17070
-	while listening "$S3_PORT" || [ "$S3_PORT" = "$PORT" ]; do S3_PORT=$((S3_PORT + 1)); done
+	while listening "$S3_PORT" || [ "$S3_PORT" = "$PORT" ] || [ "$S3_PORT" = "$PORT_B" ]; do S3_PORT=$((S3_PORT + 1)); done
 	AWS_ACCESS_KEY_ID=reel$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	AWS_SECRET_ACCESS_KEY=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
@@ -331,7 +381,7 @@ SPECS=""
 	# Prefixed libraries first: a library with an empty barcode_prefix takes
 	# every cartridge not claimed before it.
 	for spec in "${CHANGERS[@]}"; do
-		[ "$MODE" = bucket ] && break
+		on_bucket && break
 		IFS='|' read -r suffix changer drive nd ns nie pfx ncart media <<<"$spec"
 		echo
 		echo "[[iscsi.target]]"
@@ -352,7 +402,7 @@ SPECS=""
 		create --prefix "$pfx" --count "$ncart" --media "$media"
 		SPECS="$SPECS $spec"
 	done
-	if [ "$MODE" = bucket ]; then
+	if on_bucket; then
 		# the main library as reel offers it without a configuration (serve makes its 20
 		# cartridges): the recovered node, started without --config, offers the same one
 		cat <<EOF
@@ -378,6 +428,16 @@ region = "us-east-1"
 
 [store.cache]
 size = "1G"
+EOF
+	fi
+	if [ "$MODE" = cluster ]; then
+		# portals as the guest reaches them (run.sh forwards 10.0.2.100:PORT to 127.0.0.1:PORT)
+		cat <<EOF
+
+[cluster]
+node = "node-a"
+portal = "10.0.2.100:$PORT"
+lease_seconds = 8
 EOF
 	fi
 	if [ "$MODE" = full ]; then
@@ -408,7 +468,13 @@ EOF
 		create --prefix SML --first 3 --count 1 --capacity 16M
 	fi
 } >"$STATE/reel.toml"
-[ "$MODE" = bucket ] || "$REEL_BIN" cartridges list --data "$STATE/data" >"$STATE/cartridges-before.txt" 2>&1
+if [ "$MODE" = cluster ]; then
+	mkdir -m 700 "$STATE/data-b"
+	sed -e "s/^listen = .*/listen = [\"127.0.0.1:$PORT_B\"]/" -e 's/^node = "node-a"/node = "node-b"/' \
+		-e "s/^portal = .*/portal = \"10.0.2.100:$PORT_B\"\nstandby = true/" \
+		"$STATE/reel.toml" >"$STATE/reel-b.toml"
+fi
+on_bucket || "$REEL_BIN" cartridges list --data "$STATE/data" >"$STATE/cartridges-before.txt" 2>&1
 
 finish() {
 	local vrc data
@@ -423,14 +489,20 @@ finish() {
 		[ "$vrc" = 0 ] || { KEEP=1; RC=${RC:-0}; [ "$RC" = 0 ] && RC=1; }
 	fi
 	# after verify: it reads the packs from the bucket
-	if [ "$MODE" = bucket ]; then
+	if [ "$MODE" = cluster ]; then
+		# node B, when it is still the standby (after a failover target.pid is B's)
+		local b
+		b=$(cat "$STATE/target-b.pid" 2>/dev/null)
+		if ours "$b"; then kill -TERM "$b"; gone_within "$b" 30 || kill -KILL "$b"; fi
+	fi
+	if on_bucket; then
 		say "bucket: $(s3_usage)"
 		s3_stop || say "versitygw (pid $(cat "$STATE/s3.pid" 2>/dev/null)) did not stop"
 	fi
 	if [ "$KEEP" = 1 ]; then
 		say "logs and reel's data in $OUT"
 	else
-		rm -rf "${STATE:?}/data" "${STATE:?}"/data-recovered-* "${STATE:?}/s3" "${STATE:?}/bin" "${STATE:?}/target.env"
+		rm -rf "${STATE:?}/data" "${STATE:?}/data-b" "${STATE:?}"/data-recovered-* "${STATE:?}/s3" "${STATE:?}/bin" "${STATE:?}/target.env"
 		say "logs in $OUT"
 	fi
 	[ -s "$OUT/vm/summary" ] && cat "$OUT/vm/summary"
@@ -446,16 +518,30 @@ if ! reel_start; then
 	finish
 	exit 2
 fi
+if [ "$MODE" = cluster ] && ! reel_b_start; then
+	say "could not start node B; log: $STATE/target-b.log"
+	tail -n 20 "$STATE/target-b.log" | sed 's/^/#   /'
+	KEEP=1
+	SETUP_ONLY=1
+	finish
+	exit 2
+fi
 say "reel pid $(cat "$STATE/target.pid") on 127.0.0.1:$PORT ($MODE), started in $(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s; state $STATE"
 ENVS=(--env "TAPE_MODE=$MODE" --env "CHANGER_SPECS=${SPECS# }" --env "IQN_BASE=$BASE" --env "LIB_IQN=$LIB_IQN"
 	--env "FILL_IQN=$FILL_IQN" --env "FILL_CAP_MB=$FILL_MB" --env "TINY_CAP_MB=16")
 [ -n "$SECTIONS" ] && ENVS+=(--env "TAPE_SECTIONS=$SECTIONS")
+VM_PORT=$PORT
+if [ "$MODE" = cluster ]; then
+	# the guest logs in at node B's portal; node A's is forwarded too, for the redirect
+	VM_PORT=$PORT_B
+	ENVS+=(--env "CLUSTER_OWNER_PORTAL=10.0.2.100:$PORT" --forward "$PORT")
+fi
 # The reel binary in the guest too: its `bench` section runs `reel bench tape`'s file mode on
 # /dev/nst* (the same workload through the kernel's initiator and st).
 [ -x "$ORIG_REEL_BIN" ] && ENVS+=(--file "$ORIG_REEL_BIN")
 HOOK=$(printf '%q __hook %q' "$SELF" "$STATE")
 if [ "$SETUP_ONLY" = 1 ]; then
-	say "left running. The checks:  $VM_DIR/run.sh --portal 127.0.0.1:$PORT --script $VM_DIR/tape-checks.sh --hook '$HOOK' --timeout $TIMEOUT $(printf '%q ' "${ENVS[@]}")"
+	say "left running. The checks:  $VM_DIR/run.sh --portal 127.0.0.1:$VM_PORT --script $VM_DIR/tape-checks.sh --hook '$HOOK' --timeout $TIMEOUT $(printf '%q ' "${ENVS[@]}")"
 	say "stop it: kill $(cat "$STATE/target.pid")"
 	[ "$MODE" = bucket ] && say "and versitygw: kill $(cat "$STATE/s3.pid") (keys in $STATE/target.env)"
 	trap - EXIT
@@ -465,7 +551,7 @@ fi
 RUN_PID="" RC=""
 trap 'finish; exit ${RC:-1}' EXIT
 trap '[ -n "$RUN_PID" ] && kill -TERM "$RUN_PID" 2>/dev/null && wait "$RUN_PID"; RC=130; exit 130' INT TERM HUP
-"$VM_DIR/run.sh" --portal "127.0.0.1:$PORT" --script "$VM_DIR/tape-checks.sh" --hook "$HOOK" \
+"$VM_DIR/run.sh" --portal "127.0.0.1:$VM_PORT" --script "$VM_DIR/tape-checks.sh" --hook "$HOOK" \
 	--timeout "$TIMEOUT" --out "$OUT/vm" "${ENVS[@]}" "${RUN_ARGS[@]+"${RUN_ARGS[@]}"}" &
 RUN_PID=$!
 wait "$RUN_PID"

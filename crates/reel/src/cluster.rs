@@ -256,6 +256,7 @@ pub enum LeaseLost {
 }
 
 impl Held {
+    #[cfg(test)]
     pub fn body(&self) -> &LeaseBody {
         &self.body
     }
