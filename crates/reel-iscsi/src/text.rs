@@ -360,6 +360,22 @@ impl TextResponder {
                 ));
             }
         };
+        // Targets served elsewhere (the redirect table) are listed at *this* portal's addresses:
+        // a login here is redirected to wherever the target is served at that moment, so the
+        // address an initiator discovered keeps working when the target moves. Their ACLs are
+        // enforced by the portal that serves them, at login.
+        let elsewhere = |name: &str| {
+            (!portal.targets.iter().any(|t| names_equal(&t.name, name)))
+                .then(|| portal.redirects.lookup(name))
+                .flatten()
+        };
+        let record_elsewhere = |name: &str, address: &str, out: &mut Vec<(String, String)>| {
+            let tpgt = address.rsplit_once(',').map_or("1", |(_, tag)| tag);
+            out.push(("TargetName".into(), name.to_string()));
+            for addr in &portal.addresses {
+                out.push(("TargetAddress".into(), format!("{addr},{tpgt}")));
+            }
+        };
         if self.discovery {
             match value {
                 "All" => {
@@ -370,6 +386,11 @@ impl TextResponder {
                     {
                         record(t, out);
                     }
+                    for (name, _) in portal.redirects.entries() {
+                        if let Some(address) = elsewhere(&name) {
+                            record_elsewhere(&name, &address, out);
+                        }
+                    }
                 }
                 "" => {}
                 name => {
@@ -379,6 +400,8 @@ impl TextResponder {
                         .find(|t| names_equal(&t.name, name) && initiator_allowed(t, initiator))
                     {
                         record(t, out);
+                    } else if let Some(address) = elsewhere(name) {
+                        record_elsewhere(name, &address, out);
                     }
                 }
             }

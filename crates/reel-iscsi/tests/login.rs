@@ -1622,3 +1622,29 @@ fn a_target_served_elsewhere_is_redirected_with_its_address() {
     assert_eq!(status_of(&unknown), 0x0203);
     assert!(self::run(portal, config(None)).initiator.is_ok());
 }
+
+#[test]
+fn discovery_lists_targets_served_elsewhere_at_this_portal() {
+    let mut p = PortalConfig::clone(&portal(vec![target("iqn.2024-01.org.example:here")]));
+    p.addresses = vec!["192.0.2.2:3260".into()];
+    p.redirects.set(vec![
+        ("iqn.2024-01.org.example:there".into(), "192.0.2.9:3261,7".into()),
+        // A local target is listed once, as a local one.
+        ("iqn.2024-01.org.example:here".into(), "192.0.2.9:3261,1".into()),
+    ]);
+    let p = Arc::new(p);
+    let mut responder = TextResponder::new(p.clone(), None, true).with_initiator_name(INITIATOR);
+    let (pairs, _) = send_targets(&mut responder, "All", 8192);
+    let expected: Vec<(String, String)> = [
+        ("TargetName", "iqn.2024-01.org.example:here"),
+        ("TargetAddress", "192.0.2.2:3260,1"),
+        ("TargetName", "iqn.2024-01.org.example:there"),
+        ("TargetAddress", "192.0.2.2:3260,7"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(pairs, expected);
+    let (one, _) = send_targets(&mut responder, "iqn.2024-01.org.example:there", 8192);
+    assert_eq!(one, expected[2..].to_vec());
+}

@@ -310,6 +310,10 @@ pub struct RecoverArgs {
     /// AWS credentials file, never from here.
     #[arg(long = "data", value_name = "DIR")]
     pub dir: std::path::PathBuf,
+    /// Where the cluster's leases are (`[cluster] prefix`): a store whose lease is live is not
+    /// recovered, since opening it deletes packs its node may be about to name.
+    #[arg(long, default_value = "reel-cluster")]
+    pub cluster_prefix: String,
 }
 
 /// `reel recover`: a fresh data directory bound to the bucket, with the catalog replayed from
@@ -355,6 +359,20 @@ pub fn recover(args: RecoverArgs) -> anyhow::Result<()> {
         }),
     };
     crate::config::validate_store(&section)?;
+    if let Some(s3) = &section.s3 {
+        let leases = data_dir::open_bucket(s3, &args.cluster_prefix)?;
+        let key = crate::cluster::lease_key(&s3.prefix);
+        if let Some(holder) = crate::cluster::live_holder(&leases, &key)? {
+            bail!(
+                "{} is being served by node {} (portal {}): recovering it now would delete the packs \
+                 that node is writing. Stop it (or let its lease expire) first; to take a store over \
+                 from a live cluster, run `reel serve` with [cluster] standby = true",
+                args.from,
+                holder.node,
+                holder.portal
+            );
+        }
+    }
     let started = std::time::Instant::now();
     let mut last_report = std::time::Instant::now();
     let opened = data_dir::open_with(&args.dir, Some(&section), &mut |p| {

@@ -339,6 +339,20 @@ pub fn redirects(
     Ok(out)
 }
 
+/// The node whose lease on the store at `key` looks live by our wall clock (a guard for the
+/// offline tools, not a safety mechanism: judged without waiting a time to live).
+pub fn live_holder(
+    objects: &dyn VersionedObjects,
+    key: &Key,
+) -> Result<Option<LeaseBody>, BackendError> {
+    let Some((bytes, _)) = objects.read_versioned(key)? else {
+        return Ok(None);
+    };
+    Ok(serde_json::from_slice::<LeaseBody>(&bytes)
+        .ok()
+        .filter(|b| !b.released && b.age_by_wall_clock() < b.ttl()))
+}
+
 /// This data directory's identity as a copy of a store: random, made at first use. A lease held
 /// under another id means our local catalog and cache may be behind or diverged.
 pub fn node_id(dir: &Path) -> anyhow::Result<String> {
