@@ -1322,17 +1322,35 @@ if [ "$MODE" = full ] && [ "$CLUSTER_MODE" = 1 ] && want cluster; then
 	else
 		not_ok "cluster: $CTAG written through node A" "$why" "$(dmesg | tail -n 3)"
 	fi
-	if restart_and_recover failover-target "cluster"; then
+	# the cartridge back to its slot and the session closed: the initiator logs in afresh
+	# through node B's portal once B holds the store
+	unload_drive 0
+	run iscsiadm -m node -T "$LIB_IQN" -p "$P" --logout
+	t0=$(now)
+	host_do failover-target 240
+	hrc=$?
+	if [ "$hrc" = 0 ]; then
+		ok "cluster: node A killed; node B took the store over when A's lease expired ($(elapsed "$t0") s)"
+	else
+		not_ok "cluster: node B takes over once node A is killed" "host_do failover-target returned $hrc (see hooks.log, target-b.log)"
+	fi
+	t0=$(now)
+	why=""
+	if login "$LIB_IQN" && LIB_SID=$(sid_of "$LIB_IQN") && attach "$LIB_SID" "$LIB_DRIVES" 30; then
+		CH=$ATT_CH
+		LIB_TAPES=$ATT_TAPES
 		read -r CUR PER <<<"$(session_portals "$LIB_SID")"
 		if [ "$CUR" = "$P" ]; then
-			ok "cluster: after the failover the session is served by node B's portal ($CUR)"
+			ok "cluster: a new login at node B's portal is served by node B itself, no redirect ($(elapsed "$t0") s)"
 		else
-			not_ok "cluster: after the failover the session is served by node B ($P)" "current portal '$CUR', persistent '$PER'"
+			not_ok "cluster: after the failover node B serves the login" "current portal '$CUR', persistent '$PER'"
 		fi
-		t0=$(now)
-		why=""
-		[ "$(lib_st | st_drive_tag 0)" = "$CTAG" ] || why="drive 0 holds '$(lib_st | st_drive_tag 0)', not $CTAG"
-		[ -z "$why" ] && ! wait_online "$T0DEV" 60 && why="$T0DEV not ONLINE: $(mt_status "$T0DEV" | tail -n 1)"
+		from=$(lib_st | st_slot_of "$CTAG")
+		if [ -z "$from" ] || ! run mtx -f "$CH" load "$from" 0; then
+			why="load $CTAG (slot '$from'): rc $RUN_RC $(last_line "$RUN_OUT")"
+		elif ! T0DEV=$(online_one $LIB_TAPES); then
+			why="no single tape device ONLINE after loading $CTAG"
+		fi
 		if [ -z "$why" ]; then
 			run mt -f "$T0DEV" rewind
 			tar_check "$T0DEV" "$W/mc1" || why="archive (file 0): $TC_WHY"
@@ -1350,7 +1368,7 @@ if [ "$MODE" = full ] && [ "$CLUSTER_MODE" = 1 ] && want cluster; then
 			not_ok "cluster: $CTAG reads back identical through node B" "$why" "$(dmesg | tail -n 3)"
 		fi
 	else
-		skip "cluster: the session is served by node B after the failover" "no session"
+		not_ok "cluster: login at node B's portal after the failover" "iscsiadm rc $RUN_RC: $(last_line "$RUN_OUT")"
 		skip "cluster: $CTAG reads back through node B" "no session"
 	fi
 	rm -rf "$W/c1" "$W/cd1" "$W/cd1.back"
