@@ -67,6 +67,10 @@ if [ "$vm" -eq 1 ]; then
   # on three cartridges, the node's directory deleted, reel recover, everything read back.
   step "kernel initiator in a VM: disaster recovery from an S3 bucket"
   tests/vm/tape-test.sh --reel-bin target/release/reel --bucket
+  # Two nodes on one bucket: a login at the standby's portal is redirected to the lease holder,
+  # the holder is killed, the standby takes over and serves what was written through the first.
+  step "kernel initiator in a VM: two nodes on one bucket, login redirect and failover"
+  tests/vm/tape-test.sh --reel-bin target/release/reel --cluster
   # Tape drives and changers through st/sg/ch, mt, mtx, tar, dd, btape fill. CI runs every
   # section but Bacula's and Amanda's long drive tests (btape test/auto, amtapetype: ~5 min
   # under TCG); REEL_VM_TAPE=full runs them too, REEL_VM_TAPE=0 skips the tape VM.
