@@ -416,15 +416,23 @@ pub fn check_list_during_puts(b: &dyn Backend) {
 /// winner, versions that change with every write. Keys used are under `conformance/cas/`.
 pub fn versioned(b: &dyn crate::VersionedObjects) {
     let key = Key::new("conformance/cas/lease").unwrap();
-    assert!(b.read_versioned(&key).unwrap().is_none(), "absent object read as present");
+    assert!(
+        b.read_versioned(&key).unwrap().is_none(),
+        "absent object read as present"
+    );
     let v1 = b.write_versioned(&key, b"one", None).expect("create");
     assert!(
-        matches!(b.write_versioned(&key, b"again", None), Err(BackendError::AlreadyExists(_))),
+        matches!(
+            b.write_versioned(&key, b"again", None),
+            Err(BackendError::AlreadyExists(_))
+        ),
         "a second create succeeded"
     );
     let (data, seen) = b.read_versioned(&key).unwrap().expect("created object");
     assert_eq!((data.as_slice(), &seen), (&b"one"[..], &v1));
-    let v2 = b.write_versioned(&key, b"two", Some(&v1)).expect("swap at the current version");
+    let v2 = b
+        .write_versioned(&key, b"two", Some(&v1))
+        .expect("swap at the current version");
     assert_ne!(v1, v2, "a write kept the version");
     assert!(
         matches!(

@@ -36,9 +36,9 @@ pub use fault::{CrashBackend, FaultRates, FlakyBackend, QuotaBackend};
 pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use local::LocalBackend;
 pub use memory::MemoryBackend;
-pub use versioned::{MemoryVersioned, Version, VersionedObjects};
 #[cfg(feature = "s3")]
 pub use s3::{S3Backend, S3Config, S3Counters, S3Credentials};
+pub use versioned::{MemoryVersioned, Version, VersionedObjects};
 
 /// How a put treats an object that already exists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -25,8 +25,12 @@ pub struct Version(pub String);
 pub trait VersionedObjects: Send + Sync + 'static {
     /// The object and its version, `None` if absent.
     fn read_versioned(&self, key: &Key) -> Result<Option<(Vec<u8>, Version)>>;
-    fn write_versioned(&self, key: &Key, data: &[u8], expected: Option<&Version>)
-    -> Result<Version>;
+    fn write_versioned(
+        &self,
+        key: &Key,
+        data: &[u8],
+        expected: Option<&Version>,
+    ) -> Result<Version>;
     /// Keys under `prefix`, sorted.
     fn list_versioned(&self, prefix: &str) -> Result<Vec<Key>>;
 }

@@ -125,12 +125,18 @@ pub struct RedirectTable(Arc<std::sync::RwLock<Vec<(String, String)>>>);
 impl RedirectTable {
     /// Replaces the whole table.
     pub fn set(&self, entries: Vec<(String, String)>) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = entries;
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = entries;
     }
 
     /// Where `target_name` (compared as iSCSI names are, case-insensitively) is served.
     pub fn lookup(&self, target_name: &str) -> Option<String> {
-        let entries = self.0.read().unwrap_or_else(|e| e.into_inner());
+        let entries = self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         entries
             .iter()
             .find(|(name, _)| names_equal(name, target_name))
@@ -139,7 +145,10 @@ impl RedirectTable {
 
     /// A copy of the table.
     pub fn entries(&self) -> Vec<(String, String)> {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -720,7 +729,12 @@ impl TargetLogin {
     /// Where a normal session's target lives when it is not one of ours but the redirect table
     /// names it.
     fn redirect_for(&self, pairs: &[(String, String)]) -> Option<String> {
-        let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        let get = |k: &str| {
+            pairs
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
         if !matches!(get("SessionType"), None | Some("Normal")) {
             return None;
         }

@@ -1601,7 +1601,10 @@ fn a_target_served_elsewhere_is_redirected_with_its_address() {
         "192.0.2.9:3261,1".into(),
     )]);
     // Names compare case-insensitively (§4.2.7.2 normalisation: lower case).
-    let run = run(portal.clone(), config(Some("iqn.2024-01.org.example:there")));
+    let run = run(
+        portal.clone(),
+        config(Some("iqn.2024-01.org.example:there")),
+    );
     assert_eq!(status_of(&run), 0x0101);
     let response = run.responses.last().unwrap();
     assert_eq!((response.status_class, response.status_detail), (1, 1));
@@ -1614,11 +1617,19 @@ fn a_target_served_elsewhere_is_redirected_with_its_address() {
     }
     // A local target is served here even when the table also names it; an unknown one is
     // "not found", and discovery is never redirected.
-    portal.redirects.set(vec![
-        ("iqn.2024-01.org.example:here".into(), "192.0.2.9:3261,1".into()),
-    ]);
-    assert!(self::run(portal.clone(), config(Some("iqn.2024-01.org.example:here"))).initiator.is_ok());
-    let unknown = self::run(portal.clone(), config(Some("iqn.2024-01.org.example:nowhere")));
+    portal.redirects.set(vec![(
+        "iqn.2024-01.org.example:here".into(),
+        "192.0.2.9:3261,1".into(),
+    )]);
+    assert!(
+        self::run(portal.clone(), config(Some("iqn.2024-01.org.example:here")))
+            .initiator
+            .is_ok()
+    );
+    let unknown = self::run(
+        portal.clone(),
+        config(Some("iqn.2024-01.org.example:nowhere")),
+    );
     assert_eq!(status_of(&unknown), 0x0203);
     assert!(self::run(portal, config(None)).initiator.is_ok());
 }
@@ -1628,9 +1639,15 @@ fn discovery_lists_targets_served_elsewhere_at_this_portal() {
     let mut p = PortalConfig::clone(&portal(vec![target("iqn.2024-01.org.example:here")]));
     p.addresses = vec!["192.0.2.2:3260".into()];
     p.redirects.set(vec![
-        ("iqn.2024-01.org.example:there".into(), "192.0.2.9:3261,7".into()),
+        (
+            "iqn.2024-01.org.example:there".into(),
+            "192.0.2.9:3261,7".into(),
+        ),
         // A local target is listed once, as a local one.
-        ("iqn.2024-01.org.example:here".into(), "192.0.2.9:3261,1".into()),
+        (
+            "iqn.2024-01.org.example:here".into(),
+            "192.0.2.9:3261,1".into(),
+        ),
     ]);
     let p = Arc::new(p);
     let mut responder = TextResponder::new(p.clone(), None, true).with_initiator_name(INITIATOR);

@@ -105,7 +105,11 @@ pub struct Membership {
 pub fn lease_key(store_prefix: &str) -> Key {
     let readable = store_prefix.trim_matches('/').replace('/', "-");
     let hash = blake3::hash(store_prefix.as_bytes()).to_hex();
-    let name = if readable.is_empty() { "root" } else { &readable };
+    let name = if readable.is_empty() {
+        "root"
+    } else {
+        &readable
+    };
     Key::new(format!("leases/{name}-{}.json", &hash[..12]))
         .expect("a validated store prefix makes a valid lease key")
 }
@@ -446,10 +450,8 @@ impl Renewer {
                         }
                         match held.renew() {
                             Ok(true) => {
-                                renewed_ms.store(
-                                    origin.elapsed().as_millis() as u64,
-                                    Ordering::Relaxed,
-                                );
+                                renewed_ms
+                                    .store(origin.elapsed().as_millis() as u64, Ordering::Relaxed);
                                 if let Ok(entries) = redirects(&*objects, &node_id) {
                                     table.set(entries);
                                 }
@@ -468,14 +470,13 @@ impl Renewer {
     /// store is synced (and its uploads flushed): the next holder reads what we wrote.
     pub fn release(self) {
         self.stop.store(true, Ordering::Relaxed);
-        match self.thread.join() {
-            Ok(Some(held)) => match held.release() {
+        if let Ok(Some(held)) = self.thread.join() {
+            match held.release() {
                 Ok(()) => println!("cluster: lease released"),
                 Err(e) => eprintln!(
                     "reel: releasing the lease: {e} (another node takes over when it expires)"
                 ),
-            },
-            Ok(None) | Err(_) => {}
+            }
         }
     }
 }
@@ -573,13 +574,13 @@ pub fn join(
         me.store,
         me.ttl.as_secs()
     );
-    if let Some(previous) = &held.taken_from {
-        if let Some(aside) = set_aside_superseded_copy(dir)? {
-            println!(
-                "cluster: took the store over from node id {previous}; the local copy it superseded is in {}",
-                aside.display()
-            );
-        }
+    if let Some(previous) = &held.taken_from
+        && let Some(aside) = set_aside_superseded_copy(dir)?
+    {
+        println!(
+            "cluster: took the store over from node id {previous}; the local copy it superseded is in {}",
+            aside.display()
+        );
     }
     if let Ok(entries) = redirects(&*objects, &me.node_id) {
         table.set(entries);
@@ -651,13 +652,23 @@ mod tests {
     fn a_live_lease_is_refused_and_an_unrenewed_one_taken_over() {
         let objects: Arc<dyn VersionedObjects> = Arc::new(MemoryVersioned::new());
         let key = lease_key("site/");
-        let mut a = acquire(objects.clone(), key.clone(), &member("a", false, 600), &mut |_| {})
-            .unwrap();
+        let mut a = acquire(
+            objects.clone(),
+            key.clone(),
+            &member("a", false, 600),
+            &mut |_| {},
+        )
+        .unwrap();
         assert_eq!(a.taken_from, None);
         assert!(a.renew().unwrap());
 
         // B without standby: refused while A renews.
-        match acquire(objects.clone(), key.clone(), &member("b", false, 600), &mut |_| {}) {
+        match acquire(
+            objects.clone(),
+            key.clone(),
+            &member("b", false, 600),
+            &mut |_| {},
+        ) {
             Err(Refusal::Live { node, .. }) => assert_eq!(node, "node-a"),
             other => panic!("expected a refusal, got {:?}", other.map(|h| h.body)),
         }
@@ -678,14 +689,21 @@ mod tests {
         });
         let started = Instant::now();
         let mut waits = 0;
-        let b = acquire(objects.clone(), key.clone(), &member("b", true, 600), &mut |_| {
-            waits += 1
-        })
+        let b = acquire(
+            objects.clone(),
+            key.clone(),
+            &member("b", true, 600),
+            &mut |_| waits += 1,
+        )
         .unwrap();
         let mut a = renewing.join().unwrap();
         assert!(waits > 0);
         // A renewed until ~600 ms; B waited a whole time to live (+10 %) after that.
-        assert!(started.elapsed() >= Duration::from_millis(600 + 600), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() >= Duration::from_millis(600 + 600),
+            "{:?}",
+            started.elapsed()
+        );
         assert_eq!(b.taken_from.as_deref(), Some("a"));
         // A finds its lease taken at its next renewal.
         assert!(matches!(a.renew(), Err(LeaseLost::Taken(_))));
@@ -695,12 +713,22 @@ mod tests {
     fn a_released_or_own_lease_is_taken_at_once() {
         let objects: Arc<dyn VersionedObjects> = Arc::new(MemoryVersioned::new());
         let key = lease_key("x/");
-        let a = acquire(objects.clone(), key.clone(), &member("a", false, 60_000), &mut |_| {})
-            .unwrap();
+        let a = acquire(
+            objects.clone(),
+            key.clone(),
+            &member("a", false, 60_000),
+            &mut |_| {},
+        )
+        .unwrap();
         a.release().unwrap();
         let started = Instant::now();
-        let b = acquire(objects.clone(), key.clone(), &member("b", false, 60_000), &mut |_| {})
-            .unwrap();
+        let b = acquire(
+            objects.clone(),
+            key.clone(),
+            &member("b", false, 60_000),
+            &mut |_| {},
+        )
+        .unwrap();
         assert!(started.elapsed() < Duration::from_secs(5));
         assert_eq!(b.taken_from.as_deref(), Some("a"));
         drop(b); // killed: not released

@@ -64,7 +64,9 @@ impl ClusterSection {
             None => iscsi.listen.first().cloned().unwrap_or_default(),
         };
         let Ok(addr) = portal.parse::<SocketAddr>() else {
-            anyhow::bail!("cluster.portal: {portal:?} is not an address:port such as 192.0.2.1:3260");
+            anyhow::bail!(
+                "cluster.portal: {portal:?} is not an address:port such as 192.0.2.1:3260"
+            );
         };
         if addr.port() == 0 || addr.ip().is_unspecified() {
             anyhow::bail!(

@@ -98,7 +98,10 @@ fn read_cartridge(portal: SocketAddr, c: u64) {
             RECORD as u32,
         );
         assert_eq!(status, 0, "cartridge {c} record {r}: sense {sense:02x?}");
-        assert!(data == record(c, r), "cartridge {c} record {r} reads back wrong");
+        assert!(
+            data == record(c, r),
+            "cartridge {c} record {r} reads back wrong"
+        );
     }
     drive.good(&UNLOAD, Vec::new());
     changer.good(&move_medium(0, DRIVE, slot), Vec::new());
@@ -110,9 +113,12 @@ fn login_once(portal: SocketAddr) -> Result<(), String> {
         .enable_all()
         .build()
         .unwrap();
-    let config =
-        reel_testkit::login_config("iqn.2026-11.org.reel.test:probe", Some(LIB), 0x1ff);
-    match runtime.block_on(Client::connect_once(portal, config, ClientOptions::default())) {
+    let config = reel_testkit::login_config("iqn.2026-11.org.reel.test:probe", Some(LIB), 0x1ff);
+    match runtime.block_on(Client::connect_once(
+        portal,
+        config,
+        ClientOptions::default(),
+    )) {
         Ok(client) => {
             let _ = runtime.block_on(client.logout());
             Ok(())
@@ -128,7 +134,13 @@ fn login_once(portal: SocketAddr) -> Result<(), String> {
 /// Runs `reel serve` expecting it to refuse: its exit status and standard error.
 fn refused(data: &Path, config: &Path, portal: SocketAddr, s3: &S3Server) -> String {
     let mut child = Command::new(reel_binary())
-        .args(["serve", "--listen", &portal.to_string(), "--http", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "--listen",
+            &portal.to_string(),
+            "--http",
+            "127.0.0.1:0",
+        ])
         .arg("--data")
         .arg(data)
         .arg("--config")
@@ -147,7 +159,10 @@ fn refused(data: &Path, config: &Path, portal: SocketAddr, s3: &S3Server) -> Str
             std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
             return err;
         }
-        assert!(Instant::now() < deadline, "the second node neither served nor refused");
+        assert!(
+            Instant::now() < deadline,
+            "the second node neither served nor refused"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -168,7 +183,11 @@ fn a_standby_redirects_then_takes_over_a_killed_node_and_serves_what_it_wrote() 
     let (data_a, data_b) = (dir.path().join("a"), dir.path().join("b"));
 
     let a = command(&data_a, &config_a, portal_a, &s3).start();
-    assert!(a.banner.contains("cluster: node a holds the lease"), "{}", a.banner);
+    assert!(
+        a.banner.contains("cluster: node a holds the lease"),
+        "{}",
+        a.banner
+    );
     write_cartridge(portal_a, 0);
     write_cartridge(portal_a, 1);
 
@@ -187,7 +206,10 @@ fn a_standby_redirects_then_takes_over_a_killed_node_and_serves_what_it_wrote() 
         match login_once(portal_b) {
             Err(address) if !address.starts_with("error") => break address,
             other => {
-                assert!(Instant::now() < deadline, "no redirect from the standby: {other:?}");
+                assert!(
+                    Instant::now() < deadline,
+                    "no redirect from the standby: {other:?}"
+                );
                 std::thread::sleep(Duration::from_millis(200));
             }
         }
@@ -205,7 +227,11 @@ fn a_standby_redirects_then_takes_over_a_killed_node_and_serves_what_it_wrote() 
         took >= Duration::from_secs(LEASE_SECONDS) && took < Duration::from_secs(40),
         "took over after {took:?}"
     );
-    assert!(b.banner.contains("cluster: node b holds the lease"), "{}", b.banner);
+    assert!(
+        b.banner.contains("cluster: node b holds the lease"),
+        "{}",
+        b.banner
+    );
     assert_eq!(login_once(portal_b), Ok(()));
     read_cartridge(portal_b, 0);
     read_cartridge(portal_b, 1);
@@ -226,4 +252,69 @@ fn a_standby_redirects_then_takes_over_a_killed_node_and_serves_what_it_wrote() 
         read_cartridge(portal_a, c);
     }
     a.stop();
+}
+
+/// SIGKILL the serving node at random points (while an initiator writes, while its uploads and
+/// lease renewals run), again and again, alternating two nodes: after each kill the standby
+/// takes over and every cartridge acknowledged at a synchronising point (durability bucket)
+/// reads back byte for byte; the cartridge being written when the node died is left alone.
+#[test]
+fn kills_of_the_serving_node_at_random_points_lose_nothing_acknowledged() {
+    const KILLS: u64 = 6;
+    let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
+    let dir = tempfile::tempdir().unwrap();
+    let portals = [free_portal(), free_portal()];
+    let configs = [dir.path().join("a.toml"), dir.path().join("b.toml")];
+    for (i, name) in ["a", "b"].iter().enumerate() {
+        write_config(&configs[i], &s3, name, portals[i], true);
+    }
+    let datas = [dir.path().join("a"), dir.path().join("b")];
+    let mut seed = 0x5EED_u64 ^ std::process::id() as u64;
+    let mut next_random = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+
+    let mut serving = command(&datas[0], &configs[0], portals[0], &s3).start();
+    let mut who = 0;
+    let mut acknowledged = Vec::new();
+    // Cartridges 0..4 are written in turn (4 blank ones); one is in flight at each kill.
+    for kill in 0..KILLS {
+        let other = 1 - who;
+        let standby = std::thread::spawn({
+            let cmd = command(&datas[other], &configs[other], portals[other], &s3);
+            move || cmd.start()
+        });
+        let done = kill % 4;
+        write_cartridge(portals[who], done);
+        if !acknowledged.contains(&done) {
+            acknowledged.push(done);
+        }
+        // Another cartridge being written when the node dies, at a random point.
+        let in_flight = (kill + 1) % 4;
+        let portal = portals[who];
+        let writer = std::thread::spawn(move || write_cartridge(portal, in_flight));
+        std::thread::sleep(Duration::from_millis(next_random() % 2_000));
+        serving.kill();
+        let _ = writer.join();
+        acknowledged.retain(|&c| c != in_flight);
+        serving = standby.join().expect("the standby takes over");
+        who = other;
+        for &c in &acknowledged {
+            read_cartridge(portals[who], c);
+        }
+        eprintln!("kill {kill}: node {who} took over; cartridges {acknowledged:?} read back");
+        // A drive may still hold the interrupted cartridge: put it back for the next cycle.
+        let changer = Tape::connect(portals[who], LIB, 0, 1);
+        changer.ready();
+        // (CHECK CONDITION when the drive is empty: the move is only a tidy-up.)
+        let _ = changer.run(
+            &move_medium(0, DRIVE, FIRST_SLOT + in_flight as u16),
+            Vec::new(),
+            0,
+        );
+    }
+    serving.stop();
 }

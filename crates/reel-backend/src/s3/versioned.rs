@@ -50,7 +50,11 @@ impl Inner {
         bump(&self.counters.puts, 1);
         let answer = self
             .store
-            .put_opts(&self.path(key.as_str()), PutPayload::from(data.clone()), opts)
+            .put_opts(
+                &self.path(key.as_str()),
+                PutPayload::from(data.clone()),
+                opts,
+            )
             .await;
         match answer {
             Ok(done) => {
