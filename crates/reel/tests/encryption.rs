@@ -306,4 +306,52 @@ fn an_encrypted_bucket_holds_no_plaintext_and_recovers_only_with_its_key() {
         }
     }
     server.stop();
+
+    // A restart with another key is refused at open: the directory knows its key id.
+    let wrong_config = dir.path().join("wrong.toml");
+    write_config(&wrong_config, &s3, &wrong_key_file);
+    let out = serve_once(&recovered, &wrong_config, &s3);
+    assert!(
+        out.contains(&format!(
+            "encrypted with key {key_id}; the configured key is {wrong_id}"
+        )),
+        "{out}"
+    );
+
+    // A node with a key on a bucket prefix written without encryption is refused too.
+    let plain_config = dir.path().join("plain.toml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("node-a", "node-b");
+    let plain_text = text.split("[store.encryption]").next().unwrap().to_string();
+    std::fs::write(&plain_config, &plain_text).unwrap();
+    serve(&dir.path().join("plain"), Some(&plain_config), &s3).stop();
+    let keyed_b = dir.path().join("keyed-b.toml");
+    std::fs::write(&keyed_b, &text).unwrap();
+    let out = serve_once(&dir.path().join("keyed-b"), &keyed_b, &s3);
+    assert!(
+        out.contains("holds a store that is not encrypted, but a store key"),
+        "{out}"
+    );
+}
+
+/// `reel serve` expected to refuse to start: its stderr.
+fn serve_once(data: &Path, config: &Path, s3: &S3Server) -> String {
+    let portal = common::free_portal().to_string();
+    let out = reel(
+        &[
+            "serve".as_ref(),
+            "--listen".as_ref(),
+            portal.as_ref(),
+            "--http".as_ref(),
+            "off".as_ref(),
+            "--config".as_ref(),
+            config.as_os_str(),
+            "--data".as_ref(),
+            data.as_os_str(),
+        ],
+        s3,
+    );
+    assert!(!out.status.success(), "reel serve started");
+    String::from_utf8_lossy(&out.stderr).to_string()
 }
