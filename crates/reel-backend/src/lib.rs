@@ -12,7 +12,8 @@
 //! back end's bookkeeping (`.tmp/`) can never collide with a key.
 //!
 //! Implementations: [`LocalBackend`] (a directory, durable), [`MemoryBackend`] (tests),
-//! `S3Backend` (S3-compatible object storage, behind the cargo feature `s3`), and the
+//! `S3Backend` (S3-compatible object storage, behind the cargo feature `s3`),
+//! [`EncryptedBackend`] (seals object bodies with AES-256-GCM before any back end), and the
 //! fault injectors in [`fault`] ([`QuotaBackend`], [`FlakyBackend`], [`CrashBackend`]), which wrap
 //! any back end. [`conformance`] holds the contract as checks any new back end must pass.
 
@@ -23,6 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 mod cache;
 pub mod conformance;
+pub mod crypt;
 pub mod fault;
 mod key;
 mod local;
@@ -32,6 +34,7 @@ mod s3;
 mod versioned;
 
 pub use cache::{CacheConfig, CacheStats, PendingItem, RemoteCheck, WriteBackCache};
+pub use crypt::{EncryptedBackend, KeyId, StoreKey, StoreKeyError};
 pub use fault::{CrashBackend, FaultRates, FlakyBackend, QuotaBackend};
 pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use local::LocalBackend;
@@ -84,6 +87,20 @@ pub enum BackendError {
         "object {key} conflicts with existing object {existing}: one is a directory prefix of the other"
     )]
     KeyConflict { key: Key, existing: String },
+    /// The object was sealed with another key ([`crypt`]): nothing was decrypted.
+    #[error(
+        "object {key} was encrypted with key {found}, this node has key {ours}: configure the key the store was written with"
+    )]
+    WrongKey {
+        key: Key,
+        found: String,
+        ours: String,
+    },
+    /// The stored bytes fail their check: an encrypted object that does not authenticate
+    /// (damaged, or sealed under another key), truncated, or not in the expected format.
+    /// Nothing of it is returned.
+    #[error("object {key} is damaged or was encrypted with another key: {detail}")]
+    Damaged { key: Key, detail: String },
     #[error("I/O error on {key}: {source}")]
     Io {
         key: String,

@@ -204,7 +204,8 @@ impl S3Server {
         self.dir.path().join("server.log")
     }
 
-    fn data_dir(&self) -> PathBuf {
+    /// Where the server keeps the bucket's objects as files (tests look at what was stored).
+    pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }
 

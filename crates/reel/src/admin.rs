@@ -306,6 +306,9 @@ pub struct RecoverArgs {
     /// The new node's cache size (`[store.cache] size`).
     #[arg(long, default_value = "20G")]
     pub cache_size: String,
+    /// The store key file, for an encrypted bucket (else `REEL_STORE_KEY` is used if set).
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<std::path::PathBuf>,
     /// The new data directory: missing or empty. Credentials come from the environment or the
     /// AWS credentials file, never from here.
     #[arg(long = "data", value_name = "DIR")]
@@ -357,6 +360,12 @@ pub fn recover(args: RecoverArgs) -> anyhow::Result<()> {
             size: args.cache_size.clone(),
             ..CacheSection::default()
         }),
+        encryption: args
+            .key_file
+            .clone()
+            .map(|path| crate::config::EncryptionSection {
+                key_file: Some(path),
+            }),
     };
     crate::config::validate_store(&section)?;
     if let Some(s3) = &section.s3 {

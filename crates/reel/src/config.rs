@@ -95,6 +95,19 @@ pub struct StoreSection {
     pub s3: Option<S3Section>,
     /// The local write-back cache in front of the bucket, for `backend = "s3"`.
     pub cache: Option<CacheSection>,
+    /// Client-side encryption of what goes to the bucket, for `backend = "s3"`.
+    pub encryption: Option<EncryptionSection>,
+}
+
+/// `[store.encryption]`: object bodies leaving the node are sealed with this key
+/// (docs/design/object-storage.md, "Encryption at rest"). The key is never stored in the data
+/// directory or the bucket; **losing it is losing the data**.
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EncryptionSection {
+    /// A file holding the 32-byte key as 64 hex digits (`reel key generate FILE` makes one),
+    /// readable by its owner only. Without it the key comes from `REEL_STORE_KEY` (hex).
+    pub key_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
@@ -873,9 +886,9 @@ pub fn exposure_warnings(config: &Config) -> Vec<String> {
 pub fn validate_store(store: &StoreSection) -> anyhow::Result<()> {
     match store.backend {
         BackendKind::Local => {
-            if store.s3.is_some() || store.cache.is_some() {
+            if store.s3.is_some() || store.cache.is_some() || store.encryption.is_some() {
                 anyhow::bail!(
-                    "store: [store.s3] and [store.cache] apply to backend = \"s3\" (backend is \"local\")"
+                    "store: [store.s3], [store.cache] and [store.encryption] apply to backend = \"s3\" (backend is \"local\", which is not encrypted)"
                 );
             }
             if store.durability != DurabilityLevel::Local {
@@ -1196,6 +1209,14 @@ mod tests {
             2 << 30
         );
         assert_eq!(config.store.cache.as_ref().unwrap().upload_threads, 4);
+        let encrypted = parse(
+            "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\n[store.encryption]\nkey_file = \"/etc/reel/store.key\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            encrypted.store.encryption.unwrap().key_file.unwrap(),
+            PathBuf::from("/etc/reel/store.key")
+        );
 
         for (text, needle) in [
             ("[store]\nbackend = \"s3\"\n", "needs a [store.s3]"),
@@ -1219,6 +1240,14 @@ mod tests {
             (
                 "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\nsecret_access_key = \"x\"\n",
                 "secret_access_key",
+            ),
+            (
+                "[store]\n[store.encryption]\nkey_file = \"k\"\n",
+                "not encrypted",
+            ),
+            (
+                "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\n[store.encryption]\nkey = \"00\"\n",
+                "unknown field",
             ),
         ] {
             let err = format!("{:#}", parse(text).unwrap_err());

@@ -2,7 +2,8 @@
 //!
 //! Layout: `DIR/objects/` (pack objects, the local back end) and `DIR/catalog/` (the catalog).
 //! On a bucket (`[store] backend = "s3"`): `DIR/catalog/` (a cache of the bucket's catalog
-//! journal), `DIR/cache/` (the write-back cache) and `DIR/bucket.toml` (which bucket).
+//! journal), `DIR/cache/` (the write-back cache) and `DIR/bucket.toml` (which bucket, and the
+//! id of the store key when the bucket is encrypted: never the key).
 //!
 //! The directory holds every backup, the password hashes and the audit log: it is created
 //! 0700, and one that other users can enter or read is refused (its mode says nothing about
@@ -12,7 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use reel_backend::{CacheConfig, LocalBackend, S3Backend, S3Config, WriteBackCache};
+use reel_backend::{
+    Backend, CacheConfig, EncryptedBackend, LocalBackend, S3Backend, S3Config, StoreKey,
+    WriteBackCache,
+};
 use reel_chunkstore::{ChunkStore, DurableAt, RecoveryProgress, StoreConfig, StoreError};
 
 use crate::config::{BackendKind, DurabilityLevel, S3Section, StoreSection};
@@ -58,6 +62,19 @@ pub struct BucketBinding {
     pub durability: String,
     pub cache_size: String,
     pub upload_threads: usize,
+    /// Set when what goes to the bucket is encrypted (`[store.encryption]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<EncryptionBinding>,
+}
+
+/// Which key the bucket's objects are sealed with: its id, and where the key was read from if
+/// a file (for the offline tools). Never the key itself.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EncryptionBinding {
+    pub key_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
 }
 
 impl BucketBinding {
@@ -74,6 +91,8 @@ impl BucketBinding {
             },
             cache_size: cache.size,
             upload_threads: cache.upload_threads,
+            // Filled in by `open_with` once the key is loaded.
+            encryption: None,
         })
     }
 
@@ -130,12 +149,9 @@ pub fn open_with(
                     wanted.describe()
                 );
             }
-            if bound != wanted {
-                wanted.write(dir)?;
-            }
-            Some(wanted)
+            Some((wanted, Some(bound)))
         }
-        (Some(bound), None) => Some(bound),
+        (Some(bound), None) => Some((bound.clone(), Some(bound))),
         (None, Some(wanted)) => {
             if dir.join("catalog").exists() {
                 anyhow::bail!(
@@ -144,12 +160,11 @@ pub fn open_with(
                     wanted.describe()
                 );
             }
-            wanted.write(dir)?;
-            Some(wanted)
+            Some((wanted, None))
         }
         (None, None) => None,
     };
-    let Some(binding) = binding else {
+    let Some((mut binding, bound)) = binding else {
         return Ok(Opened {
             carts: Cartridges::new(open_store(dir)?),
             cache: None,
@@ -157,7 +172,42 @@ pub fn open_with(
             binding: None,
         });
     };
+    // The key: from the configured key file, else the one this directory was set up with
+    // (offline tools), else REEL_STORE_KEY. Only the binary reads the environment.
+    let key_file = match section.filter(|s| s.backend == BackendKind::S3) {
+        Some(store) => store.encryption.as_ref().and_then(|e| e.key_file.clone()),
+        // No bucket configured (the offline tools, `reel serve` without `[store]`).
+        None => bound
+            .as_ref()
+            .and_then(|b| b.encryption.as_ref())
+            .and_then(|e| e.key_file.clone()),
+    };
+    let key = crate::store_key::load(key_file.as_deref(), &|name| std::env::var(name).ok())?;
+    if section.is_some_and(|s| s.encryption.is_some()) && key.is_none() {
+        anyhow::bail!(
+            "[store.encryption] without key_file needs the key in {}",
+            crate::store_key::KEY_ENV
+        );
+    }
+    check_bound_key(dir, bound.as_ref(), key.as_ref())?;
     let bucket = Arc::new(open_bucket(&binding.s3, &binding.s3.prefix)?);
+    // Before anything is written (here or in the bucket): a key that does not fit the bucket
+    // is refused with a clear message, not a journal decode error later.
+    check_bucket_key(&bucket, &binding, key.as_ref())?;
+    binding.encryption = key.as_ref().map(|key| EncryptionBinding {
+        key_id: key.id().to_string(),
+        key_file: key_file
+            .as_deref()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())),
+    });
+    if bound.as_ref() != Some(&binding) {
+        binding.write(dir)?;
+    }
+    // Encryption sits between the cache (plaintext on this node's disk) and the bucket.
+    let remote: Arc<dyn Backend> = match key {
+        Some(key) => Arc::new(EncryptedBackend::new(bucket.clone(), key)),
+        None => bucket.clone(),
+    };
     let capacity = reel_datagen::parse_size(&binding.cache_size)
         .map_err(|e| anyhow::anyhow!("{BUCKET_FILE}: cache_size: {e}"))?;
     let cache_config = CacheConfig {
@@ -171,7 +221,7 @@ pub fn open_with(
     };
     let cache_dir = dir.join("cache");
     let cache = Arc::new(
-        WriteBackCache::open(&cache_dir, bucket.clone(), cache_config)
+        WriteBackCache::open(&cache_dir, remote, cache_config)
             .with_context(|| format!("opening the cache {}", cache_dir.display()))?,
     );
     let store_config = StoreConfig {
@@ -221,6 +271,84 @@ pub fn open_bucket(s3: &S3Section, prefix: &str) -> anyhow::Result<S3Backend> {
                 .unwrap_or_default()
         )
     })
+}
+
+/// The key against the one `bucket.toml` names.
+fn check_bound_key(
+    dir: &Path,
+    bound: Option<&BucketBinding>,
+    key: Option<&StoreKey>,
+) -> anyhow::Result<()> {
+    let Some(bound) = bound else { return Ok(()) };
+    match (&bound.encryption, key) {
+        (None, None) => Ok(()),
+        (Some(enc), Some(key)) if enc.key_id == key.id().to_string() => Ok(()),
+        (Some(enc), Some(key)) => anyhow::bail!(
+            "the data directory {} caches {}, encrypted with key {}; the configured key is {}: \
+             configure the key the store was written with (keys cannot be changed yet)",
+            dir.display(),
+            bound.describe(),
+            enc.key_id,
+            key.id()
+        ),
+        (Some(enc), None) => anyhow::bail!(
+            "the data directory {} caches {}, encrypted with key {}: configure that key \
+             ([store.encryption] key_file, or {})",
+            dir.display(),
+            bound.describe(),
+            enc.key_id,
+            crate::store_key::KEY_ENV
+        ),
+        (None, Some(key)) => anyhow::bail!(
+            "the data directory {} caches {}, which is not encrypted, but a store key ({}) is \
+             configured: encryption cannot be turned on for an existing store (remove the key, \
+             or start a new store on another prefix)",
+            dir.display(),
+            bound.describe(),
+            key.id()
+        ),
+    }
+}
+
+/// The key against the bucket: the first catalog journal object's header says whether the
+/// store there is encrypted, and with which key.
+fn check_bucket_key(
+    bucket: &S3Backend,
+    binding: &BucketBinding,
+    key: Option<&StoreKey>,
+) -> anyhow::Result<()> {
+    // The chunk store's journal prefix (reel-chunkstore journal.rs, JOURNAL_PREFIX).
+    let journal = bucket
+        .list("catalog/journal/")
+        .with_context(|| format!("listing the catalog journal in {}", binding.describe()))?;
+    let Some(first) = journal.first() else {
+        // A new store (or one whose first journal is not uploaded yet): nothing to compare.
+        return Ok(());
+    };
+    let found = reel_backend::crypt::sealed_key_id(bucket, &first.key)
+        .with_context(|| format!("reading {} in {}", first.key, binding.describe()))?;
+    match (found, key) {
+        (None, None) => Ok(()),
+        (Some(found), Some(key)) if found == key.id() => Ok(()),
+        (Some(found), Some(key)) => anyhow::bail!(
+            "{} was encrypted with key {found}, this node has key {}: configure the key the \
+             store was written with (nothing was changed)",
+            binding.describe(),
+            key.id()
+        ),
+        (Some(found), None) => anyhow::bail!(
+            "{} is encrypted (key {found}) and no store key is configured: set \
+             [store.encryption] key_file, or {} (nothing was changed)",
+            binding.describe(),
+            crate::store_key::KEY_ENV
+        ),
+        (None, Some(key)) => anyhow::bail!(
+            "{} holds a store that is not encrypted, but a store key ({}) is configured: \
+             remove the key to open it (nothing was changed)",
+            binding.describe(),
+            key.id()
+        ),
+    }
 }
 
 fn in_use(dir: &Path, e: StoreError) -> anyhow::Error {

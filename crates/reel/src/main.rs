@@ -14,6 +14,7 @@ mod disk_usage;
 mod http;
 mod remote;
 mod serve;
+mod store_key;
 
 /// reel: a deduplicating virtual tape library.
 #[derive(Parser, Debug)]
@@ -38,6 +39,9 @@ enum Command {
     Stats(data_dir::DataDirArg),
     /// Rebuild a node from its bucket alone into a new data directory (then `reel serve` it).
     Recover(admin::RecoverArgs),
+    /// The store encryption key: `reel key generate FILE`.
+    #[command(subcommand)]
+    Key(store_key::KeyCommand),
     /// Control a running reel through its REST API (status, moves, import/export, sessions).
     Ctl(remote::CtlArgs),
     /// Benchmarks: tape throughput, the iSCSI data path, the chunk store, a big library's
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
         Command::Reclaim(data) => admin::reclaim(data),
         Command::Stats(data) => admin::stats(data),
         Command::Recover(args) => admin::recover(args),
+        Command::Key(cmd) => store_key::run(cmd),
         Command::Ctl(args) => remote::run(args),
         Command::Bench(command) => reel_bench::run(command),
     };

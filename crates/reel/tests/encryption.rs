@@ -1,0 +1,357 @@
+//! Encryption at rest end to end, against a real S3 server (versitygw) on loopback: cartridges
+//! written through iSCSI with `[store.encryption]` leave no plaintext in the server's files,
+//! `reel recover` with the right key reads them back byte for byte, and a wrong key or no key
+//! is refused with a clear message before anything is changed.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::tape::Tape;
+use reel_s3test::{Kind, S3Server};
+use reel_scsi::initiator::smc::move_medium;
+use reel_scsi::initiator::ssc::{REWIND, Transfer, UNLOAD, read6, write_filemarks, write6};
+use reel_testkit::serve::{ServeCommand, reel_binary};
+
+const LIB: &str = "iqn.2026-11.org.reel:library";
+const RECORD: usize = 128 << 10;
+const RECORDS: u64 = 6;
+const CARTRIDGES: u64 = 3;
+const DRIVE: u16 = 0x0101;
+const FIRST_SLOT: u16 = 0x0401;
+
+/// Record `r` of cartridge `c`: pseudo-random bytes, which compression stores verbatim, so
+/// without encryption they would be found as they are in the pack objects.
+fn record(c: u64, r: u64) -> Vec<u8> {
+    let mut x = (c * 100 + r + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..RECORD)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// 32-byte pieces of what was written, to look for in stored files.
+fn needles() -> Vec<Vec<u8>> {
+    (0..CARTRIDGES)
+        .flat_map(|c| (0..RECORDS).map(move |r| record(c, r)[1000..1032].to_vec()))
+        .collect()
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// How many of `needles` occur in the files under `dir`.
+fn needles_found(dir: &Path, needles: &[Vec<u8>]) -> usize {
+    let files: Vec<Vec<u8>> = files_under(dir)
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    needles
+        .iter()
+        .filter(|n| {
+            files
+                .iter()
+                .any(|f| f.windows(n.len()).any(|w| w == &n[..]))
+        })
+        .count()
+}
+
+/// Every file under `dir` with its BLAKE3 hash: a snapshot to prove nothing changed.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, String)> {
+    files_under(dir)
+        .into_iter()
+        .map(|p| {
+            let hash = blake3::hash(&std::fs::read(&p).unwrap())
+                .to_hex()
+                .to_string();
+            (p, hash)
+        })
+        .collect()
+}
+
+fn write_config(path: &Path, s3: &S3Server, key_file: &Path) {
+    let text = format!(
+        "[store]\nbackend = \"s3\"\ndurability = \"bucket\"\n\n[store.s3]\nendpoint = \"{}\"\nbucket = \"{}\"\nprefix = \"node-a\"\nregion = \"{}\"\n\n[store.cache]\nsize = \"512M\"\n\n[store.encryption]\nkey_file = \"{}\"\n",
+        s3.endpoint(),
+        s3.bucket(),
+        s3.region(),
+        key_file.display()
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+fn serve(data: &Path, config: Option<&Path>, s3: &S3Server) -> common::Server {
+    let mut command = ServeCommand::new(data)
+        .args(&["--cartridges", "10"])
+        .env("AWS_ACCESS_KEY_ID", s3.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key());
+    if let Some(config) = config {
+        command = command.args(&[std::ffi::OsStr::new("--config"), config.as_os_str()]);
+    }
+    command.start()
+}
+
+fn reel(args: &[&std::ffi::OsStr], s3: &S3Server) -> Output {
+    Command::new(reel_binary())
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", s3.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
+        .env_remove("REEL_STORE_KEY")
+        .output()
+        .unwrap()
+}
+
+fn generate_key(path: &Path, s3: &S3Server) -> String {
+    let out = reel(&["key".as_ref(), "generate".as_ref(), path.as_os_str()], s3);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("without the key"), "{stdout}");
+    // "wrote store key <id> to …"
+    stdout.split_whitespace().nth(3).unwrap().to_string()
+}
+
+fn recover(s3: &S3Server, into: &Path, key_file: Option<&Path>) -> Output {
+    let endpoint = s3.endpoint();
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "recover".as_ref(),
+        "--from".as_ref(),
+        "s3://reel-test/node-a".as_ref(),
+        "--endpoint".as_ref(),
+        endpoint.as_ref(),
+        "--data".as_ref(),
+        into.as_os_str(),
+    ];
+    if let Some(key_file) = key_file {
+        args.extend(["--key-file".as_ref(), key_file.as_os_str()]);
+    }
+    reel(&args, s3)
+}
+
+fn write_cartridge(changer: &Tape, drive: &Tape, c: u64) {
+    let slot = FIRST_SLOT + c as u16;
+    changer.good(&move_medium(0, slot, DRIVE), Vec::new());
+    drive.ready();
+    for r in 0..RECORDS {
+        drive.good(&write6(Transfer::Variable(RECORD as u32)), record(c, r));
+    }
+    drive.good(&write_filemarks(1, false), Vec::new());
+    drive.good(&UNLOAD, Vec::new());
+    changer.good(&move_medium(0, DRIVE, slot), Vec::new());
+}
+
+fn read_cartridge(changer: &Tape, drive: &Tape, c: u64) {
+    let slot = FIRST_SLOT + c as u16;
+    changer.good(&move_medium(0, slot, DRIVE), Vec::new());
+    drive.ready();
+    drive.good(&REWIND, Vec::new());
+    for r in 0..RECORDS {
+        let (status, data, sense) = drive.run(
+            &read6(Transfer::Variable(RECORD as u32), false),
+            Vec::new(),
+            RECORD as u32,
+        );
+        assert_eq!(status, 0, "cartridge {c} record {r}: sense {sense:02x?}");
+        assert!(
+            data == record(c, r),
+            "cartridge {c} record {r} reads back wrong"
+        );
+    }
+    let (status, _, _) = drive.run(
+        &read6(Transfer::Variable(RECORD as u32), false),
+        Vec::new(),
+        RECORD as u32,
+    );
+    assert_eq!(status, 2, "cartridge {c}: the filemark after its records");
+    drive.good(&UNLOAD, Vec::new());
+    changer.good(&move_medium(0, DRIVE, slot), Vec::new());
+}
+
+fn sessions(server: &common::Server) -> (Tape, Tape) {
+    let changer = Tape::connect(server.portal(), LIB, 0, 1);
+    changer.ready();
+    let drive = Tape::connect(server.portal(), LIB, 1, 2);
+    (changer, drive)
+}
+
+#[test]
+fn an_encrypted_bucket_holds_no_plaintext_and_recovers_only_with_its_key() {
+    let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("store.key");
+    let key_id = generate_key(&key_file, &s3);
+    assert_eq!(key_id.len(), 16, "{key_id}");
+    // Never overwritten.
+    let again = reel(
+        &["key".as_ref(), "generate".as_ref(), key_file.as_os_str()],
+        &s3,
+    );
+    assert!(!again.status.success());
+    let wrong_key_file = dir.path().join("wrong.key");
+    let wrong_id = generate_key(&wrong_key_file, &s3);
+
+    let config = dir.path().join("reel.toml");
+    write_config(&config, &s3, &key_file);
+    let data = dir.path().join("node");
+    let server = serve(&data, Some(&config), &s3);
+    {
+        let (changer, drive) = sessions(&server);
+        for c in 0..CARTRIDGES {
+            write_cartridge(&changer, &drive, c);
+        }
+    }
+    server.stop();
+    let bound = std::fs::read_to_string(data.join("bucket.toml")).unwrap();
+    assert!(bound.contains(&key_id), "{bound}");
+    let key_hex = std::fs::read_to_string(&key_file).unwrap();
+    assert!(
+        !bound.contains(key_hex.trim()),
+        "the key is never in the data directory"
+    );
+
+    // The bucket holds sealed objects only; the node's own cache holds the plaintext, which
+    // shows the search finds it where it is.
+    let needles = needles();
+    let bucket_dir = s3.data_dir().join(s3.bucket()).join("node-a");
+    let stored = files_under(&bucket_dir);
+    assert!(
+        stored.iter().any(|p| p.to_string_lossy().contains("packs"))
+            && stored
+                .iter()
+                .any(|p| p.to_string_lossy().contains("journal")),
+        "{stored:?}"
+    );
+    for path in &stored {
+        let bytes = std::fs::read(path).unwrap();
+        assert!(
+            bytes.starts_with(b"reelSEAL"),
+            "{} is not sealed",
+            path.display()
+        );
+    }
+    assert_eq!(needles_found(&s3.data_dir(), &needles), 0);
+    assert!(needles_found(&data.join("cache"), &needles) > 0);
+
+    // The node is lost. Recovering without the key, or with another, is refused, and neither
+    // attempt changes the bucket or binds the new directory.
+    std::fs::remove_dir_all(&data).unwrap();
+    let before = snapshot(&s3.data_dir());
+    let recovered = dir.path().join("recovered");
+    let out = recover(&s3, &recovered, None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&format!("is encrypted (key {key_id})"))
+            && stderr.contains("no store key is configured"),
+        "{stderr}"
+    );
+    assert!(!recovered.join("bucket.toml").exists());
+    let out = recover(&s3, &recovered, Some(&wrong_key_file));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&format!(
+            "was encrypted with key {key_id}, this node has key {wrong_id}"
+        )),
+        "{stderr}"
+    );
+    assert!(!recovered.join("bucket.toml").exists());
+    assert_eq!(
+        snapshot(&s3.data_dir()),
+        before,
+        "a refused recovery changed the bucket"
+    );
+
+    // With the key: every cartridge back, byte for byte, on a node with no configuration file
+    // (the directory remembers its bucket and its key file).
+    let out = recover(&s3, &recovered, Some(&key_file));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "reel recover: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The ten blank cartridges a new node gets, three of them written.
+    assert!(stdout.contains("recovered 10 cartridges"), "{stdout}");
+    let server = serve(&recovered, None, &s3);
+    {
+        let (changer, drive) = sessions(&server);
+        for c in 0..CARTRIDGES {
+            read_cartridge(&changer, &drive, c);
+        }
+    }
+    server.stop();
+
+    // A restart with another key is refused at open: the directory knows its key id.
+    let wrong_config = dir.path().join("wrong.toml");
+    write_config(&wrong_config, &s3, &wrong_key_file);
+    let out = serve_once(&recovered, &wrong_config, &s3);
+    assert!(
+        out.contains(&format!(
+            "encrypted with key {key_id}; the configured key is {wrong_id}"
+        )),
+        "{out}"
+    );
+
+    // A node with a key on a bucket prefix written without encryption is refused too.
+    let plain_config = dir.path().join("plain.toml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("node-a", "node-b");
+    let plain_text = text.split("[store.encryption]").next().unwrap().to_string();
+    std::fs::write(&plain_config, &plain_text).unwrap();
+    serve(&dir.path().join("plain"), Some(&plain_config), &s3).stop();
+    let keyed_b = dir.path().join("keyed-b.toml");
+    std::fs::write(&keyed_b, &text).unwrap();
+    let out = serve_once(&dir.path().join("keyed-b"), &keyed_b, &s3);
+    assert!(
+        out.contains("holds a store that is not encrypted, but a store key"),
+        "{out}"
+    );
+}
+
+/// `reel serve` expected to refuse to start: its stderr.
+fn serve_once(data: &Path, config: &Path, s3: &S3Server) -> String {
+    let portal = common::free_portal().to_string();
+    let out = reel(
+        &[
+            "serve".as_ref(),
+            "--listen".as_ref(),
+            portal.as_ref(),
+            "--http".as_ref(),
+            "off".as_ref(),
+            "--config".as_ref(),
+            config.as_os_str(),
+            "--data".as_ref(),
+            data.as_os_str(),
+        ],
+        s3,
+    );
+    assert!(!out.status.success(), "reel serve started");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
