@@ -58,7 +58,7 @@
 //! | uploaded, before the entry left `pending/` | the entry | uploaded again (idempotent; a `Create` finding its own bytes counts as done) |
 //! | entry renamed to `clean/` or `tmp/` | a clean copy or garbage | deleted (the clean cache starts empty) |
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -98,6 +98,10 @@ pub struct CacheConfig {
     pub upload_threads: usize,
     /// Block size of remote ranged reads kept in the clean cache (at least 1).
     pub read_block_bytes: u64,
+    /// Blocks fetched ahead of a sequential reader (a restore reads each pack front to back),
+    /// one ranged GET each, in parallel on as many threads: the reader then finds them in the
+    /// clean cache instead of waiting for one GET after another. 0 turns read-ahead off.
+    pub read_ahead_blocks: usize,
     /// Keys starting with one of these are ordering barriers (see the module docs).
     pub barrier_prefixes: Vec<String>,
     pub remote_check: RemoteCheck,
@@ -112,6 +116,7 @@ impl Default for CacheConfig {
             capacity_bytes: 16 << 30,
             upload_threads: 4,
             read_block_bytes: 4 << 20,
+            read_ahead_blocks: 4,
             barrier_prefixes: vec!["catalog/".to_string()],
             remote_check: RemoteCheck::BarrierPrefixes,
             retry_initial: Duration::from_millis(100),
@@ -131,9 +136,11 @@ pub struct CacheStats {
     pub clean_bytes: u64,
     pub uploaded_bytes: u64,
     pub uploaded_objects: u64,
-    /// Remote read requests made for callers, and their bytes.
+    /// Remote read requests made for callers, and their bytes (read-ahead included).
     pub remote_gets: u64,
     pub remote_get_bytes: u64,
+    /// Of those, the read-ahead's.
+    pub read_ahead_gets: u64,
     /// Failed upload attempts that were retried.
     pub retries: u64,
     /// Of those, how many failed because the remote was full (`NoSpace`).
@@ -173,6 +180,10 @@ struct Shared {
     work: Condvar,
     /// Blocked puts, flushes and `close` wait here for items to complete.
     progress: Condvar,
+    /// Read-ahead threads wait here for blocks to fetch, and shutdown.
+    ahead_work: Condvar,
+    /// Readers wait here for a block being read ahead to arrive.
+    ahead_done: Condvar,
     /// Held (locked) for the cache's lifetime: one process per cache directory.
     _lock_file: File,
 }
@@ -247,6 +258,11 @@ struct State {
     generation: u64,
     /// Targets of flushes in progress (sequence -> waiters): items at or below are not cancelled.
     flushes: BTreeMap<u64, usize>,
+    /// Read-ahead: blocks queued or being fetched (readers of them wait), the queue with each
+    /// object's size, and the last block each object was read at (to tell sequential reads).
+    ahead_inflight: HashSet<(Key, u64)>,
+    ahead_queue: VecDeque<(Key, u64, u64)>,
+    last_block_read: HashMap<Key, u64>,
     failed: Option<String>,
     shutdown: bool,
     stats: CacheStats,
@@ -366,6 +382,8 @@ impl WriteBackCache {
             state: Mutex::new(state),
             work: Condvar::new(),
             progress: Condvar::new(),
+            ahead_work: Condvar::new(),
+            ahead_done: Condvar::new(),
             _lock_file: lock_file,
         });
         let mut cache = WriteBackCache {
@@ -377,6 +395,14 @@ impl WriteBackCache {
             let handle = std::thread::Builder::new()
                 .name(format!("reel-upload-{i}"))
                 .spawn(move || shared.worker())
+                .map_err(|e| BackendError::io(dir.display(), e))?;
+            cache.workers.push(handle);
+        }
+        for i in 0..cache.shared.config.read_ahead_blocks {
+            let shared = Arc::clone(&cache.shared);
+            let handle = std::thread::Builder::new()
+                .name(format!("reel-readahead-{i}"))
+                .spawn(move || shared.read_ahead_worker())
                 .map_err(|e| BackendError::io(dir.display(), e))?;
             cache.workers.push(handle);
         }
@@ -453,6 +479,8 @@ impl Drop for WriteBackCache {
         self.shared.lock().shutdown = true;
         self.shared.work.notify_all();
         self.shared.progress.notify_all();
+        self.shared.ahead_work.notify_all();
+        self.shared.ahead_done.notify_all();
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
@@ -960,30 +988,33 @@ impl Shared {
     }
 
     fn upload(&self, seq: u64, key: &Key, op: Op, path: &Path, mut attempted: bool) {
-        let data = match op {
-            Op::Delete => Vec::new(),
-            Op::Put(..) => match read_entry(path) {
-                Ok(data) => data,
-                Err(reason) => {
-                    let mut st = self.lock();
-                    if let Some(item) = st.queue.get_mut(&seq) {
-                        item.state = ItemState::Queued;
-                    }
-                    self.fail(&mut st, reason);
-                    return;
+        // The entry's data, read (and checked) afresh for each attempt: the remote takes the
+        // bytes without a copy, and failures are rare enough that re-reading costs nothing.
+        let load = || {
+            let data = read_entry(path);
+            if let Err(reason) = &data {
+                let mut st = self.lock();
+                if let Some(item) = st.queue.get_mut(&seq) {
+                    item.state = ItemState::Queued;
                 }
-            },
+                self.fail(&mut st, reason.clone());
+            }
+            data.ok()
         };
         let mut delay = self.config.retry_initial;
         loop {
             let result = match op {
                 Op::Delete => self.remote.delete(key),
-                Op::Put(mode, _) => self.remote.put(key, &data, mode),
+                Op::Put(mode, _) => {
+                    let Some(data) = load() else { return };
+                    self.remote.put_vec(key, data, mode)
+                }
             };
             let permanent = match result {
                 Ok(()) => break,
                 Err(BackendError::AlreadyExists(_)) if attempted => {
                     // An earlier attempt may have stored it: it is ours if the bytes match.
+                    let Some(data) = load() else { return };
                     match self.remote.get(key) {
                         Ok(remote) if remote == data => break,
                         Ok(_) => Some(format!(
@@ -1166,10 +1197,11 @@ impl Shared {
         Ok(buf)
     }
 
-    fn count_get(&self, bytes: u64) {
+    fn count_get(&self, bytes: u64, ahead: bool) {
         let mut st = self.lock();
         st.stats.remote_gets += 1;
         st.stats.remote_get_bytes += bytes;
+        st.stats.read_ahead_gets += u64::from(ahead);
     }
 
     /// Writes bytes fetched from the remote to a new clean-cache file (not fsynced: the clean
@@ -1199,7 +1231,7 @@ impl Shared {
         self.with_fetch(key, |id| {
             let data = self.remote.get(key);
             if let Ok(d) = &data {
-                self.count_get(d.len() as u64);
+                self.count_get(d.len() as u64, false);
             }
             let data = match data {
                 Err(BackendError::NotFound(k)) => {
@@ -1264,7 +1296,10 @@ impl Shared {
             // changed under us.
             for _ in 0..3 {
                 match self.remote_blocks(key, &range, size, id)? {
-                    Ok(data) => return Ok(data),
+                    Ok(data) => {
+                        self.read_ahead(key, &range, size, id);
+                        return Ok(data);
+                    }
                     Err(learnt) => {
                         // The guess ran past the end: now the size is known.
                         check_range(key, &range, learnt)?;
@@ -1291,11 +1326,24 @@ impl Shared {
         let bs = self.config.read_block_bytes;
         let first = range.start / bs;
         let last = (range.end - 1) / bs;
-        // Block index -> bytes, from the cache or fetched.
-        let mut have: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        // The part of block `b` the range needs, as offsets into the block.
+        let part = |b: u64| {
+            let base = b * bs;
+            (
+                range.start.max(base) - base,
+                range.end.min(base + bs) - base,
+            )
+        };
+        // Block index -> the needed part of it, or `Err(block length)` if the block ends
+        // before that part does (the object ends inside the range).
+        let mut have: BTreeMap<u64, Result<Vec<u8>, u64>> = BTreeMap::new();
         let mut cached = Vec::new();
         {
             let mut st = self.lock();
+            // A block being read ahead arrives soon: waiting beats fetching it twice.
+            while (first..=last).any(|b| st.ahead_inflight.contains(&(key.clone(), b))) {
+                st = wait(&self.ahead_done, st);
+            }
             for b in first..=last {
                 let file = st
                     .clean
@@ -1311,7 +1359,14 @@ impl Shared {
             }
         }
         for (b, file, offset, len) in cached {
-            have.insert(b, Self::read_at(key, &file, offset, len)?);
+            // Only the needed part is read: a restore reads a block in many small pieces.
+            let (from, to) = part(b);
+            let got = if len < to {
+                Err(len)
+            } else {
+                Ok(Self::read_at(key, &file, offset + from, to - from)?)
+            };
+            have.insert(b, got);
         }
         // Fetch runs of consecutive missing blocks, one request each.
         let mut b = first;
@@ -1348,7 +1403,7 @@ impl Shared {
                 }
                 Err(e) => return Err(e),
             };
-            self.count_get(data.len() as u64);
+            self.count_get(data.len() as u64, false);
             let mut fetched = Vec::new();
             for (i, chunk) in data
                 .chunks(usize::try_from(bs).unwrap_or(usize::MAX))
@@ -1358,7 +1413,12 @@ impl Shared {
                 if let Some(path) = self.write_clean(chunk) {
                     fetched.push((idx, path, chunk.len() as u64));
                 }
-                have.insert(idx, chunk.to_vec());
+                let (from, to) = part(idx);
+                let got = match chunk.get(from as usize..to as usize) {
+                    Some(p) => Ok(p.to_vec()),
+                    None => Err(chunk.len() as u64),
+                };
+                have.insert(idx, got);
             }
             let mut st = self.lock();
             let cap = self.config.capacity_bytes;
@@ -1373,17 +1433,138 @@ impl Shared {
         }
         let mut out = Vec::with_capacity(usize::try_from(range.end - range.start).unwrap_or(0));
         for b in first..=last {
-            let block = have.get(&b).map_or(&[][..], Vec::as_slice);
-            let base = b * bs;
-            let from = range.start.max(base) - base;
-            let to = range.end.min(base + bs) - base;
-            if (block.len() as u64) < to {
+            match have.remove(&b) {
+                Some(Ok(p)) => out.extend_from_slice(&p),
                 // The object ends inside the range: this is its last block.
-                return Ok(Err(base + block.len() as u64));
+                Some(Err(len)) => return Ok(Err(b * bs + len)),
+                // A fetch shorter than asked ended before this block.
+                None => {
+                    let end = have
+                        .range(..b)
+                        .next_back()
+                        .map_or(b * bs, |(i, g)| match g {
+                            Err(len) => i * bs + len,
+                            Ok(_) => (i + 1) * bs,
+                        });
+                    return Ok(Err(end));
+                }
             }
-            out.extend_from_slice(&block[from as usize..to as usize]);
         }
         Ok(Ok(out))
+    }
+
+    // ----- read-ahead -----
+
+    /// After a read of `range` that went to the remote: if the reader is going through `key`
+    /// front to back (this read starts in the block the last one ended in, or the next, or at
+    /// the object's start), queues the next [`CacheConfig::read_ahead_blocks`] blocks that are
+    /// neither cached nor on their way. Best effort: errors only mean no read-ahead.
+    fn read_ahead(&self, key: &Key, range: &Range<u64>, size: Option<u64>, id: u64) {
+        let n = self.config.read_ahead_blocks as u64;
+        if n == 0 || range.is_empty() {
+            return;
+        }
+        let bs = self.config.read_block_bytes;
+        let (first, last) = (range.start / bs, (range.end - 1) / bs);
+        let sequential = {
+            let mut st = self.lock();
+            if st.last_block_read.len() >= 4096 {
+                st.last_block_read.clear();
+            }
+            let prev = st.last_block_read.insert(key.clone(), last);
+            match prev {
+                Some(p) => p == first || p + 1 == first,
+                None => first == 0,
+            }
+        };
+        if !sequential {
+            return;
+        }
+        // The size bounds the read-ahead; one list of the key learns it when unknown.
+        let size = match size {
+            Some(s) => s,
+            None => match self.remote_size(key, id) {
+                Ok(s) => s,
+                Err(_) => return,
+            },
+        };
+        let mut st = self.lock();
+        // A newer local version (or a delete) since this read began: nothing to read ahead.
+        if !st.fetch_current(id) || st.by_key.contains_key(key) {
+            return;
+        }
+        let mut queued = false;
+        for b in last + 1..=last + n {
+            if b.saturating_mul(bs) >= size {
+                break;
+            }
+            let cached = st.clean.get(key).is_some_and(|o| o.blocks.contains_key(&b));
+            if cached || !st.ahead_inflight.insert((key.clone(), b)) {
+                continue;
+            }
+            st.ahead_queue.push_back((key.clone(), b, size));
+            queued = true;
+        }
+        if queued {
+            self.ahead_work.notify_all();
+        }
+    }
+
+    fn read_ahead_worker(&self) {
+        let mut st = self.lock();
+        loop {
+            if st.shutdown {
+                // Readers must not wait for blocks nobody will fetch.
+                st.ahead_queue.clear();
+                st.ahead_inflight.clear();
+                self.ahead_done.notify_all();
+                return;
+            }
+            let Some((key, b, size)) = st.ahead_queue.pop_front() else {
+                st = wait(&self.ahead_work, st);
+                continue;
+            };
+            // Registered under the same lock that saw no local version: a put or delete of
+            // the key from now on makes the fetch stale, so it is not cached.
+            let fresh = !st.by_key.contains_key(&key);
+            let id = st.begin_fetch(&key);
+            drop(st);
+            if fresh {
+                self.fetch_ahead(&key, b, size, id);
+            }
+            st = self.lock();
+            st.end_fetch(id);
+            st.ahead_inflight.remove(&(key, b));
+            self.ahead_done.notify_all();
+        }
+    }
+
+    /// Fetches block `b` of `key` (of `size` bytes) into the clean cache.
+    fn fetch_ahead(&self, key: &Key, b: u64, size: u64, id: u64) {
+        let bs = self.config.read_block_bytes;
+        let range = b * bs..((b + 1) * bs).min(size);
+        let Ok(data) = self.remote.get_range(key, range) else {
+            // The reader fetches the block itself and sees the error, if it persists.
+            return;
+        };
+        self.count_get(data.len() as u64, true);
+        let Some(path) = self.write_clean(&data) else {
+            return;
+        };
+        let mut st = self.lock();
+        let cached = st.clean.get(key).is_some_and(|o| o.blocks.contains_key(&b));
+        if st.fetch_current(id) && !cached {
+            let cap = self.config.capacity_bytes;
+            st.add_clean(
+                CleanId::Block(key.clone(), b),
+                path,
+                0,
+                data.len() as u64,
+                cap,
+            );
+        } else {
+            let _ = fs::remove_file(&path);
+        }
     }
 }
 
@@ -1689,24 +1870,33 @@ fn recover(pending: &Path) -> Result<Vec<(u64, EntryHeader, PathBuf)>> {
     Ok(out)
 }
 
-/// Reads a pending put's data for upload, checking the header and the data hash.
+/// Reads a pending put's data for upload, checking the header and the data hash. The data is
+/// read straight into a buffer of its own (one copy out of the page cache, no second one).
 fn read_entry(path: &Path) -> Result<Vec<u8>, String> {
-    let bytes = fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let cannot = |e: io::Error| format!("cannot read {}: {e}", path.display());
     let damaged = |m: String| format!("damaged pending entry {}: {m}", path.display());
-    let (header, _) = EntryHeader::decode(&bytes).map_err(damaged)?;
-    let start = usize::try_from(header_len(&header.key)).unwrap_or(usize::MAX);
-    let data = bytes.get(start..).unwrap_or_default();
-    if data.len() as u64 != header.data_len {
+    let f = File::open(path).map_err(cannot)?;
+    let file_len = f.metadata().map_err(cannot)?.len();
+    let mut head = Vec::new();
+    (&f).take((FIXED_LEN + MAX_KEY_LEN + HASH_LEN) as u64)
+        .read_to_end(&mut head)
+        .map_err(cannot)?;
+    let (header, _) = EntryHeader::decode(&head).map_err(damaged)?;
+    let start = header_len(&header.key);
+    let data_len = file_len.saturating_sub(start);
+    if data_len != header.data_len {
         return Err(damaged(format!(
-            "{} data bytes, the header says {}",
-            data.len(),
+            "{data_len} data bytes, the header says {}",
             header.data_len
         )));
     }
-    if hash64(data) != header.data_hash {
+    let len = usize::try_from(data_len).map_err(|_| damaged("too large".to_string()))?;
+    let mut data = vec![0; len];
+    f.read_exact_at(&mut data, start).map_err(cannot)?;
+    if hash64(&data) != header.data_hash {
         return Err(damaged("data checksum mismatch".to_string()));
     }
-    Ok(data.to_vec())
+    Ok(data)
 }
 
 /// A fast 64-bit checksum against damage (not an adversary): every step is a bijection of the

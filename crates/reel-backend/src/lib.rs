@@ -132,6 +132,11 @@ pub type Result<T, E = BackendError> = std::result::Result<T, E>;
 /// - `delete` of a missing object is `Ok` (idempotent), and durable when it returns.
 pub trait Backend: Send + Sync + 'static {
     fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> Result<()>;
+    /// [`Backend::put`] of bytes the caller no longer needs: a back end that must own its
+    /// request body (S3) takes them without copying. Same contract as `put`.
+    fn put_vec(&self, key: &Key, data: Vec<u8>, mode: PutMode) -> Result<()> {
+        self.put(key, &data, mode)
+    }
     fn get(&self, key: &Key) -> Result<Vec<u8>>;
     fn get_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>>;
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>>;
@@ -153,6 +158,9 @@ macro_rules! forward_backend {
         impl<B: Backend + ?Sized> Backend for $handle<B> {
             fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> Result<()> {
                 (**self).put(key, data, mode)
+            }
+            fn put_vec(&self, key: &Key, data: Vec<u8>, mode: PutMode) -> Result<()> {
+                (**self).put_vec(key, data, mode)
             }
             fn get(&self, key: &Key) -> Result<Vec<u8>> {
                 (**self).get(key)

@@ -8,7 +8,8 @@
 //! Mapping (see `docs/design/backend.md`, "S3 back end"): put is one PUT (`If-None-Match: *`
 //! for [`PutMode::Create`], whose 412 is `AlreadyExists`), after a key-conflict check (HEAD of
 //! the ancestors and a short LIST of `key/`, not atomic across writers: each reel node owns its
-//! prefix); get is a GET; get_range a ranged GET checked against the object size in the reply
+//! prefix; skipped for keys of the store's flat layout, see [`S3Config::flat_prefixes`]), its
+//! body unsigned where TLS or loopback makes that safe ([`S3Config::unsigned_payload`]); get is a GET; get_range a ranged GET checked against the object size in the reply
 //! (S3 clamps ranges past the end, or answers 416); list is ListObjectsV2, every page; delete is
 //! a DELETE, which S3 answers with success for a missing key. Transient failures (5xx, 429,
 //! connection refused, timeouts of idempotent requests) are retried with exponential backoff for
@@ -61,6 +62,20 @@ pub struct S3Config {
     pub retry_window: Duration,
     /// Longest single HTTP request, from connect to the last byte of the answer.
     pub request_timeout: Duration,
+    /// Keys exactly one segment below one of these prefixes (`packs/<name>`, not
+    /// `packs/a/b`) skip the key-conflict check: two requests per put saved. Sound only
+    /// because the writer of such keys never writes the prefixes themselves or their ancestors
+    /// as keys, nor anything deeper below them. The default is the chunk store's layout
+    /// (`packs/<id>.pack`, `catalog/journal/<seq>.jrnl`), which keeps that rule; any other
+    /// key is still checked, so a foreign `packs/x/y` is refused against `packs/x`.
+    pub flat_prefixes: Vec<String>,
+    /// Sends PUT bodies as `UNSIGNED-PAYLOAD` instead of signing their SHA-256 (saves that
+    /// hash on both sides, ~0.5 CPU-s per GB each). The headers stay signed. `None` decides
+    /// by the endpoint: unsigned over https (TLS protects the body in transit) and to a
+    /// loopback address (no wire to protect); signed over plain http to any other host,
+    /// where only TCP's checksum would guard the body. Either way damage that slips through
+    /// is found at read time: every chunk and journal object carries its BLAKE3.
+    pub unsigned_payload: Option<bool>,
 }
 
 impl S3Config {
@@ -76,8 +91,39 @@ impl S3Config {
             credentials: S3Credentials::Environment,
             retry_window: Duration::from_secs(5 * 60),
             request_timeout: Duration::from_secs(60),
+            flat_prefixes: vec!["packs/".to_string(), "catalog/journal/".to_string()],
+            unsigned_payload: None,
         }
     }
+
+    /// Whether PUT bodies go unsigned (see [`S3Config::unsigned_payload`]).
+    pub fn payload_unsigned(&self) -> bool {
+        self.unsigned_payload
+            .unwrap_or_else(|| self.endpoint.as_deref().is_none_or(endpoint_is_private))
+    }
+}
+
+/// Whether `endpoint` is https or a loopback host (`localhost`, `127.x.x.x`, `[::1]`).
+fn endpoint_is_private(endpoint: &str) -> bool {
+    let lower = endpoint.to_ascii_lowercase();
+    if lower.starts_with("https://") {
+        return true;
+    }
+    let Some(rest) = lower.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host.split(':').next().unwrap_or("")
+    };
+    host == "localhost"
+        || host == "::1"
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Where the access key comes from.
@@ -303,6 +349,8 @@ struct Inner {
     base: String,
     describe: String,
     retry_window: Duration,
+    /// See [`S3Config::flat_prefixes`].
+    flat_prefixes: Vec<String>,
     /// Named in authentication errors, so a refused key can be traced to its origin.
     credentials_source: String,
     counters: Counters,
@@ -364,6 +412,7 @@ impl S3Backend {
             .with_access_key_id(&creds.access_key_id)
             .with_secret_access_key(&creds.secret_access_key)
             .with_virtual_hosted_style_request(false)
+            .with_unsigned_payload(config.payload_unsigned())
             .with_retry(retry)
             // Carries `allow_http`; it replaces the builder's own client options.
             .with_client_options(client)
@@ -394,6 +443,7 @@ impl S3Backend {
                 base,
                 describe,
                 retry_window: config.retry_window,
+                flat_prefixes: config.flat_prefixes.clone(),
                 credentials_source: creds.source,
                 counters: Counters::default(),
             }),
@@ -551,6 +601,15 @@ impl Inner {
         }
     }
 
+    /// Whether `key` is one segment below a flat prefix (see [`S3Config::flat_prefixes`]).
+    fn is_flat(&self, key: &Key) -> bool {
+        self.flat_prefixes.iter().any(|p| {
+            key.as_str()
+                .strip_prefix(p.as_str())
+                .is_some_and(|rest| !rest.is_empty() && !rest.contains('/'))
+        })
+    }
+
     /// An object name without the back end's prefix.
     fn strip(&self, location: &Path) -> String {
         let s = location.as_ref();
@@ -567,7 +626,9 @@ impl Inner {
                     .to_string(),
             ));
         }
-        self.check_conflict(&key).await?;
+        if !self.is_flat(&key) {
+            self.check_conflict(&key).await?;
+        }
         let opts = PutOptions {
             mode: match mode {
                 PutMode::Create => object_store::PutMode::Create,
@@ -820,7 +881,12 @@ fn is_no_space(answer: &str) -> bool {
 impl Backend for S3Backend {
     fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> Result<()> {
         // The request task must own its body; one copy per put.
-        let (k, data) = (key.clone(), Bytes::copy_from_slice(data));
+        self.put_vec(key, data.to_vec(), mode)
+    }
+
+    fn put_vec(&self, key: &Key, data: Vec<u8>, mode: PutMode) -> Result<()> {
+        // Owned already: the body is handed over without a copy.
+        let (k, data) = (key.clone(), Bytes::from(data));
         self.run(key, move |s| async move { s.put(k, data, mode).await })
     }
 
@@ -1010,6 +1076,33 @@ aws_access_key_id = only
         ));
         assert!(!is_server_temp_name("packs/000123.pack"));
         assert!(!is_server_temp_name(""));
+    }
+
+    #[test]
+    fn unsigned_payload_by_endpoint() {
+        for (endpoint, private) in [
+            ("https://s3.example.com", true),
+            ("HTTPS://s3.example.com:443/x", true),
+            ("http://127.0.0.1:9000", true),
+            ("http://127.9.8.7", true),
+            ("http://localhost:7070/", true),
+            ("http://[::1]:9000", true),
+            ("http://user@127.0.0.1:9000", true),
+            ("http://10.0.0.5:9000", false),
+            ("http://s3.example.com", false),
+            ("http://127.0.0.1.example.com", false),
+            ("http://localhost.example.com:80", false),
+            ("ftp://127.0.0.1", false),
+        ] {
+            assert_eq!(endpoint_is_private(endpoint), private, "{endpoint}");
+            let mut c = S3Config::new("b", "p");
+            c.endpoint = Some(endpoint.to_string());
+            assert_eq!(c.payload_unsigned(), private, "{endpoint}");
+            c.unsigned_payload = Some(!private);
+            assert_eq!(c.payload_unsigned(), !private, "{endpoint}");
+        }
+        // AWS itself is https.
+        assert!(S3Config::new("b", "p").payload_unsigned());
     }
 
     #[test]

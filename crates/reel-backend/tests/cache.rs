@@ -531,6 +531,56 @@ fn reupload_after_crash_is_not_a_conflict() {
     assert_eq!(cache.stats().uploaded_objects, 1);
 }
 
+/// A reader going through an object front to back finds the next blocks fetched ahead (each
+/// block fetched once: a reader waits for a block on its way instead of fetching it again);
+/// reads elsewhere fetch nothing ahead; the bytes are right throughout.
+#[test]
+fn read_ahead_serves_sequential_readers() {
+    let mem = Arc::new(MemoryBackend::new());
+    let size = (10 << 20) + 12_345;
+    let data = pattern(size, 9);
+    let (seq_key, rnd_key) = (key("packs/1.pack"), key("packs/2.pack"));
+    mem.put(&seq_key, &data, PutMode::Create).unwrap();
+    mem.put(&rnd_key, &data, PutMode::Create).unwrap();
+    let probe = Arc::new(Probe::new(mem.clone()));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = CacheConfig {
+        read_block_bytes: 1 << 20,
+        read_ahead_blocks: 3,
+        ..config(64 << 20)
+    };
+    let cache = WriteBackCache::open(dir.path(), probe.clone(), cfg).unwrap();
+    let blocks = size.div_ceil(1 << 20) as u64;
+    for start in (0..size).step_by(100_000) {
+        let end = (start + 100_000).min(size);
+        let got = cache.get_range(&seq_key, start as u64..end as u64).unwrap();
+        assert!(got == data[start..end], "range {start}..{end}");
+    }
+    let st = cache.stats();
+    assert_eq!(
+        st.remote_get_bytes, size as u64,
+        "every block fetched once: {st:?}"
+    );
+    assert_eq!(st.remote_gets, blocks, "{st:?}");
+    // Only block 0 was fetched by the reader itself.
+    assert_eq!(st.read_ahead_gets, blocks - 1, "{st:?}");
+    assert_eq!(
+        probe.lists.load(Ordering::SeqCst),
+        1,
+        "the size, learnt once"
+    );
+
+    // Reads that do not go front to back fetch only what they need.
+    let before = probe.reads();
+    for b in [5u64, 2, 8, 1] {
+        let at = b * (1 << 20) + 10;
+        let got = cache.get_range(&rnd_key, at..at + 1000).unwrap();
+        assert!(got == data[at as usize..at as usize + 1000]);
+    }
+    drop(cache);
+    assert_eq!(probe.reads() - before, 4);
+}
+
 /// Cold reads fetch aligned blocks from the remote; repeated reads are served locally; clean
 /// bytes stay within capacity; contract errors carry the right size.
 #[test]
@@ -545,6 +595,8 @@ fn cold_reads_use_blocks_and_lru() {
     let capacity = 4 << 20;
     let cfg = CacheConfig {
         read_block_bytes: 1 << 20,
+        // Request counts below are exact; read-ahead has its own test.
+        read_ahead_blocks: 0,
         ..config(capacity)
     };
     let cache = WriteBackCache::open(dir.path(), probe.clone(), cfg).unwrap();

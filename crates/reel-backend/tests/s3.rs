@@ -37,7 +37,7 @@ fn run_all_checks(kind: Kind) {
         t.elapsed(),
         server.endpoint()
     );
-    let checks: [(&str, Check); 12] = [
+    let checks: [(&str, Check); 13] = [
         ("conformance", conformance_suite),
         (
             "conformance of the write-back cache over S3",
@@ -48,6 +48,10 @@ fn run_all_checks(kind: Kind) {
         ("inside a tokio runtime", inside_tokio_runtime),
         ("large object", large_object),
         ("counters", counters),
+        (
+            "flat store keys skip the conflict check; signed and unsigned bodies",
+            flat_keys_and_payload_signing,
+        ),
         ("list pagination", list_pagination),
         ("503 SlowDown and slow answers", slowdown_and_slow_answers),
         ("create whose answer times out", create_answer_times_out),
@@ -306,6 +310,42 @@ fn counters(server: &S3Server) {
         "{c:?}"
     );
     assert_eq!(c.requests(), 1 + 2 + 1 + 2 + 1);
+}
+
+/// Keys of the store's flat layout (`packs/<name>`) are put without the key-conflict check's
+/// HEAD and LIST; anything deeper is still checked and refused against them. Bodies go
+/// unsigned to loopback by default and signed when asked; the server takes both.
+fn flat_keys_and_payload_signing(server: &S3Server) {
+    for unsigned in [None, Some(false), Some(true)] {
+        let mut c = config(server, &fresh_prefix());
+        c.unsigned_payload = unsigned;
+        assert!(c.payload_unsigned() == unsigned.unwrap_or(true), "loopback");
+        let b = S3Backend::open(&c).unwrap_or_else(|e| panic!("open: {e}"));
+        let data = pattern(100_000, 3);
+        b.put(&key("packs/0001.pack"), &data, PutMode::Create)
+            .unwrap();
+        b.put_vec(
+            &key("catalog/journal/0001.jrnl"),
+            data.clone(),
+            PutMode::Create,
+        )
+        .unwrap();
+        let c0 = b.counters();
+        assert_eq!((c0.puts, c0.heads, c0.lists), (2, 0, 0), "{c0:?}");
+        assert_eq!(b.get(&key("packs/0001.pack")).unwrap(), data);
+        assert_eq!(b.get(&key("catalog/journal/0001.jrnl")).unwrap(), data);
+        // Not flat: checked, and refused against the flat key above it.
+        match b.put(&key("packs/0001.pack/x"), b"x", PutMode::Create) {
+            Err(BackendError::KeyConflict { existing, .. }) => {
+                assert_eq!(existing, "packs/0001.pack");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            b.put(&key("packs/0001.pack"), b"y", PutMode::Create),
+            Err(BackendError::AlreadyExists(_))
+        ));
+    }
 }
 
 /// More objects than one ListObjectsV2 page (1000 keys) are all listed, in order.

@@ -523,6 +523,8 @@ fn measure(args: &StoreArgs) -> Result<Report> {
         object_size: env.object_size,
         pack_target: StoreConfig::default().pack_target,
         read_block_bytes: reel_backend::CacheConfig::default().read_block_bytes,
+        read_ahead_blocks: Some(reel_backend::CacheConfig::default().read_ahead_blocks),
+        unsigned_payload: Some(s3::unsigned(&env)),
         rows: s3_rows,
     });
 
@@ -1195,6 +1197,8 @@ mod tests {
                 object_size: 1 << 20,
                 pack_target: 1,
                 read_block_bytes: 1,
+                read_ahead_blocks: Some(4),
+                unsigned_payload: Some(true),
                 rows: vec![row],
             },
             false,

@@ -159,6 +159,11 @@ pub struct S3Report {
     pub object_size: usize,
     pub pack_target: usize,
     pub read_block_bytes: u64,
+    /// `None` in reports from before read-ahead and unsigned payloads existed.
+    #[serde(default)]
+    pub read_ahead_blocks: Option<usize>,
+    #[serde(default)]
+    pub unsigned_payload: Option<bool>,
     pub rows: Vec<S3Row>,
 }
 
@@ -173,6 +178,11 @@ fn config(env: &S3Env, prefix: &str) -> S3Config {
         session_token: None,
     };
     c
+}
+
+/// Whether the back end sends PUT bodies unsigned to this server (the plain client does the same).
+pub fn unsigned(env: &S3Env) -> bool {
+    config(env, "x").payload_unsigned()
 }
 
 fn cache_config(env: &S3Env) -> CacheConfig {
@@ -425,8 +435,9 @@ struct Plain {
 }
 
 /// PUTs `data` in `object_size` pieces under `prefix/`, `upload_threads` at once, with a
-/// plain `object_store` client configured as the back end's (path-style, plain http, signed
-/// payloads) on a 2-thread runtime like the back end's.
+/// plain `object_store` client configured as the back end's (path-style, plain http, payloads
+/// signed or not as the back end's: unsigned to loopback) on a 2-thread runtime like the back
+/// end's. So the comparison is with a client that pays no more per byte than reel's.
 fn plain_put(env: &S3Env, data: &Bytes, prefix: &str) -> Result<Plain> {
     let store = Arc::new(
         AmazonS3Builder::new()
@@ -437,6 +448,7 @@ fn plain_put(env: &S3Env, data: &Bytes, prefix: &str) -> Result<Plain> {
             .with_endpoint(env.gw.endpoint())
             .with_allow_http(true)
             .with_virtual_hosted_style_request(false)
+            .with_unsigned_payload(unsigned(env))
             .build()
             .context("building the plain object_store client")?,
     );
@@ -516,15 +528,25 @@ pub fn render(r: &S3Report, incompressible: bool, s: &mut String) {
          packs of up to {}) → `S3Backend` → the server. **S3 ingest is timed from the first append \
          until everything is in the bucket** (every stream's `sync()` at `DurableAt::Bucket`, then a \
          final cache `flush()`). Plain PUT = the `object_store` client putting the same bytes as \
-         {} objects, {} in flight. Cold read = the store reopened with an empty cache directory \
-         (catalog local), every byte fetched from the bucket in {} ranged GETs and verified. \
+         {} objects, {} in flight{}. Cold read = the store reopened with an empty cache directory \
+         (catalog local), every byte fetched from the bucket in {} ranged GETs{} and verified. \
          Local columns are the local cell just before, on the same data.\n",
         r.server,
         r.upload_threads,
         size_label(r.pack_target as u64),
         size_label(r.object_size as u64),
         r.upload_threads,
+        match r.unsigned_payload {
+            Some(true) => ", payloads unsigned like reel's",
+            Some(false) => ", payloads signed like reel's",
+            None => "",
+        },
         size_label(r.read_block_bytes),
+        match r.read_ahead_blocks {
+            Some(0) => ", no read-ahead".to_string(),
+            Some(n) => format!(" ({n} read ahead of a sequential reader)"),
+            None => String::new(),
+        },
     );
     let _ = writeln!(
         s,
