@@ -280,8 +280,11 @@ fn pending_items_survive_restart() {
         assert_eq!(mem.object_count(), 1);
     }
     let probe = Arc::new(Probe::new(mem.clone()));
+    // Closed until the queue is counted: the upload threads start at open and would race it.
+    probe.closed.store(true, Ordering::SeqCst);
     let cache = WriteBackCache::open(dir.path(), probe.clone(), config(64 << 20)).unwrap();
     assert_eq!(cache.stats().pending_objects, n + 6);
+    probe.closed.store(false, Ordering::SeqCst);
     cache.flush().unwrap();
     for i in 0..n {
         let k = key(&format!("packs/{i:04}.pack"));
