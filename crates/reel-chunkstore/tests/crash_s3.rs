@@ -50,7 +50,7 @@ use reel_backend::{
     Backend, CacheConfig, RemoteCheck, S3Backend, S3Config, S3Credentials, WriteBackCache,
 };
 use reel_chunkstore::{ChunkStore, DurableAt, StoreConfig};
-use reel_s3test::{Kind, S3Server};
+use reel_s3test::{Fault, FaultProxy, Kind, S3Server};
 use worker::{Driver, Journal, Mix, Model, Rng, Step, compare, read_journal, read_state};
 
 /// Set (to the node directory) in the child's environment; the other `REEL_KILL_*` variables
@@ -294,6 +294,9 @@ struct Tally {
     /// Cycles in which the S3 server was killed and restarted; of those, kills while it was away.
     server_restarts: u64,
     killed_while_server_down: u64,
+    /// Cycles whose child met `503 SlowDown` for a while, or a slow server throughout.
+    slowdown_503: u64,
+    slow_server: u64,
     /// Cycles whose node directory was thrown away and recovered from the bucket alone.
     node_lost: u64,
     /// Restart cycles also recovered from the bucket alone and compared.
@@ -303,6 +306,8 @@ struct Tally {
 
 struct Run {
     server: S3Server,
+    /// Between the child and the server (same port across server restarts).
+    proxy: FaultProxy,
     durable_at: DurableAt,
     root: tempfile::TempDir,
     node: PathBuf,
@@ -337,8 +342,11 @@ impl Run {
         let start = read_state(&node);
         let _ = std::fs::remove_file(node.join("journal"));
         let _ = std::fs::remove_file(node.join("reclaims"));
-        let mut reaper = spawn_child(&node, seed, &self.bucket, self.durable_at)?;
-
+        // The child reaches the server through the fault proxy; this process goes direct.
+        let via_proxy = Bucket {
+            endpoint: self.proxy.endpoint(),
+            ..self.bucket.clone()
+        };
         // Mostly kills within the first few syncs, some later; opening the store (catch-up
         // replay, re-queued uploads, orphan deletion) is covered by the earliest ones.
         let ms = if rng.chance(70) {
@@ -346,8 +354,16 @@ impl Run {
         } else {
             rng.range(250, 700)
         };
+        let plan = rng.below(100);
+        if plan < 8 {
+            // A slow server: every new connection waits, so uploads lag behind the writers.
+            self.tally.slow_server += 1;
+            self.proxy
+                .set(Fault::Delay(Duration::from_millis(rng.range(5, 40))));
+        }
+        let mut reaper = spawn_child(&node, seed, &via_proxy, self.durable_at)?;
         let mut server_down = false;
-        if rng.chance(12) {
+        if plan >= 90 {
             // Take the server away mid-run (uploads retry, syncs at `bucket` wait), and in half
             // of these cycles kill the child before it comes back.
             self.tally.server_restarts += 1;
@@ -359,6 +375,21 @@ impl Run {
                 server_down = true;
             } else {
                 self.server.restart().map_err(|e| e.to_string())?;
+                std::thread::sleep(Duration::from_millis(ms - before));
+            }
+        } else if plan >= 80 {
+            // An overloaded server: `503 SlowDown` to everything for a while, around or up to
+            // the kill.
+            self.tally.slowdown_503 += 1;
+            let before = ms / 2;
+            std::thread::sleep(Duration::from_millis(before));
+            self.proxy.set(Fault::Unavailable);
+            let stretch = rng.range(20, 300);
+            if stretch < ms - before {
+                std::thread::sleep(Duration::from_millis(stretch));
+                self.proxy.set(Fault::None);
+                std::thread::sleep(Duration::from_millis(ms - before - stretch));
+            } else {
                 std::thread::sleep(Duration::from_millis(ms - before));
             }
         } else {
@@ -374,6 +405,7 @@ impl Run {
             ));
         }
         self.tally.kills += 1;
+        self.proxy.set(Fault::None);
         if server_down {
             self.tally.killed_while_server_down += 1;
             self.server.restart().map_err(|e| e.to_string())?;
@@ -538,7 +570,9 @@ fn kill_run(durable_at: DurableAt) {
     let kills = env_u64("REEL_KILL_CYCLES", 60);
     let base = env_u64("REEL_KILL_SEED", 0x5EED_B0C4) ^ (durable_at as u64);
     let server = S3Server::start(Kind::Versitygw).unwrap_or_else(|e| panic!("{e}"));
+    let proxy = FaultProxy::start(server.port()).unwrap_or_else(|e| panic!("{e}"));
     let mut run = Run {
+        proxy,
         bucket: Bucket::of(&server, String::new()),
         server,
         durable_at,
