@@ -3,10 +3,12 @@
 //! random workload of `src/bin/reel-crash-worker.rs` (appends, truncates, flushes, syncs and
 //! reclaims on three streams) and is SIGKILLed at a random moment: while records are written,
 //! while packs and journal objects wait in the upload queue or are being uploaded, while a
-//! writer waits for the cache to make room, inside a sync or a reclaim. Some cycles also take
-//! the S3 server away (a real SIGKILL of versitygw and a restart on the same data) around the
-//! kill. After each kill this process checks the store against the child's journal of
-//! acknowledged sync points (the reference model):
+//! writer waits for the cache to make room, inside a sync or a reclaim (some kills are aimed:
+//! the parent waits for a sync point's intent line and kills within 15 ms). The child reaches
+//! versitygw through `reel-s3test`'s `FaultProxy`: some cycles meet `503 SlowDown` for a while
+//! or a slow server, and some take the server away (a real SIGKILL of versitygw and a restart
+//! on the same data) around the kill. After each kill this process checks the store against
+//! the child's journal of acknowledged sync points (the reference model):
 //!
 //! - **Restart** (both durability levels): the same data directory (cache and catalog) is
 //!   reopened; scrub must be clean and every stream must hold exactly the last acknowledged
@@ -296,6 +298,8 @@ struct Tally {
     killed_while_server_down: u64,
     /// Cycles whose child met `503 SlowDown` for a while, or a slow server throughout.
     slowdown_503: u64,
+    /// Kills timed to land just after a sync point's intent line (inside the sync).
+    aimed_at_sync: u64,
     slow_server: u64,
     /// Cycles whose node directory was thrown away and recovered from the bucket alone.
     node_lost: u64,
@@ -391,6 +395,14 @@ impl Run {
                 std::thread::sleep(Duration::from_millis(ms - before - stretch));
             } else {
                 std::thread::sleep(Duration::from_millis(ms - before));
+            }
+        } else if plan >= 50 {
+            // Aim at a sync point: the moments packs and the journal object are uploaded and,
+            // at `bucket`, the flush waits for them (where upload order matters most).
+            std::thread::sleep(Duration::from_millis(ms / 2));
+            if wait_for_intent(&node.join("journal"), Duration::from_millis(600)) {
+                self.tally.aimed_at_sync += 1;
+                std::thread::sleep(Duration::from_micros(rng.range(0, 15_000)));
             }
         } else {
             std::thread::sleep(Duration::from_millis(ms));
@@ -553,6 +565,22 @@ fn check(
     ))
 }
 
+/// Polls the child's journal until its last complete line is an intent (a sync point has
+/// begun and not completed); false if none shows within `limit`.
+fn wait_for_intent(journal: &Path, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        let text = std::fs::read_to_string(journal).unwrap_or_default();
+        let complete = text.rfind('\n').map_or("", |i| &text[..i]);
+        let last = complete.rsplit('\n').next().unwrap_or("");
+        if last.starts_with("I ") {
+            return true;
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    false
+}
+
 /// Queued puts and deletes a killed cache left in `<cache>/pending`.
 fn count_pending(cache: &Path) -> u64 {
     std::fs::read_dir(cache.join("pending")).map_or(0, |d| {
@@ -618,6 +646,7 @@ fn kill_run(durable_at: DurableAt) {
     if kills >= 40 {
         assert!(t.killed_in_sync > 0, "no kill landed inside a sync point");
         assert!(t.killed_with_queue > 0, "no kill left queued uploads");
+        assert!(t.killed_in_reclaim > 0, "no kill landed inside a reclaim");
     }
     if durable_at == DurableAt::Bucket && kills >= 20 {
         assert!(t.node_lost > 0 && t.recovered_after_restart > 0);
