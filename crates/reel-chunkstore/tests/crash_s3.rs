@@ -592,7 +592,7 @@ fn wait_for_intent(journal: &Path, limit: Duration) -> bool {
 /// Queued puts and deletes a killed cache left in `<cache>/pending`.
 fn count_pending(cache: &Path) -> u64 {
     std::fs::read_dir(cache.join("pending")).map_or(0, |d| {
-        d.filter_map(|e| e.ok())
+        d.filter_map(Result::ok)
             .filter(|e| {
                 let n = e.file_name();
                 let n = n.to_string_lossy();
