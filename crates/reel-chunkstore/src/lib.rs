@@ -39,6 +39,8 @@ mod usage;
 pub use chunker::ChunkerParams;
 pub use format::{ChunkId, FormatError};
 pub use index::FILTER_BITS_PER_CHUNK_MAX;
+#[doc(hidden)]
+pub use journal::fuzzing as journal_fuzzing;
 pub use reclaim::ReclaimReport;
 pub use scrub::{Damage, ScrubReport};
 pub use store::{ChunkStore, DurableAt, RecoveryProgress, StoreConfig, StoreStats};
