@@ -14,11 +14,13 @@
 //! **Architecture invariant:** knows volumes, not devices: no SCSI, no drives or changers.
 //! The library composition (reel-library) mounts these volumes in drives.
 
+pub mod archive;
 mod barcodes;
 mod cartridges;
 mod partition;
 mod record_map;
 
+pub use archive::{Archive, ArchiveError, ArchiveState};
 pub use barcodes::{BarcodeFilter, BarcodeRangeError};
 pub use cartridges::{CartridgeError, Cartridges, cartridge_of, stream_of};
 pub use partition::ChunkPartition;
