@@ -59,6 +59,9 @@ pub struct S3Config {
     pub retry_window: Duration,
     /// Longest single HTTP request, from connect to the last byte of the answer.
     pub request_timeout: Duration,
+    /// `x-amz-storage-class` of every PUT (the archive tier's image objects); `None` leaves
+    /// the bucket's default.
+    pub storage_class: Option<String>,
 }
 
 impl S3Config {
@@ -74,6 +77,7 @@ impl S3Config {
             credentials: S3Credentials::Environment,
             retry_window: Duration::from_secs(5 * 60),
             request_timeout: Duration::from_secs(60),
+            storage_class: None,
         }
     }
 }
@@ -301,6 +305,7 @@ struct Inner {
     base: String,
     describe: String,
     retry_window: Duration,
+    storage_class: Option<String>,
     /// Named in authentication errors, so a refused key can be traced to its origin.
     credentials_source: String,
     counters: Counters,
@@ -392,6 +397,7 @@ impl S3Backend {
                 base,
                 describe,
                 retry_window: config.retry_window,
+                storage_class: config.storage_class.clone(),
                 credentials_source: creds.source,
                 counters: Counters::default(),
             }),
@@ -570,6 +576,14 @@ impl Inner {
             mode: match mode {
                 PutMode::Create => object_store::PutMode::Create,
                 PutMode::Overwrite => object_store::PutMode::Overwrite,
+            },
+            attributes: match &self.storage_class {
+                Some(class) => {
+                    let mut a = object_store::Attributes::new();
+                    a.insert(object_store::Attribute::StorageClass, class.clone().into());
+                    a
+                }
+                None => object_store::Attributes::new(),
             },
             ..Default::default()
         };

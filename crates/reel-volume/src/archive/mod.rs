@@ -712,7 +712,9 @@ impl Archive {
         Ok(out)
     }
 
-    fn recover_one(&self, barcode: &str) -> Result<Option<Recovered>, ArchiveError> {
+    /// [`Archive::recover`] for one cartridge: also undoes a [`Archive::begin_archive`] whose
+    /// job could not start.
+    pub fn recover_one(&self, barcode: &str) -> Result<Option<Recovered>, ArchiveError> {
         recover_cartridge(&self.cartridges, barcode)
     }
 }
