@@ -167,10 +167,12 @@ impl VirtualLibrary {
             .collect();
         // Archived cartridges (and those moving to or from the archive) stay in the vault:
         // their data is not in the store, so no library may take them in as newcomers.
-        let archived = cartridges.archive_states().map_err(|e| LibraryError::Inventory {
-            library: "(all)".into(),
-            reason: format!("reading the archive states: {e}"),
-        })?;
+        let archived = cartridges
+            .archive_states()
+            .map_err(|e| LibraryError::Inventory {
+                library: "(all)".into(),
+                reason: format!("reading the archive states: {e}"),
+            })?;
         let mut inventories = Vec::new();
         let mut claimed: BTreeSet<String> = archived.into_keys().collect();
         for spec in specs {

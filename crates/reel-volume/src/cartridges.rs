@@ -124,7 +124,11 @@ impl Cartridges {
 
     /// Replaces cartridge `number`'s identity record, committed with the next sync (a
     /// restore puts back the info its archive image holds).
-    pub(crate) fn update_info(&self, number: u64, info: &CartridgeInfo) -> Result<(), CartridgeError> {
+    pub(crate) fn update_info(
+        &self,
+        number: u64,
+        info: &CartridgeInfo,
+    ) -> Result<(), CartridgeError> {
         self.write(number, info)
     }
 

@@ -64,8 +64,9 @@ pub fn open(
                 .is_some_and(|e| e.starts_with("http://"));
             config.storage_class = section.storage_class.clone();
             Arc::new(
-                S3Backend::open_with_env(&config, &|name| std::env::var(name).ok())
-                    .with_context(|| format!("opening the archive location {}", describe(section)))?,
+                S3Backend::open_with_env(&config, &|name| std::env::var(name).ok()).with_context(
+                    || format!("opening the archive location {}", describe(section)),
+                )?,
             )
         }
         (None, None) => anyhow::bail!("archive: no location (validated at load)"),

@@ -48,7 +48,8 @@ impl ArchiveSection {
         match &self.piece_size {
             None => Ok(reel_volume::archive::DEFAULT_PIECE_SIZE),
             Some(text) => Ok(reel_datagen::parse_size(text)
-                .map_err(|e| anyhow::anyhow!("archive.piece_size: {e}"))? as usize),
+                .map_err(|e| anyhow::anyhow!("archive.piece_size: {e}"))?
+                as usize),
         }
     }
 }
@@ -85,11 +86,15 @@ pub fn validate_archive(archive: &ArchiveSection, store: &StoreSection) -> anyho
                 );
             }
             // The store's own objects and the archive's must never share names.
-            if let Some(store_s3) = store.s3.as_ref().filter(|_| store.backend == BackendKind::S3)
+            if let Some(store_s3) = store
+                .s3
+                .as_ref()
+                .filter(|_| store.backend == BackendKind::S3)
                 && store_s3.bucket == s3.bucket
                 && store_s3.endpoint == s3.endpoint
             {
-                let nested = |a: &str, b: &str| a.is_empty() || b == a || b.starts_with(&format!("{a}/"));
+                let nested =
+                    |a: &str, b: &str| a.is_empty() || b == a || b.starts_with(&format!("{a}/"));
                 if nested(&store_s3.prefix, &s3.prefix) || nested(&s3.prefix, &store_s3.prefix) {
                     anyhow::bail!(
                         "archive.s3.prefix: {:?} overlaps the store's prefix {:?} in bucket {}: use a prefix of its own",
@@ -101,9 +106,13 @@ pub fn validate_archive(archive: &ArchiveSection, store: &StoreSection) -> anyho
             }
             if let Some(class) = &archive.storage_class {
                 let ok = !class.is_empty()
-                    && class.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+                    && class
+                        .bytes()
+                        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
                 if !ok {
-                    anyhow::bail!("archive.storage_class: {class:?} is not an S3 storage class such as STANDARD_IA");
+                    anyhow::bail!(
+                        "archive.storage_class: {class:?} is not an S3 storage class such as STANDARD_IA"
+                    );
                 }
                 if matches!(class.as_str(), "GLACIER" | "DEEP_ARCHIVE") {
                     anyhow::bail!(
@@ -1282,7 +1291,10 @@ mod tests {
             assert!(err.contains(needle), "{text}: {err}");
         }
         // Another prefix of the same bucket is fine.
-        parse(&format!("{store}[archive]\n[archive.s3]\nbucket = \"b\"\nprefix = \"cold\"\n")).unwrap();
+        parse(&format!(
+            "{store}[archive]\n[archive.s3]\nbucket = \"b\"\nprefix = \"cold\"\n"
+        ))
+        .unwrap();
     }
 
     const PARTITIONED: &str = r#"

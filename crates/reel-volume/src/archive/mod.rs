@@ -255,7 +255,11 @@ impl Cartridges {
         Ok(out)
     }
 
-    fn set_archive_state(&self, barcode: &str, state: Option<ArchiveState>) -> Result<(), StoreError> {
+    fn set_archive_state(
+        &self,
+        barcode: &str,
+        state: Option<ArchiveState>,
+    ) -> Result<(), StoreError> {
         self.store()
             .put_record(&state_key(barcode), state.map(|s| s.encode()).as_deref())
     }
@@ -345,7 +349,8 @@ impl Archive {
         };
         let (number, info) = self.cartridges.info(barcode).map_err(not_found(barcode))?;
         // Holding the partitions open keeps any drive from mounting the cartridge meanwhile.
-        let mut partitions = self.open_partitions(barcode, number, info.partition_capacities().len())?;
+        let mut partitions =
+            self.open_partitions(barcode, number, info.partition_capacities().len())?;
         let total: u64 = partitions.iter().map(PartitionStore::data_bytes).sum();
         // Objects of earlier, interrupted attempts: garbage, as no state names them.
         for object in self.location.list(&cartridge_prefix(barcode))? {
@@ -447,7 +452,16 @@ impl Archive {
             for (index, r) in image.pieces.iter().enumerate() {
                 let piece_key = key(piece_key(barcode, generation, p as u8, index as u32))?;
                 let object = self.location.get(&piece_key)?;
-                let piece = self.check_piece(barcode, generation, p as u8, index as u32, next, r, &piece_key, &object)?;
+                let piece = self.check_piece(
+                    barcode,
+                    generation,
+                    p as u8,
+                    index as u32,
+                    next,
+                    r,
+                    &piece_key,
+                    &object,
+                )?;
                 next += piece.objects;
                 report.bytes_done += piece
                     .entries
@@ -577,7 +591,12 @@ impl Archive {
         }
     }
 
-    fn wrong_state(&self, barcode: &str, state: Option<ArchiveState>, hint: &'static str) -> ArchiveError {
+    fn wrong_state(
+        &self,
+        barcode: &str,
+        state: Option<ArchiveState>,
+        hint: &'static str,
+    ) -> ArchiveError {
         ArchiveError::State {
             barcode: barcode.to_string(),
             state: state.map_or("available", |s| s.name()),
@@ -607,7 +626,9 @@ impl Archive {
                 Ok(generation)
             }
             Some(ArchiveState::Restoring { generation, .. }) => Ok(generation),
-            other => Err(self.wrong_state(barcode, other, "only an archived cartridge can be restored")),
+            other => {
+                Err(self.wrong_state(barcode, other, "only an archived cartridge can be restored"))
+            }
         }
     }
 
@@ -640,7 +661,16 @@ impl Archive {
                 let piece_key = key(piece_key(barcode, generation, p, index as u32))?;
                 let object = self.location.get(&piece_key)?;
                 let first = partition.object_count();
-                let piece = self.check_piece(barcode, generation, p, index as u32, first, r, &piece_key, &object)?;
+                let piece = self.check_piece(
+                    barcode,
+                    generation,
+                    p,
+                    index as u32,
+                    first,
+                    r,
+                    &piece_key,
+                    &object,
+                )?;
                 for entry in &piece.entries {
                     match *entry {
                         Entry::Record(data) => {
@@ -719,7 +749,10 @@ impl Archive {
     }
 }
 
-fn recover_cartridge(cartridges: &Cartridges, barcode: &str) -> Result<Option<Recovered>, ArchiveError> {
+fn recover_cartridge(
+    cartridges: &Cartridges,
+    barcode: &str,
+) -> Result<Option<Recovered>, ArchiveError> {
     let _catalog = cartridges.lock_catalog();
     let done = match cartridges.archive_state(barcode)? {
         // The state record is written before the streams are touched: they are intact.

@@ -162,7 +162,10 @@ fn archive_then_restore_brings_back_every_record_filemark_and_the_info() {
     // Not again.
     assert!(matches!(
         archive.begin_archive(BARCODE, 78),
-        Err(ArchiveError::State { state: "archived", .. })
+        Err(ArchiveError::State {
+            state: "archived",
+            ..
+        })
     ));
 
     archive.begin_restore(BARCODE).unwrap();
@@ -174,7 +177,10 @@ fn archive_then_restore_brings_back_every_record_filemark_and_the_info() {
     assert!(archive.location().list("").unwrap().is_empty());
     assert!(matches!(
         archive.begin_restore(BARCODE),
-        Err(ArchiveError::State { state: "available", .. })
+        Err(ArchiveError::State {
+            state: "available",
+            ..
+        })
     ));
 }
 
@@ -215,7 +221,13 @@ fn a_damaged_piece_is_refused_and_the_cartridge_stays_restoring() {
     archive.begin_restore(BARCODE).unwrap();
     let err = archive.run_restore(BARCODE, &mut keep_going).unwrap_err();
     assert!(
-        matches!(&err, ArchiveError::Image { source: ImageError::Checksum { .. }, .. }),
+        matches!(
+            &err,
+            ArchiveError::Image {
+                source: ImageError::Checksum { .. },
+                ..
+            }
+        ),
         "{err}"
     );
     assert!(err.to_string().contains("checksum mismatch"), "{err}");
@@ -241,7 +253,9 @@ fn a_failing_archive_location_leaves_the_cartridge_available() {
     crash.arm_crash_after(5);
     let archive = Archive::new(carts.clone(), crash.clone()).with_piece_size(4096);
     archive.begin_archive(BARCODE, 1).unwrap();
-    let err = archive.run_archive(BARCODE, 2, &mut keep_going).unwrap_err();
+    let err = archive
+        .run_archive(BARCODE, 2, &mut keep_going)
+        .unwrap_err();
     assert!(matches!(err, ArchiveError::Location(_)), "{err}");
     assert_eq!(carts.archive_state(BARCODE).unwrap(), None);
     assert_eq!(read_all(&carts, BARCODE), layout());
@@ -294,7 +308,11 @@ fn crash_during(stop_at: usize, durable: bool, restore: bool) -> Option<ArchiveS
     match state {
         None => assert_eq!(read_all(&carts, BARCODE), layout()),
         Some(ArchiveState::Archived { .. }) => {
-            assert_eq!(streams_of(&carts, BARCODE), 0, "archived: the store's copy is gone");
+            assert_eq!(
+                streams_of(&carts, BARCODE),
+                0,
+                "archived: the store's copy is gone"
+            );
             archive.begin_restore(BARCODE).unwrap();
             archive.run_restore(BARCODE, &mut keep_going).unwrap();
             assert_eq!(read_all(&carts, BARCODE), layout());
@@ -334,7 +352,10 @@ fn a_crash_at_any_step_of_a_restore_can_be_restored_again() {
             seen.insert(state.map_or("available", |s| s.name()));
         }
     }
-    assert!(seen.contains("restoring") && seen.contains("available"), "{seen:?}");
+    assert!(
+        seen.contains("restoring") && seen.contains("available"),
+        "{seen:?}"
+    );
 }
 
 #[test]

@@ -67,9 +67,9 @@ pub fn refuse_import(barcode: &str, state: &ArchiveState) -> ApiError {
         ArchiveState::Archived { .. } => format!(
             "{barcode} is archived: restore it first (POST /api/v1/cartridges/{barcode}/restore)"
         ),
-        ArchiveState::Restoring { .. } => format!(
-            "{barcode} is being restored; import it when its state is available"
-        ),
+        ArchiveState::Restoring { .. } => {
+            format!("{barcode} is being restored; import it when its state is available")
+        }
     })
 }
 

@@ -50,7 +50,11 @@ fn media_name(media: reel_media::MediaType) -> String {
         .replace(' ', "-")
 }
 
-fn view(info: &CartridgeInfo, place: Option<&Place>, archived: Option<&ArchiveState>) -> CartridgeView {
+fn view(
+    info: &CartridgeInfo,
+    place: Option<&Place>,
+    archived: Option<&ArchiveState>,
+) -> CartridgeView {
     CartridgeView {
         archive_state: super::archive::state_name(archived),
         barcode: info.barcode().as_str().to_string(),
@@ -412,7 +416,12 @@ pub async fn update(
             })
         })()
         .map(|(info, place)| {
-            detail(&info, place.as_ref(), s.usage(&barcode, Exclusive::Skip), None)
+            detail(
+                &info,
+                place.as_ref(),
+                s.usage(&barcode, Exclusive::Skip),
+                None,
+            )
         });
         s.audit(&caller, action, &barcode, &result);
         result
@@ -491,7 +500,12 @@ pub async fn vault(
                 Some(p) if p.kind == "import_export" || p.kind == "slot" => {
                     // Slots only when the operator can reach them (magazines).
                     s.export(&p.library, p.address)?;
-                    Ok(detail(&info, None, s.usage(&barcode, Exclusive::Skip), None))
+                    Ok(detail(
+                        &info,
+                        None,
+                        s.usage(&barcode, Exclusive::Skip),
+                        None,
+                    ))
                 }
                 Some(p) => Err(ApiError::conflict(format!(
                     "{barcode} is in a {} of {}; move it to an import/export element first",
@@ -544,7 +558,12 @@ pub async fn erase(
             })
         })()
         .map(|(info, place)| {
-            detail(&info, place.as_ref(), s.usage(&barcode, Exclusive::Skip), None)
+            detail(
+                &info,
+                place.as_ref(),
+                s.usage(&barcode, Exclusive::Skip),
+                None,
+            )
         });
         s.audit(&caller, "erase cartridge", &barcode, &result);
         result
