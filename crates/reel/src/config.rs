@@ -1251,7 +1251,7 @@ mod tests {
         )
         .unwrap();
         let archive = config.archive.unwrap();
-        assert_eq!(archive.s3.unwrap().bucket, "cold");
+        assert_eq!(archive.s3.as_ref().unwrap().bucket, "cold");
         assert_eq!(archive.piece_size_bytes().unwrap(), 8 << 20);
         assert!(parse("").unwrap().archive.is_none());
 
