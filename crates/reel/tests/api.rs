@@ -1506,7 +1506,10 @@ fn every_endpoint_answers_in_its_reel_api_type() {
     assert_eq!(admin.archive_status().unwrap().progress.state, "idle");
     let refused = admin.archive("TYP002L8").unwrap_err();
     assert_eq!(refused.status(), Some(409), "{refused}");
-    assert!(refused.to_string().contains("no archive location"), "{refused}");
+    assert!(
+        refused.to_string().contains("no archive location"),
+        "{refused}"
+    );
     assert_eq!(admin.restore("TYP002L8").unwrap_err().status(), Some(409));
 
     let user = admin

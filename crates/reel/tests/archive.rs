@@ -385,3 +385,52 @@ fn killed_while_archiving(finished: bool) {
     };
     read_tape(&server, slot, records);
 }
+
+/// `reel ctl archive|restore` follow their jobs; `show` and `cartridges` print the state.
+#[test]
+fn ctl_archives_restores_and_shows_the_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, cold) = (dir.path().join("data"), dir.path().join("cold"));
+    let config = dir.path().join("reel.toml");
+    std::fs::write(
+        &config,
+        format!("[archive]\ndirectory = \"{}\"\n", cold.display()),
+    )
+    .unwrap();
+    let server = serve(&data, &config, None);
+    let api = admin(&server, &data);
+    to_vault(&api);
+    let url = server.http.clone().unwrap();
+    let password = common::api::admin_password(&data);
+    let ctl = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_reel"))
+            .args(["ctl", "--url", &url, "--user", "admin"])
+            .args(args)
+            .env("REEL_PASSWORD", &password)
+            .env_remove("REEL_TOKEN")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        (out.status.success(), text, err)
+    };
+    let (ok, out, err) = ctl(&["archive", BARCODE]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("archive of REL001L9 done"), "{out}");
+    let (ok, out, _) = ctl(&["show", BARCODE]);
+    assert!(ok && out.contains("archive state    archived"), "{out}");
+    let (ok, out, _) = ctl(&["cartridges", "REL001"]);
+    assert!(
+        ok && out.contains("STATE") && out.contains("archived"),
+        "{out}"
+    );
+    // Refusals come back with a failing exit status and the API's message.
+    let (ok, _, err) = ctl(&["import", LIB, BARCODE]);
+    assert!(!ok && err.contains("restore it first"), "{err}");
+    let (ok, out, err) = ctl(&["restore", BARCODE]);
+    assert!(ok, "{out}{err}");
+    let (ok, out, _) = ctl(&["show", BARCODE]);
+    assert!(ok && out.contains("archive state    available"), "{out}");
+    let (ok, _, err) = ctl(&["restore", BARCODE]);
+    assert!(!ok && err.contains("available"), "{err}");
+}
