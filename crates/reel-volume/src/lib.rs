@@ -38,4 +38,17 @@ pub mod fuzzing {
             assert_eq!(again, runs);
         }
     }
+
+    /// Decodes an archive image object as a piece and as a manifest; a decoded manifest must
+    /// re-encode to the same bytes.
+    pub fn decode_archive_image(data: &[u8]) {
+        let _ = crate::archive::image::decode_piece(data);
+        if let Ok(m) = crate::archive::image::Manifest::decode(data) {
+            assert_eq!(
+                m.encode(),
+                data,
+                "a decoded manifest re-encodes to its bytes"
+            );
+        }
+    }
 }

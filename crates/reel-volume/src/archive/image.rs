@@ -606,7 +606,9 @@ mod tests {
         ) {
             let m = manifest(pieces, g);
             let bytes = m.encode();
-            prop_assert_eq!(Manifest::decode(&bytes).unwrap(), m);
+            let decoded = Manifest::decode(&bytes).unwrap();
+            prop_assert_eq!(decoded.encode(), bytes.clone());
+            prop_assert_eq!(decoded, m);
             let mut bad = bytes.clone();
             let i = at.index(bad.len());
             bad[i] = bad[i].wrapping_add(1);
@@ -616,8 +618,7 @@ mod tests {
 
         #[test]
         fn decoders_never_panic(data in prop::collection::vec(any::<u8>(), 0..400)) {
-            let _ = decode_piece(&data);
-            let _ = Manifest::decode(&data);
+            crate::fuzzing::decode_archive_image(&data);
         }
 
         /// Garbage behind a valid magic and checksum reaches the field checks.
@@ -629,8 +630,7 @@ mod tests {
                 obj.extend_from_slice(&body);
                 let sum = digest(&obj);
                 obj.extend_from_slice(&sum);
-                let _ = decode_piece(&obj);
-                let _ = Manifest::decode(&obj);
+                crate::fuzzing::decode_archive_image(&obj);
             }
         }
     }
