@@ -82,11 +82,15 @@ cleanup() {
   else
     rm -rf "$DATA"
   fi
+  rm -rf "${ARCHIVE_DIR:-/nonexistent}"
 }
 trap cleanup EXIT
 
 log "starting reel serve (iSCSI 127.0.0.1:$ISCSI_PORT, HTTP 127.0.0.1:$HTTP_PORT, data $DATA)"
-REEL_LOG="${REEL_LOG:-info}" "$REEL" serve --data "$DATA" \
+# An archive location, so the console's Archive and Restore actions can run.
+ARCHIVE_DIR="$(mktemp -d "${TMPDIR:-/tmp}/reel-browser-archive.XXXXXX")"
+printf '[archive]\ndirectory = "%s"\n' "$ARCHIVE_DIR/cold" >"$ARCHIVE_DIR/reel.toml"
+REEL_LOG="${REEL_LOG:-info}" "$REEL" serve --data "$DATA" --config "$ARCHIVE_DIR/reel.toml" \
   --listen "127.0.0.1:$ISCSI_PORT" --http "127.0.0.1:$HTTP_PORT" \
   >"$ARTIFACTS/reel-serve.log" 2>&1 &
 SERVER_PID=$!

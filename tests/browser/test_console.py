@@ -340,6 +340,46 @@ def test_cartridge_details_write_protect_and_delete(page):
     expect(page.locator('[data-testid^="cartridge-row-"]')).to_have_count(9)
 
 
+def wait_archive_job(page):
+    for _ in range(600):
+        status = api(page, "GET", "/archive")
+        if status["state"] != "running":
+            return status
+        time.sleep(0.1)
+    raise AssertionError("the archive job did not finish")
+
+
+def test_cartridge_archive_and_restore(page):
+    # run.sh configures an [archive] directory; TST003L8 is in the vault.
+    page.goto(URL + "#/cartridge/TST003L8")
+    badge = page.get_by_test_id("cartridge-facts").locator("xpath=..").get_by_test_id("archive-state")
+    expect(badge).to_have_attribute("data-state", "available")
+    page.get_by_test_id("cartridge-archive").click()
+    expect(page.get_by_test_id("confirm-dialog")).to_contain_text("Archive TST003L8")
+    page.get_by_test_id("confirm-ok").click()
+    expect(page.get_by_test_id("message-success").last).to_contain_text("Archiving TST003L8")
+    assert wait_archive_job(page)["state"] == "done"
+    page.reload()
+    expect(badge).to_have_attribute("data-state", "archived")
+    expect(page.get_by_test_id("cartridge-import")).to_have_count(0)
+    expect(page.get_by_test_id("cartridge-erase")).to_have_count(0)
+    expect(page.get_by_test_id("cartridge-restore")).to_be_visible()
+    shot(page, "cartridge-archived")
+    # The list shows the state too.
+    goto(page, "cartridges")
+    page.get_by_test_id("cartridge-search").fill("TST003")
+    expect(page.get_by_test_id("cartridge-row-TST003L8").get_by_test_id("archive-state")).to_have_text("archived")
+    page.goto(URL + "#/cartridge/TST003L8")
+    page.get_by_test_id("cartridge-restore").click()
+    expect(page.get_by_test_id("confirm-dialog")).to_contain_text("Restore TST003L8")
+    page.get_by_test_id("confirm-ok").click()
+    expect(page.get_by_test_id("message-success").last).to_contain_text("Restoring TST003L8")
+    assert wait_archive_job(page)["state"] == "done"
+    page.reload()
+    expect(badge).to_have_attribute("data-state", "available")
+    expect(page.get_by_test_id("cartridge-import")).to_be_visible()
+
+
 def test_cartridge_usage_and_erase(page):
     loaded = state["loaded"]
     name = library_name(page)

@@ -33,6 +33,30 @@ pub struct CartridgeView {
     pub written: u64,
     pub last_written: Option<u64>,
     pub location: LocationView,
+    /// `available` (its data in the store; importable from the vault), `archiving`,
+    /// `archived` (its data only in the archive location) or `restoring`
+    /// (docs/design/archive.md). Only an available cartridge can be imported.
+    #[serde(default = "available")]
+    pub archive_state: String,
+}
+
+fn available() -> String {
+    "available".into()
+}
+
+/// The archive image of an archived (or restoring) cartridge.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ArchiveView {
+    /// Which image (hex in its object names).
+    pub generation: u64,
+    /// Host bytes of its records.
+    pub data_bytes: u64,
+    /// Bytes of the image's objects in the archive location (0 while restoring).
+    pub image_bytes: u64,
+    /// Unix seconds (absent while restoring).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived_at: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -104,6 +128,9 @@ pub struct CartridgeDetail {
     pub counters: CountersView,
     /// Space in the store; absent if it could not be read.
     pub usage: Option<UsageView>,
+    /// The archive image, when the cartridge is archived or restoring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<ArchiveView>,
 }
 
 /// `GET /api/v1/cartridges/{barcode}?exclusive=`.

@@ -18,7 +18,7 @@ use crate::cartridges::{
 use crate::endpoints::{self, Endpoint};
 use crate::error::ErrorBody;
 use crate::library::{ExportRequest, ImportRequest, LibraryDetail, LibraryView, MoveRequest};
-use crate::maintenance::{ReclaimRequest, ReclaimStatus, VerifyStatus};
+use crate::maintenance::{ArchiveStatus, ReclaimRequest, ReclaimStatus, VerifyStatus};
 use crate::monitor::{EventsQuery, MonitorSample, SessionView, StoreView};
 use crate::session::{
     AuditEvent, CreatedToken, LoginAnswer, LoginRequest, Me, NewPassword, NewToken, NewUser,
@@ -326,6 +326,21 @@ impl Client {
 
     pub fn erase(&self, barcode: &str) -> Result<CartridgeDetail, Error> {
         self.exchange(endpoints::ERASE, &[barcode], None, None::<&()>)
+    }
+
+    /// Starts archiving a vaulted cartridge (a job; see [`Client::archive_status`]).
+    pub fn archive(&self, barcode: &str) -> Result<ArchiveStatus, Error> {
+        self.exchange(endpoints::ARCHIVE, &[barcode], None, None::<&()>)
+    }
+
+    /// Starts restoring an archived cartridge (a job; see [`Client::archive_status`]).
+    pub fn restore(&self, barcode: &str) -> Result<ArchiveStatus, Error> {
+        self.exchange(endpoints::RESTORE, &[barcode], None, None::<&()>)
+    }
+
+    /// The last archive or restore job.
+    pub fn archive_status(&self) -> Result<ArchiveStatus, Error> {
+        self.exchange(endpoints::ARCHIVE_STATUS, &[], None, None::<&()>)
     }
 
     // ------------------------------------------------------------------ monitor, store

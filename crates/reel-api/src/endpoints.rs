@@ -60,6 +60,9 @@ pub const UPDATE_CARTRIDGE: Endpoint = endpoint(Patch, "/api/v1/cartridges/{barc
 pub const DELETE_CARTRIDGE: Endpoint = endpoint(Delete, "/api/v1/cartridges/{barcode}");
 pub const VAULT: Endpoint = endpoint(Post, "/api/v1/cartridges/{barcode}/vault");
 pub const ERASE: Endpoint = endpoint(Post, "/api/v1/cartridges/{barcode}/erase");
+pub const ARCHIVE: Endpoint = endpoint(Post, "/api/v1/cartridges/{barcode}/archive");
+pub const RESTORE: Endpoint = endpoint(Post, "/api/v1/cartridges/{barcode}/restore");
+pub const ARCHIVE_STATUS: Endpoint = endpoint(Get, "/api/v1/archive");
 pub const STATS: Endpoint = endpoint(Get, "/api/v1/stats");
 pub const MONITOR: Endpoint = endpoint(Get, "/api/v1/monitor");
 pub const MONITOR_STREAM: Endpoint = endpoint(Get, "/api/v1/monitor/stream");
@@ -95,6 +98,9 @@ pub const ALL: &[Endpoint] = &[
     DELETE_CARTRIDGE,
     VAULT,
     ERASE,
+    ARCHIVE,
+    RESTORE,
+    ARCHIVE_STATUS,
     STATS,
     MONITOR,
     MONITOR_STREAM,

@@ -1,4 +1,5 @@
-//! The maintenance jobs on the live store, verify and reclaim: their statuses and requests.
+//! The maintenance jobs on the live store, verify, reclaim and the archive tier's archive and
+//! restore: their statuses and requests.
 
 use serde::{Deserialize, Serialize};
 
@@ -90,4 +91,23 @@ pub struct ReclaimRequest {
     /// deletes packs with nothing live; 1 rewrites every pack with anything dead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewrite_below: Option<f64>,
+}
+
+/// `GET /api/v1/archive`, and the answer of `POST /api/v1/cartridges/{barcode}/archive` and
+/// `.../restore`: the last archive or restore job.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ArchiveStatus {
+    /// `state` is idle, running, done or failed; here `packs_done`/`packs_total` are the bytes
+    /// of the current step (as `bytes_done`/`bytes_total`), so the ratio reads the same.
+    #[serde(flatten)]
+    pub progress: JobProgress,
+    /// `archive` or `restore` (empty while idle).
+    pub action: String,
+    pub barcode: String,
+    /// archive: `writing`, `verifying`, `dropping`; restore: `restoring`, `cleaning`.
+    pub step: String,
+    /// Host bytes copied (or checked) so far, and in all.
+    pub bytes_done: u64,
+    pub bytes_total: u64,
 }

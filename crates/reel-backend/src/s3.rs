@@ -76,6 +76,9 @@ pub struct S3Config {
     /// where only TCP's checksum would guard the body. Either way damage that slips through
     /// is found at read time: every chunk and journal object carries its BLAKE3.
     pub unsigned_payload: Option<bool>,
+    /// `x-amz-storage-class` of every PUT (the archive tier's image objects); `None` leaves
+    /// the bucket's default.
+    pub storage_class: Option<String>,
 }
 
 impl S3Config {
@@ -93,6 +96,7 @@ impl S3Config {
             request_timeout: Duration::from_secs(60),
             flat_prefixes: vec!["packs/".to_string(), "catalog/journal/".to_string()],
             unsigned_payload: None,
+            storage_class: None,
         }
     }
 
@@ -351,6 +355,7 @@ struct Inner {
     retry_window: Duration,
     /// See [`S3Config::flat_prefixes`].
     flat_prefixes: Vec<String>,
+    storage_class: Option<String>,
     /// Named in authentication errors, so a refused key can be traced to its origin.
     credentials_source: String,
     counters: Counters,
@@ -444,6 +449,7 @@ impl S3Backend {
                 describe,
                 retry_window: config.retry_window,
                 flat_prefixes: config.flat_prefixes.clone(),
+                storage_class: config.storage_class.clone(),
                 credentials_source: creds.source,
                 counters: Counters::default(),
             }),
@@ -633,6 +639,14 @@ impl Inner {
             mode: match mode {
                 PutMode::Create => object_store::PutMode::Create,
                 PutMode::Overwrite => object_store::PutMode::Overwrite,
+            },
+            attributes: match &self.storage_class {
+                Some(class) => {
+                    let mut a = object_store::Attributes::new();
+                    a.insert(object_store::Attribute::StorageClass, class.clone().into());
+                    a
+                }
+                None => object_store::Attributes::new(),
             },
             ..Default::default()
         };

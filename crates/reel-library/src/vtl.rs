@@ -165,8 +165,16 @@ impl VirtualLibrary {
             .into_iter()
             .map(|(_, info)| info.barcode().as_str().to_string())
             .collect();
+        // Archived cartridges (and those moving to or from the archive) stay in the vault:
+        // their data is not in the store, so no library may take them in as newcomers.
+        let archived = cartridges
+            .archive_states()
+            .map_err(|e| LibraryError::Inventory {
+                library: "(all)".into(),
+                reason: format!("reading the archive states: {e}"),
+            })?;
         let mut inventories = Vec::new();
-        let mut claimed = BTreeSet::new();
+        let mut claimed: BTreeSet<String> = archived.into_keys().collect();
         for spec in specs {
             let mut inventory = match cartridges.store().record(&inventory_key(&spec.name))? {
                 Some(bytes) => Inventory::decode(&bytes).map_err(|e| LibraryError::Inventory {

@@ -122,6 +122,16 @@ impl Cartridges {
         Ok(())
     }
 
+    /// Replaces cartridge `number`'s identity record, committed with the next sync (a
+    /// restore puts back the info its archive image holds).
+    pub(crate) fn update_info(
+        &self,
+        number: u64,
+        info: &CartridgeInfo,
+    ) -> Result<(), CartridgeError> {
+        self.write(number, info)
+    }
+
     fn decode(barcode: &str, value: &[u8]) -> Result<(u64, CartridgeInfo), CartridgeError> {
         let damaged = |source| CartridgeError::Decode {
             barcode: barcode.to_string(),

@@ -14,11 +14,13 @@
 //! **Architecture invariant:** knows volumes, not devices: no SCSI, no drives or changers.
 //! The library composition (reel-library) mounts these volumes in drives.
 
+pub mod archive;
 mod barcodes;
 mod cartridges;
 mod partition;
 mod record_map;
 
+pub use archive::{Archive, ArchiveError, ArchiveState};
 pub use barcodes::{BarcodeFilter, BarcodeRangeError};
 pub use cartridges::{CartridgeError, Cartridges, cartridge_of, stream_of};
 pub use partition::ChunkPartition;
@@ -34,6 +36,19 @@ pub mod fuzzing {
             crate::record_map::decode_page(&crate::record_map::encode_page(&runs), &mut again)
                 .expect("a decoded page re-encodes");
             assert_eq!(again, runs);
+        }
+    }
+
+    /// Decodes an archive image object as a piece and as a manifest; a decoded manifest must
+    /// re-encode to the same bytes.
+    pub fn decode_archive_image(data: &[u8]) {
+        let _ = crate::archive::image::decode_piece(data);
+        if let Ok(m) = crate::archive::image::Manifest::decode(data) {
+            assert_eq!(
+                m.encode(),
+                data,
+                "a decoded manifest re-encodes to its bytes"
+            );
         }
     }
 }

@@ -1,5 +1,6 @@
 // Cartridges: the list with search, bulk creation, and one cartridge's details (with its space
-// in the store) and actions (write protection, import, export/vault, erase, delete).
+// in the store) and actions (write protection, import, export/vault, archive/restore, erase,
+// delete).
 
 import { del, get, hasRole, patch, post, seg } from "./api.js";
 import { confirmDialog, formDialog, openDialog } from "./dialogs.js";
@@ -18,6 +19,13 @@ export function mediaLabel(c) {
 export function locationText(loc) {
   if (!loc || loc.vault) return "vault";
   return `${loc.library} — ${kindLabel(loc.kind)} at address ${loc.address}`;
+}
+
+/** The archive state as a badge: available, archiving, archived or restoring. */
+export function archiveBadge(c) {
+  const s = c.archive_state || "available";
+  const tone = s === "available" ? "ok" : s === "archived" ? "state-empty" : "warn";
+  return h("span", { class: `badge ${tone}`, "data-testid": "archive-state", "data-state": s, text: s });
 }
 
 function usage(c) {
@@ -120,7 +128,7 @@ export function mountCartridges(view) {
       h(
         "tr",
         {},
-        ["Barcode", "Media", "Used", "Location", "Protection", "Last written"].map((t) => h("th", { scope: "col", text: t })),
+        ["Barcode", "Media", "Used", "Location", "State", "Protection", "Last written"].map((t) => h("th", { scope: "col", text: t })),
       ),
     ),
     tbody,
@@ -155,11 +163,12 @@ export function mountCartridges(view) {
           h("td", { text: mediaLabel(c) }),
           h("td", {}, usage(c)),
           h("td", { "data-testid": "cartridge-location", text: locationText(c.location) }),
+          h("td", {}, archiveBadge(c)),
           h("td", { text: c.write_protected ? "write-protected" : "–" }),
           h("td", { text: time(c.last_written) }),
         ),
       "No cartridges match.",
-      6,
+      7,
     );
     clear(pager);
     if (pages > 1) {
@@ -297,13 +306,16 @@ export function mountCartridgeDetail(view, params) {
     const inMail = !loc.vault && (loc.kind === "import_export" || (loc.kind === "slot" && state.magazines.has(loc.library)));
     const inVault = Boolean(loc.vault);
     const inDrive = !loc.vault && loc.kind === "drive";
+    // Archived (or on its way to or from the archive): its data is not in the store.
+    const archiveState = c.archive_state || "available";
+    const available = archiveState === "available";
     const wpId = "cd-wp";
     const wp = h("input", {
       type: "checkbox",
       id: wpId,
       role: "switch",
       checked: Boolean(c.write_protected),
-      disabled: !isAdmin || inDrive,
+      disabled: !isAdmin || inDrive || !available,
       "data-testid": "write-protect-toggle",
     });
     wp.addEventListener("change", () =>
@@ -319,7 +331,54 @@ export function mountCartridgeDetail(view, params) {
       }),
     );
     const actions = h("div", { class: "toolbar" });
-    if (inVault && canOperate) {
+    if (inVault && canOperate && available) {
+      actions.appendChild(
+        h("button", {
+          type: "button",
+          class: "button",
+          text: "Archive…",
+          "data-testid": "cartridge-archive",
+          onclick: () =>
+            attempt(`Archiving ${c.barcode}`, async () => {
+              const ok = await confirmDialog(
+                `Archive ${c.barcode}?`,
+                `Its ${bytes(c.written)} go to the archive location as a verified image, then leave the store ` +
+                  "(the space comes back with the next reclaim). It stays in the vault as archived and must be " +
+                  "restored before it can be imported into a library.",
+                "Archive",
+              );
+              if (!ok) return;
+              await post(`/cartridges/${seg(c.barcode)}/archive`, {});
+              showMessage(`Archiving ${c.barcode}; see its state here and the job under Maintenance.`, "success");
+              await load();
+            }),
+        }),
+      );
+    }
+    if (inVault && canOperate && (archiveState === "archived" || archiveState === "restoring")) {
+      actions.appendChild(
+        h("button", {
+          type: "button",
+          class: "button primary",
+          text: archiveState === "restoring" ? "Restore again…" : "Restore…",
+          "data-testid": "cartridge-restore",
+          onclick: () =>
+            attempt(`Restoring ${c.barcode}`, async () => {
+              const ok = await confirmDialog(
+                `Restore ${c.barcode}?`,
+                `Its image (${bytes(c.archive ? c.archive.data_bytes : c.written)}) is read back into the store; ` +
+                  "then it is available in the vault and can be imported. The image is deleted once the store holds it.",
+                "Restore",
+              );
+              if (!ok) return;
+              await post(`/cartridges/${seg(c.barcode)}/restore`, {});
+              showMessage(`Restoring ${c.barcode}.`, "success");
+              await load();
+            }),
+        }),
+      );
+    }
+    if (inVault && canOperate && available) {
       actions.appendChild(
         h("button", {
           type: "button",
@@ -381,7 +440,7 @@ export function mountCartridgeDetail(view, params) {
     if (!inVault) {
       actions.appendChild(h("a", { class: "button", href: `#/library/${encodeURIComponent(loc.library)}`, text: "Show in the library" }));
     }
-    if (isAdmin) {
+    if (isAdmin && available) {
       actions.appendChild(
         h("button", {
           type: "button",
@@ -431,6 +490,7 @@ export function mountCartridgeDetail(view, params) {
       ["Barcode", c.barcode],
       ["Media", mediaLabel(c)],
       ["Location", locationText(loc)],
+      ["Archive", c.archive ? `${archiveState}, image ${bytes(c.archive.image_bytes)} of ${bytes(c.archive.data_bytes)}` : archiveState],
       ["Capacity", bytes(c.capacity)],
       ["Written", bytes(c.written)],
       ["Load count", c.load_count ?? "–"],
@@ -446,7 +506,7 @@ export function mountCartridgeDetail(view, params) {
         h(
           "section",
           { class: "panel", "aria-labelledby": "cd-general" },
-          h("h2", { id: "cd-general", text: "Cartridge" }),
+          h("h2", { id: "cd-general" }, "Cartridge ", archiveBadge(c)),
           h("dl", { class: "kv", "data-testid": "cartridge-facts" }, rows.map(([k, v]) => [h("dt", { text: k }), h("dd", { text: String(v) })])),
           h(
             "div",

@@ -25,6 +25,8 @@ pub struct Config {
     pub pools: Vec<PoolEntry>,
     /// Several nodes on one bucket (docs/design/object-storage.md, "Several nodes").
     pub cluster: Option<ClusterSection>,
+    /// Where archived cartridges go (docs/design/archive.md); none: archiving is off.
+    pub archive: Option<ArchiveSection>,
 }
 
 /// `[cluster]`: this node's part in a cluster of nodes on one bucket.
@@ -76,6 +78,108 @@ impl ClusterSection {
         }
         Ok(portal)
     }
+}
+
+/// `[archive]`: a directory, or `[archive.s3]` (another bucket and/or prefix; credentials as
+/// for `[store.s3]`, from the environment).
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveSection {
+    pub directory: Option<PathBuf>,
+    pub s3: Option<S3Section>,
+    /// The S3 storage class of image objects (e.g. `STANDARD_IA`, `GLACIER_IR`); only with
+    /// `[archive.s3]`. Classes that need an S3 restore request before a GET (`GLACIER`,
+    /// `DEEP_ARCHIVE`) are refused: reel does not issue that request.
+    pub storage_class: Option<String>,
+    /// Size of one image piece (default 32M): about what an archive or restore holds in memory.
+    pub piece_size: Option<String>,
+}
+
+impl ArchiveSection {
+    /// The piece size in bytes (validated when the configuration is loaded).
+    pub fn piece_size_bytes(&self) -> anyhow::Result<usize> {
+        match &self.piece_size {
+            None => Ok(reel_volume::archive::DEFAULT_PIECE_SIZE),
+            Some(text) => Ok(reel_datagen::parse_size(text)
+                .map_err(|e| anyhow::anyhow!("archive.piece_size: {e}"))?
+                as usize),
+        }
+    }
+}
+
+/// Checks `[archive]` on its own and against `[store]`.
+pub fn validate_archive(archive: &ArchiveSection, store: &StoreSection) -> anyhow::Result<()> {
+    match (&archive.directory, &archive.s3) {
+        (Some(_), Some(_)) | (None, None) => {
+            anyhow::bail!("archive: give either directory or an [archive.s3] section")
+        }
+        (Some(dir), None) => {
+            if dir.as_os_str().is_empty() {
+                anyhow::bail!("archive.directory: must not be empty");
+            }
+            if archive.storage_class.is_some() {
+                anyhow::bail!("archive.storage_class applies to [archive.s3]");
+            }
+        }
+        (None, Some(s3)) => {
+            if s3.bucket.is_empty() {
+                anyhow::bail!("archive.s3.bucket: must not be empty");
+            }
+            if let Some(endpoint) = &s3.endpoint
+                && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+            {
+                anyhow::bail!(
+                    "archive.s3.endpoint: {endpoint:?} must start with http:// or https://"
+                );
+            }
+            if !s3.prefix.is_empty() && reel_backend::Key::new(s3.prefix.clone()).is_err() {
+                anyhow::bail!(
+                    "archive.s3.prefix: {:?} must be /-separated segments of letters, digits, '.', '_' and '-'",
+                    s3.prefix
+                );
+            }
+            // The store's own objects and the archive's must never share names.
+            if let Some(store_s3) = store
+                .s3
+                .as_ref()
+                .filter(|_| store.backend == BackendKind::S3)
+                && store_s3.bucket == s3.bucket
+                && store_s3.endpoint == s3.endpoint
+            {
+                let nested =
+                    |a: &str, b: &str| a.is_empty() || b == a || b.starts_with(&format!("{a}/"));
+                if nested(&store_s3.prefix, &s3.prefix) || nested(&s3.prefix, &store_s3.prefix) {
+                    anyhow::bail!(
+                        "archive.s3.prefix: {:?} overlaps the store's prefix {:?} in bucket {}: use a prefix of its own",
+                        s3.prefix,
+                        store_s3.prefix,
+                        s3.bucket
+                    );
+                }
+            }
+            if let Some(class) = &archive.storage_class {
+                let ok = !class.is_empty()
+                    && class
+                        .bytes()
+                        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+                if !ok {
+                    anyhow::bail!(
+                        "archive.storage_class: {class:?} is not an S3 storage class such as STANDARD_IA"
+                    );
+                }
+                if matches!(class.as_str(), "GLACIER" | "DEEP_ARCHIVE") {
+                    anyhow::bail!(
+                        "archive.storage_class: {class} objects need an S3 restore request before they can be read, which reel does not make; use GLACIER_IR, STANDARD_IA or ONEZONE_IA"
+                    );
+                }
+            }
+        }
+    }
+    let piece = archive.piece_size_bytes()?;
+    if !(64 << 10..=256 << 20).contains(&piece) {
+        anyhow::bail!("archive.piece_size: 64K to 256M");
+    }
+    Ok(())
 }
 
 /// Where the data lives.
@@ -974,6 +1078,9 @@ fn validate_cluster(config: &Config) -> anyhow::Result<()> {
 fn validate(config: &Config) -> anyhow::Result<()> {
     validate_store(&config.store)?;
     validate_cluster(config)?;
+    if let Some(archive) = &config.archive {
+        validate_archive(archive, &config.store)?;
+    }
     let http = &config.http;
     http.listen.parse::<SocketAddr>().map_err(|_| {
         anyhow::anyhow!(
@@ -1253,6 +1360,62 @@ mod tests {
             let err = format!("{:#}", parse(text).unwrap_err());
             assert!(err.contains(needle), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn the_archive_location_is_configured_and_checked() {
+        let config = parse("[archive]\ndirectory = \"/srv/archive\"\n").unwrap();
+        let archive = config.archive.unwrap();
+        assert_eq!(archive.directory.unwrap(), PathBuf::from("/srv/archive"));
+        let config = parse(
+            "[archive]\nstorage_class = \"STANDARD_IA\"\npiece_size = \"8M\"\n[archive.s3]\nbucket = \"cold\"\nprefix = \"tapes\"\n",
+        )
+        .unwrap();
+        let archive = config.archive.unwrap();
+        assert_eq!(archive.s3.as_ref().unwrap().bucket, "cold");
+        assert_eq!(archive.piece_size_bytes().unwrap(), 8 << 20);
+        assert!(parse("").unwrap().archive.is_none());
+
+        let store = "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\nprefix = \"node\"\n";
+        for (text, needle) in [
+            ("[archive]\n".to_string(), "either directory or"),
+            (
+                "[archive]\ndirectory = \"/a\"\n[archive.s3]\nbucket = \"b\"\n".into(),
+                "either directory or",
+            ),
+            (
+                "[archive]\ndirectory = \"/a\"\nstorage_class = \"STANDARD\"\n".into(),
+                "applies to [archive.s3]",
+            ),
+            (
+                "[archive]\nstorage_class = \"GLACIER\"\n[archive.s3]\nbucket = \"b\"\n".into(),
+                "restore request",
+            ),
+            (
+                "[archive]\nstorage_class = \"cold please\"\n[archive.s3]\nbucket = \"b\"\n".into(),
+                "not an S3 storage class",
+            ),
+            (
+                "[archive]\npiece_size = \"1K\"\ndirectory = \"/a\"\n".into(),
+                "64K to 256M",
+            ),
+            (
+                "[archive]\n[archive.s3]\nbucket = \"b\"\nprefix = \"../x\"\n".into(),
+                "archive.s3.prefix",
+            ),
+            (
+                format!("{store}[archive]\n[archive.s3]\nbucket = \"b\"\nprefix = \"node/cold\"\n"),
+                "overlaps the store's prefix",
+            ),
+        ] {
+            let err = format!("{:#}", parse(&text).unwrap_err());
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+        // Another prefix of the same bucket is fine.
+        parse(&format!(
+            "{store}[archive]\n[archive.s3]\nbucket = \"b\"\nprefix = \"cold\"\n"
+        ))
+        .unwrap();
     }
 
     const PARTITIONED: &str = r#"

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod admin;
+mod archive_location;
 mod cluster;
 mod config;
 mod data_dir;

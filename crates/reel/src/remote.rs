@@ -84,6 +84,12 @@ pub enum CtlCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// Archive a vaulted cartridge into the `[archive]` location, with progress: its data
+    /// leaves the store, and it must be restored before it can be imported again.
+    Archive { barcode: String },
+    /// Restore an archived cartridge into the store, with progress (also resumes an
+    /// interrupted restore).
+    Restore { barcode: String },
     /// Move a cartridge between element addresses (MOVE MEDIUM).
     Move { library: String, from: u16, to: u16 },
     /// Put a vaulted cartridge into a mail slot.
@@ -201,6 +207,7 @@ fn follow_job<S>(
     start: impl Fn(&Client) -> Result<S, reel_api::Error>,
     status: impl Fn(&Client) -> Result<S, reel_api::Error>,
     progress: impl Fn(&S) -> &JobProgress,
+    unit: &str,
 ) -> anyhow::Result<S> {
     if let Err(e) = start(&ctl.client) {
         // 409: this job (joined) or the other one runs.
@@ -216,7 +223,7 @@ fn follow_job<S>(
         let width = 40;
         let filled = (done * width).checked_div(total).unwrap_or(0).min(width) as usize;
         eprint!(
-            "\r{verb} [{}{}] {done}/{total} packs",
+            "\r{verb} [{}{}] {done}/{total} {unit}",
             "#".repeat(filled),
             "-".repeat(width as usize - filled)
         );
@@ -271,6 +278,16 @@ fn print_cartridge(d: &CartridgeDetail) {
         }
     );
     println!("location         {}", location(c));
+    match &d.archive {
+        Some(a) => println!(
+            "archive state    {} (image {:x}: {} of data, {} in the archive)",
+            c.archive_state,
+            a.generation,
+            human(a.data_bytes),
+            human(a.image_bytes)
+        ),
+        None => println!("archive state    {}", c.archive_state),
+    }
     println!("capacity         {}", human(c.capacity));
     println!("written (life)   {}", human(c.written));
     println!("loads            {}", d.load_count);
@@ -346,17 +363,18 @@ fn print_libraries(details: &[LibraryDetail]) {
 
 fn print_cartridges(list: &[CartridgeView]) {
     println!(
-        "{:<10} {:<10} {:>16} {:>14} {:<4} LOCATION",
-        "BARCODE", "MEDIA", "CAPACITY", "WRITTEN", "WP"
+        "{:<10} {:<10} {:>16} {:>14} {:<4} {:<10} LOCATION",
+        "BARCODE", "MEDIA", "CAPACITY", "WRITTEN", "WP", "STATE"
     );
     for c in list {
         println!(
-            "{:<10} {:<10} {:>16} {:>14} {:<4} {}",
+            "{:<10} {:<10} {:>16} {:>14} {:<4} {:<10} {}",
             c.barcode,
             c.media,
             c.capacity,
             c.written,
             if c.write_protected { "yes" } else { "no" },
+            c.archive_state,
             location(c)
         );
     }
@@ -512,6 +530,42 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                 }),
             )
         }
+        CtlCommand::Archive { barcode } | CtlCommand::Restore { barcode } => {
+            let restore = matches!(args.command, CtlCommand::Restore { .. });
+            let (verb, action) = if restore {
+                ("restoring", "restore")
+            } else {
+                ("archiving", "archive")
+            };
+            let status = follow_job(
+                &ctl,
+                verb,
+                |c| {
+                    if restore {
+                        c.restore(barcode)
+                    } else {
+                        c.archive(barcode)
+                    }
+                },
+                Client::archive_status,
+                |s| &s.progress,
+                "bytes",
+            )?;
+            print_job(args.json, &status, |status| {
+                println!(
+                    "{action} of {} {}: {} bytes",
+                    status.barcode, status.progress.state, status.bytes_total
+                );
+            })?;
+            if status.progress.state != "done" || status.barcode != *barcode {
+                bail!(
+                    "{action} of {barcode}: {} {}",
+                    status.progress.state,
+                    s(status.progress.error.as_ref())
+                );
+            }
+            return Ok(());
+        }
         CtlCommand::Reclaim { rewrite_below } => {
             let request = ReclaimRequest {
                 rewrite_below: Some(*rewrite_below),
@@ -522,6 +576,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                 |c| c.start_reclaim(Some(&request)),
                 Client::reclaim_status,
                 |s| &s.progress,
+                "packs",
             )?;
             print_job(args.json, &status, |status| {
                 println!(
@@ -557,6 +612,7 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                 Client::start_verify,
                 Client::verify_status,
                 |s| &s.progress,
+                "packs",
             )?;
             print_job(args.json, &status, |status| {
                 println!(

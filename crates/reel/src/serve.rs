@@ -303,6 +303,22 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             1.0
         }
     );
+    // Interrupted archive and restore jobs first: a half-archived cartridge goes back to the
+    // vault as available before any library looks for newcomers (docs/design/archive.md).
+    for (barcode, done) in reel_volume::Archive::recover(&carts)? {
+        println!("archive tier: {barcode}: {done:?}");
+    }
+    let archive = match &config.archive {
+        Some(section) => {
+            let archive = crate::archive_location::open(section, &carts, dir)?;
+            println!(
+                "archive location: {}",
+                crate::archive_location::describe(section)
+            );
+            Some(archive)
+        }
+        None => None,
+    };
     let libraries = open_libraries(&config, &carts)?;
     let server_config = target_server_config(&config, &libraries, redirects.clone())?;
     let target_names: Vec<String> = config
@@ -380,6 +396,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             maintenance: http::maintenance::Jobs::new(),
             logins: http::limits::LoginLimits::new(),
             metrics: config.http.metrics,
+            archive,
         });
         let addr = listener.local_addr()?;
         let scheme = if tls_config.is_some() {

@@ -1502,6 +1502,15 @@ fn every_endpoint_answers_in_its_reel_api_type() {
     while admin.reclaim_status().unwrap().progress.is_running() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    // The archive tier without an [archive] location (tests/archive.rs runs it with one).
+    assert_eq!(admin.archive_status().unwrap().progress.state, "idle");
+    let refused = admin.archive("TYP002L8").unwrap_err();
+    assert_eq!(refused.status(), Some(409), "{refused}");
+    assert!(
+        refused.to_string().contains("no archive location"),
+        "{refused}"
+    );
+    assert_eq!(admin.restore("TYP002L8").unwrap_err().status(), Some(409));
 
     let user = admin
         .create_user(&NewUser {

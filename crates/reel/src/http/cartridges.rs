@@ -15,7 +15,7 @@ use reel_api::cartridges::{
 use reel_chunkstore::{Exclusive, StreamUsage};
 use reel_media::CartridgeInfo;
 use reel_scsi::ItNexus;
-use reel_volume::CartridgeError;
+use reel_volume::{ArchiveState, CartridgeError};
 
 use super::auth::Caller;
 use super::error::{ApiError, ApiResult, ErrorBody};
@@ -50,8 +50,13 @@ fn media_name(media: reel_media::MediaType) -> String {
         .replace(' ', "-")
 }
 
-fn view(info: &CartridgeInfo, place: Option<&Place>) -> CartridgeView {
+fn view(
+    info: &CartridgeInfo,
+    place: Option<&Place>,
+    archived: Option<&ArchiveState>,
+) -> CartridgeView {
     CartridgeView {
+        archive_state: super::archive::state_name(archived),
         barcode: info.barcode().as_str().to_string(),
         media: media_name(info.media_type()),
         worm: info.is_worm(),
@@ -80,11 +85,13 @@ fn detail(
     info: &CartridgeInfo,
     place: Option<&Place>,
     usage: Option<UsageView>,
+    archived: Option<&ArchiveState>,
 ) -> CartridgeDetail {
     let c = info.counters();
     let mam = info.mam();
     CartridgeDetail {
-        cartridge: view(info, place),
+        archive: super::archive::view(archived),
+        cartridge: view(info, place, archived),
         load_count: info.load_count(),
         partitions: info.partition_capacities().to_vec(),
         early_warning_percent: info.early_warning_percent(),
@@ -140,6 +147,25 @@ impl AppState {
         }
     }
 
+    /// The cartridge's archive state (`None`: available).
+    fn archived(&self, barcode: &str) -> ApiResult<Option<ArchiveState>> {
+        self.cartridges
+            .archive_state(barcode)
+            .map_err(|e| ApiError::internal(e.to_string()))
+    }
+
+    /// 409 unless the cartridge's data is in the store (not archived, archiving or restoring):
+    /// an archived cartridge's identity must match its image until it is restored.
+    fn require_available(&self, barcode: &str, what: &str) -> ApiResult<()> {
+        match self.archived(barcode)? {
+            None => Ok(()),
+            Some(state) => Err(ApiError::conflict(format!(
+                "{barcode} is {}: it cannot be {what} until it is restored",
+                state.name()
+            ))),
+        }
+    }
+
     /// The freshest info: a loaded cartridge's drive holds a newer copy than the store.
     fn live_info(&self, barcode: &str, place: Option<&Place>) -> ApiResult<CartridgeInfo> {
         if let Some(p) = place.filter(|p| p.kind == "drive") {
@@ -186,6 +212,10 @@ pub async fn list(
             .cartridges
             .list()
             .map_err(|e| ApiError::internal(e.to_string()))?;
+        let archived = s
+            .cartridges
+            .archive_states()
+            .map_err(|e| ApiError::internal(e.to_string()))?;
         Ok(list
             .iter()
             .filter(|(_, info)| info.barcode().as_str().to_uppercase().contains(&needle))
@@ -193,7 +223,10 @@ pub async fn list(
                 let in_vault = !places.contains_key(info.barcode().as_str());
                 vault_only.is_none_or(|v| v == in_vault)
             })
-            .map(|(_, info)| view(info, places.get(info.barcode().as_str())))
+            .map(|(_, info)| {
+                let b = info.barcode().as_str();
+                view(info, places.get(b), archived.get(b))
+            })
             .collect())
     })
     .await
@@ -233,7 +266,7 @@ pub async fn create(
             StatusCode::CREATED,
             infos
                 .iter()
-                .map(|i| view(i, places.get(i.barcode().as_str())))
+                .map(|i| view(i, places.get(i.barcode().as_str()), None))
                 .collect(),
         ))
     })
@@ -332,7 +365,13 @@ pub async fn show(
         let places = s.locations();
         let place = places.get(&barcode);
         let info = s.live_info(&barcode, place)?;
-        Ok(detail(&info, place, s.usage(&barcode, exclusive)))
+        let archived = s.archived(&barcode)?;
+        Ok(detail(
+            &info,
+            place,
+            s.usage(&barcode, exclusive),
+            archived.as_ref(),
+        ))
     })
     .await
     .map(Json)
@@ -359,6 +398,7 @@ pub async fn update(
         };
         let result = (|| {
             let info = s.cartridge_info(&barcode)?;
+            s.require_available(&barcode, "changed")?;
             // A load between the check and the update would let the drive save its older copy
             // over this one: hold the cartridge's place while updating.
             s.holding_place(&barcode, |place| {
@@ -375,7 +415,14 @@ pub async fn update(
                 Ok((info, place.cloned()))
             })
         })()
-        .map(|(info, place)| detail(&info, place.as_ref(), s.usage(&barcode, Exclusive::Skip)));
+        .map(|(info, place)| {
+            detail(
+                &info,
+                place.as_ref(),
+                s.usage(&barcode, Exclusive::Skip),
+                None,
+            )
+        });
         s.audit(&caller, action, &barcode, &result);
         result
     })
@@ -399,6 +446,7 @@ pub async fn delete(
             // No import can put it into a library between the check and the deletion.
             let _catalog = s.cartridges.lock_catalog();
             let info = s.cartridge_info(&barcode)?;
+            s.require_available(&barcode, "deleted")?;
             if let Some(p) = s.locations().get(&barcode) {
                 return Err(ApiError::conflict(if p.kind == "drive" {
                     format!("{barcode} is loaded in a drive of {}", p.library)
@@ -452,7 +500,12 @@ pub async fn vault(
                 Some(p) if p.kind == "import_export" || p.kind == "slot" => {
                     // Slots only when the operator can reach them (magazines).
                     s.export(&p.library, p.address)?;
-                    Ok(detail(&info, None, s.usage(&barcode, Exclusive::Skip)))
+                    Ok(detail(
+                        &info,
+                        None,
+                        s.usage(&barcode, Exclusive::Skip),
+                        None,
+                    ))
                 }
                 Some(p) => Err(ApiError::conflict(format!(
                     "{barcode} is in a {} of {}; move it to an import/export element first",
@@ -483,6 +536,7 @@ pub async fn erase(
     blocking(state, move |s| {
         let result = (|| {
             s.cartridge_info(&barcode)?;
+            s.require_available(&barcode, "erased")?;
             s.holding_place(&barcode, |place| {
                 if let Some(p) = place.filter(|p| p.kind == "drive") {
                     return Err(ApiError::conflict(format!(
@@ -503,7 +557,14 @@ pub async fn erase(
                 Ok((info, place.cloned()))
             })
         })()
-        .map(|(info, place)| detail(&info, place.as_ref(), s.usage(&barcode, Exclusive::Skip)));
+        .map(|(info, place)| {
+            detail(
+                &info,
+                place.as_ref(),
+                s.usage(&barcode, Exclusive::Skip),
+                None,
+            )
+        });
         s.audit(&caller, "erase cartridge", &barcode, &result);
         result
     })

@@ -350,6 +350,14 @@ impl AppState {
         self.cartridges
             .info(barcode)
             .map_err(|_| ApiError::not_found(format!("no cartridge {barcode}")))?;
+        // Its data must be in the store: not archived, nor on its way to or from the archive.
+        if let Some(state) = self
+            .cartridges
+            .archive_state(barcode)
+            .map_err(|e| ApiError::internal(e.to_string()))?
+        {
+            return Err(super::archive::refuse_import(barcode, &state));
+        }
         if let Some(place) = self.locations().get(barcode) {
             return Err(ApiError::conflict(format!(
                 "{barcode} is already in library {} (element {})",

@@ -13,7 +13,9 @@ use axum::extract::{FromRequest, Request, State};
 use axum::http::StatusCode;
 use parking_lot::Mutex;
 use reel_api::Role;
-use reel_api::maintenance::{JobProgress, ReclaimRequest, ReclaimStatus, VerifyStatus};
+use reel_api::maintenance::{
+    ArchiveStatus, JobProgress, ReclaimRequest, ReclaimStatus, VerifyStatus,
+};
 
 use super::AppState;
 use super::auth::{Caller, now};
@@ -51,6 +53,8 @@ pub struct Jobs {
     running: Mutex<Option<&'static str>>,
     pub verify: Mutex<VerifyStatus>,
     pub reclaim: Mutex<ReclaimStatus>,
+    /// The archive tier's archive and restore jobs (`archive.rs`).
+    pub archive: Mutex<ArchiveStatus>,
 }
 
 impl Jobs {
@@ -64,6 +68,10 @@ impl Jobs {
             reclaim: Mutex::new(ReclaimStatus {
                 progress: JobProgress::idle(),
                 ..ReclaimStatus::default()
+            }),
+            archive: Mutex::new(ArchiveStatus {
+                progress: JobProgress::idle(),
+                ..ArchiveStatus::default()
             }),
         }
     }

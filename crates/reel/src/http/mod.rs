@@ -4,6 +4,7 @@
 //! Handlers never block the runtime: anything that takes a device or store lock runs in
 //! [`blocking`]. Every change is written to the audit log with its outcome.
 
+mod archive;
 pub mod auth;
 mod cartridges;
 pub mod error;
@@ -47,6 +48,8 @@ pub struct AppState {
     pub logins: Arc<limits::LoginLimits>,
     /// Who may read `/metrics`.
     pub metrics: MetricsAccess,
+    /// The archive tier, when `[archive]` names a location.
+    pub archive: Option<reel_volume::Archive>,
 }
 
 /// Who may read `/metrics` (`[http] metrics`).
@@ -144,6 +147,7 @@ impl axum::extract::OptionalFromRequestParts<Arc<AppState>> for Caller {
         users::login, users::logout, users::me,
         library::list_libraries, library::get_library, library::move_medium, library::import, library::export,
         cartridges::list, cartridges::create, cartridges::show, cartridges::update, cartridges::delete, cartridges::vault, cartridges::erase,
+        archive::archive, archive::restore, archive::status,
         monitor::stats, monitor::monitor, monitor::stream, monitor::sessions, monitor::events,
         verify::status, verify::start, maintenance::reclaim_status, maintenance::start_reclaim,
         users::list_users, users::create_user, users::delete_user, users::set_password,
@@ -228,6 +232,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/cartridges/{barcode}/vault", post(cartridges::vault))
         .route("/cartridges/{barcode}/erase", post(cartridges::erase))
+        .route("/cartridges/{barcode}/archive", post(archive::archive))
+        .route("/cartridges/{barcode}/restore", post(archive::restore))
+        .route("/archive", get(archive::status))
         .route("/stats", get(monitor::stats))
         .route("/monitor", get(monitor::monitor))
         .route("/monitor/stream", get(monitor::stream))

@@ -760,6 +760,10 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
         m.family(name, "gauge", help);
         m.sample::<&str>(name, &[], value);
     }
+    for (name, help, value) in super::archive::metrics(state) {
+        m.family(name, "gauge", help);
+        m.sample::<&str>(name, &[], value);
+    }
     if let Some(b) = &store.bucket {
         let bucket: [(&str, &str, &str, f64); 8] = [
             (

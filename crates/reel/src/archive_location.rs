@@ -1,0 +1,79 @@
+//! Opens the `[archive]` location (docs/design/archive.md): a directory on the local back end,
+//! or a bucket and prefix on S3 with credentials from the environment, as for `[store.s3]`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use reel_backend::{Backend, LocalBackend, S3Backend, S3Config};
+use reel_volume::{Archive, Cartridges};
+
+use crate::config::ArchiveSection;
+
+/// `dir/…` or `s3://bucket/prefix at endpoint`, for messages.
+pub fn describe(section: &ArchiveSection) -> String {
+    match (&section.directory, &section.s3) {
+        (Some(dir), _) => dir.display().to_string(),
+        (None, Some(s3)) => format!(
+            "s3://{}/{}{}{}",
+            s3.bucket,
+            s3.prefix,
+            s3.endpoint
+                .as_ref()
+                .map(|e| format!(" at {e}"))
+                .unwrap_or_default(),
+            section
+                .storage_class
+                .as_ref()
+                .map(|c| format!(" (storage class {c})"))
+                .unwrap_or_default()
+        ),
+        (None, None) => "nowhere".into(),
+    }
+}
+
+/// The archive tier over `cartridges`, on the configured location. `data_dir` is refused as
+/// (or around) a directory location: the store and the archive must not share files.
+pub fn open(
+    section: &ArchiveSection,
+    cartridges: &Cartridges,
+    data_dir: &Path,
+) -> anyhow::Result<Archive> {
+    let location: Arc<dyn Backend> = match (&section.directory, &section.s3) {
+        (Some(dir), _) => {
+            let (a, b) = (absolute(dir), absolute(data_dir));
+            if a.starts_with(&b) || b.starts_with(&a) {
+                anyhow::bail!(
+                    "archive.directory {} and the data directory {} overlap: give the archive a directory of its own",
+                    dir.display(),
+                    data_dir.display()
+                );
+            }
+            Arc::new(
+                LocalBackend::open(dir)
+                    .with_context(|| format!("opening the archive directory {}", dir.display()))?,
+            )
+        }
+        (None, Some(s3)) => {
+            let mut config = S3Config::new(s3.bucket.clone(), s3.prefix.clone());
+            config.endpoint = s3.endpoint.clone();
+            config.region = s3.region.clone();
+            config.allow_http = s3
+                .endpoint
+                .as_deref()
+                .is_some_and(|e| e.starts_with("http://"));
+            config.storage_class = section.storage_class.clone();
+            Arc::new(
+                S3Backend::open_with_env(&config, &|name| std::env::var(name).ok()).with_context(
+                    || format!("opening the archive location {}", describe(section)),
+                )?,
+            )
+        }
+        (None, None) => anyhow::bail!("archive: no location (validated at load)"),
+    };
+    Ok(Archive::new(cartridges.clone(), location).with_piece_size(section.piece_size_bytes()?))
+}
+
+fn absolute(p: &Path) -> std::path::PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}

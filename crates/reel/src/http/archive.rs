@@ -1,0 +1,285 @@
+//! The archive tier over the API (docs/design/archive.md): archive a vaulted cartridge into
+//! the `[archive]` location and restore it, each as a maintenance job (one job at a time with
+//! verify and reclaim), with its progress in `GET /api/v1/archive`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use parking_lot::Mutex;
+use reel_api::Role;
+use reel_api::cartridges::ArchiveView;
+use reel_api::maintenance::{ArchiveStatus, JobProgress};
+use reel_volume::archive::Progress;
+use reel_volume::{Archive, ArchiveError, ArchiveState};
+
+use super::auth::{Caller, now};
+use super::error::{ApiError, ApiResult, ErrorBody};
+use super::maintenance::{IgnoredBody, JobStatus, start_job};
+use super::{AppState, blocking};
+
+impl JobStatus for ArchiveStatus {
+    fn progress(&mut self) -> &mut JobProgress {
+        &mut self.progress
+    }
+}
+
+/// The name the API gives a cartridge's archive state.
+pub fn state_name(state: Option<&ArchiveState>) -> String {
+    state.map_or("available", |s| s.name()).to_string()
+}
+
+/// The image of an archived or restoring cartridge, for its detail.
+pub fn view(state: Option<&ArchiveState>) -> Option<ArchiveView> {
+    match *state? {
+        ArchiveState::Archiving { .. } => None,
+        ArchiveState::Archived {
+            generation,
+            data_bytes,
+            image_bytes,
+            archived_at,
+        } => Some(ArchiveView {
+            generation,
+            data_bytes,
+            image_bytes,
+            archived_at: Some(archived_at),
+        }),
+        ArchiveState::Restoring {
+            generation,
+            data_bytes,
+        } => Some(ArchiveView {
+            generation,
+            data_bytes,
+            image_bytes: 0,
+            archived_at: None,
+        }),
+    }
+}
+
+/// 409 for a cartridge that may not enter a library because of its archive state.
+pub fn refuse_import(barcode: &str, state: &ArchiveState) -> ApiError {
+    ApiError::conflict(match state {
+        ArchiveState::Archiving { .. } => {
+            format!("{barcode} is being archived; it cannot be imported")
+        }
+        ArchiveState::Archived { .. } => format!(
+            "{barcode} is archived: restore it first (POST /api/v1/cartridges/{barcode}/restore)"
+        ),
+        ArchiveState::Restoring { .. } => {
+            format!("{barcode} is being restored; import it when its state is available")
+        }
+    })
+}
+
+/// `/metrics` gauges of the archive tier.
+pub fn metrics(state: &AppState) -> Vec<(&'static str, &'static str, f64)> {
+    let states = state.cartridges.archive_states().unwrap_or_default();
+    let (mut count, mut data, mut image) = (0u64, 0u64, 0u64);
+    for s in states.values() {
+        if let ArchiveState::Archived {
+            data_bytes,
+            image_bytes,
+            ..
+        } = *s
+        {
+            count += 1;
+            data += data_bytes;
+            image += image_bytes;
+        }
+    }
+    let job = state.jobs().archive.lock().progress.ratio();
+    vec![
+        (
+            "reel_archived_cartridges",
+            "Cartridges whose data is only in the archive location.",
+            count as f64,
+        ),
+        (
+            "reel_archived_bytes",
+            "Host bytes of the archived cartridges' records.",
+            data as f64,
+        ),
+        (
+            "reel_archive_image_bytes",
+            "Bytes of the archived cartridges' images in the archive location.",
+            image as f64,
+        ),
+        (
+            "reel_archive_job_progress_ratio",
+            "Share of the current (or last) archive or restore job's bytes done; 1 when done.",
+            job,
+        ),
+    ]
+}
+
+fn location(state: &AppState) -> ApiResult<Archive> {
+    state.archive.clone().ok_or_else(|| {
+        ApiError::conflict(
+            "no archive location is configured: add an [archive] section to reel.toml",
+        )
+    })
+}
+
+fn api_error(e: ArchiveError) -> ApiError {
+    match e {
+        ArchiveError::NotFound(_) => ApiError::not_found(e.to_string()),
+        ArchiveError::State { .. } | ArchiveError::Mounted(_) => ApiError::conflict(e.to_string()),
+        ArchiveError::BadBarcode(_) => ApiError::bad_request(e.to_string()),
+        other => ApiError::internal(other.to_string()),
+    }
+}
+
+/// Reports a job's progress into its status.
+fn report(slot: &Mutex<ArchiveStatus>) -> impl FnMut(Progress) -> bool + '_ {
+    move |p| {
+        let mut s = slot.lock();
+        s.step = p.step.name().to_string();
+        s.bytes_done = p.bytes_done;
+        s.bytes_total = p.bytes_total;
+        s.progress.packs_done = p.bytes_done;
+        s.progress.packs_total = p.bytes_total;
+        true
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/archive", tag = "cartridges",
+    responses((status = 200, body = ArchiveStatus), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn status(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+) -> ApiResult<Json<ArchiveStatus>> {
+    caller.require(Role::Viewer)?;
+    Ok(Json(state.jobs().archive.lock().clone()))
+}
+
+#[utoipa::path(post, path = "/api/v1/cartridges/{barcode}/archive", tag = "cartridges",
+    params(("barcode" = String, Path)),
+    responses((status = 202, body = ArchiveStatus), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn archive(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+    _body: IgnoredBody,
+) -> ApiResult<(StatusCode, Json<ArchiveStatus>)> {
+    caller.require(Role::Operator)?;
+    let Path(barcode) = path?;
+    blocking(state, move |s| {
+        let result = (|| {
+            let archive = location(&s)?;
+            // In the vault, then `archiving`, as one step: from here no import can take it.
+            let generation = {
+                let _catalog = s.cartridges.lock_catalog();
+                s.cartridges
+                    .info(&barcode)
+                    .map_err(|_| ApiError::not_found(format!("no cartridge {barcode}")))?;
+                if let Some(p) = s.locations().get(&barcode) {
+                    return Err(ApiError::conflict(format!(
+                        "{barcode} is in library {} ({} {}); only a cartridge in the vault can be archived: export it first",
+                        p.library, p.kind, p.address
+                    )));
+                }
+                // Unique per attempt (nanoseconds), so an interrupted attempt's objects never
+                // collide with a new one's.
+                let stamp = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64);
+                archive.begin_archive(&barcode, stamp).map_err(api_error)?
+            };
+            let first = ArchiveStatus {
+                action: "archive".into(),
+                barcode: barcode.clone(),
+                step: "writing".into(),
+                ..ArchiveStatus::default()
+            };
+            let job_barcode = barcode.clone();
+            let job_archive = archive.clone();
+            let started = start_job(
+                &s,
+                &caller,
+                "archive",
+                |jobs| &jobs.archive,
+                first,
+                move |_, slot| {
+                    job_archive
+                        .run_archive(&job_barcode, now(), &mut report(slot))
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                },
+            );
+            if started.is_err() {
+                // Another job runs: back to available (nothing was written yet).
+                let _ = archive.recover_one(&barcode);
+            }
+            tracing::info!(barcode, generation, "archive started");
+            started
+        })();
+        s.audit(&caller, "archive cartridge", &barcode, &result);
+        result
+    })
+    .await
+    .map(|status| (StatusCode::ACCEPTED, Json(status)))
+}
+
+#[utoipa::path(post, path = "/api/v1/cartridges/{barcode}/restore", tag = "cartridges",
+    params(("barcode" = String, Path)),
+    responses((status = 202, body = ArchiveStatus), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn restore(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+    _body: IgnoredBody,
+) -> ApiResult<(StatusCode, Json<ArchiveStatus>)> {
+    caller.require(Role::Operator)?;
+    let Path(barcode) = path?;
+    blocking(state, move |s| {
+        let result = (|| {
+            let archive = location(&s)?;
+            s.cartridges
+                .info(&barcode)
+                .map_err(|_| ApiError::not_found(format!("no cartridge {barcode}")))?;
+            match s.cartridges.archive_state(&barcode).map_err(api_error)? {
+                // `restoring`: an interrupted restore, run again.
+                Some(ArchiveState::Archived { .. } | ArchiveState::Restoring { .. }) => {}
+                other => {
+                    return Err(ApiError::conflict(format!(
+                        "{barcode} is {}: only an archived cartridge can be restored",
+                        state_name(other.as_ref())
+                    )));
+                }
+            }
+            let first = ArchiveStatus {
+                action: "restore".into(),
+                barcode: barcode.clone(),
+                step: "restoring".into(),
+                ..ArchiveStatus::default()
+            };
+            let job_barcode = barcode.clone();
+            // `restoring` is recorded by the job, once it holds the job slot; archived and
+            // restoring both keep the cartridge out of libraries meanwhile.
+            start_job(
+                &s,
+                &caller,
+                "restore",
+                |jobs| &jobs.archive,
+                first,
+                move |_, slot| {
+                    archive
+                        .begin_restore(&job_barcode)
+                        .and_then(|_| archive.run_restore(&job_barcode, &mut report(slot)))
+                        .map_err(|e| e.to_string())
+                },
+            )
+        })();
+        s.audit(&caller, "restore cartridge", &barcode, &result);
+        result
+    })
+    .await
+    .map(|status| (StatusCode::ACCEPTED, Json(status)))
+}
