@@ -90,13 +90,8 @@ fn unix_ms() -> u64 {
 /// This node and the store it wants to serve.
 #[derive(Clone, Debug)]
 pub struct Membership {
-    pub node: String,
-    pub node_id: String,
-    pub portal: String,
-    pub store: String,
-    pub libraries: Vec<String>,
-    pub targets: Vec<LeasedTarget>,
-    pub ttl: Duration,
+    /// The lease this node writes (`renewed_unix_ms` is set at each write).
+    pub lease: LeaseBody,
     pub standby: bool,
 }
 
@@ -141,26 +136,20 @@ pub struct Held {
     key: Key,
     body: LeaseBody,
     version: Version,
-    last_renewed: Instant,
     /// The node id of the holder before us, when it was another data directory: our local
     /// copy of the store may be behind or diverged, so it is set aside and rebuilt.
     pub taken_from: Option<String>,
 }
 
-/// How acquisition is going, for the caller's messages and redirect table.
-pub enum Waiting<'a> {
-    /// Another node holds the lease; we wait (standby) or watch it expire.
-    HeldBy(&'a LeaseBody),
-}
-
 /// Takes the lease for `me`'s store: at once when it is free, released, or ours; after it went
 /// unrenewed for a whole time to live (by our own clock) when another node held it. Without
-/// `standby`, a lease that looks live is refused at once.
+/// `standby`, a lease that looks live is refused at once. `on_wait` is called with the other
+/// holder's lease at each look while waiting.
 pub fn acquire(
     objects: Arc<dyn VersionedObjects>,
     key: Key,
     me: &Membership,
-    on_wait: &mut dyn FnMut(Waiting<'_>),
+    on_wait: &mut dyn FnMut(&LeaseBody),
 ) -> Result<Held, Refusal> {
     let mut watched: Option<(Version, Instant)> = None;
     loop {
@@ -179,7 +168,7 @@ pub fn acquire(
                         why: format!("format {} (this reel reads {LEASE_FORMAT})", body.format),
                     });
                 }
-                let free = body.released || body.node_id == me.node_id;
+                let free = body.released || body.node_id == me.lease.node_id;
                 if !free {
                     let since = match &watched {
                         Some((v, since)) if *v == version => *since,
@@ -203,27 +192,18 @@ pub fn acquire(
                                 ttl: body.ttl(),
                             });
                         }
-                        on_wait(Waiting::HeldBy(&body));
+                        on_wait(&body);
                         std::thread::sleep((body.ttl() / 5).min(Duration::from_secs(1)));
                         continue;
                     }
                 }
-                let previous = (body.node_id != me.node_id).then(|| body.node_id.clone());
+                let previous = (body.node_id != me.lease.node_id).then(|| body.node_id.clone());
                 (Some(version), previous)
             }
         };
         let body = LeaseBody {
-            format: LEASE_FORMAT,
-            node: me.node.clone(),
-            node_id: me.node_id.clone(),
-            portal: me.portal.clone(),
-            store: me.store.clone(),
-            libraries: me.libraries.clone(),
-            targets: me.targets.clone(),
-            ttl_ms: me.ttl.as_millis() as u64,
             renewed_unix_ms: unix_ms(),
-            renewal: 0,
-            released: false,
+            ..me.lease.clone()
         };
         let bytes = serde_json::to_vec_pretty(&body).expect("a lease encodes");
         match objects.write_versioned(&key, &bytes, expected.as_ref()) {
@@ -233,7 +213,6 @@ pub fn acquire(
                     key,
                     body,
                     version,
-                    last_renewed: Instant::now(),
                     taken_from: previous,
                 });
             }
@@ -246,18 +225,10 @@ pub fn acquire(
     }
 }
 
-/// Why a held lease ended.
+/// A renewal found the lease rewritten by another node.
 #[derive(Debug, thiserror::Error)]
-pub enum LeaseLost {
-    #[error("another node took the lease {0}")]
-    Taken(Key),
-    #[error("the lease {key} could not be renewed for {elapsed:.1?} (last error: {last})")]
-    Unrenewable {
-        key: Key,
-        elapsed: Duration,
-        last: BackendError,
-    },
-}
+#[error("another node took the lease {0}")]
+pub struct LeaseTaken(Key);
 
 impl Held {
     #[cfg(test)]
@@ -275,9 +246,9 @@ impl Held {
         self.body.ttl() / 3
     }
 
-    /// Renews the lease once. A transient failure is `Ok(false)` until renewals have failed
-    /// for [`Held::stop_after`].
-    pub fn renew(&mut self) -> Result<bool, LeaseLost> {
+    /// Renews the lease once: `Ok(false)` when the bucket did not take the write (whether
+    /// that lasted too long is the [`Renewer`]'s watchdog's call).
+    pub fn renew(&mut self) -> Result<bool, LeaseTaken> {
         let mut next = self.body.clone();
         next.renewal += 1;
         next.renewed_unix_ms = unix_ms();
@@ -289,21 +260,12 @@ impl Held {
             Ok(version) => {
                 self.version = version;
                 self.body = next;
-                self.last_renewed = Instant::now();
                 Ok(true)
             }
-            Err(BackendError::VersionMismatch(_)) => Err(LeaseLost::Taken(self.key.clone())),
+            Err(BackendError::VersionMismatch(_)) => Err(LeaseTaken(self.key.clone())),
             Err(e) => {
-                let elapsed = self.last_renewed.elapsed();
-                if elapsed >= self.stop_after() {
-                    Err(LeaseLost::Unrenewable {
-                        key: self.key.clone(),
-                        elapsed,
-                        last: e,
-                    })
-                } else {
-                    Ok(false)
-                }
+                tracing::warn!(key = %self.key, "renewing the lease: {e}");
+                Ok(false)
             }
         }
     }
@@ -457,7 +419,7 @@ impl Renewer {
                                 }
                             }
                             Ok(false) => {}
-                            Err(lost) => fence(&lost.to_string()),
+                            Err(taken) => fence(&taken.to_string()),
                         }
                     }
                 })
@@ -508,34 +470,40 @@ pub fn join(
     let objects: Arc<dyn VersionedObjects> =
         Arc::new(crate::data_dir::open_bucket(s3, &cluster.prefix)?);
     let me = Membership {
-        node: cluster.node.clone().unwrap_or_else(host_name),
-        node_id: node_id.clone(),
-        portal: cluster.portal_address(&config.iscsi)?,
-        store: format!("s3://{}/{}", s3.bucket, s3.prefix),
-        libraries: config
-            .iscsi
-            .targets
-            .iter()
-            .filter(|t| t.kind == TargetKind::Library)
-            .map(|t| t.name.clone())
-            .collect(),
-        targets: config
-            .iscsi
-            .targets
-            .iter()
-            .map(|t| LeasedTarget {
-                name: t.name.clone(),
-                tpgt: 1,
-            })
-            .collect(),
-        ttl: Duration::from_secs(cluster.lease_seconds),
+        lease: LeaseBody {
+            format: LEASE_FORMAT,
+            node: cluster.node.clone().unwrap_or_else(host_name),
+            node_id: node_id.clone(),
+            portal: cluster.portal_address(&config.iscsi)?,
+            store: format!("s3://{}/{}", s3.bucket, s3.prefix),
+            libraries: config
+                .iscsi
+                .targets
+                .iter()
+                .filter(|t| t.kind == TargetKind::Library)
+                .map(|t| t.name.clone())
+                .collect(),
+            targets: config
+                .iscsi
+                .targets
+                .iter()
+                .map(|t| LeasedTarget {
+                    name: t.name.clone(),
+                    tpgt: 1,
+                })
+                .collect(),
+            ttl_ms: cluster.lease_seconds * 1000,
+            renewed_unix_ms: 0,
+            renewal: 0,
+            released: false,
+        },
         standby: cluster.standby,
     };
     let key = lease_key(&s3.prefix);
     let mut portal: Option<TargetServer> = None;
     let mut refreshed: Option<Instant> = None;
     let mut portal_error = None;
-    let acquired = acquire(objects.clone(), key, &me, &mut |Waiting::HeldBy(body)| {
+    let acquired = acquire(objects.clone(), key, &me, &mut |body| {
         if refreshed.is_none_or(|t| t.elapsed() >= Duration::from_secs(2)) {
             if refreshed.is_none() {
                 println!(
@@ -544,7 +512,7 @@ pub fn join(
                 );
             }
             refreshed = Some(Instant::now());
-            if let Ok(entries) = redirects(&*objects, &me.node_id) {
+            if let Ok(entries) = redirects(&*objects, &node_id) {
                 table.set(entries);
             }
         }
@@ -570,9 +538,7 @@ pub fn join(
     let held = acquired?;
     println!(
         "cluster: node {} holds the lease for {} ({} s)",
-        me.node,
-        me.store,
-        me.ttl.as_secs()
+        me.lease.node, me.lease.store, cluster.lease_seconds
     );
     if let Some(previous) = &held.taken_from
         && let Some(aside) = set_aside_superseded_copy(dir)?
@@ -582,7 +548,7 @@ pub fn join(
             aside.display()
         );
     }
-    if let Ok(entries) = redirects(&*objects, &me.node_id) {
+    if let Ok(entries) = redirects(&*objects, &node_id) {
         table.set(entries);
     }
     Ok((held, objects, node_id))
@@ -627,16 +593,22 @@ mod tests {
 
     fn member(id: &str, standby: bool, ttl_ms: u64) -> Membership {
         Membership {
-            node: format!("node-{id}"),
-            node_id: id.into(),
-            portal: format!("192.0.2.{}:3260", id.len()),
-            store: "s3://b/site/".into(),
-            libraries: vec!["lib".into()],
-            targets: vec![LeasedTarget {
-                name: "iqn.2026-11.test:lib".into(),
-                tpgt: 1,
-            }],
-            ttl: Duration::from_millis(ttl_ms),
+            lease: LeaseBody {
+                format: LEASE_FORMAT,
+                node: format!("node-{id}"),
+                node_id: id.into(),
+                portal: format!("192.0.2.{}:3260", id.len()),
+                store: "s3://b/site/".into(),
+                libraries: vec!["lib".into()],
+                targets: vec![LeasedTarget {
+                    name: "iqn.2026-11.test:lib".into(),
+                    tpgt: 1,
+                }],
+                ttl_ms,
+                renewed_unix_ms: 0,
+                renewal: 0,
+                released: false,
+            },
             standby,
         }
     }
@@ -706,7 +678,7 @@ mod tests {
         );
         assert_eq!(b.taken_from.as_deref(), Some("a"));
         // A finds its lease taken at its next renewal.
-        assert!(matches!(a.renew(), Err(LeaseLost::Taken(_))));
+        assert!(matches!(a.renew(), Err(LeaseTaken(_))));
     }
 
     #[test]

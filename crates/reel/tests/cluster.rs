@@ -10,32 +10,39 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::cartridges::{DRIVE, FIRST_SLOT, Workload, noise, sessions};
 use common::free_portal;
 use common::tape::Tape;
 use reel_iscsi::initiator_login::LoginError;
 use reel_iscsi_net::{Client, ClientError, ClientOptions};
 use reel_s3test::{Kind, S3Server};
 use reel_scsi::initiator::smc::move_medium;
-use reel_scsi::initiator::ssc::{REWIND, Transfer, UNLOAD, read6, write_filemarks, write6};
 use reel_testkit::serve::{ServeCommand, reel_binary};
 
 const LIB: &str = "iqn.2026-11.org.reel:cluster";
 const RECORD: usize = 64 << 10;
 const RECORDS: u64 = 6;
-const DRIVE: u16 = 0x0101;
-const FIRST_SLOT: u16 = 0x0401;
 const LEASE_SECONDS: u64 = 3;
 
 fn record(c: u64, r: u64) -> Vec<u8> {
-    let mut x = (c * 1_000 + r).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..RECORD)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    noise(c * 1_000 + r, RECORD)
+}
+
+const WORKLOAD: Workload = Workload {
+    record_len: RECORD,
+    records: RECORDS,
+    record,
+};
+
+/// Writes cartridge `c` in sessions of its own (a writer thread's, in the kill test).
+fn write_cartridge(portal: SocketAddr, c: u64) {
+    let (changer, drive) = sessions(portal, LIB);
+    WORKLOAD.write(&changer, &drive, c);
+}
+
+fn read_cartridge(portal: SocketAddr, c: u64) {
+    let (changer, drive) = sessions(portal, LIB);
+    WORKLOAD.read(&changer, &drive, c);
 }
 
 /// One node's configuration: the same store and library on every node, its own portal.
@@ -65,46 +72,6 @@ fn command(data: &Path, config: &Path, portal: SocketAddr, s3: &S3Server) -> Ser
         ])
         .env("AWS_ACCESS_KEY_ID", s3.access_key())
         .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
-}
-
-fn write_cartridge(portal: SocketAddr, c: u64) {
-    let changer = Tape::connect(portal, LIB, 0, 1);
-    changer.ready();
-    let drive = Tape::connect(portal, LIB, 1, 2);
-    let slot = FIRST_SLOT + c as u16;
-    changer.good(&move_medium(0, slot, DRIVE), Vec::new());
-    drive.ready();
-    for r in 0..RECORDS {
-        drive.good(&write6(Transfer::Variable(RECORD as u32)), record(c, r));
-    }
-    // Without IMMED: a synchronising point, acknowledged once in the bucket (durability bucket).
-    drive.good(&write_filemarks(1, false), Vec::new());
-    drive.good(&UNLOAD, Vec::new());
-    changer.good(&move_medium(0, DRIVE, slot), Vec::new());
-}
-
-fn read_cartridge(portal: SocketAddr, c: u64) {
-    let changer = Tape::connect(portal, LIB, 0, 1);
-    changer.ready();
-    let drive = Tape::connect(portal, LIB, 1, 2);
-    let slot = FIRST_SLOT + c as u16;
-    changer.good(&move_medium(0, slot, DRIVE), Vec::new());
-    drive.ready();
-    drive.good(&REWIND, Vec::new());
-    for r in 0..RECORDS {
-        let (status, data, sense) = drive.run(
-            &read6(Transfer::Variable(RECORD as u32), false),
-            Vec::new(),
-            RECORD as u32,
-        );
-        assert_eq!(status, 0, "cartridge {c} record {r}: sense {sense:02x?}");
-        assert!(
-            data == record(c, r),
-            "cartridge {c} record {r} reads back wrong"
-        );
-    }
-    drive.good(&UNLOAD, Vec::new());
-    changer.good(&move_medium(0, DRIVE, slot), Vec::new());
 }
 
 /// Logs in at `portal` without following redirections: where the node sends us.

@@ -8,31 +8,24 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::tape::Tape;
+use common::cartridges::{Workload, noise, sessions};
 use reel_s3test::{Kind, S3Server};
-use reel_scsi::initiator::smc::move_medium;
-use reel_scsi::initiator::ssc::{REWIND, Transfer, UNLOAD, read6, write_filemarks, write6};
 use reel_testkit::serve::{ServeCommand, reel_binary};
 
 const LIB: &str = "iqn.2026-11.org.reel:library";
 const RECORD: usize = 128 << 10;
 const RECORDS: u64 = 6;
 const CARTRIDGES: u64 = 3;
-const DRIVE: u16 = 0x0101;
-const FIRST_SLOT: u16 = 0x0401;
+const WORKLOAD: Workload = Workload {
+    record_len: RECORD,
+    records: RECORDS,
+    record,
+};
 
 /// Record `r` of cartridge `c`: pseudo-random bytes, which compression stores verbatim, so
 /// without encryption they would be found as they are in the pack objects.
 fn record(c: u64, r: u64) -> Vec<u8> {
-    let mut x = (c * 100 + r + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..RECORD)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    noise(c * 100 + r + 1, RECORD)
 }
 
 /// 32-byte pieces of what was written, to look for in stored files.
@@ -153,52 +146,6 @@ fn recover(s3: &S3Server, into: &Path, key_file: Option<&Path>) -> Output {
     reel(&args, s3)
 }
 
-fn write_cartridge(changer: &Tape, drive: &Tape, c: u64) {
-    let slot = FIRST_SLOT + c as u16;
-    changer.good(&move_medium(0, slot, DRIVE), Vec::new());
-    drive.ready();
-    for r in 0..RECORDS {
-        drive.good(&write6(Transfer::Variable(RECORD as u32)), record(c, r));
-    }
-    drive.good(&write_filemarks(1, false), Vec::new());
-    drive.good(&UNLOAD, Vec::new());
-    changer.good(&move_medium(0, DRIVE, slot), Vec::new());
-}
-
-fn read_cartridge(changer: &Tape, drive: &Tape, c: u64) {
-    let slot = FIRST_SLOT + c as u16;
-    changer.good(&move_medium(0, slot, DRIVE), Vec::new());
-    drive.ready();
-    drive.good(&REWIND, Vec::new());
-    for r in 0..RECORDS {
-        let (status, data, sense) = drive.run(
-            &read6(Transfer::Variable(RECORD as u32), false),
-            Vec::new(),
-            RECORD as u32,
-        );
-        assert_eq!(status, 0, "cartridge {c} record {r}: sense {sense:02x?}");
-        assert!(
-            data == record(c, r),
-            "cartridge {c} record {r} reads back wrong"
-        );
-    }
-    let (status, _, _) = drive.run(
-        &read6(Transfer::Variable(RECORD as u32), false),
-        Vec::new(),
-        RECORD as u32,
-    );
-    assert_eq!(status, 2, "cartridge {c}: the filemark after its records");
-    drive.good(&UNLOAD, Vec::new());
-    changer.good(&move_medium(0, DRIVE, slot), Vec::new());
-}
-
-fn sessions(server: &common::Server) -> (Tape, Tape) {
-    let changer = Tape::connect(server.portal(), LIB, 0, 1);
-    changer.ready();
-    let drive = Tape::connect(server.portal(), LIB, 1, 2);
-    (changer, drive)
-}
-
 #[test]
 fn an_encrypted_bucket_holds_no_plaintext_and_recovers_only_with_its_key() {
     let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
@@ -220,9 +167,9 @@ fn an_encrypted_bucket_holds_no_plaintext_and_recovers_only_with_its_key() {
     let data = dir.path().join("node");
     let server = serve(&data, Some(&config), &s3);
     {
-        let (changer, drive) = sessions(&server);
+        let (changer, drive) = sessions(server.portal(), LIB);
         for c in 0..CARTRIDGES {
-            write_cartridge(&changer, &drive, c);
+            WORKLOAD.write(&changer, &drive, c);
         }
     }
     server.stop();
@@ -300,9 +247,9 @@ fn an_encrypted_bucket_holds_no_plaintext_and_recovers_only_with_its_key() {
     assert!(stdout.contains("recovered 10 cartridges"), "{stdout}");
     let server = serve(&recovered, None, &s3);
     {
-        let (changer, drive) = sessions(&server);
+        let (changer, drive) = sessions(server.portal(), LIB);
         for c in 0..CARTRIDGES {
-            read_cartridge(&changer, &drive, c);
+            WORKLOAD.read(&changer, &drive, c);
         }
     }
     server.stop();

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::cartridges::{DRIVE, FIRST_SLOT, Workload, sessions};
 use common::free_portal;
-use common::tape::Tape;
 use reel_s3test::{Fault, FaultProxy, Kind, S3Server};
 use reel_scsi::initiator::smc::move_medium;
 use reel_scsi::initiator::ssc::{REWIND, Transfer, UNLOAD, read6, write_filemarks, write6};
@@ -18,8 +18,11 @@ use reel_testkit::serve::{ServeCommand, reel_binary};
 const LIB: &str = "iqn.2026-11.org.reel:library";
 const RECORD: usize = 128 << 10;
 const RECORDS: u64 = 12;
-const DRIVE: u16 = 0x0101;
-const FIRST_SLOT: u16 = 0x0401;
+const WORKLOAD: Workload = Workload {
+    record_len: RECORD,
+    records: RECORDS,
+    record,
+};
 
 /// Record `r` of cartridge `c`: every other record is shared by all cartridges (dedup).
 fn record(c: u64, r: u64) -> Vec<u8> {
@@ -65,55 +68,6 @@ fn serve(data: &Path, config: Option<&Path>, s3: &S3Server) -> common::Server {
     command.start()
 }
 
-/// Loads cartridge `c` (slot `c`) into the first drive, writes its records and a filemark
-/// without IMMED (a synchronising point), unloads it and puts it back.
-fn write_cartridge(changer: &Tape, drive: &Tape, c: u64) {
-    let slot = FIRST_SLOT + c as u16;
-    changer.good(&move_medium(0, slot, DRIVE), Vec::new());
-    drive.ready();
-    for r in 0..RECORDS {
-        drive.good(&write6(Transfer::Variable(RECORD as u32)), record(c, r));
-    }
-    drive.good(&write_filemarks(1, false), Vec::new());
-    drive.good(&UNLOAD, Vec::new());
-    changer.good(&move_medium(0, DRIVE, slot), Vec::new());
-}
-
-fn read_cartridge(changer: &Tape, drive: &Tape, c: u64) {
-    let slot = FIRST_SLOT + c as u16;
-    changer.good(&move_medium(0, slot, DRIVE), Vec::new());
-    drive.ready();
-    drive.good(&REWIND, Vec::new());
-    for r in 0..RECORDS {
-        let (status, data, sense) = drive.run(
-            &read6(Transfer::Variable(RECORD as u32), false),
-            Vec::new(),
-            RECORD as u32,
-        );
-        assert_eq!(status, 0, "cartridge {c} record {r}: sense {sense:02x?}");
-        assert!(
-            data == record(c, r),
-            "cartridge {c} record {r} reads back wrong"
-        );
-    }
-    // Then the filemark.
-    let (status, _, _) = drive.run(
-        &read6(Transfer::Variable(RECORD as u32), false),
-        Vec::new(),
-        RECORD as u32,
-    );
-    assert_eq!(status, 2, "cartridge {c}: the filemark after its records");
-    drive.good(&UNLOAD, Vec::new());
-    changer.good(&move_medium(0, DRIVE, slot), Vec::new());
-}
-
-fn sessions(server: &common::Server) -> (Tape, Tape) {
-    let changer = Tape::connect(server.portal(), LIB, 0, 1);
-    changer.ready();
-    let drive = Tape::connect(server.portal(), LIB, 1, 2);
-    (changer, drive)
-}
-
 #[test]
 fn ten_cartridges_survive_the_loss_of_the_node_and_read_back_from_the_bucket_alone() {
     let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
@@ -129,9 +83,9 @@ fn ten_cartridges_survive_the_loss_of_the_node_and_read_back_from_the_bucket_alo
         server.banner
     );
     {
-        let (changer, drive) = sessions(&server);
+        let (changer, drive) = sessions(server.portal(), LIB);
         for c in 0..10 {
-            write_cartridge(&changer, &drive, c);
+            WORKLOAD.write(&changer, &drive, c);
         }
     }
     // The node dies and its disk with it.
@@ -162,9 +116,9 @@ fn ten_cartridges_survive_the_loss_of_the_node_and_read_back_from_the_bucket_alo
 
     let server = serve(&recovered, None, &s3);
     {
-        let (changer, drive) = sessions(&server);
+        let (changer, drive) = sessions(server.portal(), LIB);
         for c in 0..10 {
-            read_cartridge(&changer, &drive, c);
+            WORKLOAD.read(&changer, &drive, c);
         }
     }
     server.stop();
@@ -180,9 +134,9 @@ fn at_durability_local_a_killed_node_uploads_its_queue_after_the_restart() {
 
     let server = serve(&data, Some(&config), &s3);
     {
-        let (changer, drive) = sessions(&server);
+        let (changer, drive) = sessions(server.portal(), LIB);
         for c in 0..3 {
-            write_cartridge(&changer, &drive, c);
+            WORKLOAD.write(&changer, &drive, c);
         }
     }
     // The bucket's figures are exported (loopback peers may read /metrics).
@@ -216,9 +170,9 @@ fn at_durability_local_a_killed_node_uploads_its_queue_after_the_restart() {
     // the kill left queued.
     let server = serve(&data, Some(&config), &s3);
     {
-        let (changer, drive) = sessions(&server);
+        let (changer, drive) = sessions(server.portal(), LIB);
         for c in 0..3 {
-            read_cartridge(&changer, &drive, c);
+            WORKLOAD.read(&changer, &drive, c);
         }
     }
     server.stop();
@@ -227,9 +181,9 @@ fn at_durability_local_a_killed_node_uploads_its_queue_after_the_restart() {
     // So the bucket alone has it all.
     let server = serve(&data, Some(&config), &s3);
     {
-        let (changer, drive) = sessions(&server);
+        let (changer, drive) = sessions(server.portal(), LIB);
         for c in 0..3 {
-            read_cartridge(&changer, &drive, c);
+            WORKLOAD.read(&changer, &drive, c);
         }
     }
     server.stop();
@@ -279,7 +233,7 @@ fn an_unavailable_or_restarted_bucket_pauses_synchronising_points_and_they_resum
     std::fs::write(&config, text).unwrap();
     let data = dir.path().join("node");
     let server = serve(&data, Some(&config), &s3);
-    let (changer, drive) = sessions(&server);
+    let (changer, drive) = sessions(server.portal(), LIB);
     changer.good(&move_medium(0, FIRST_SLOT, DRIVE), Vec::new());
     drive.ready();
     let write = write6(Transfer::Variable(RECORD as u32));
@@ -327,7 +281,7 @@ fn an_unavailable_or_restarted_bucket_pauses_synchronising_points_and_they_resum
     // Everything acknowledged is in the bucket: a node rebuilt from it reads it all back.
     std::fs::remove_dir_all(&data).unwrap();
     let server = serve(&data, Some(&config), &s3);
-    let (changer, drive) = sessions(&server);
+    let (changer, drive) = sessions(server.portal(), LIB);
     changer.good(&move_medium(0, FIRST_SLOT, DRIVE), Vec::new());
     drive.ready();
     drive.good(&REWIND, Vec::new());

@@ -4,5 +4,6 @@
 #![allow(dead_code, unused_imports)] // each test binary uses part of it
 
 pub mod api;
+pub mod cartridges;
 
 pub use reel_testkit::{Server, free_portal, tape};
