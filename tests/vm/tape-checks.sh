@@ -1114,6 +1114,31 @@ if [ "$MODE" = full ] && want kill; then
 	fi
 fi
 
+# pair_write DEV TREE FILE: a tar archive of TREE (file 0) and FILE by dd (file 1) from the
+# start of the cartridge in DEV; PAIR_WHY says what failed (empty: both written)
+pair_write() {
+	PAIR_WHY=""
+	run mt -f "$1" setblk 0
+	run mt -f "$1" rewind
+	tar_write "$1" "$2" || { PAIR_WHY="tar rc $RUN_RC: $(last_line "$RUN_OUT")"; return 1; }
+	tape_write "$1" "$3" bs=256k
+	[ "$WR_RC" = 0 ] || { PAIR_WHY="dd rc $WR_RC: $WR_ERR"; return 1; }
+}
+# pair_check DEV MANIFEST FILE SHA: what pair_write wrote reads back identical; PAIR_WHY
+pair_check() {
+	local got
+	PAIR_WHY=""
+	run mt -f "$1" rewind
+	tar_check "$1" "$2" || { PAIR_WHY="archive (file 0): $TC_WHY"; return 1; }
+	run mt -f "$1" rewind
+	run mt -f "$1" fsf 1
+	tape_read "$1" "$3.back" bs=256k
+	got=$(sha "$3.back")
+	rm -f "$3.back"
+	[ "$RD_RC" = 0 ] && [ "$got" = "$4" ] ||
+		{ PAIR_WHY="dd file (file 1): rc $RD_RC, $RD_BYTES of $(fsize "$3") bytes, sha256 ${got:0:16} for ${4:0:16} ($RD_ERR)"; return 1; }
+}
+
 # =============================================================================
 # disaster recovery: the node and its disk lost, rebuilt from the bucket alone
 # =============================================================================
@@ -1135,13 +1160,7 @@ if [ "$MODE" = full ] && [ "$BUCKET_MODE" = 1 ] && want bucket; then
 		if ! ensure_loaded 0 "$s"; then
 			why="load slot $s: rc $RUN_RC $(last_line "$RUN_OUT")"
 		else
-			run mt -f "$T0DEV" setblk 0
-			run mt -f "$T0DEV" rewind
-			tar_write "$T0DEV" "$W/b$s" || why="tar rc $RUN_RC: $(last_line "$RUN_OUT")"
-			if [ -z "$why" ]; then
-				tape_write "$T0DEV" "$W/bd$s" bs=256k
-				[ "$WR_RC" = 0 ] || why="dd rc $WR_RC: $WR_ERR"
-			fi
+			pair_write "$T0DEV" "$W/b$s" "$W/bd$s" || why=$PAIR_WHY
 			pos=$(mt_pos "$T0DEV")
 			[ -z "$why" ] && [ "$pos" != 2:0 ] && why="position after two files '$pos', not 2:0"
 		fi
@@ -1210,23 +1229,12 @@ if [ "$MODE" = full ] && [ "$BUCKET_MODE" = 1 ] && want bucket; then
 				if [ -z "$from" ] || ! run mtx -f "$CH" load "$from" 0; then why="load ${BTAG[s]} (slot '$from'): rc $RUN_RC $(last_line "$RUN_OUT")"; fi
 			fi
 			[ -z "$why" ] && ! wait_online "$T0DEV" 60 && why="$T0DEV not ONLINE: $(mt_status "$T0DEV" | tail -n 1)"
-			if [ -z "$why" ]; then
-				run mt -f "$T0DEV" rewind
-				tar_check "$T0DEV" "$W/mb$s" || why="archive (file 0): $TC_WHY"
-			fi
-			if [ -z "$why" ]; then
-				run mt -f "$T0DEV" rewind
-				run mt -f "$T0DEV" fsf 1
-				tape_read "$T0DEV" "$W/bd$s.back" bs=256k
-				got=$(sha "$W/bd$s.back")
-				[ "$RD_RC" = 0 ] && [ "$got" = "${BSHA[s]}" ] || why="dd file (file 1): rc $RD_RC, $RD_BYTES of $(fsize "$W/bd$s") bytes, sha256 ${got:0:16} for ${BSHA[s]:0:16} ($RD_ERR)"
-			fi
+			[ -z "$why" ] && ! pair_check "$T0DEV" "$W/mb$s" "$W/bd$s" "${BSHA[s]}" && why=$PAIR_WHY
 			if [ -z "$why" ]; then
 				ok "bucket: ${BTAG[s]} on the recovered node: the tar archive extracts identical, the dd file reads back identical (sha256 ${BSHA[s]:0:16}, $(elapsed "$t0") s)"
 			else
 				not_ok "bucket: ${BTAG[s]} reads back identical on the recovered node" "$why" "$(dmesg | tail -n 3)"
 			fi
-			rm -f "$W/bd$s.back"
 		done
 		# the recovered node takes new data: an archive appended at file 2 of slot 3's cartridge
 		make_tree "$W/b4" 4 256
@@ -1307,13 +1315,7 @@ if [ "$MODE" = full ] && [ "$CLUSTER_MODE" = 1 ] && want cluster; then
 	if ! ensure_loaded 0 1; then
 		why="load slot 1: rc $RUN_RC $(last_line "$RUN_OUT")"
 	else
-		run mt -f "$T0DEV" setblk 0
-		run mt -f "$T0DEV" rewind
-		tar_write "$T0DEV" "$W/c1" || why="tar rc $RUN_RC: $(last_line "$RUN_OUT")"
-		if [ -z "$why" ]; then
-			tape_write "$T0DEV" "$W/cd1" bs=256k
-			[ "$WR_RC" = 0 ] || why="dd rc $WR_RC: $WR_ERR"
-		fi
+		pair_write "$T0DEV" "$W/c1" "$W/cd1" || why=$PAIR_WHY
 		# a rewind is a synchronising point: at durability "bucket" the data is in the bucket
 		run mt -f "$T0DEV" rewind || why="${why:-rewind rc $RUN_RC}"
 	fi
@@ -1351,17 +1353,7 @@ if [ "$MODE" = full ] && [ "$CLUSTER_MODE" = 1 ] && want cluster; then
 		elif ! T0DEV=$(online_one $LIB_TAPES); then
 			why="no single tape device ONLINE after loading $CTAG"
 		fi
-		if [ -z "$why" ]; then
-			run mt -f "$T0DEV" rewind
-			tar_check "$T0DEV" "$W/mc1" || why="archive (file 0): $TC_WHY"
-		fi
-		if [ -z "$why" ]; then
-			run mt -f "$T0DEV" rewind
-			run mt -f "$T0DEV" fsf 1
-			tape_read "$T0DEV" "$W/cd1.back" bs=256k
-			got=$(sha "$W/cd1.back")
-			[ "$RD_RC" = 0 ] && [ "$got" = "$CSHA" ] || why="dd file (file 1): rc $RD_RC, $RD_BYTES of $(fsize "$W/cd1") bytes, sha256 ${got:0:16} for ${CSHA:0:16} ($RD_ERR)"
-		fi
+		[ -z "$why" ] && ! pair_check "$T0DEV" "$W/mc1" "$W/cd1" "$CSHA" && why=$PAIR_WHY
 		if [ -z "$why" ]; then
 			ok "cluster: $CTAG, written through node A, reads back identical through node B: the tar archive and the dd file (sha256 ${CSHA:0:16}, $(elapsed "$t0") s)"
 		else
