@@ -220,8 +220,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    // Check the TLS material and bind the console first: a bad certificate or a port
-    // conflict stops reel before anything else starts.
+    // Check the TLS material and bind the console before the store opens: a bad certificate
+    // or a port conflict stops reel before it touches the store. (After the lease: a standby
+    // does not hold the console's port, unanswered, while it waits.)
     let tls_config = match (&config.http.tls_cert, &config.http.tls_key) {
         (Some(cert), Some(key)) if config.http.enabled => {
             let tls = http::Tls {
