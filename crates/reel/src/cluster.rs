@@ -506,7 +506,7 @@ pub fn join(
         .as_ref()
         .context("[cluster] needs [store.s3]")?;
     let objects: Arc<dyn VersionedObjects> =
-        Arc::new(crate::data_dir::open_bucket(s3, &cluster.prefix)?);
+        Arc::new(crate::data_dir::open_bucket(s3, &cluster.prefix, None)?);
     let me = Membership {
         node: cluster.node.clone().unwrap_or_else(host_name),
         node_id: node_id.clone(),
