@@ -446,7 +446,7 @@ impl Archive {
         if back != encoded {
             return Err(self.mismatch(barcode, "the manifest reads back different bytes"));
         }
-        let read = self.read_manifest(barcode, generation)?;
+        let read = self.decode_manifest(barcode, generation, &manifest_key, &back)?;
         for (p, image) in read.partitions.iter().enumerate() {
             let mut next = 0u64;
             for (index, r) in image.pieces.iter().enumerate() {
@@ -528,11 +528,22 @@ impl Archive {
     }
 
     fn read_manifest(&self, barcode: &str, generation: u64) -> Result<Manifest, ArchiveError> {
-        let k = manifest_key(barcode, generation);
-        let object = self.location.get(&key(k.clone())?)?;
-        let manifest = Manifest::decode(&object).map_err(|source| ArchiveError::Image {
+        let k = key(manifest_key(barcode, generation))?;
+        let object = self.location.get(&k)?;
+        self.decode_manifest(barcode, generation, &k, &object)
+    }
+
+    /// Decodes manifest `k` and checks it is the one of `barcode`'s generation `generation`.
+    fn decode_manifest(
+        &self,
+        barcode: &str,
+        generation: u64,
+        k: &Key,
+        object: &[u8],
+    ) -> Result<Manifest, ArchiveError> {
+        let manifest = Manifest::decode(object).map_err(|source| ArchiveError::Image {
             barcode: barcode.to_string(),
-            key: k,
+            key: k.to_string(),
             source,
         })?;
         if manifest.barcode != barcode || manifest.generation != generation {
