@@ -340,13 +340,22 @@ def test_cartridge_details_write_protect_and_delete(page):
     expect(page.locator('[data-testid^="cartridge-row-"]')).to_have_count(9)
 
 
-def wait_archive_job(page):
+def archive_action(page, barcode, action, title, message):
+    """Clicks the `action` button of `barcode`'s detail, confirms, waits for the job to end
+    well and reloads the page."""
+    page.get_by_test_id(f"cartridge-{action}").click()
+    expect(page.get_by_test_id("confirm-dialog")).to_contain_text(f"{title} {barcode}")
+    page.get_by_test_id("confirm-ok").click()
+    expect(page.get_by_test_id("message-success").last).to_contain_text(f"{message} {barcode}")
     for _ in range(600):
         status = api(page, "GET", "/archive")
         if status["state"] != "running":
-            return status
+            break
         time.sleep(0.1)
-    raise AssertionError("the archive job did not finish")
+    else:
+        raise AssertionError(f"the {action} job did not finish")
+    assert status["state"] == "done", status
+    page.reload()
 
 
 def test_cartridge_archive_and_restore(page):
@@ -354,12 +363,7 @@ def test_cartridge_archive_and_restore(page):
     page.goto(URL + "#/cartridge/TST003L8")
     badge = page.get_by_test_id("cartridge-facts").locator("xpath=..").get_by_test_id("archive-state")
     expect(badge).to_have_attribute("data-state", "available")
-    page.get_by_test_id("cartridge-archive").click()
-    expect(page.get_by_test_id("confirm-dialog")).to_contain_text("Archive TST003L8")
-    page.get_by_test_id("confirm-ok").click()
-    expect(page.get_by_test_id("message-success").last).to_contain_text("Archiving TST003L8")
-    assert wait_archive_job(page)["state"] == "done"
-    page.reload()
+    archive_action(page, "TST003L8", "archive", "Archive", "Archiving")
     expect(badge).to_have_attribute("data-state", "archived")
     expect(page.get_by_test_id("cartridge-import")).to_have_count(0)
     expect(page.get_by_test_id("cartridge-erase")).to_have_count(0)
@@ -370,12 +374,7 @@ def test_cartridge_archive_and_restore(page):
     page.get_by_test_id("cartridge-search").fill("TST003")
     expect(page.get_by_test_id("cartridge-row-TST003L8").get_by_test_id("archive-state")).to_have_text("archived")
     page.goto(URL + "#/cartridge/TST003L8")
-    page.get_by_test_id("cartridge-restore").click()
-    expect(page.get_by_test_id("confirm-dialog")).to_contain_text("Restore TST003L8")
-    page.get_by_test_id("confirm-ok").click()
-    expect(page.get_by_test_id("message-success").last).to_contain_text("Restoring TST003L8")
-    assert wait_archive_job(page)["state"] == "done"
-    page.reload()
+    archive_action(page, "TST003L8", "restore", "Restore", "Restoring")
     expect(badge).to_have_attribute("data-state", "available")
     expect(page.get_by_test_id("cartridge-import")).to_be_visible()
 

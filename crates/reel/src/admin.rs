@@ -369,7 +369,7 @@ pub fn recover(args: RecoverArgs) -> anyhow::Result<()> {
     };
     crate::config::validate_store(&section)?;
     if let Some(s3) = &section.s3 {
-        let leases = data_dir::open_bucket(s3, &args.cluster_prefix)?;
+        let leases = data_dir::open_bucket(s3, &args.cluster_prefix, None)?;
         let key = crate::cluster::lease_key(&s3.prefix);
         if let Some(holder) = crate::cluster::live_holder(&leases, &key)? {
             bail!(

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
-use reel_backend::{Backend, LocalBackend, S3Backend, S3Config};
+use reel_backend::{Backend, LocalBackend};
 use reel_volume::{Archive, Cartridges};
 
 use crate::config::ArchiveSection;
@@ -54,21 +54,10 @@ pub fn open(
                     .with_context(|| format!("opening the archive directory {}", dir.display()))?,
             )
         }
-        (None, Some(s3)) => {
-            let mut config = S3Config::new(s3.bucket.clone(), s3.prefix.clone());
-            config.endpoint = s3.endpoint.clone();
-            config.region = s3.region.clone();
-            config.allow_http = s3
-                .endpoint
-                .as_deref()
-                .is_some_and(|e| e.starts_with("http://"));
-            config.storage_class = section.storage_class.clone();
-            Arc::new(
-                S3Backend::open_with_env(&config, &|name| std::env::var(name).ok()).with_context(
-                    || format!("opening the archive location {}", describe(section)),
-                )?,
-            )
-        }
+        (None, Some(s3)) => Arc::new(
+            crate::data_dir::open_bucket(s3, &s3.prefix, section.storage_class.as_deref())
+                .context("opening the archive location")?,
+        ),
         (None, None) => anyhow::bail!("archive: no location (validated at load)"),
     };
     Ok(Archive::new(cartridges.clone(), location).with_piece_size(section.piece_size_bytes()?))

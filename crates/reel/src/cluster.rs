@@ -468,7 +468,7 @@ pub fn join(
         .as_ref()
         .context("[cluster] needs [store.s3]")?;
     let objects: Arc<dyn VersionedObjects> =
-        Arc::new(crate::data_dir::open_bucket(s3, &cluster.prefix)?);
+        Arc::new(crate::data_dir::open_bucket(s3, &cluster.prefix, None)?);
     let me = Membership {
         lease: LeaseBody {
             format: LEASE_FORMAT,

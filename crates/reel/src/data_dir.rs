@@ -190,7 +190,7 @@ pub fn open_with(
         );
     }
     check_bound_key(dir, bound.as_ref(), key.as_ref())?;
-    let bucket = Arc::new(open_bucket(&binding.s3, &binding.s3.prefix)?);
+    let bucket = Arc::new(open_bucket(&binding.s3, &binding.s3.prefix, None)?);
     // Before anything is written (here or in the bucket): a key that does not fit the bucket
     // is refused with a clear message, not a journal decode error later.
     check_bucket_key(&bucket, &binding, key.as_ref())?;
@@ -251,8 +251,13 @@ pub fn open_with(
     })
 }
 
-/// The bucket of `s3`, with keys under `prefix` (the store's own, or the cluster's).
-pub fn open_bucket(s3: &S3Section, prefix: &str) -> anyhow::Result<S3Backend> {
+/// The bucket of `s3`, with keys under `prefix` (the store's own, the cluster's or the
+/// archive's); every PUT in `storage_class` when one is given (the bucket's default otherwise).
+pub fn open_bucket(
+    s3: &S3Section,
+    prefix: &str,
+    storage_class: Option<&str>,
+) -> anyhow::Result<S3Backend> {
     let mut config = S3Config::new(s3.bucket.clone(), prefix.to_string());
     config.endpoint = s3.endpoint.clone();
     config.region = s3.region.clone();
@@ -260,6 +265,7 @@ pub fn open_bucket(s3: &S3Section, prefix: &str) -> anyhow::Result<S3Backend> {
         .endpoint
         .as_deref()
         .is_some_and(|e| e.starts_with("http://"));
+    config.storage_class = storage_class.map(str::to_string);
     // Only the binary reads the environment (credentials: AWS_* and the credentials file).
     S3Backend::open_with_env(&config, &|name| std::env::var(name).ok()).with_context(|| {
         format!(

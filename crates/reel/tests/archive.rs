@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::api::admin;
@@ -134,6 +134,27 @@ fn metric(text: &str, name: &str) -> f64 {
         .unwrap()
 }
 
+/// The data and archive directories and the configuration file of a server archiving into a
+/// directory under `dir`, with `more` in its `[archive]` section.
+fn on_a_directory(dir: &Path, more: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let (data, cold) = (dir.join("data"), dir.join("cold"));
+    let config = dir.join("reel.toml");
+    std::fs::write(
+        &config,
+        format!("[archive]\ndirectory = \"{}\"\n{more}", cold.display()),
+    )
+    .unwrap();
+    (data, cold, config)
+}
+
+fn slot0(api: &Client) -> u16 {
+    api.library(LIB)
+        .unwrap()
+        .element("slot", 0)
+        .unwrap()
+        .address
+}
+
 /// Slot 0 → mail slot → vault.
 fn to_vault(api: &Client) -> (u16, u16) {
     let detail = api.library(LIB).unwrap();
@@ -147,12 +168,7 @@ fn to_vault(api: &Client) -> (u16, u16) {
 /// Exported, archived, refused, restored, imported and read back.
 fn round_trip(server: &common::Server, api: &Client, archive_files: impl Fn() -> usize) {
     let records = 24;
-    let slot0 = api
-        .library(LIB)
-        .unwrap()
-        .element("slot", 0)
-        .unwrap()
-        .address;
+    let slot0 = slot0(api);
     write_tape(server, slot0, records);
     let bytes = (records + 3) * RECORD as u64;
 
@@ -252,16 +268,7 @@ fn walk(dir: &Path) -> usize {
 #[test]
 fn archive_refuse_import_restore_and_read_back_on_a_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let (data, cold) = (dir.path().join("data"), dir.path().join("cold"));
-    let config = dir.path().join("reel.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[archive]\ndirectory = \"{}\"\npiece_size = \"64K\"\n",
-            cold.display()
-        ),
-    )
-    .unwrap();
+    let (data, cold, config) = on_a_directory(dir.path(), "piece_size = \"64K\"\n");
     let server = serve(&data, &config, None);
     let api = admin(&server, &data);
     round_trip(&server, &api, || files_under(&cold));
@@ -312,25 +319,11 @@ fn a_server_killed_while_archiving_leaves_the_old_or_the_new_state() {
 
 fn killed_while_archiving(finished: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let (data, cold) = (dir.path().join("data"), dir.path().join("cold"));
-    let config = dir.path().join("reel.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[archive]\ndirectory = \"{}\"\npiece_size = \"64K\"\n",
-            cold.display()
-        ),
-    )
-    .unwrap();
+    let (data, _, config) = on_a_directory(dir.path(), "piece_size = \"64K\"\n");
     let records = 200;
     let server = serve(&data, &config, None);
     let api = admin(&server, &data);
-    let slot0 = api
-        .library(LIB)
-        .unwrap()
-        .element("slot", 0)
-        .unwrap()
-        .address;
+    let slot0 = slot0(&api);
     write_tape(&server, slot0, records);
     let (slot0, mail0) = to_vault(&api);
     api.archive(BARCODE).unwrap();
@@ -390,30 +383,11 @@ fn killed_while_archiving(finished: bool) {
 #[test]
 fn ctl_archives_restores_and_shows_the_state() {
     let dir = tempfile::tempdir().unwrap();
-    let (data, cold) = (dir.path().join("data"), dir.path().join("cold"));
-    let config = dir.path().join("reel.toml");
-    std::fs::write(
-        &config,
-        format!("[archive]\ndirectory = \"{}\"\n", cold.display()),
-    )
-    .unwrap();
+    let (data, _, config) = on_a_directory(dir.path(), "");
     let server = serve(&data, &config, None);
     let api = admin(&server, &data);
     to_vault(&api);
-    let url = server.http.clone().unwrap();
-    let password = common::api::admin_password(&data);
-    let ctl = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_reel"))
-            .args(["ctl", "--url", &url, "--user", "admin"])
-            .args(args)
-            .env("REEL_PASSWORD", &password)
-            .env_remove("REEL_TOKEN")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).to_string();
-        let err = String::from_utf8_lossy(&out.stderr).to_string();
-        (out.status.success(), text, err)
-    };
+    let ctl = |args: &[&str]| common::api::ctl(&server, &data, args);
     let (ok, out, err) = ctl(&["archive", BARCODE]);
     assert!(ok, "{out}{err}");
     assert!(out.contains("archive of REL001L9 done"), "{out}");

@@ -12,7 +12,7 @@
 //! An image is complete exactly when its manifest exists and every piece it names reads back
 //! with the digest it names. Decoders check the checksum first and never panic.
 
-use reel_media::{CartridgeInfo, DecodeError};
+use reel_media::{CartridgeInfo, DecodeError, MAX_RECORD_LEN};
 
 const PIECE_MAGIC: &[u8; 8] = b"reelARCP";
 const MANIFEST_MAGIC: &[u8; 8] = b"reelARCM";
@@ -23,6 +23,16 @@ const TAG_RECORD: u8 = 1;
 const TAG_FILEMARKS: u8 = 2;
 /// Partitions a cartridge can have (SSC-5).
 const MAX_PARTITIONS: usize = 4;
+/// The largest piece size a writer may be given.
+pub const MAX_PIECE_SIZE: usize = 256 << 20;
+/// The largest piece object: a piece is cut once it reaches the piece size, so it holds at most
+/// one record (tag, length, bytes) beyond it, its header and its digest. A manifest naming a
+/// larger piece is refused, so no image object makes a reader allocate more.
+pub const MAX_PIECE_BYTES: u64 =
+    (MAX_PIECE_SIZE + 5 + MAX_RECORD_LEN as usize + PIECE_HEADER_MAX + DIGEST) as u64;
+/// Magic, version, partition, barcode (length and up to 255 bytes), generation, index, first
+/// object, then objects, entries and body length.
+const PIECE_HEADER_MAX: usize = 8 + 2 + 1 + 1 + 255 + 8 + 4 + 8 + 20;
 
 /// Why an image object was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -442,11 +452,15 @@ impl Manifest {
             }
             let mut pieces = Vec::with_capacity(n);
             for _ in 0..n {
-                pieces.push(PieceRef {
+                let piece = PieceRef {
                     objects: r.u64()?,
                     size: r.u64()?,
                     digest: r.array()?,
-                });
+                };
+                if piece.size > MAX_PIECE_BYTES {
+                    return Err(malformed(WHAT, format!("a piece of {} bytes", piece.size)));
+                }
+                pieces.push(piece);
             }
             let sum = pieces
                 .iter()
@@ -600,7 +614,7 @@ mod tests {
 
         #[test]
         fn manifests_round_trip_and_damage_is_detected(
-            pieces in prop::collection::vec(prop::collection::vec((0u64..1000, 0u64..1 << 40), 0..10), 1..2),
+            pieces in prop::collection::vec(prop::collection::vec((0u64..1000, 0..=MAX_PIECE_BYTES), 0..10), 1..2),
             g: u64,
             at: prop::sample::Index,
         ) {
@@ -665,6 +679,17 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("too short")
+        );
+    }
+
+    #[test]
+    fn a_manifest_naming_a_piece_larger_than_any_writer_makes_is_refused() {
+        let bytes = manifest(vec![vec![(1, MAX_PIECE_BYTES + 1)]], 1).encode();
+        assert!(
+            Manifest::decode(&bytes)
+                .unwrap_err()
+                .to_string()
+                .contains("a piece of")
         );
     }
 

@@ -286,9 +286,10 @@ impl Archive {
         }
     }
 
-    /// Pieces of about `bytes` (at least one record each); small in tests, to get many.
+    /// Pieces of about `bytes` (at least one record each, at most [`image::MAX_PIECE_SIZE`]);
+    /// small in tests, to get many.
     pub fn with_piece_size(mut self, bytes: usize) -> Archive {
-        self.piece_size = bytes.max(1);
+        self.piece_size = bytes.clamp(1, image::MAX_PIECE_SIZE);
         self
     }
 
@@ -446,12 +447,12 @@ impl Archive {
         if back != encoded {
             return Err(self.mismatch(barcode, "the manifest reads back different bytes"));
         }
-        let read = self.read_manifest(barcode, generation)?;
+        let read = self.decode_manifest(barcode, generation, &manifest_key, &back)?;
         for (p, image) in read.partitions.iter().enumerate() {
             let mut next = 0u64;
             for (index, r) in image.pieces.iter().enumerate() {
                 let piece_key = key(piece_key(barcode, generation, p as u8, index as u32))?;
-                let object = self.location.get(&piece_key)?;
+                let object = self.read_piece(&piece_key, r)?;
                 let piece = self.check_piece(
                     barcode,
                     generation,
@@ -528,11 +529,22 @@ impl Archive {
     }
 
     fn read_manifest(&self, barcode: &str, generation: u64) -> Result<Manifest, ArchiveError> {
-        let k = manifest_key(barcode, generation);
-        let object = self.location.get(&key(k.clone())?)?;
-        let manifest = Manifest::decode(&object).map_err(|source| ArchiveError::Image {
+        let k = key(manifest_key(barcode, generation))?;
+        let object = self.location.get(&k)?;
+        self.decode_manifest(barcode, generation, &k, &object)
+    }
+
+    /// Decodes manifest `k` and checks it is the one of `barcode`'s generation `generation`.
+    fn decode_manifest(
+        &self,
+        barcode: &str,
+        generation: u64,
+        k: &Key,
+        object: &[u8],
+    ) -> Result<Manifest, ArchiveError> {
+        let manifest = Manifest::decode(object).map_err(|source| ArchiveError::Image {
             barcode: barcode.to_string(),
-            key: k,
+            key: k.to_string(),
             source,
         })?;
         if manifest.barcode != barcode || manifest.generation != generation {
@@ -545,6 +557,13 @@ impl Archive {
             ));
         }
         Ok(manifest)
+    }
+
+    /// The first `expected.size` bytes of piece `k` (a decoded manifest bounds the size), so an
+    /// object larger than the manifest says is never read whole; [`Archive::check_piece`]
+    /// checks them against the manifest's digest.
+    fn read_piece(&self, k: &Key, expected: &PieceRef) -> Result<Vec<u8>, ArchiveError> {
+        Ok(self.location.get_range(k, 0..expected.size)?)
     }
 
     /// Decodes a piece read back and checks it is the one the manifest names at this place.
@@ -565,7 +584,7 @@ impl Archive {
             key: piece_key.to_string(),
             source,
         })?;
-        if digest(object) != expected.digest || object.len() as u64 != expected.size {
+        if digest(object) != expected.digest {
             return Err(self.mismatch(
                 barcode,
                 &format!("{piece_key} is not the piece the manifest names"),
@@ -659,7 +678,7 @@ impl Archive {
             let mut since_sync = 0u64;
             for (index, r) in image.pieces.iter().enumerate() {
                 let piece_key = key(piece_key(barcode, generation, p, index as u32))?;
-                let object = self.location.get(&piece_key)?;
+                let object = self.read_piece(&piece_key, r)?;
                 let first = partition.object_count();
                 let piece = self.check_piece(
                     barcode,

@@ -155,6 +155,52 @@ pub async fn status(
     Ok(Json(state.jobs().archive.lock().clone()))
 }
 
+/// The common part of the archive and restore handlers: on the blocking pool, with the
+/// archive location, `begin` checks the cartridge and starts the job (`first` is its initial
+/// status); audited as "`action` cartridge"; 202 with the job's status.
+async fn start(
+    state: Arc<AppState>,
+    caller: Caller,
+    path: Result<Path<String>, PathRejection>,
+    action: &'static str,
+    step: &'static str,
+    begin: impl FnOnce(
+        &Arc<AppState>,
+        &Caller,
+        Archive,
+        &str,
+        ArchiveStatus,
+    ) -> ApiResult<ArchiveStatus>
+    + Send
+    + 'static,
+) -> ApiResult<(StatusCode, Json<ArchiveStatus>)> {
+    caller.require(Role::Operator)?;
+    let Path(barcode) = path?;
+    blocking(state, move |s| {
+        let result = location(&s).and_then(|archive| {
+            let first = ArchiveStatus {
+                action: action.into(),
+                barcode: barcode.clone(),
+                step: step.into(),
+                ..ArchiveStatus::default()
+            };
+            begin(&s, &caller, archive, &barcode, first)
+        });
+        s.audit(&caller, &format!("{action} cartridge"), &barcode, &result);
+        result
+    })
+    .await
+    .map(|status| (StatusCode::ACCEPTED, Json(status)))
+}
+
+/// 404 unless the cartridge exists.
+fn exists(s: &AppState, barcode: &str) -> ApiResult<()> {
+    s.cartridges
+        .info(barcode)
+        .map(|_| ())
+        .map_err(|_| ApiError::not_found(format!("no cartridge {barcode}")))
+}
+
 #[utoipa::path(post, path = "/api/v1/cartridges/{barcode}/archive", tag = "cartridges",
     params(("barcode" = String, Path)),
     responses((status = 202, body = ArchiveStatus), (status = 403, body = ErrorBody),
@@ -166,63 +212,47 @@ pub async fn archive(
     path: Result<Path<String>, PathRejection>,
     _body: IgnoredBody,
 ) -> ApiResult<(StatusCode, Json<ArchiveStatus>)> {
-    caller.require(Role::Operator)?;
-    let Path(barcode) = path?;
-    blocking(state, move |s| {
-        let result = (|| {
-            let archive = location(&s)?;
-            // In the vault, then `archiving`, as one step: from here no import can take it.
-            let generation = {
-                let _catalog = s.cartridges.lock_catalog();
-                s.cartridges
-                    .info(&barcode)
-                    .map_err(|_| ApiError::not_found(format!("no cartridge {barcode}")))?;
-                if let Some(p) = s.locations().get(&barcode) {
-                    return Err(ApiError::conflict(format!(
-                        "{barcode} is in library {} ({} {}); only a cartridge in the vault can be archived: export it first",
-                        p.library, p.kind, p.address
-                    )));
-                }
-                // Unique per attempt (nanoseconds), so an interrupted attempt's objects never
-                // collide with a new one's.
-                let stamp = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(1, |d| d.as_nanos() as u64);
-                archive.begin_archive(&barcode, stamp).map_err(api_error)?
-            };
-            let first = ArchiveStatus {
-                action: "archive".into(),
-                barcode: barcode.clone(),
-                step: "writing".into(),
-                ..ArchiveStatus::default()
-            };
-            let job_barcode = barcode.clone();
-            let job_archive = archive.clone();
-            let started = start_job(
-                &s,
-                &caller,
-                "archive",
-                |jobs| &jobs.archive,
-                first,
-                move |_, slot| {
-                    job_archive
-                        .run_archive(&job_barcode, now(), &mut report(slot))
-                        .map(|_| ())
-                        .map_err(|e| e.to_string())
-                },
-            );
-            if started.is_err() {
-                // Another job runs: back to available (nothing was written yet).
-                let _ = archive.recover_one(&barcode);
+    start(state, caller, path, "archive", "writing", |s, caller, archive, barcode, first| {
+        // In the vault, then `archiving`, as one step: from here no import can take it.
+        let generation = {
+            let _catalog = s.cartridges.lock_catalog();
+            exists(s, barcode)?;
+            if let Some(p) = s.locations().get(barcode) {
+                return Err(ApiError::conflict(format!(
+                    "{barcode} is in library {} ({} {}); only a cartridge in the vault can be archived: export it first",
+                    p.library, p.kind, p.address
+                )));
             }
-            tracing::info!(barcode, generation, "archive started");
-            started
-        })();
-        s.audit(&caller, "archive cartridge", &barcode, &result);
-        result
+            // Unique per attempt (nanoseconds), so an interrupted attempt's objects never
+            // collide with a new one's.
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64);
+            archive.begin_archive(barcode, stamp).map_err(api_error)?
+        };
+        let job_barcode = barcode.to_string();
+        let job_archive = archive.clone();
+        let started = start_job(
+            s,
+            caller,
+            "archive",
+            |jobs| &jobs.archive,
+            first,
+            move |_, slot| {
+                job_archive
+                    .run_archive(&job_barcode, now(), &mut report(slot))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            },
+        );
+        if started.is_err() {
+            // Another job runs: back to available (nothing was written yet).
+            let _ = archive.recover_one(barcode);
+        }
+        tracing::info!(barcode, generation, "archive started");
+        started
     })
     .await
-    .map(|status| (StatusCode::ACCEPTED, Json(status)))
 }
 
 #[utoipa::path(post, path = "/api/v1/cartridges/{barcode}/restore", tag = "cartridges",
@@ -236,15 +266,15 @@ pub async fn restore(
     path: Result<Path<String>, PathRejection>,
     _body: IgnoredBody,
 ) -> ApiResult<(StatusCode, Json<ArchiveStatus>)> {
-    caller.require(Role::Operator)?;
-    let Path(barcode) = path?;
-    blocking(state, move |s| {
-        let result = (|| {
-            let archive = location(&s)?;
-            s.cartridges
-                .info(&barcode)
-                .map_err(|_| ApiError::not_found(format!("no cartridge {barcode}")))?;
-            match s.cartridges.archive_state(&barcode).map_err(api_error)? {
+    start(
+        state,
+        caller,
+        path,
+        "restore",
+        "restoring",
+        |s, caller, archive, barcode, first| {
+            exists(s, barcode)?;
+            match s.cartridges.archive_state(barcode).map_err(api_error)? {
                 // `restoring`: an interrupted restore, run again.
                 Some(ArchiveState::Archived { .. } | ArchiveState::Restoring { .. }) => {}
                 other => {
@@ -254,18 +284,12 @@ pub async fn restore(
                     )));
                 }
             }
-            let first = ArchiveStatus {
-                action: "restore".into(),
-                barcode: barcode.clone(),
-                step: "restoring".into(),
-                ..ArchiveStatus::default()
-            };
-            let job_barcode = barcode.clone();
+            let job_barcode = barcode.to_string();
             // `restoring` is recorded by the job, once it holds the job slot; archived and
             // restoring both keep the cartridge out of libraries meanwhile.
             start_job(
-                &s,
-                &caller,
+                s,
+                caller,
                 "restore",
                 |jobs| &jobs.archive,
                 first,
@@ -276,10 +300,7 @@ pub async fn restore(
                         .map_err(|e| e.to_string())
                 },
             )
-        })();
-        s.audit(&caller, "restore cartridge", &barcode, &result);
-        result
-    })
+        },
+    )
     .await
-    .map(|status| (StatusCode::ACCEPTED, Json(status)))
 }

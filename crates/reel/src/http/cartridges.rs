@@ -166,6 +166,17 @@ impl AppState {
         }
     }
 
+    /// The detail of a cartridge whose data is in the store (one a handler required available,
+    /// or one in a library): it has no archive state to show.
+    fn available_detail(
+        &self,
+        barcode: &str,
+        info: &CartridgeInfo,
+        place: Option<&Place>,
+    ) -> CartridgeDetail {
+        detail(info, place, self.usage(barcode, Exclusive::Skip), None)
+    }
+
     /// The freshest info: a loaded cartridge's drive holds a newer copy than the store.
     fn live_info(&self, barcode: &str, place: Option<&Place>) -> ApiResult<CartridgeInfo> {
         if let Some(p) = place.filter(|p| p.kind == "drive") {
@@ -415,14 +426,7 @@ pub async fn update(
                 Ok((info, place.cloned()))
             })
         })()
-        .map(|(info, place)| {
-            detail(
-                &info,
-                place.as_ref(),
-                s.usage(&barcode, Exclusive::Skip),
-                None,
-            )
-        });
+        .map(|(info, place)| s.available_detail(&barcode, &info, place.as_ref()));
         s.audit(&caller, action, &barcode, &result);
         result
     })
@@ -500,12 +504,7 @@ pub async fn vault(
                 Some(p) if p.kind == "import_export" || p.kind == "slot" => {
                     // Slots only when the operator can reach them (magazines).
                     s.export(&p.library, p.address)?;
-                    Ok(detail(
-                        &info,
-                        None,
-                        s.usage(&barcode, Exclusive::Skip),
-                        None,
-                    ))
+                    Ok(s.available_detail(&barcode, &info, None))
                 }
                 Some(p) => Err(ApiError::conflict(format!(
                     "{barcode} is in a {} of {}; move it to an import/export element first",
@@ -557,14 +556,7 @@ pub async fn erase(
                 Ok((info, place.cloned()))
             })
         })()
-        .map(|(info, place)| {
-            detail(
-                &info,
-                place.as_ref(),
-                s.usage(&barcode, Exclusive::Skip),
-                None,
-            )
-        });
+        .map(|(info, place)| s.available_detail(&barcode, &info, place.as_ref()));
         s.audit(&caller, "erase cartridge", &barcode, &result);
         result
     })

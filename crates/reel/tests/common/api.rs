@@ -34,6 +34,27 @@ pub fn admin(server: &Server, data: &Path) -> Client {
     Client::log_in(&base, options(), "admin", &admin_password(data)).expect("admin login")
 }
 
+/// `reel ctl ARGS` against `server` as `admin`: (success, stdout, stderr).
+pub fn ctl(server: &Server, data: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args([
+            "ctl",
+            "--url",
+            server.http.as_deref().expect("the console runs"),
+        ])
+        .args(["--user", "admin"])
+        .args(args)
+        .env("REEL_PASSWORD", admin_password(data))
+        .env_remove("REEL_TOKEN")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A typed call's outcome: its answer, or the error status (no answer at all fails the test).
 pub fn outcome<T>(r: Result<T, reel_api::Error>) -> Result<T, u16> {
     r.map_err(|e| e.status().unwrap_or_else(|| panic!("no answer: {e}")))
