@@ -8,12 +8,14 @@
 
 #![cfg(feature = "s3")]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{Check, backend, config, fresh_prefix, key, pattern};
 use reel_backend::{
-    Backend, BackendError, Key, PutMode, S3Backend, S3Config, S3Counters, S3Credentials,
-    conformance,
+    Backend, BackendError, Key, PutMode, S3Backend, S3Counters, S3Credentials, conformance,
 };
 use reel_s3test::{Fault, FaultProxy, Kind, S3Server};
 
@@ -27,16 +29,7 @@ fn s3proxy() {
     run_all_checks(Kind::S3proxy);
 }
 
-type Check = fn(&S3Server);
-
 fn run_all_checks(kind: Kind) {
-    let t = Instant::now();
-    let mut server = S3Server::start(kind).unwrap_or_else(|e| panic!("{e}"));
-    eprintln!(
-        "[{kind}] started in {:?} at {}",
-        t.elapsed(),
-        server.endpoint()
-    );
     let checks: [(&str, Check); 13] = [
         ("conformance", conformance_suite),
         (
@@ -58,11 +51,7 @@ fn run_all_checks(kind: Kind) {
         ("create whose answer is lost", create_answer_lost),
         ("507 Insufficient Storage", insufficient_storage),
     ];
-    for (name, check) in checks {
-        let t = Instant::now();
-        check(&server);
-        eprintln!("[{kind}] {name}: ok in {:?}", t.elapsed());
-    }
+    let mut server = common::run_checks(kind, &checks);
     let t = Instant::now();
     put_while_server_restarts(&mut server);
     eprintln!(
@@ -71,76 +60,16 @@ fn run_all_checks(kind: Kind) {
     );
 }
 
-/// A prefix no other check or run uses.
-fn fresh_prefix() -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!(
-        "t{}-{}-{nanos}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-fn config(server: &S3Server, prefix: &str) -> S3Config {
-    let mut c = S3Config::new(server.bucket(), prefix);
-    c.endpoint = Some(server.endpoint());
-    c.region = server.region().to_string();
-    c.allow_http = true;
-    c.credentials = S3Credentials::Static {
-        access_key_id: server.access_key().to_string(),
-        secret_access_key: server.secret_key().to_string(),
-        session_token: None,
-    };
-    // Long enough for the restart check's 2-second outage, short enough to fail a broken run.
-    c.retry_window = Duration::from_secs(60);
-    c.request_timeout = Duration::from_secs(30);
-    c
-}
-
-fn backend(server: &S3Server, prefix: &str) -> S3Backend {
-    S3Backend::open(&config(server, prefix)).unwrap_or_else(|e| panic!("open: {e}"))
-}
-
-fn key(s: &str) -> Key {
-    Key::new(s).unwrap()
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_left(7) as u8 ^ seed)
-        .collect()
-}
-
 fn conformance_suite(server: &S3Server) {
     conformance::run_all(&|| Box::new(backend(server, &fresh_prefix())));
 }
 
-/// Two prefixes of one bucket are separate stores; keys come back without the prefix.
 /// The write-back cache in front of this server meets the same contract (what reel runs).
 fn cached_conformance_suite(server: &S3Server) {
-    let dirs = std::sync::Mutex::new(Vec::new());
-    conformance::run_all(&|| {
-        let dir = tempfile::tempdir().expect("a cache directory");
-        let remote: std::sync::Arc<dyn Backend> =
-            std::sync::Arc::new(backend(server, &fresh_prefix()));
-        let cache = reel_backend::WriteBackCache::open(
-            dir.path(),
-            remote,
-            reel_backend::CacheConfig {
-                // The key-conflict checks need the remote asked at put time.
-                remote_check: reel_backend::RemoteCheck::Always,
-                ..reel_backend::CacheConfig::default()
-            },
-        )
-        .expect("the cache opens");
-        dirs.lock().unwrap().push(dir);
-        Box::new(cache)
-    });
+    common::cached_conformance(&|| Arc::new(backend(server, &fresh_prefix())));
 }
 
+/// Two prefixes of one bucket are separate stores; keys come back without the prefix.
 fn prefix_isolation(server: &S3Server) {
     let (pa, pb) = (fresh_prefix(), fresh_prefix());
     let a = backend(server, &pa);

@@ -5,14 +5,14 @@
 
 #![cfg(feature = "s3")]
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::sync::Arc;
+
+use common::{Check, backend, fresh_prefix, key, pattern};
 use reel_backend::crypt::{self, SEGMENT_SIZE};
 use reel_backend::{
-    Backend, BackendError, EncryptedBackend, Key, PutMode, S3Backend, S3Config, S3Credentials,
-    StoreKey, conformance,
+    Backend, BackendError, EncryptedBackend, PutMode, S3Backend, StoreKey, conformance,
 };
 use reel_s3test::{Kind, S3Server};
 
@@ -26,16 +26,7 @@ fn s3proxy() {
     run_all_checks(Kind::S3proxy);
 }
 
-type Check = fn(&S3Server);
-
 fn run_all_checks(kind: Kind) {
-    let t = Instant::now();
-    let server = S3Server::start(kind).unwrap_or_else(|e| panic!("{e}"));
-    eprintln!(
-        "[{kind}] started in {:?} at {}",
-        t.elapsed(),
-        server.endpoint()
-    );
     let checks: [(&str, Check); 5] = [
         ("conformance", conformance_suite),
         (
@@ -46,47 +37,15 @@ fn run_all_checks(kind: Kind) {
         ("ranged reads of a large object", large_object_ranges),
         ("wrong key and damage", wrong_key_and_damage),
     ];
-    for (name, check) in checks {
-        let t = Instant::now();
-        check(&server);
-        eprintln!("[{kind}] {name}: ok in {:?}", t.elapsed());
-    }
-}
-
-/// A prefix no other check or run uses.
-fn fresh_prefix() -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!(
-        "c{}-{}-{nanos}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    common::run_checks(kind, &checks);
 }
 
 fn s3(server: &S3Server, prefix: &str) -> Arc<S3Backend> {
-    let mut c = S3Config::new(server.bucket(), prefix);
-    c.endpoint = Some(server.endpoint());
-    c.region = server.region().to_string();
-    c.allow_http = true;
-    c.credentials = S3Credentials::Static {
-        access_key_id: server.access_key().to_string(),
-        secret_access_key: server.secret_key().to_string(),
-        session_token: None,
-    };
-    c.retry_window = Duration::from_secs(30);
-    c.request_timeout = Duration::from_secs(30);
-    Arc::new(S3Backend::open(&c).unwrap_or_else(|e| panic!("open: {e}")))
+    Arc::new(backend(server, prefix))
 }
 
 fn store_key(b: u8) -> StoreKey {
     StoreKey::from_bytes([b; 32])
-}
-
-fn key(s: &str) -> Key {
-    Key::new(s).unwrap()
 }
 
 /// Text that is easy to find in a file and compresses to nothing (so a leak would show).
@@ -96,12 +55,6 @@ fn marker_text(len: usize) -> Vec<u8> {
         .copied()
         .cycle()
         .take(len)
-        .collect()
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_left(7) as u8 ^ seed)
         .collect()
 }
 
@@ -117,24 +70,11 @@ fn conformance_suite(server: &S3Server) {
 /// What `reel serve` runs: the write-back cache (plaintext, on the node) over the encrypting
 /// back end over the bucket.
 fn cached_conformance_suite(server: &S3Server) {
-    let dirs = std::sync::Mutex::new(Vec::new());
-    conformance::run_all(&|| {
-        let dir = tempfile::tempdir().expect("a cache directory");
-        let remote: Arc<dyn Backend> = Arc::new(EncryptedBackend::new(
+    common::cached_conformance(&|| {
+        Arc::new(EncryptedBackend::new(
             s3(server, &fresh_prefix()),
             store_key(1),
-        ));
-        let cache = reel_backend::WriteBackCache::open(
-            dir.path(),
-            remote,
-            reel_backend::CacheConfig {
-                remote_check: reel_backend::RemoteCheck::Always,
-                ..reel_backend::CacheConfig::default()
-            },
-        )
-        .expect("the cache opens");
-        dirs.lock().unwrap().push(dir);
-        Box::new(cache)
+        ))
     });
 }
 

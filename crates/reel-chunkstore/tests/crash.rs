@@ -18,34 +18,17 @@
 #[path = "../src/bin/reel-crash-worker.rs"]
 mod worker;
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reel_backend::{Backend, LocalBackend};
 use reel_chunkstore::{ChunkStore, StoreConfig};
-use worker::{Model, Rng, compare, read_journal, read_state, write_state};
-
-/// Kills the worker if the test fails while it runs.
-struct Reaper(Option<Child>);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use worker::{
+    Model, Reaper, Rng, assert_work_done, check_after_kill, compare, env_u64, read_journal,
+    read_state, write_state,
+};
 
 /// What a run stores through.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -122,17 +105,9 @@ fn cycle(
         .stderr(stderr)
         .spawn()
         .map_err(|e| format!("spawning worker: {e}"))?;
-    let mut reaper = Reaper(Some(child));
+    let reaper = Reaper(Some(child));
     std::thread::sleep(sleep);
-    let mut child = reaper.0.take().expect("child");
-    let _ = child.kill(); // SIGKILL
-    let status = child.wait().map_err(|e| e.to_string())?;
-    if status.signal() != Some(9) {
-        let err = std::fs::read_to_string(dir.join("worker.err")).unwrap_or_default();
-        return Err(format!(
-            "worker exited by itself ({status}) before the kill:\n{err}"
-        ));
-    }
+    reaper.kill(&dir.join("worker.err"))?;
     tally.kills += 1;
 
     let text = std::fs::read_to_string(dir.join("journal")).unwrap_or_default();
@@ -144,41 +119,8 @@ fn cycle(
     }
 
     let store = open_store(dir, mode);
-    let report = store
-        .scrub(&mut |_, _| {})
-        .map_err(|e| format!("scrub: {e}"))?;
-    if !report.is_clean() {
-        return Err(format!(
-            "scrub after kill is not clean: {} bad chunks, {} damaged ranges; first: {:?} / {:?}",
-            report.bad_chunks.len(),
-            report.damage.len(),
-            report.bad_chunks.first(),
-            report.damage.first()
-        ));
-    }
-    // The store is at the last completed sync or, if the kill hit a sync, possibly at its state.
-    let mut candidates: Vec<(&str, &Model)> = vec![("last completed sync", &view.done)];
-    if let Some(p) = &view.pending_intent {
-        candidates.push(("sync in progress", p));
-    }
-    let mut errors = Vec::new();
-    let mut matched = None;
-    for (what, m) in &candidates {
-        match compare(&store, m) {
-            Ok(()) => {
-                matched = Some((*what, (*m).clone()));
-                break;
-            }
-            Err(e) => errors.push(format!("vs {what}: {e}")),
-        }
-    }
-    let Some((what, state)) = matched else {
-        return Err(format!(
-            "the store matches no state the journal allows:\n  {}",
-            errors.join("\n  ")
-        ));
-    };
-    if what == "sync in progress" && view.pending_intent.as_ref() != Some(&view.done) {
+    let (state, interrupted) = check_after_kill(&store, &view)?;
+    if interrupted {
         tally.matched_pending_intent += 1;
     }
     if state != start {
@@ -274,17 +216,7 @@ fn kill_run(kills: u64, mode: Mode) {
     }
     eprintln!("{tally:?} in {:.1?}", began.elapsed());
     assert_eq!(tally.kills, kills);
-    // The test means something only if the workers got work done before being killed.
-    assert!(
-        tally.syncs >= kills,
-        "only {} syncs completed in {kills} runs",
-        tally.syncs
-    );
-    assert!(
-        tally.advanced * 3 >= kills,
-        "the store advanced in only {} of {kills} runs",
-        tally.advanced
-    );
+    assert_work_done(kills, tally.syncs, kills, tally.advanced);
     if kills >= 100 {
         assert!(
             tally.killed_in_sync > 0,

@@ -42,9 +42,8 @@
 mod worker;
 
 use std::io::Write as _;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,7 +52,10 @@ use reel_backend::{
 };
 use reel_chunkstore::{ChunkStore, DurableAt, StoreConfig};
 use reel_s3test::{Fault, FaultProxy, Kind, S3Server};
-use worker::{Driver, Journal, Mix, Model, Rng, Step, compare, read_journal, read_state};
+use worker::{
+    Driver, Journal, JournalView, Mix, Model, Reaper, Rng, Step, assert_work_done,
+    check_after_kill, compare, env_u64, read_journal, read_state,
+};
 
 /// Set (to the node directory) in the child's environment; the other `REEL_KILL_*` variables
 /// below carry the rest of its parameters.
@@ -66,13 +68,6 @@ const CYCLES_PER_STORE: u64 = 30;
 
 /// Percent of completed sync points after which the child runs a reclaim as its next sync point.
 const RECLAIM_PCT: u64 = 20;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 // ---------------------------------------------------------------------------------------------
 // The stack under test: store → write-back cache → S3 back end → versitygw
@@ -266,18 +261,6 @@ fn bucket_kill_child() {
 // The parent
 // ---------------------------------------------------------------------------------------------
 
-/// Kills the child if the test fails while it runs.
-struct Reaper(Option<Child>);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 #[derive(Default, Debug)]
 struct Tally {
     kills: u64,
@@ -373,7 +356,7 @@ impl Run {
             self.proxy
                 .set(Fault::Delay(Duration::from_millis(rng.range(5, 40))));
         }
-        let mut reaper = spawn_child(&node, seed, &via_proxy, self.durable_at)?;
+        let reaper = spawn_child(&node, seed, &via_proxy, self.durable_at)?;
         let mut server_down = false;
         if plan >= 90 {
             // Take the server away mid-run (uploads retry, syncs at `bucket` wait), and in half
@@ -415,15 +398,7 @@ impl Run {
         } else {
             std::thread::sleep(Duration::from_millis(ms));
         }
-        let mut child = reaper.0.take().expect("child");
-        let _ = child.kill(); // SIGKILL
-        let status = child.wait().map_err(|e| e.to_string())?;
-        if status.signal() != Some(9) {
-            let err = std::fs::read_to_string(node.join("child.err")).unwrap_or_default();
-            return Err(format!(
-                "the child exited by itself ({status}) before the kill:\n{err}"
-            ));
-        }
+        reaper.kill(&node.join("child.err"))?;
         self.tally.kills += 1;
         self.proxy.set(Fault::None);
         if server_down {
@@ -447,12 +422,6 @@ impl Run {
             self.tally.killed_with_queue += 1;
             self.tally.queued_at_kill += queued;
         }
-        // The candidates: the last acknowledged state, or the one the kill interrupted.
-        let mut candidates: Vec<(&str, &Model)> = vec![("last acknowledged sync", &view.done)];
-        if let Some(p) = &view.pending_intent {
-            candidates.push(("interrupted sync", p));
-        }
-
         let node_lost = self.durable_at == DurableAt::Bucket && rng.chance(50);
         let state = if node_lost {
             self.tally.node_lost += 1;
@@ -463,7 +432,7 @@ impl Run {
             let fresh = self.fresh_node();
             let store = open_node(&fresh, &self.bucket, self.durable_at)
                 .map_err(|e| format!("recovery from the bucket alone: {e}"))?;
-            let state = check(&store, &candidates, &mut self.tally)
+            let state = check(&store, &view, &mut self.tally)
                 .map_err(|e| format!("recovered from the bucket alone: {e}"))?;
             drop(store);
             let _ = std::fs::remove_dir_all(&node);
@@ -472,7 +441,7 @@ impl Run {
         } else {
             let store = open_node(&node, &self.bucket, self.durable_at)
                 .map_err(|e| format!("reopening the node: {e}"))?;
-            let state = check(&store, &candidates, &mut self.tally)?;
+            let state = check(&store, &view, &mut self.tally)?;
             // Keep the store small, and reclaim right after a recovery too.
             store
                 .reclaim(0.5, &mut |_, _| {})
@@ -537,40 +506,13 @@ fn spawn_child(
     Ok(Reaper(Some(child)))
 }
 
-/// Scrub must be clean and the store must hold one of `candidates`; returns which.
-fn check(
-    store: &ChunkStore,
-    candidates: &[(&str, &Model)],
-    tally: &mut Tally,
-) -> Result<Model, String> {
-    let report = store
-        .scrub(&mut |_, _| {})
-        .map_err(|e| format!("scrub: {e}"))?;
-    if !report.is_clean() {
-        return Err(format!(
-            "scrub after the kill is not clean: {} bad chunks, {} damaged ranges; first: {:?} / {:?}",
-            report.bad_chunks.len(),
-            report.damage.len(),
-            report.bad_chunks.first(),
-            report.damage.first()
-        ));
+/// [`check_after_kill`], counting a match of the interrupted sync's state.
+fn check(store: &ChunkStore, view: &JournalView, tally: &mut Tally) -> Result<Model, String> {
+    let (state, interrupted) = check_after_kill(store, view)?;
+    if interrupted {
+        tally.matched_interrupted += 1;
     }
-    let mut errors = Vec::new();
-    for (i, (what, m)) in candidates.iter().enumerate() {
-        match compare(store, m) {
-            Ok(()) => {
-                if i > 0 && *m != candidates[0].1 {
-                    tally.matched_interrupted += 1;
-                }
-                return Ok((*m).clone());
-            }
-            Err(e) => errors.push(format!("vs the {what}: {e}")),
-        }
-    }
-    Err(format!(
-        "the store holds no state the child's journal allows:\n  {}",
-        errors.join("\n  ")
-    ))
+    Ok(state)
 }
 
 /// Polls the child's journal until its last complete line is an intent (a sync point has
@@ -650,16 +592,7 @@ fn kill_run(durable_at: DurableAt) {
         DurableAt::Local => kills,
         DurableAt::Bucket => kills / 2,
     };
-    assert!(
-        t.syncs >= min_syncs,
-        "only {} syncs in {kills} runs",
-        t.syncs
-    );
-    assert!(
-        t.advanced * 3 >= kills,
-        "the store advanced in only {} of {kills} runs",
-        t.advanced
-    );
+    assert_work_done(kills, t.syncs, min_syncs, t.advanced);
     if kills >= 40 {
         assert!(t.killed_in_sync > 0, "no kill landed inside a sync point");
         assert!(t.killed_with_queue > 0, "no kill left queued uploads");
@@ -700,11 +633,9 @@ fn sigkill_while_a_new_catalog_is_created() {
         let node = root.path().join(format!("node{i}"));
         std::fs::create_dir_all(&node).expect("node dir");
         let bucket = Bucket::of(&server, format!("create-{i}"));
-        let mut reaper = spawn_child(&node, i, &bucket, DurableAt::Local).expect("spawn");
+        let reaper = spawn_child(&node, i, &bucket, DurableAt::Local).expect("spawn");
         std::thread::sleep(Duration::from_millis(rng.range(5, 60)));
-        let mut child = reaper.0.take().expect("child");
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(reaper); // SIGKILL (and wait)
         if let Err(e) = open_node(&node, &bucket, DurableAt::Local) {
             let kept = root.keep();
             panic!(

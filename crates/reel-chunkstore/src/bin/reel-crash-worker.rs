@@ -1,4 +1,5 @@
-//! Test helper for the chunk store's crash tests (`tests/crash.rs`, `tests/faults.rs`); not a
+//! Test helper for the chunk store's crash tests (`tests/crash.rs`, `tests/faults.rs`,
+//! `tests/crash_s3.rs`); not a
 //! user tool. It runs a random workload, deterministic by seed, against a store in a directory
 //! (`<dir>/objects`: a `LocalBackend`; `<dir>/catalog`: the catalog) and journals what it knows
 //! to be durable in `<dir>/journal`, so that a parent process can kill it at any moment and then
@@ -20,15 +21,18 @@
 //! - `D <n>`: sync `n` returned successfully (the store is at the state of intent `n`);
 //! - `C <why>` (power mode): the crash was hit and the process exits.
 //!
-//! This file is also compiled into the tests as a module (`#[path]`), which share the workload
-//! model, the record generator and the journal format with it.
+//! This file is also compiled into the tests as a module (`#[path]`): they share the workload
+//! model, the record generator and the journal format with it, and the kill tests find their
+//! parent's side here (`Reaper`, `check_after_kill`).
 
 #![allow(dead_code, clippy::should_implement_trait, clippy::needless_range_loop)]
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
+use std::process::Child;
 use std::sync::Arc;
 
 use reel_backend::{Backend, CrashBackend, LocalBackend};
@@ -654,6 +658,41 @@ pub fn compare(store: &ChunkStore, model: &Model) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a store reopened after a kill against the journal the killed process left: scrub must
+/// be clean, and every stream must hold the last acknowledged state or, when the kill hit a
+/// sync, the state of that sync (the same one for all streams: a sync is atomic across them).
+/// Returns the state held, and whether it is the interrupted sync's (and differs from the last
+/// acknowledged one).
+pub fn check_after_kill(store: &ChunkStore, view: &JournalView) -> Result<(Model, bool), String> {
+    let report = store
+        .scrub(&mut |_, _| {})
+        .map_err(|e| format!("scrub: {e}"))?;
+    if !report.is_clean() {
+        return Err(format!(
+            "scrub after the kill is not clean: {} bad chunks, {} damaged ranges; first: {:?} / {:?}",
+            report.bad_chunks.len(),
+            report.damage.len(),
+            report.bad_chunks.first(),
+            report.damage.first()
+        ));
+    }
+    let mut candidates = vec![("last acknowledged sync", &view.done)];
+    if let Some(p) = &view.pending_intent {
+        candidates.push(("interrupted sync", p));
+    }
+    let mut errors = Vec::new();
+    for (i, (what, m)) in candidates.iter().enumerate() {
+        match compare(store, m) {
+            Ok(()) => return Ok(((*m).clone(), i > 0 && *m != &view.done)),
+            Err(e) => errors.push(format!("vs the {what}: {e}")),
+        }
+    }
+    Err(format!(
+        "the store holds no state the journal allows:\n  {}",
+        errors.join("\n  ")
+    ))
+}
+
 pub fn read_state(dir: &Path) -> Model {
     match std::fs::read_to_string(dir.join("state")) {
         Ok(s) => Model::decode(s.trim_end()).expect("state file parses"),
@@ -702,6 +741,58 @@ impl SyncHooks for Journal {
     fn done(&mut self, n: u64) {
         self.line(&format!("D {n}"));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parent's side (tests/crash.rs, tests/crash_s3.rs)
+// ---------------------------------------------------------------------------------------------
+
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A killable child process; killed if the test fails while it runs.
+pub struct Reaper(pub Option<Child>);
+
+impl Reaper {
+    /// SIGKILLs the child; an error (with its stderr, from `stderr`) if it had already exited.
+    pub fn kill(mut self, stderr: &Path) -> Result<(), String> {
+        let mut child = self.0.take().expect("the child is not reaped yet");
+        let _ = child.kill(); // SIGKILL
+        let status = child.wait().map_err(|e| e.to_string())?;
+        if status.signal() == Some(9) {
+            return Ok(());
+        }
+        let err = std::fs::read_to_string(stderr).unwrap_or_default();
+        Err(format!(
+            "the child exited by itself ({status}) before the kill:\n{err}"
+        ))
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A kill run means something only if the killed processes got work done: at least
+/// `min_syncs` syncs completed, and the store advanced in a third of the `kills` or more.
+pub fn assert_work_done(kills: u64, syncs: u64, min_syncs: u64, advanced: u64) {
+    assert!(
+        syncs >= min_syncs,
+        "only {syncs} syncs completed in {kills} runs"
+    );
+    assert!(
+        advanced * 3 >= kills,
+        "the store advanced in only {advanced} of {kills} runs"
+    );
 }
 
 /// Whether this run keeps the catalog journal (`REEL_CRASH_JOURNAL=1`, or `cache`: the
