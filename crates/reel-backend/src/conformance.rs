@@ -412,10 +412,24 @@ pub fn check_list_during_puts(b: &dyn Backend) {
     assert_eq!(keys_of(b, ""), want, "[{}] final listing", b.describe());
 }
 
-/// The [`crate::VersionedObjects`] contract: create-only, compare-and-swap with exactly one
-/// winner, versions that change with every write. Keys used are under `conformance/cas/`.
+/// The [`crate::VersionedObjects`] contract: create-only, compare-and-swap, versions that
+/// change with every write, and exactly one winner among concurrent writers naming the same
+/// version. Keys used are under `conformance/cas/`.
 pub fn versioned(b: &dyn crate::VersionedObjects) {
-    let key = Key::new("conformance/cas/lease").unwrap();
+    versioned_sequential(b);
+    let wins = concurrent_swaps(b);
+    assert_eq!(
+        wins, 1,
+        "{wins} of {CAS_WRITERS} compare-and-swap writers won"
+    );
+}
+
+/// The contract one writer at a time sees. Every server reel supports must pass this; a server
+/// that passes only this (its `If-Match` check and write are not one atomic step) can let two
+/// nodes believe they took a lease for a moment, never two journals share a sequence number
+/// (create-only puts fence those, [`check_concurrent_create`]).
+pub fn versioned_sequential(b: &dyn crate::VersionedObjects) {
+    let key = cas_key();
     assert!(
         b.read_versioned(&key).unwrap().is_none(),
         "absent object read as present"
@@ -443,26 +457,71 @@ pub fn versioned(b: &dyn crate::VersionedObjects) {
     );
     assert_eq!(b.read_versioned(&key).unwrap().unwrap().0, b"two");
 
-    // Concurrent writers at the same version: exactly one wins.
-    const WRITERS: usize = 6;
-    let barrier = Barrier::new(WRITERS);
-    let wins: usize = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..WRITERS)
+    let listed = b.list_versioned("conformance/cas/").unwrap();
+    assert_eq!(listed, vec![key]);
+}
+
+const CAS_WRITERS: usize = 6;
+
+fn cas_key() -> Key {
+    Key::new("conformance/cas/lease").unwrap()
+}
+
+/// Six writers swap [`cas_key`] at the version it has now, at the same moment. Checks that at
+/// least one won, that the object now holds one winner's body at the version that winner was
+/// given, and that a writer at any other winner's version is refused. Returns how many won.
+pub fn concurrent_swaps(b: &dyn crate::VersionedObjects) -> usize {
+    let key = cas_key();
+    let (_, start) = b
+        .read_versioned(&key)
+        .unwrap()
+        .expect("versioned_sequential left the object");
+    let barrier = Barrier::new(CAS_WRITERS);
+    let winners: Vec<(String, crate::Version)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CAS_WRITERS)
             .map(|i| {
-                let (barrier, key, v2) = (&barrier, &key, &v2);
+                let (barrier, key, start) = (&barrier, &key, &start);
                 s.spawn(move || {
                     barrier.wait();
-                    match b.write_versioned(key, format!("w{i}").as_bytes(), Some(v2)) {
-                        Ok(_) => 1,
-                        Err(BackendError::VersionMismatch(_)) => 0,
+                    let body = format!("w{i}");
+                    match b.write_versioned(key, body.as_bytes(), Some(start)) {
+                        Ok(v) => Some((body, v)),
+                        Err(BackendError::VersionMismatch(_)) => None,
                         Err(e) => panic!("writer {i}: {e}"),
                     }
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).sum()
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .collect()
     });
-    assert_eq!(wins, 1, "{wins} of {WRITERS} compare-and-swap writers won");
-    let listed = b.list_versioned("conformance/cas/").unwrap();
-    assert_eq!(listed, vec![key]);
+    assert!(!winners.is_empty(), "no compare-and-swap writer won");
+    let (data, now) = b.read_versioned(&key).unwrap().expect("swapped object");
+    let last = winners
+        .iter()
+        .find(|(body, _)| body.as_bytes() == data)
+        .unwrap_or_else(|| {
+            panic!(
+                "the object holds {:?}, which no winner wrote",
+                String::from_utf8_lossy(&data)
+            )
+        });
+    assert_eq!(
+        last.1, now,
+        "the object is not at the version its writer was given"
+    );
+    for (body, version) in &winners {
+        if *version != now {
+            assert!(
+                matches!(
+                    b.write_versioned(&key, b"late", Some(version)),
+                    Err(BackendError::VersionMismatch(_))
+                ),
+                "a write at overwritten winner {body}'s version succeeded"
+            );
+        }
+    }
+    winners.len()
 }

@@ -208,6 +208,12 @@ pub fn acquire(
         let bytes = serde_json::to_vec_pretty(&body).expect("a lease encodes");
         match objects.write_versioned(&key, &bytes, expected.as_ref()) {
             Ok(version) => {
+                if expected.is_some() && !still_ours(&*objects, &key, &version, body.ttl())? {
+                    // Another contender's swap landed after ours: a server whose `If-Match`
+                    // is not atomic let both through (s3proxy does). The last write holds it.
+                    watched = None;
+                    continue;
+                }
                 return Ok(Held {
                     objects,
                     key,
@@ -223,6 +229,24 @@ pub fn acquire(
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Whether the lease is still at the version our swap was given, a moment after the swap.
+/// On a server that checks `If-Match` and writes in one step this is always so; on one that
+/// does not (`conformance::concurrent_swaps`), a contender whose check passed at the same
+/// version writes within that moment, and only the last writer keeps the lease. A contender
+/// that writes even later is caught by the overwritten holder's next renewal, which fails at
+/// its old version and stops that process.
+fn still_ours(
+    objects: &dyn VersionedObjects,
+    key: &Key,
+    version: &Version,
+    ttl: Duration,
+) -> Result<bool, BackendError> {
+    std::thread::sleep((ttl / 20).min(Duration::from_millis(500)));
+    Ok(objects
+        .read_versioned(key)?
+        .is_some_and(|(_, now)| now == *version))
 }
 
 /// A renewal found the lease rewritten by another node.
@@ -590,6 +614,7 @@ fn host_name() -> String {
 mod tests {
     use super::*;
     use reel_backend::MemoryVersioned;
+    use std::sync::Mutex;
 
     fn member(id: &str, standby: bool, ttl_ms: u64) -> Membership {
         Membership {
@@ -708,5 +733,71 @@ mod tests {
         let b2 = acquire(objects, key, &member("b", false, 60_000), &mut |_| {}).unwrap();
         assert_eq!(b2.taken_from, None);
         assert_eq!(b2.body().renewal, 0);
+    }
+
+    /// Fault injection: a server whose `If-Match` check and write are not one step, and a
+    /// contender whose write at the same version lands just after ours.
+    struct RacingSwap {
+        inner: MemoryVersioned,
+        rival: Mutex<Option<Vec<u8>>>,
+    }
+
+    impl VersionedObjects for RacingSwap {
+        fn read_versioned(&self, key: &Key) -> reel_backend::Result<Option<(Vec<u8>, Version)>> {
+            self.inner.read_versioned(key)
+        }
+        fn write_versioned(
+            &self,
+            key: &Key,
+            data: &[u8],
+            expected: Option<&Version>,
+        ) -> reel_backend::Result<Version> {
+            let ours = self.inner.write_versioned(key, data, expected)?;
+            if expected.is_some()
+                && let Some(rival) = self.rival.lock().unwrap().take()
+            {
+                // Passed the same check before ours was written.
+                self.inner.write_versioned(key, &rival, Some(&ours))?;
+            }
+            Ok(ours)
+        }
+        fn list_versioned(&self, prefix: &str) -> reel_backend::Result<Vec<Key>> {
+            self.inner.list_versioned(prefix)
+        }
+    }
+
+    #[test]
+    fn a_takeover_overwritten_by_a_racing_contender_is_not_taken() {
+        let racing = Arc::new(RacingSwap {
+            inner: MemoryVersioned::new(),
+            rival: Mutex::new(None),
+        });
+        let objects: Arc<dyn VersionedObjects> = racing.clone();
+        let key = lease_key("r/");
+        acquire(
+            objects.clone(),
+            key.clone(),
+            &member("a", false, 60_000),
+            &mut |_| {},
+        )
+        .unwrap()
+        .release()
+        .unwrap();
+        let mut c = member("c", false, 60_000).lease;
+        c.renewed_unix_ms = unix_ms();
+        *racing.rival.lock().unwrap() = Some(serde_json::to_vec(&c).unwrap());
+        // B's swap of the released lease succeeds, but C's lands after it: B must not serve.
+        match acquire(
+            objects.clone(),
+            key.clone(),
+            &member("b", false, 60_000),
+            &mut |_| {},
+        ) {
+            Err(Refusal::Live { node, .. }) => assert_eq!(node, "node-c"),
+            other => panic!(
+                "expected C's lease to stand, got {:?}",
+                other.map(|h| h.body)
+            ),
+        }
     }
 }
