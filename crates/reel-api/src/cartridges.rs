@@ -194,3 +194,28 @@ impl CreateRequest {
 pub struct UpdateRequest {
     pub write_protected: bool,
 }
+
+/// `GET /api/v1/shared-vault`: a cartridge one store shared for another store on the same
+/// bucket to adopt without copying its data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SharedCartridge {
+    pub barcode: String,
+    /// Which share of it (hex in its object names).
+    pub generation: u64,
+    /// The store that shared it (its bucket prefix) and the node that did.
+    pub from_store: String,
+    pub from_node: String,
+    /// Unix seconds.
+    pub shared_at: u64,
+    /// Host bytes of its records.
+    pub data_bytes: u64,
+    /// `waiting` (for an adopter), `adopted`, or `released` (the adopter no longer reads the
+    /// sharing store's data; that store deletes its copy at its next reclaim).
+    pub state: String,
+    /// The store and node that adopted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted_by_store: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted_by_node: Option<String>,
+}

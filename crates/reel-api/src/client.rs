@@ -13,7 +13,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::cartridges::{
-    CartridgeDetail, CartridgeView, CreateRequest, ListQuery, ShowQuery, UpdateRequest,
+    CartridgeDetail, CartridgeView, CreateRequest, ListQuery, SharedCartridge, ShowQuery,
+    UpdateRequest,
 };
 use crate::endpoints::{self, Endpoint};
 use crate::error::ErrorBody;
@@ -336,6 +337,26 @@ impl Client {
     /// Starts restoring an archived cartridge (a job; see [`Client::archive_status`]).
     pub fn restore(&self, barcode: &str) -> Result<ArchiveStatus, Error> {
         self.exchange(endpoints::RESTORE, &[barcode], None, None::<&()>)
+    }
+
+    /// Shares a vaulted cartridge for another store on the bucket to adopt.
+    pub fn share(&self, barcode: &str) -> Result<CartridgeDetail, Error> {
+        self.exchange(endpoints::SHARE, &[barcode], None, None::<&()>)
+    }
+
+    /// Takes a shared cartridge back (before another store adopted it).
+    pub fn unshare(&self, barcode: &str) -> Result<CartridgeDetail, Error> {
+        self.exchange(endpoints::UNSHARE, &[barcode], None, None::<&()>)
+    }
+
+    /// Every cartridge in the shared vault.
+    pub fn shared_vault(&self) -> Result<Vec<SharedCartridge>, Error> {
+        self.exchange(endpoints::SHARED_VAULT, &[], None, None::<&()>)
+    }
+
+    /// Adopts a shared cartridge into this store's vault, its data read in place.
+    pub fn adopt(&self, barcode: &str) -> Result<CartridgeDetail, Error> {
+        self.exchange(endpoints::ADOPT, &[barcode], None, None::<&()>)
     }
 
     /// The last archive or restore job.

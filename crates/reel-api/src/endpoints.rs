@@ -63,6 +63,10 @@ pub const ERASE: Endpoint = endpoint(Post, "/api/v1/cartridges/{barcode}/erase")
 pub const ARCHIVE: Endpoint = endpoint(Post, "/api/v1/cartridges/{barcode}/archive");
 pub const RESTORE: Endpoint = endpoint(Post, "/api/v1/cartridges/{barcode}/restore");
 pub const ARCHIVE_STATUS: Endpoint = endpoint(Get, "/api/v1/archive");
+pub const SHARE: Endpoint = endpoint(Post, "/api/v1/cartridges/{barcode}/share");
+pub const UNSHARE: Endpoint = endpoint(Post, "/api/v1/cartridges/{barcode}/unshare");
+pub const SHARED_VAULT: Endpoint = endpoint(Get, "/api/v1/shared-vault");
+pub const ADOPT: Endpoint = endpoint(Post, "/api/v1/shared-vault/{barcode}/adopt");
 pub const STATS: Endpoint = endpoint(Get, "/api/v1/stats");
 pub const MONITOR: Endpoint = endpoint(Get, "/api/v1/monitor");
 pub const MONITOR_STREAM: Endpoint = endpoint(Get, "/api/v1/monitor/stream");
@@ -101,6 +105,10 @@ pub const ALL: &[Endpoint] = &[
     ARCHIVE,
     RESTORE,
     ARCHIVE_STATUS,
+    SHARE,
+    UNSHARE,
+    SHARED_VAULT,
+    ADOPT,
     STATS,
     MONITOR,
     MONITOR_STREAM,

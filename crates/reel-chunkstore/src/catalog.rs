@@ -19,10 +19,21 @@ pub const SPANS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("spans
 pub const SIDECAR: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("sidecar");
 /// Free-form caller records (e.g. cartridge identities), key → bytes.
 pub const RECORDS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("records");
+/// Local pack id → where another store keeps that pack (encoded [`ForeignPack`]): chunks of a
+/// stream adopted from another store ([`crate::ChunkStore::import_stream`]) are read in place.
+/// Such a pack has rows in PACKS and PACK_IDS like our own, but no object under our `packs/`:
+/// it is never rewritten or deleted here, only forgotten once nothing references it.
+pub const FOREIGN_PACKS: TableDefinition<u64, &[u8]> = TableDefinition::new("foreign_packs");
+/// Stream id → label: streams another store reads in place ([`crate::ChunkStore::export_stream`]).
+/// Reclaim never moves a chunk such a stream references.
+pub const PINS: TableDefinition<u64, &[u8]> = TableDefinition::new("pins");
 /// Store-wide values: format version, counters.
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 pub const META_FORMAT: &str = "format_version";
+/// The catalog's format: 1 = the tables up to RECORDS; 2 adds FOREIGN_PACKS and PINS (a
+/// version-1 catalog is upgraded on open: the new tables start empty).
+pub const CATALOG_VERSION: u64 = 2;
 /// The last catalog journal object this catalog includes (0: none; see `journal.rs`).
 pub const META_JOURNAL_SEQ: &str = "journal_seq";
 
@@ -72,4 +83,60 @@ pub fn parse_pack_key(key: &str) -> Option<u64> {
         return None;
     }
     u64::from_str_radix(hex, 16).ok()
+}
+
+/// A pack another store holds: that store's name (opaque here: the caller's
+/// [`crate::ForeignStores`] resolves it) and the pack's id there.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ForeignPack {
+    pub source: String,
+    pub pack: u64,
+}
+
+impl ForeignPack {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + 2 + self.source.len());
+        out.extend_from_slice(&self.pack.to_le_bytes());
+        out.extend_from_slice(&(self.source.len() as u16).to_le_bytes());
+        out.extend_from_slice(self.source.as_bytes());
+        out
+    }
+
+    pub fn decode(b: &[u8]) -> Result<ForeignPack, crate::FormatError> {
+        let bad = |reason: &str| crate::FormatError {
+            what: "foreign pack row",
+            reason: reason.into(),
+        };
+        if b.len() < 10 {
+            return Err(bad("too short"));
+        }
+        let pack = u64::from_le_bytes(b[..8].try_into().map_err(|_| bad("pack id"))?);
+        let len = usize::from(u16::from_le_bytes([b[8], b[9]]));
+        if b.len() != 10 + len {
+            return Err(bad("source length"));
+        }
+        let source = std::str::from_utf8(&b[10..])
+            .map_err(|_| bad("source is not UTF-8"))?
+            .to_string();
+        Ok(ForeignPack { source, pack })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn foreign_pack_rows_round_trip(source in "\\PC{0,200}", pack in any::<u64>()) {
+            let row = ForeignPack { source, pack };
+            prop_assert_eq!(ForeignPack::decode(&row.encode()).unwrap(), row);
+        }
+
+        #[test]
+        fn foreign_pack_rows_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = ForeignPack::decode(&bytes);
+        }
+    }
 }

@@ -24,7 +24,7 @@
 //! journal = magic "REELJRNL" (8) | version u16 | flags u16 (0) | seq u64 | op count u32
 //!         | payload length u32 | payload (zstd of the ops) | BLAKE3 of everything before (32)
 //! op      = table u8 | kind u8 (0 put, 1 delete, 2 delete range) | key | value (puts only)
-//! key     = [u8; 32] (chunks, spans) | u64 (packs, pack_ids, streams)
+//! key     = [u8; 32] (chunks, spans) | u64 (packs, pack_ids, streams; v2: foreign packs, pins)
 //!         | (u64, u64) (extents, sidecar) | len u32 + bytes (records)
 //! range   = u64 stream | u64 first | u64 last (inclusive; extents and sidecar only)
 //! value   = len u32 + bytes (streams: the length as 8 bytes)
@@ -34,11 +34,15 @@ use redb::{ReadableTable, WriteTransaction};
 use reel_backend::Key;
 
 use crate::Result;
-use crate::catalog::{CHUNKS, EXTENTS, PACK_IDS, PACKS, RECORDS, SIDECAR, SPANS, STREAMS};
+use crate::catalog::{
+    CHUNKS, EXTENTS, FOREIGN_PACKS, PACK_IDS, PACKS, PINS, RECORDS, SIDECAR, SPANS, STREAMS,
+};
 use crate::format::FormatError;
 
 const MAGIC: &[u8; 8] = b"REELJRNL";
-const VERSION: u16 = 1;
+/// 2 added the foreign-pack and pin tables; a version-1 object is a version-2 object without
+/// them, so both are read.
+const VERSION: u16 = 2;
 const HEADER_LEN: usize = 8 + 2 + 2 + 8 + 4 + 4;
 const HASH_LEN: usize = 32;
 /// Refuses absurd payloads before allocating for them.
@@ -89,6 +93,12 @@ pub enum Op {
     },
     PutRecord(Vec<u8>, Vec<u8>),
     DelRecord(Vec<u8>),
+    /// Version 2: a pack another store holds (`catalog::FOREIGN_PACKS`).
+    PutForeignPack(u64, Vec<u8>),
+    DelForeignPack(u64),
+    /// Version 2: a stream another store reads in place (`catalog::PINS`).
+    PutPin(u64, Vec<u8>),
+    DelPin(u64),
 }
 
 // Table tags on the wire: fixed forever (a new table gets a new tag).
@@ -100,6 +110,8 @@ const T_EXTENTS: u8 = 5;
 const T_SPANS: u8 = 6;
 const T_SIDECAR: u8 = 7;
 const T_RECORDS: u8 = 8;
+const T_FOREIGN_PACKS: u8 = 9;
+const T_PINS: u8 = 10;
 const K_PUT: u8 = 0;
 const K_DEL: u8 = 1;
 const K_DEL_RANGE: u8 = 2;
@@ -204,6 +216,24 @@ impl Op {
                 out.extend_from_slice(&[T_RECORDS, K_DEL]);
                 value(out, k);
             }
+            Op::PutForeignPack(id, v) => {
+                out.extend_from_slice(&[T_FOREIGN_PACKS, K_PUT]);
+                out.extend_from_slice(&id.to_le_bytes());
+                value(out, v);
+            }
+            Op::DelForeignPack(id) => {
+                out.extend_from_slice(&[T_FOREIGN_PACKS, K_DEL]);
+                out.extend_from_slice(&id.to_le_bytes());
+            }
+            Op::PutPin(id, v) => {
+                out.extend_from_slice(&[T_PINS, K_PUT]);
+                out.extend_from_slice(&id.to_le_bytes());
+                value(out, v);
+            }
+            Op::DelPin(id) => {
+                out.extend_from_slice(&[T_PINS, K_DEL]);
+                out.extend_from_slice(&id.to_le_bytes());
+            }
         }
     }
 
@@ -244,6 +274,10 @@ impl Op {
             },
             (T_RECORDS, K_PUT) => Op::PutRecord(r.value()?, r.value()?),
             (T_RECORDS, K_DEL) => Op::DelRecord(r.value()?),
+            (T_FOREIGN_PACKS, K_PUT) => Op::PutForeignPack(r.u64()?, r.value()?),
+            (T_FOREIGN_PACKS, K_DEL) => Op::DelForeignPack(r.u64()?),
+            (T_PINS, K_PUT) => Op::PutPin(r.u64()?, r.value()?),
+            (T_PINS, K_DEL) => Op::DelPin(r.u64()?),
             _ => return Err(r.bad(format!("unknown op: table {table}, kind {kind}"))),
         };
         Ok(op)
@@ -260,6 +294,8 @@ pub fn apply(txn: &WriteTransaction, ops: &[Op]) -> Result<()> {
     let mut spans = txn.open_table(SPANS)?;
     let mut sidecar = txn.open_table(SIDECAR)?;
     let mut records = txn.open_table(RECORDS)?;
+    let mut foreign = txn.open_table(FOREIGN_PACKS)?;
+    let mut pins = txn.open_table(PINS)?;
     for op in ops {
         match op {
             Op::PutChunk(id, v) => {
@@ -325,6 +361,18 @@ pub fn apply(txn: &WriteTransaction, ops: &[Op]) -> Result<()> {
             Op::DelRecord(k) => {
                 records.remove(k.as_slice())?;
             }
+            Op::PutForeignPack(id, v) => {
+                foreign.insert(*id, v.as_slice())?;
+            }
+            Op::DelForeignPack(id) => {
+                foreign.remove(*id)?;
+            }
+            Op::PutPin(id, v) => {
+                pins.insert(*id, v.as_slice())?;
+            }
+            Op::DelPin(id) => {
+                pins.remove(*id)?;
+            }
         }
     }
     Ok(())
@@ -367,6 +415,14 @@ pub fn dump(db: &redb::Database) -> Result<Vec<Op>> {
     for row in txn.open_table(RECORDS)?.iter()? {
         let (k, v) = row?;
         out.push(Op::PutRecord(k.value().to_vec(), v.value().to_vec()));
+    }
+    for row in txn.open_table(FOREIGN_PACKS)?.iter()? {
+        let (k, v) = row?;
+        out.push(Op::PutForeignPack(k.value(), v.value().to_vec()));
+    }
+    for row in txn.open_table(PINS)?.iter()? {
+        let (k, v) = row?;
+        out.push(Op::PutPin(k.value(), v.value().to_vec()));
     }
     Ok(out)
 }
@@ -571,7 +627,11 @@ mod tests {
                 last
             }),
             (bytes.clone(), bytes.clone()).prop_map(|(k, v)| Op::PutRecord(k, v)),
-            bytes.prop_map(Op::DelRecord),
+            bytes.clone().prop_map(Op::DelRecord),
+            (any::<u64>(), bytes.clone()).prop_map(|(i, v)| Op::PutForeignPack(i, v)),
+            any::<u64>().prop_map(Op::DelForeignPack),
+            (any::<u64>(), bytes).prop_map(|(i, v)| Op::PutPin(i, v)),
+            any::<u64>().prop_map(Op::DelPin),
         ]
     }
 

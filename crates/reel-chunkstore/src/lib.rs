@@ -25,6 +25,7 @@
 mod catalog;
 mod catalog_file;
 pub mod chunker;
+mod foreign;
 pub mod format;
 mod hasher;
 mod index;
@@ -37,6 +38,7 @@ mod stream;
 mod usage;
 
 pub use chunker::ChunkerParams;
+pub use foreign::{ForeignStores, ImportReport};
 pub use format::{ChunkId, FormatError};
 pub use index::FILTER_BITS_PER_CHUNK_MAX;
 #[doc(hidden)]

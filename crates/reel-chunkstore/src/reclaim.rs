@@ -6,13 +6,20 @@
 //! the catalog's extents name every referenced chunk. The catalog commit that stops naming a pack
 //! is durable before the pack object is deleted, so a crash leaves at worst an orphan pack, which
 //! the next open deletes.
+//!
+//! Two kinds of pack are never rewritten: packs holding a chunk a pinned stream references
+//! (another store reads them in place, at the locations it was given), and foreign packs
+//! (another store's objects). A foreign pack nothing references any more is forgotten: its
+//! rows go, its object stays for its owner.
 
 use std::collections::{HashMap, HashSet};
 
 use redb::{ReadableDatabase, ReadableTable};
 use reel_backend::PutMode;
 
-use crate::catalog::{CHUNKS, EXTENTS, PACK_IDS, PACKS, PackRow, SPANS, pack_key};
+use crate::catalog::{
+    CHUNKS, EXTENTS, FOREIGN_PACKS, PACK_IDS, PACKS, PINS, PackRow, SPANS, pack_key,
+};
 use crate::format::{ChunkId, ChunkLoc, Entry, decode_extent_row, decode_refs};
 use crate::journal::Op;
 use crate::packer::PackBuilder;
@@ -28,6 +35,8 @@ pub struct ReclaimReport {
     pub chunks_dropped: u64,
     /// Back-end bytes before minus after.
     pub bytes_freed: u64,
+    /// Other stores' packs no adopted stream references any more (their objects are theirs).
+    pub foreign_packs_forgotten: u64,
 }
 
 impl ChunkStore {
@@ -64,17 +73,35 @@ impl ChunkStore {
         let mut live: HashSet<ChunkId> = HashSet::new();
         let mut dead_spans = Vec::new();
         let mut packs: Vec<(u64, PackRow)> = Vec::new();
+        // Packs that must stay where they are: they hold chunks of pinned streams.
+        let mut pinned_packs: HashSet<u64> = HashSet::new();
+        let foreign: HashSet<u64> = inner.foreign.read().keys().copied().collect();
         {
             let txn = inner.db.begin_read()?;
+            let pinned: HashSet<u64> = txn
+                .open_table(PINS)?
+                .iter()?
+                .map(|row| row.map(|(k, _)| k.value()))
+                .collect::<std::result::Result<_, _>>()?;
             let mut live_spans = HashSet::new();
+            let mut pinned_chunks: HashSet<ChunkId> = HashSet::new();
+            let mut pinned_spans = HashSet::new();
             for row in txn.open_table(EXTENTS)?.iter()? {
-                for e in decode_extent_row(row?.1.value())? {
+                let (k, v) = row?;
+                let is_pinned = pinned.contains(&k.value().0);
+                for e in decode_extent_row(v.value())? {
                     match e {
                         Entry::Chunk(r) => {
                             live.insert(r.id);
+                            if is_pinned {
+                                pinned_chunks.insert(r.id);
+                            }
                         }
                         Entry::Span { id, .. } => {
                             live_spans.insert(id);
+                            if is_pinned {
+                                pinned_spans.insert(id);
+                            }
                         }
                     }
                 }
@@ -83,9 +110,19 @@ impl ChunkStore {
                 let (k, v) = row?;
                 let id = crate::format::SpanId(*k.value());
                 if live_spans.contains(&id) {
-                    live.extend(decode_refs(v.value())?.into_iter().map(|r| r.id));
+                    let refs = decode_refs(v.value())?;
+                    if pinned_spans.contains(&id) {
+                        pinned_chunks.extend(refs.iter().map(|r| r.id));
+                    }
+                    live.extend(refs.into_iter().map(|r| r.id));
                 } else {
                     dead_spans.push(id);
+                }
+            }
+            let chunks = txn.open_table(CHUNKS)?;
+            for id in &pinned_chunks {
+                if let Some(v) = chunks.get(&id.0)? {
+                    pinned_packs.insert(ChunkLoc::decode(v.value())?.pack);
                 }
             }
             for row in txn.open_table(PACKS)?.iter()? {
@@ -133,19 +170,33 @@ impl ChunkStore {
 
         for (n, (pack, row)) in packs.iter().enumerate() {
             progress(n as u64, total);
-            let toc = inner.read_pack_toc(*pack)?;
-            // Only the copy the index points at counts; another copy here is garbage.
+            // Only the copy the index points at counts; another copy here is garbage. A
+            // foreign pack is judged from the catalog alone (its store may be unreachable:
+            // forgetting it must not need it).
             let owned: Vec<(ChunkId, ChunkLoc, bool)> = {
+                let toc: Vec<(ChunkId, Option<ChunkLoc>)> = if foreign.contains(pack) {
+                    inner
+                        .pack_ids(*pack)?
+                        .into_iter()
+                        .map(|id| (id, None))
+                        .collect()
+                } else {
+                    inner
+                        .read_pack_toc(*pack)?
+                        .into_iter()
+                        .map(|(id, loc)| (id, Some(loc)))
+                        .collect()
+                };
                 let txn = inner.db.begin_read()?;
                 let chunks = txn.open_table(CHUNKS)?;
                 let mut out = Vec::new();
                 for (id, loc) in &toc {
-                    let here = match chunks.get(&id.0)? {
-                        Some(v) => ChunkLoc::decode(v.value())?.pack == *pack,
-                        None => false,
+                    let indexed = match chunks.get(&id.0)? {
+                        Some(v) => Some(ChunkLoc::decode(v.value())?),
+                        None => None,
                     };
-                    if here {
-                        out.push((*id, *loc, live.contains(id)));
+                    if let Some(indexed) = indexed.filter(|l| l.pack == *pack) {
+                        out.push((*id, loc.unwrap_or(indexed), live.contains(id)));
                     }
                 }
                 out
@@ -155,7 +206,11 @@ impl ChunkStore {
                 .filter(|o| o.2)
                 .map(|o| u64::from(o.1.len))
                 .sum();
-            if live_raw > 0 && (live_raw as f64) >= rewrite_below * row.raw_bytes as f64 {
+            if live_raw > 0
+                && ((live_raw as f64) >= rewrite_below * row.raw_bytes as f64
+                    || pinned_packs.contains(pack)
+                    || foreign.contains(pack))
+            {
                 continue;
             }
             if live_raw > 0 {
@@ -187,6 +242,8 @@ impl ChunkStore {
                     }
                 }
                 report.packs_rewritten += 1;
+            } else if foreign.contains(pack) {
+                report.foreign_packs_forgotten += 1;
             } else {
                 report.packs_deleted += 1;
             }
@@ -202,7 +259,11 @@ impl ChunkStore {
         }
         progress(total, total);
 
-        let before: u64 = packs.iter().map(|(_, r)| r.size).sum();
+        let before: u64 = packs
+            .iter()
+            .filter(|(id, _)| !foreign.contains(id))
+            .map(|(_, r)| r.size)
+            .sum();
         let result = (|| -> Result<()> {
             let txn = inner.db.begin_write()?;
             let mut ops = Vec::new();
@@ -224,11 +285,16 @@ impl ChunkStore {
                 }
                 let mut pack_table = txn.open_table(PACKS)?;
                 let mut id_table = txn.open_table(PACK_IDS)?;
+                let mut foreign_table = txn.open_table(FOREIGN_PACKS)?;
                 for p in &doomed {
                     pack_table.remove(*p)?;
                     id_table.remove(*p)?;
                     ops.push(Op::DelPack(*p));
                     ops.push(Op::DelPackIds(*p));
+                    if foreign.contains(p) {
+                        foreign_table.remove(*p)?;
+                        ops.push(Op::DelForeignPack(*p));
+                    }
                 }
                 for (id, row, ids) in &new_rows {
                     let row = row.encode();
@@ -246,7 +312,13 @@ impl ChunkStore {
         })();
         inner.stop_on_catalog_error(result)?;
         inner.drop_caches();
-        for p in &doomed {
+        {
+            let mut map = inner.foreign.write();
+            for p in &doomed {
+                map.remove(p);
+            }
+        }
+        for p in doomed.iter().filter(|p| !foreign.contains(p)) {
             // The catalog no longer names it; if this fails the next open removes the orphan.
             let _ = inner.backend.delete(&pack_key(*p));
         }
@@ -254,7 +326,7 @@ impl ChunkStore {
         let after = before
             - packs
                 .iter()
-                .filter(|(id, _)| doomed.contains(id))
+                .filter(|(id, _)| doomed.contains(id) && !foreign.contains(id))
                 .map(|(_, r)| r.size)
                 .sum::<u64>()
             + new_rows.iter().map(|(_, r, _)| r.size).sum::<u64>();

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use redb::{ReadableDatabase, ReadableTable};
 
 use crate::Result;
-use crate::catalog::{CHUNKS, EXTENTS, PACKS, PackRow, pack_key};
+use crate::catalog::{CHUNKS, EXTENTS, PACKS, PackRow};
 use crate::format::{ChunkId, ChunkLoc, decode_blob, decode_extent_row, decode_pack};
 use crate::store::ChunkStore;
 use crate::stream::StreamId;
@@ -67,7 +67,15 @@ impl ChunkStore {
         for (n, (pack, row)) in packs.iter().enumerate() {
             progress(n as u64, total);
             report.packs_checked += 1;
-            let bytes = match inner.backend.get(&pack_key(*pack)) {
+            // A foreign pack (adopted data, read in place) is checked where it is.
+            let (backend, object, id_inside) = match inner.pack_object(*pack) {
+                Ok(o) => o,
+                Err(e) => {
+                    bad_packs.insert(*pack, format!("pack {pack} unreadable: {e}"));
+                    continue;
+                }
+            };
+            let bytes = match backend.get(&object) {
                 Ok(b) => b,
                 Err(e) => {
                     bad_packs.insert(*pack, format!("pack {pack} unreadable: {e}"));
@@ -93,7 +101,7 @@ impl ChunkStore {
                     continue;
                 }
             };
-            if id != *pack {
+            if id != id_inside {
                 bad_packs.insert(*pack, format!("pack {pack} claims to be pack {id}"));
                 continue;
             }

@@ -11,11 +11,11 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableM
 use reel_backend::{Backend, PutMode};
 
 use crate::catalog::{
-    self, CHUNKS, EXTENTS, META, PACK_IDS, PACKS, PackRow, RECORDS, SIDECAR, SPANS, STREAMS,
-    pack_key,
+    self, CHUNKS, EXTENTS, FOREIGN_PACKS, ForeignPack, META, PACK_IDS, PACKS, PINS, PackRow,
+    RECORDS, SIDECAR, SPANS, STREAMS, pack_key,
 };
 use crate::chunker::ChunkerParams;
-use crate::format::{self, ChunkId, ChunkLoc, FORMAT_VERSION};
+use crate::format::{self, ChunkId, ChunkLoc};
 use crate::index::{Bloom, LocalityCache, is_hook};
 use crate::journal;
 use crate::packer::{PackBuilder, SealedPack};
@@ -101,6 +101,10 @@ pub struct StoreStats {
     pub filter_memory_bytes: u64,
     /// RAM held by the locality cache, bounded by `StoreConfig::cache_chunks`.
     pub cache_memory_bytes: u64,
+    /// Packs of other stores that adopted streams read in place, and their bytes (not in
+    /// `stored_bytes`: this store neither holds nor frees them).
+    pub foreign_packs: u64,
+    pub foreign_bytes: u64,
 }
 
 impl StoreStats {
@@ -198,6 +202,11 @@ pub(crate) struct Inner {
     journal: Mutex<JournalState>,
     /// Which stream wrote each pack stored by this process (see `ChunkStore::pack_owner`).
     pack_owners: Mutex<HashMap<u64, u64>>,
+    /// The FOREIGN_PACKS table in memory: consulted on every blob read.
+    pub(crate) foreign: RwLock<HashMap<u64, ForeignPack>>,
+    /// Opens other stores' back ends for foreign packs (`ChunkStore::set_foreign_stores`).
+    pub(crate) foreign_stores: RwLock<Option<Arc<dyn crate::ForeignStores>>>,
+    foreign_backends: Mutex<HashMap<String, Arc<dyn Backend>>>,
 }
 
 /// The journal's writer side: ops not yet written, and the object being written.
@@ -319,9 +328,14 @@ impl ChunkStore {
         };
 
         let mut catalog_packs = HashSet::new();
+        let mut foreign = HashMap::new();
         let chunk_count;
         {
             let txn = db.begin_read()?;
+            for row in txn.open_table(FOREIGN_PACKS)?.iter()? {
+                let (k, v) = row?;
+                foreign.insert(k.value(), ForeignPack::decode(v.value())?);
+            }
             let packs = txn.open_table(PACKS)?;
             for row in packs.iter()? {
                 catalog_packs.insert(row?.0.value());
@@ -381,6 +395,9 @@ impl ChunkStore {
             nondurable_commits: AtomicU64::new(0),
             durable_covers: AtomicU64::new(0),
             pack_owners: Mutex::new(HashMap::new()),
+            foreign: RwLock::new(foreign),
+            foreign_stores: RwLock::new(None),
+            foreign_backends: Mutex::new(HashMap::new()),
             journal: Mutex::new(JournalState {
                 seq: journal_seq,
                 ..JournalState::default()
@@ -434,8 +451,16 @@ impl ChunkStore {
             stats.logical_bytes += row?.1.value();
             stats.streams += 1;
         }
+        let foreign = inner.foreign.read();
         for row in txn.open_table(PACKS)?.iter()? {
-            let r = PackRow::decode(row?.1.value())?;
+            let (k, v) = row?;
+            let r = PackRow::decode(v.value())?;
+            if foreign.contains_key(&k.value()) {
+                // Another store's bytes: not ours to count (or to free).
+                stats.foreign_packs += 1;
+                stats.foreign_bytes += r.size;
+                continue;
+            }
             stats.stored_bytes += r.size;
             stats.unique_bytes += r.raw_bytes;
             stats.packs += 1;
@@ -461,6 +486,18 @@ impl ChunkStore {
     /// Deletes a stream and its sidecar. Its chunks become garbage for [`ChunkStore::reclaim`].
     pub fn delete_stream(&self, id: StreamId) -> Result<()> {
         let inner = &self.inner;
+        if inner
+            .db
+            .begin_read()?
+            .open_table(PINS)?
+            .get(id.0)?
+            .is_some()
+        {
+            return Err(StoreError::Invalid(format!(
+                "stream {} is pinned: another store reads it in place (unpin it first)",
+                id.0
+            )));
+        }
         if let Some(open) = inner.streams.lock().get(&id).and_then(Weak::upgrade) {
             open.lock().reset_after_delete();
         }
@@ -722,15 +759,17 @@ fn init_catalog(db: &Database) -> Result<()> {
         let mut meta = txn.open_table(META)?;
         let version = meta.get(catalog::META_FORMAT)?.map(|v| v.value());
         match version {
-            None => {
-                meta.insert(catalog::META_FORMAT, u64::from(FORMAT_VERSION))?;
-            }
-            Some(v) if v > u64::from(FORMAT_VERSION) => {
+            Some(v) if v > catalog::CATALOG_VERSION => {
                 return Err(StoreError::Invalid(format!(
-                    "catalog format version {v} is newer than this reel (supports ≤ {FORMAT_VERSION})"
+                    "catalog format version {v} is newer than this reel (reads versions 1 to {})",
+                    catalog::CATALOG_VERSION
                 )));
             }
-            Some(_) => {}
+            // New, or an upgrade from 1: the tables version 2 adds are created empty below.
+            Some(v) if v == catalog::CATALOG_VERSION => {}
+            _ => {
+                meta.insert(catalog::META_FORMAT, catalog::CATALOG_VERSION)?;
+            }
         }
         txn.open_table(CHUNKS)?;
         txn.open_table(PACKS)?;
@@ -740,6 +779,8 @@ fn init_catalog(db: &Database) -> Result<()> {
         txn.open_table(SIDECAR)?;
         txn.open_table(SPANS)?;
         txn.open_table(RECORDS)?;
+        txn.open_table(FOREIGN_PACKS)?;
+        txn.open_table(PINS)?;
     }
     txn.commit()?;
     Ok(())
@@ -897,6 +938,23 @@ impl Inner {
         Ok(true)
     }
 
+    /// A chunk row added outside the write path (an import): hooks go into the filter, so
+    /// later writes dedup against it.
+    pub(crate) fn note_indexed(&self, id: &ChunkId) -> Result<()> {
+        if !is_hook(id) {
+            return Ok(());
+        }
+        let overfull = {
+            let filter = self.filter.read();
+            filter.insert(id);
+            filter.is_overfull()
+        };
+        if overfull {
+            self.grow_filter()?;
+        }
+        Ok(())
+    }
+
     fn grow_filter(&self) -> Result<()> {
         let mut filter = self.filter.write();
         if !filter.is_overfull() {
@@ -972,7 +1030,7 @@ impl Inner {
     }
 
     pub(crate) fn read_trailer(&self, pack: u64) -> Result<format::PackTrailer> {
-        let key = pack_key(pack);
+        let (backend, key, _) = self.pack_object(pack)?;
         let size = {
             let txn = self.db.begin_read()?;
             let t = txn.open_table(PACKS)?;
@@ -984,8 +1042,7 @@ impl Inner {
         let footer_at = size
             .checked_sub(format::PACK_FOOTER_LEN as u64)
             .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} too small")))?;
-        let footer = self
-            .backend
+        let footer = backend
             .get_range(&key, footer_at..size)
             .map_err(StoreError::from_backend)?;
         let (trailer_at, crc) = format::decode_pack_footer(&footer)?;
@@ -994,11 +1051,44 @@ impl Inner {
                 "pack {pack}: trailer offset out of range"
             )));
         }
-        let bytes = self
-            .backend
+        let bytes = backend
             .get_range(&key, trailer_at..footer_at)
             .map_err(StoreError::from_backend)?;
         Ok(format::decode_pack_trailer(&bytes, crc, trailer_at)?)
+    }
+
+    /// Where pack `pack` is: our back end and `packs/<pack>`, or, for a foreign pack, the
+    /// other store's back end and its own key; with the id the pack's header carries.
+    pub(crate) fn pack_object(
+        &self,
+        pack: u64,
+    ) -> Result<(Arc<dyn Backend>, reel_backend::Key, u64)> {
+        let Some(foreign) = self.foreign.read().get(&pack).cloned() else {
+            return Ok((self.backend.clone(), pack_key(pack), pack));
+        };
+        let backend = self.foreign_backend(&foreign.source)?;
+        Ok((backend, pack_key(foreign.pack), foreign.pack))
+    }
+
+    pub(crate) fn foreign_backend(&self, source: &str) -> Result<Arc<dyn Backend>> {
+        if let Some(b) = self.foreign_backends.lock().get(source) {
+            return Ok(b.clone());
+        }
+        let stores = self.foreign_stores.read().clone().ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "data adopted from store {source} is read from there, and this store was \
+                 opened without access to other stores"
+            ))
+        })?;
+        let backend = stores.open(source).map_err(|why| {
+            StoreError::Invalid(format!(
+                "opening store {source} to read adopted data: {why}"
+            ))
+        })?;
+        self.foreign_backends
+            .lock()
+            .insert(source.to_string(), backend.clone());
+        Ok(backend)
     }
 
     /// Queues a sealed pack for upload (blocks while the queue is full: back-pressure).
@@ -1267,10 +1357,10 @@ impl Inner {
         let blob = match cached {
             Some(b) => b,
             None => {
-                let stored = self
-                    .backend
+                let (backend, pack_object, _) = self.pack_object(loc.pack)?;
+                let stored = backend
                     .get_range(
-                        &pack_key(loc.pack),
+                        &pack_object,
                         loc.blob_offset..loc.blob_offset + u64::from(loc.blob_stored),
                     )
                     .map_err(|e| match e {

@@ -114,6 +114,41 @@ impl Cartridges {
         Ok(number)
     }
 
+    /// Creates the cartridge an adoption brings in (`shared_vault.rs`), in state `adopting`;
+    /// committed with the caller's next sync. The caller holds the catalog lock.
+    pub(crate) fn create_adopting(
+        &self,
+        info: &CartridgeInfo,
+        generation: u64,
+    ) -> Result<u64, CartridgeError> {
+        let _catalog = self.catalog_lock.lock();
+        let barcode = info.barcode().as_str().to_string();
+        if self.store.record(&key(&barcode))?.is_some() {
+            return Err(CartridgeError::Exists(barcode));
+        }
+        let number = match self.store.record(NEXT_NUMBER)? {
+            Some(b) if b.len() == 8 => u64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
+            _ => 1,
+        };
+        self.store
+            .put_record(NEXT_NUMBER, Some(&(number + 1).to_le_bytes()))?;
+        self.write(number, info)?;
+        self.set_archive_state(&barcode, Some(crate::ArchiveState::Adopting { generation }))?;
+        Ok(number)
+    }
+
+    /// Forgets a cartridge that moved to another store (its streams and record; WORM too:
+    /// its data lives on there). Committed with the caller's next sync.
+    pub(crate) fn remove_moved(&self, barcode: &str) -> Result<(), CartridgeError> {
+        let _catalog = self.catalog_lock.lock();
+        let (number, _) = self.info(barcode)?;
+        for p in 0..MAX_PARTITIONS as u8 {
+            self.store.delete_stream(stream_of(number, p))?;
+        }
+        self.store.put_record(&key(barcode), None)?;
+        Ok(())
+    }
+
     fn write(&self, number: u64, info: &CartridgeInfo) -> Result<(), CartridgeError> {
         let mut value = number.to_le_bytes().to_vec();
         value.extend_from_slice(&info.to_bytes());

@@ -19,11 +19,13 @@ mod barcodes;
 mod cartridges;
 mod partition;
 mod record_map;
+pub mod shared_vault;
 
 pub use archive::{Archive, ArchiveError, ArchiveState};
 pub use barcodes::{BarcodeFilter, BarcodeRangeError};
 pub use cartridges::{CartridgeError, Cartridges, cartridge_of, stream_of};
 pub use partition::ChunkPartition;
+pub use shared_vault::{ShareError, SharedVault};
 
 /// Fuzz entry points: each must return without panicking on any input.
 #[doc(hidden)]

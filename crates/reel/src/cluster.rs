@@ -602,7 +602,7 @@ fn redirect_only(config: &Config, table: &RedirectTable) -> TargetServerConfig {
     }
 }
 
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()

@@ -54,7 +54,7 @@ fn default_lease_seconds() -> u64 {
     30
 }
 
-fn default_cluster_prefix() -> String {
+pub(crate) fn default_cluster_prefix() -> String {
     "reel-cluster".into()
 }
 

@@ -48,6 +48,42 @@ pub struct Opened {
     pub bucket: Option<Arc<S3Backend>>,
     /// Which bucket, and how (from `bucket.toml`).
     pub binding: Option<BucketBinding>,
+    /// The store key, when the bucket is encrypted.
+    pub key: Option<StoreKey>,
+}
+
+/// Opens the other stores of the bucket whose packs adopted cartridges are read from (the
+/// shared vault): a source names a store by its prefix (`reel_volume::shared_vault`). Their
+/// objects are sealed with the same key as ours (one key per bucket).
+struct BucketStores {
+    s3: S3Section,
+    key: Option<StoreKey>,
+}
+
+impl reel_chunkstore::ForeignStores for BucketStores {
+    fn open(&self, source: &str) -> Result<Arc<dyn Backend>, String> {
+        let prefix = reel_volume::shared_vault::source_store(source);
+        let bucket: Arc<dyn Backend> = Arc::new(
+            open_bucket(&self.s3, prefix, None).map_err(|e| format!("{e:#}"))?,
+        );
+        Ok(match &self.key {
+            Some(key) => Arc::new(EncryptedBackend::new(bucket, key.clone())),
+            None => bucket,
+        })
+    }
+}
+
+/// The bucket under `prefix` as this store writes it: sealed with the store key if any.
+pub fn sealed_bucket(
+    s3: &S3Section,
+    prefix: &str,
+    key: Option<&StoreKey>,
+) -> anyhow::Result<Arc<dyn Backend>> {
+    let bucket: Arc<dyn Backend> = Arc::new(open_bucket(s3, prefix, None)?);
+    Ok(match key {
+        Some(key) => Arc::new(EncryptedBackend::new(bucket, key.clone())),
+        None => bucket,
+    })
 }
 
 /// In a data directory that caches a bucket: which one, and how (`[store]` without secrets).
@@ -170,6 +206,7 @@ pub fn open_with(
             cache: None,
             bucket: None,
             binding: None,
+            key: None,
         });
     };
     // The key: from the configured key file, else the one this directory was set up with
@@ -204,8 +241,8 @@ pub fn open_with(
         binding.write(dir)?;
     }
     // Encryption sits between the cache (plaintext on this node's disk) and the bucket.
-    let remote: Arc<dyn Backend> = match key {
-        Some(key) => Arc::new(EncryptedBackend::new(bucket.clone(), key)),
+    let remote: Arc<dyn Backend> = match &key {
+        Some(key) => Arc::new(EncryptedBackend::new(bucket.clone(), key.clone())),
         None => bucket.clone(),
     };
     let capacity = reel_datagen::parse_size(&binding.cache_size)
@@ -243,11 +280,17 @@ pub fn open_with(
                     binding.describe()
                 )
             })?;
+    // Cartridges adopted through the shared vault are read from other stores' packs.
+    store.set_foreign_stores(Arc::new(BucketStores {
+        s3: binding.s3.clone(),
+        key: key.clone(),
+    }));
     Ok(Opened {
         carts: Cartridges::new(store),
         cache: Some(cache),
         bucket: Some(bucket),
         binding: Some(binding),
+        key,
     })
 }
 

@@ -90,6 +90,16 @@ pub enum CtlCommand {
     /// Restore an archived cartridge into the store, with progress (also resumes an
     /// interrupted restore).
     Restore { barcode: String },
+    /// Share a vaulted cartridge with the other stores on the bucket: another node adopts it
+    /// without copying its data, and it leaves this store once that node releases it.
+    Share { barcode: String },
+    /// Take a shared cartridge back (only before another node adopted it).
+    Unshare { barcode: String },
+    /// The cartridges in the shared vault, and who adopted them.
+    SharedVault,
+    /// Adopt a cartridge from the shared vault into this store's vault (then `reel ctl
+    /// import` puts it into a library).
+    Adopt { barcode: String },
     /// Move a cartridge between element addresses (MOVE MEDIUM).
     Move { library: String, from: u16, to: u16 },
     /// Put a vaulted cartridge into a mail slot.
@@ -475,6 +485,53 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
                 line(format!(
                     "erased {barcode}; `reel ctl reclaim` frees its space"
                 )),
+            )
+        }
+        CtlCommand::Share { barcode } => {
+            let v = ctl.call(|c| c.share(barcode))?;
+            (
+                json(&v)?,
+                line(format!(
+                    "{barcode} is in the shared vault: another node can adopt it \
+                     (`reel ctl adopt {barcode}` there)"
+                )),
+            )
+        }
+        CtlCommand::Unshare { barcode } => {
+            let v = ctl.call(|c| c.unshare(barcode))?;
+            (json(&v)?, line(format!("{barcode} is back in this vault")))
+        }
+        CtlCommand::Adopt { barcode } => {
+            let v = ctl.call(|c| c.adopt(barcode))?;
+            (
+                json(&v)?,
+                line(format!(
+                    "{barcode} adopted into this vault (its data stays where it is); \
+                     `reel ctl import LIBRARY {barcode}` puts it into a library"
+                )),
+            )
+        }
+        CtlCommand::SharedVault => {
+            let shared = ctl.call(Client::shared_vault)?;
+            (
+                json(&shared)?,
+                Box::new(move || {
+                    println!(
+                        "{:<10} {:<9} {:>10} {:<20} {:<20} ADOPTED BY",
+                        "BARCODE", "STATE", "DATA", "FROM STORE", "FROM NODE"
+                    );
+                    for x in &shared {
+                        println!(
+                            "{:<10} {:<9} {:>10} {:<20} {:<20} {}",
+                            x.barcode,
+                            x.state,
+                            human(x.data_bytes),
+                            x.from_store,
+                            x.from_node,
+                            s(x.adopted_by_node.as_ref())
+                        );
+                    }
+                }),
             )
         }
         CtlCommand::Move { library, from, to } => {

@@ -85,6 +85,33 @@ fn null_disk(target: usize, lun: u32) -> NullDisk {
 }
 
 /// Opens the configured libraries over the store's cartridges (in target order).
+/// The shared vault: `<cluster prefix>/vault` in the store's bucket, sealed with the store's
+/// key; this store is named by its prefix, this node by `[cluster] node` (or the host name).
+fn open_shared_vault(
+    config: &Config,
+    binding: &data_dir::BucketBinding,
+    key: Option<&reel_backend::StoreKey>,
+    carts: &Arc<Cartridges>,
+) -> anyhow::Result<reel_volume::SharedVault> {
+    let cluster_prefix = config
+        .cluster
+        .as_ref()
+        .map_or_else(config::default_cluster_prefix, |c| c.prefix.clone());
+    let node = config
+        .cluster
+        .as_ref()
+        .and_then(|c| c.node.clone())
+        .unwrap_or_else(cluster::host_name);
+    let vault_prefix = format!("{}/vault", cluster_prefix.trim_end_matches('/'));
+    let vault = data_dir::sealed_bucket(&binding.s3, &vault_prefix, key)?;
+    Ok(reel_volume::SharedVault::new(
+        (**carts).clone(),
+        vault,
+        &binding.s3.prefix,
+        &node,
+    ))
+}
+
 fn open_libraries(
     config: &Config,
     cartridges: &Arc<Cartridges>,
@@ -309,6 +336,23 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     for (barcode, done) in reel_volume::Archive::recover(&carts)? {
         println!("archive tier: {barcode}: {done:?}");
     }
+    // The shared vault (a store on a bucket): shares and adoptions a crash interrupted are
+    // settled before any library looks for newcomers, like the archive's.
+    let shared_vault = match &opened.binding {
+        Some(binding) => {
+            let vault = open_shared_vault(&config, binding, opened.key.as_ref(), &carts)?;
+            match vault.recover() {
+                Ok(done) => {
+                    for (barcode, what) in done {
+                        println!("shared vault: {barcode}: {what}");
+                    }
+                }
+                Err(e) => eprintln!("shared vault: settling interrupted shares: {e}"),
+            }
+            Some(vault)
+        }
+        None => None,
+    };
     let archive = match &config.archive {
         Some(section) => {
             let archive = crate::archive_location::open(section, &carts, dir)?;
@@ -398,6 +442,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             logins: http::limits::LoginLimits::new(),
             metrics: config.http.metrics,
             archive,
+            shared_vault,
         });
         let addr = listener.local_addr()?;
         let scheme = if tls_config.is_some() {

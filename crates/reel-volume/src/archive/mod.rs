@@ -65,6 +65,14 @@ pub enum ArchiveState {
     },
     /// A job is bringing image `generation` back into the store. Not importable.
     Restoring { generation: u64, data_bytes: u64 },
+    /// Being exported to the shared vault as share `generation` (`shared_vault.rs`). Not
+    /// importable.
+    Sharing { generation: u64 },
+    /// In the shared vault for another store to adopt; its data stays here (pinned) until that
+    /// store releases it. Not importable, not erasable.
+    Shared { generation: u64, shared_at: u64 },
+    /// Being adopted from another store's share `generation`. Not importable.
+    Adopting { generation: u64 },
 }
 
 impl ArchiveState {
@@ -74,6 +82,9 @@ impl ArchiveState {
             ArchiveState::Archiving { .. } => "archiving",
             ArchiveState::Archived { .. } => "archived",
             ArchiveState::Restoring { .. } => "restoring",
+            ArchiveState::Sharing { .. } => "sharing",
+            ArchiveState::Shared { .. } => "shared",
+            ArchiveState::Adopting { .. } => "adopting",
         }
     }
 
@@ -81,7 +92,10 @@ impl ArchiveState {
         match *self {
             ArchiveState::Archiving { generation }
             | ArchiveState::Archived { generation, .. }
-            | ArchiveState::Restoring { generation, .. } => generation,
+            | ArchiveState::Restoring { generation, .. }
+            | ArchiveState::Sharing { generation }
+            | ArchiveState::Shared { generation, .. }
+            | ArchiveState::Adopting { generation } => generation,
         }
     }
 
@@ -100,6 +114,12 @@ impl ArchiveState {
                 generation,
                 data_bytes,
             } => (3, generation, data_bytes, 0, 0),
+            ArchiveState::Sharing { generation } => (4, generation, 0, 0, 0),
+            ArchiveState::Shared {
+                generation,
+                shared_at,
+            } => (5, generation, 0, 0, shared_at),
+            ArchiveState::Adopting { generation } => (6, generation, 0, 0, 0),
         };
         let mut out = vec![STATE_VERSION, tag];
         for v in [generation, data, image, at] {
@@ -133,6 +153,12 @@ impl ArchiveState {
                 generation,
                 data_bytes: field(1),
             },
+            4 => ArchiveState::Sharing { generation },
+            5 => ArchiveState::Shared {
+                generation,
+                shared_at: field(3),
+            },
+            6 => ArchiveState::Adopting { generation },
             tag => return Err(format!("state tag {tag}")),
         })
     }
@@ -255,7 +281,7 @@ impl Cartridges {
         Ok(out)
     }
 
-    fn set_archive_state(
+    pub(crate) fn set_archive_state(
         &self,
         barcode: &str,
         state: Option<ArchiveState>,
@@ -796,7 +822,13 @@ fn recover_cartridge(
             }
         }
         Some(ArchiveState::Restoring { .. }) => return Ok(Some(Recovered::RestorePending)),
-        None => None,
+        // The shared vault's states are settled by `SharedVault::recover`.
+        Some(
+            ArchiveState::Sharing { .. }
+            | ArchiveState::Shared { .. }
+            | ArchiveState::Adopting { .. },
+        )
+        | None => None,
     };
     if done.is_some() {
         cartridges.store().sync()?;

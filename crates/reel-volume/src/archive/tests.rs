@@ -322,7 +322,12 @@ fn crash_during(stop_at: usize, durable: bool, restore: bool) -> Option<ArchiveS
             archive.run_restore(BARCODE, &mut keep_going).unwrap();
             assert_eq!(read_all(&carts, BARCODE), layout());
         }
-        Some(s @ ArchiveState::Archiving { .. }) => panic!("recovery left {s:?}"),
+        Some(
+            s @ (ArchiveState::Archiving { .. }
+            | ArchiveState::Sharing { .. }
+            | ArchiveState::Shared { .. }
+            | ArchiveState::Adopting { .. }),
+        ) => panic!("recovery left {s:?}"),
     }
     state
 }

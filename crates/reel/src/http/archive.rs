@@ -55,6 +55,10 @@ pub fn view(state: Option<&ArchiveState>) -> Option<ArchiveView> {
             image_bytes: 0,
             archived_at: None,
         }),
+        // The shared vault's states have no archive image.
+        ArchiveState::Sharing { .. } | ArchiveState::Shared { .. } | ArchiveState::Adopting { .. } => {
+            None
+        }
     }
 }
 
@@ -69,6 +73,14 @@ pub fn refuse_import(barcode: &str, state: &ArchiveState) -> ApiError {
         ),
         ArchiveState::Restoring { .. } => {
             format!("{barcode} is being restored; import it when its state is available")
+        }
+        ArchiveState::Sharing { .. } => format!("{barcode} is being shared; it cannot be imported"),
+        ArchiveState::Shared { .. } => format!(
+            "{barcode} is in the shared vault for another store to adopt: unshare it first \
+             (POST /api/v1/cartridges/{barcode}/unshare)"
+        ),
+        ArchiveState::Adopting { .. } => {
+            format!("{barcode} is being adopted; import it when its state is available")
         }
     })
 }

@@ -114,7 +114,7 @@ fn detail(
 }
 
 impl AppState {
-    fn cartridge_info(&self, barcode: &str) -> ApiResult<CartridgeInfo> {
+    pub(super) fn cartridge_info(&self, barcode: &str) -> ApiResult<CartridgeInfo> {
         self.cartridges
             .info(barcode)
             .map(|(_, info)| info)
@@ -160,8 +160,13 @@ impl AppState {
         match self.archived(barcode)? {
             None => Ok(()),
             Some(state) => Err(ApiError::conflict(format!(
-                "{barcode} is {}: it cannot be {what} until it is restored",
-                state.name()
+                "{barcode} is {}: it cannot be {what} until it is {}",
+                state.name(),
+                match state {
+                    ArchiveState::Sharing { .. } | ArchiveState::Shared { .. } => "unshared",
+                    ArchiveState::Adopting { .. } => "adopted",
+                    _ => "restored",
+                }
             ))),
         }
     }
@@ -175,6 +180,18 @@ impl AppState {
         place: Option<&Place>,
     ) -> CartridgeDetail {
         detail(info, place, self.usage(barcode, Exclusive::Skip), None)
+    }
+
+    /// The detail of a cartridge in the vault, with its archive or sharing state.
+    pub(super) fn vault_detail(&self, barcode: &str) -> ApiResult<CartridgeDetail> {
+        let info = self.cartridge_info(barcode)?;
+        let state = self.archived(barcode)?;
+        Ok(detail(
+            &info,
+            None,
+            self.usage(barcode, Exclusive::Skip),
+            state.as_ref(),
+        ))
     }
 
     /// The freshest info: a loaded cartridge's drive holds a newer copy than the store.

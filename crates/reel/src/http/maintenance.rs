@@ -246,11 +246,15 @@ fn run_reclaim(
             .map(|s| s.stored_bytes)
             .map_err(|e| e.to_string())
     };
+    // Cartridges whose adopter released them leave first, so this reclaim frees their data.
+    super::shared_vault::settle(state);
     let before = stored()?;
     slot.lock().stored_before = before;
     let report = store
         .reclaim(rewrite_below, &mut progress_of(slot))
         .map_err(|e| e.to_string())?;
+    // Adopted data this reclaim let go of: tell its exporters.
+    super::shared_vault::settle(state);
     let after = stored()?;
     let mut s = slot.lock();
     s.progress.packs_done = report.packs_examined;

@@ -9,6 +9,7 @@ pub mod auth;
 mod cartridges;
 pub mod error;
 mod library;
+pub mod shared_vault;
 pub mod limits;
 pub mod maintenance;
 pub mod monitor;
@@ -50,6 +51,8 @@ pub struct AppState {
     pub metrics: MetricsAccess,
     /// The archive tier, when `[archive]` names a location.
     pub archive: Option<reel_volume::Archive>,
+    /// Present when the store is on a bucket.
+    pub shared_vault: Option<reel_volume::SharedVault>,
 }
 
 /// Who may read `/metrics` (`[http] metrics`).
@@ -148,6 +151,7 @@ impl axum::extract::OptionalFromRequestParts<Arc<AppState>> for Caller {
         library::list_libraries, library::get_library, library::move_medium, library::import, library::export,
         cartridges::list, cartridges::create, cartridges::show, cartridges::update, cartridges::delete, cartridges::vault, cartridges::erase,
         archive::archive, archive::restore, archive::status,
+        shared_vault::share, shared_vault::unshare, shared_vault::list, shared_vault::adopt,
         monitor::stats, monitor::monitor, monitor::stream, monitor::sessions, monitor::events,
         verify::status, verify::start, maintenance::reclaim_status, maintenance::start_reclaim,
         users::list_users, users::create_user, users::delete_user, users::set_password,
@@ -235,6 +239,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/cartridges/{barcode}/archive", post(archive::archive))
         .route("/cartridges/{barcode}/restore", post(archive::restore))
         .route("/archive", get(archive::status))
+        .route("/cartridges/{barcode}/share", post(shared_vault::share))
+        .route("/cartridges/{barcode}/unshare", post(shared_vault::unshare))
+        .route("/shared-vault", get(shared_vault::list))
+        .route("/shared-vault/{barcode}/adopt", post(shared_vault::adopt))
         .route("/stats", get(monitor::stats))
         .route("/monitor", get(monitor::monitor))
         .route("/monitor/stream", get(monitor::stream))

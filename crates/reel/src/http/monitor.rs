@@ -760,7 +760,10 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
         m.family(name, "gauge", help);
         m.sample::<&str>(name, &[], value);
     }
-    for (name, help, value) in super::archive::metrics(state) {
+    for (name, help, value) in super::archive::metrics(state)
+        .into_iter()
+        .chain(super::shared_vault::metrics(state))
+    {
         m.family(name, "gauge", help);
         m.sample::<&str>(name, &[], value);
     }

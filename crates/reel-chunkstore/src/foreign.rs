@@ -1,0 +1,459 @@
+//! Streams read in place by another store: one store *exports* a stream (its rows and where
+//! each of its chunks is), another *imports* it as a stream of its own whose chunks stay in the
+//! first store's packs. Nothing is copied; both stores are on one back end reachable by both
+//! (two prefixes of one bucket).
+//!
+//! The exporting store pins the stream: reclaim never rewrites a pack holding one of its chunks,
+//! so the locations handed out stay true until the pin is lifted. The importing store records
+//! each pack it reads in place as a *foreign pack* (`catalog::FOREIGN_PACKS`): a local pack id
+//! whose object is `packs/<id there>` in the other store, named by an opaque source string that
+//! the caller's [`ForeignStores`] turns into a back end. It never writes or deletes such an
+//! object; reclaim forgets a foreign pack once no stream references its chunks, and
+//! [`ChunkStore::foreign_sources`] then stops naming its source: the signal that the exporter
+//! may lift its pin.
+//!
+//! Which source a foreign pack belongs to is the caller's choice; reel uses one source per
+//! export (not per exporting store), so "no pack of this source is left" means exactly "this
+//! export is no longer needed": every chunk row an import adds points into its own source's
+//! packs, and its chunks are the pinned stream's.
+//!
+//! The bundle an export returns is a catalog journal object (`journal.rs`, sequence 0) of put
+//! ops: the stream's length, extent and sidecar rows, the spans they use, the chunk rows of
+//! every chunk they reference, and the pack and pack-name rows of the packs holding them (names
+//! of other chunks replaced by tombstones, so the importer's locality cache never offers a chunk
+//! the bundle did not index).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use redb::{Durability, ReadableDatabase, ReadableTable};
+use reel_backend::Backend;
+
+use crate::catalog::{
+    CHUNKS, EXTENTS, FOREIGN_PACKS, ForeignPack, PACK_IDS, PACKS, PINS, PackRow, SIDECAR, SPANS,
+    STREAMS,
+};
+use crate::format::{self, ChunkId, ChunkLoc, Entry, SpanId, TOMBSTONE};
+use crate::journal::{self, Op};
+use crate::{ChunkStore, Result, StoreError, StreamId};
+
+/// Opens the back end of another store, by the source name an import was given.
+pub trait ForeignStores: Send + Sync + 'static {
+    fn open(&self, source: &str) -> std::result::Result<Arc<dyn Backend>, String>;
+}
+
+/// What an import added.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    /// Stream bytes now readable here.
+    pub stream_bytes: u64,
+    /// Chunk rows added (chunks this store did not already hold).
+    pub chunks_added: u64,
+    /// Other-store packs now read in place.
+    pub foreign_packs: u64,
+}
+
+/// A bundle, decoded and checked for consistency before anything is written.
+struct Bundle {
+    len: u64,
+    extents: Vec<(u64, Vec<u8>)>,
+    sidecars: Vec<(u64, Vec<u8>)>,
+    spans: Vec<([u8; 32], Vec<u8>)>,
+    chunks: Vec<(ChunkId, ChunkLoc)>,
+    packs: Vec<(u64, PackRow, Vec<ChunkId>)>,
+}
+
+fn invalid(why: impl std::fmt::Display) -> StoreError {
+    StoreError::Invalid(format!("exported stream bundle: {why}"))
+}
+
+impl Bundle {
+    fn decode(bytes: &[u8]) -> Result<Bundle> {
+        let ops = journal::decode(bytes, 0).map_err(invalid)?;
+        let mut stream = None;
+        let (mut extents, mut sidecars, mut spans, mut chunks) = (vec![], vec![], vec![], vec![]);
+        let mut pack_rows: HashMap<u64, PackRow> = HashMap::new();
+        let mut pack_names: HashMap<u64, Vec<ChunkId>> = HashMap::new();
+        let mut extent_keys = Vec::new();
+        for op in ops {
+            match op {
+                Op::PutStream(id, len) => {
+                    if stream.replace((id, len)).is_some() {
+                        return Err(invalid("two streams"));
+                    }
+                }
+                Op::PutExtent((s, at), v) => {
+                    extent_keys.push(s);
+                    extents.push((at, v));
+                }
+                Op::PutSidecar((s, k), v) => {
+                    extent_keys.push(s);
+                    sidecars.push((k, v));
+                }
+                Op::PutSpan(id, v) => spans.push((id, v)),
+                Op::PutChunk(id, v) => chunks.push((ChunkId(id), ChunkLoc::decode(&v)?)),
+                Op::PutPack(id, v) => {
+                    pack_rows.insert(id, PackRow::decode(&v)?);
+                }
+                Op::PutPackIds(id, v) => {
+                    pack_names.insert(id, format::decode_pack_ids(&v)?);
+                }
+                other => return Err(invalid(format!("unexpected op {other:?}"))),
+            }
+        }
+        let (stream, len) = stream.ok_or_else(|| invalid("no stream"))?;
+        if extent_keys.iter().any(|s| *s != stream) {
+            return Err(invalid("rows of another stream"));
+        }
+        let mut packs = Vec::new();
+        for (id, row) in pack_rows {
+            let names = pack_names
+                .remove(&id)
+                .ok_or_else(|| invalid(format!("pack {id} without chunk names")))?;
+            packs.push((id, row, names));
+        }
+        if !pack_names.is_empty() {
+            return Err(invalid("chunk names of a pack without a row"));
+        }
+        // Everything the rows reference is in the bundle, where it says.
+        let pack_ids: HashSet<u64> = packs.iter().map(|p| p.0).collect();
+        if let Some((id, loc)) = chunks.iter().find(|(_, l)| !pack_ids.contains(&l.pack)) {
+            return Err(invalid(format!(
+                "chunk {id} in pack {} it does not describe",
+                loc.pack
+            )));
+        }
+        let chunk_ids: HashSet<ChunkId> = chunks.iter().map(|c| c.0).collect();
+        let span_ids: HashSet<[u8; 32]> = spans.iter().map(|s| s.0).collect();
+        for (_, refs) in &spans {
+            for r in format::decode_refs(refs)? {
+                if !chunk_ids.contains(&r.id) {
+                    return Err(invalid(format!(
+                        "a span references chunk {} it lacks",
+                        r.id
+                    )));
+                }
+            }
+        }
+        for (_, row) in &extents {
+            for e in format::decode_extent_row(row)? {
+                let known = match e {
+                    Entry::Chunk(r) => chunk_ids.contains(&r.id),
+                    Entry::Span { id, .. } => span_ids.contains(&id.0),
+                };
+                if !known {
+                    return Err(invalid("an extent references something it lacks"));
+                }
+            }
+        }
+        Ok(Bundle {
+            len,
+            extents,
+            sidecars,
+            spans,
+            chunks,
+            packs,
+        })
+    }
+}
+
+impl ChunkStore {
+    /// How this store opens other stores' back ends for the packs of imported streams. Until
+    /// it is set, reading an imported stream fails with `StoreError::Invalid`.
+    pub fn set_foreign_stores(&self, stores: Arc<dyn ForeignStores>) {
+        *self.inner.foreign_stores.write() = Some(stores);
+    }
+
+    /// Pins `stream` (with `label`, e.g. who reads it) and returns what another store needs to
+    /// read it in place ([`ChunkStore::import_stream`]). Returns only once every pack it names
+    /// and the pin are durable in the back end's final home. The stream must not be open and
+    /// should not change while pinned; [`ChunkStore::delete_stream`] refuses it.
+    pub fn export_stream(&self, stream: StreamId, label: &[u8]) -> Result<Vec<u8>> {
+        let inner = &self.inner;
+        inner.check_stopped()?;
+        if inner
+            .streams
+            .lock()
+            .get(&stream)
+            .is_some_and(|w| w.strong_count() > 0)
+        {
+            return Err(StoreError::InUse(stream.0));
+        }
+        {
+            // Under the ingest lock: no reclaim moves a chunk of the stream before the pin.
+            let _ingest = inner.ingest_lock.read();
+            let _commit = inner.commit_lock.read();
+            let mut txn = inner.db.begin_write()?;
+            txn.set_durability(Durability::None)?;
+            {
+                if txn.open_table(STREAMS)?.get(stream.0)?.is_none() {
+                    return Err(StoreError::Invalid(format!("no stream {}", stream.0)));
+                }
+                txn.open_table(PINS)?.insert(stream.0, label)?;
+            }
+            inner.journal([Op::PutPin(stream.0, label.to_vec())]);
+            txn.commit()?;
+            inner.note_nondurable_commit();
+        }
+        inner.sync()?;
+        inner.backend.flush().map_err(StoreError::from_backend)?;
+
+        let txn = inner.db.begin_read()?;
+        let len = txn
+            .open_table(STREAMS)?
+            .get(stream.0)?
+            .map(|v| v.value())
+            .ok_or_else(|| StoreError::Invalid(format!("no stream {}", stream.0)))?;
+        let mut ops = vec![Op::PutStream(stream.0, len)];
+        let mut chunk_ids: BTreeSet<ChunkId> = BTreeSet::new();
+        let mut span_ids: BTreeSet<SpanId> = BTreeSet::new();
+        for row in txn
+            .open_table(EXTENTS)?
+            .range((stream.0, 0)..=(stream.0, u64::MAX))?
+        {
+            let (k, v) = row?;
+            for e in format::decode_extent_row(v.value())? {
+                match e {
+                    Entry::Chunk(r) => {
+                        chunk_ids.insert(r.id);
+                    }
+                    Entry::Span { id, .. } => {
+                        span_ids.insert(id);
+                    }
+                }
+            }
+            ops.push(Op::PutExtent(k.value(), v.value().to_vec()));
+        }
+        for row in txn
+            .open_table(SIDECAR)?
+            .range((stream.0, 0)..=(stream.0, u64::MAX))?
+        {
+            let (k, v) = row?;
+            ops.push(Op::PutSidecar(k.value(), v.value().to_vec()));
+        }
+        let spans = txn.open_table(SPANS)?;
+        for id in &span_ids {
+            let row = spans.get(&id.0)?.ok_or_else(|| {
+                StoreError::Corrupt(format!("span {id} is referenced but not stored"))
+            })?;
+            chunk_ids.extend(format::decode_refs(row.value())?.iter().map(|r| r.id));
+            ops.push(Op::PutSpan(id.0, row.value().to_vec()));
+        }
+        let chunks = txn.open_table(CHUNKS)?;
+        let mut by_pack: HashMap<u64, HashSet<ChunkId>> = HashMap::new();
+        let foreign = inner.foreign.read();
+        for id in &chunk_ids {
+            let row = chunks.get(&id.0)?.ok_or_else(|| {
+                StoreError::Corrupt(format!("chunk {id} is referenced but not stored"))
+            })?;
+            let loc = ChunkLoc::decode(row.value())?;
+            if foreign.contains_key(&loc.pack) {
+                return Err(StoreError::Invalid(format!(
+                    "stream {} holds data this store itself reads from another store; it \
+                     cannot be exported again",
+                    stream.0
+                )));
+            }
+            by_pack.entry(loc.pack).or_default().insert(*id);
+            ops.push(Op::PutChunk(id.0, row.value().to_vec()));
+        }
+        let packs = txn.open_table(PACKS)?;
+        let names = txn.open_table(PACK_IDS)?;
+        let mut pack_list: Vec<_> = by_pack.into_iter().collect();
+        pack_list.sort_unstable_by_key(|p| p.0);
+        for (pack, used) in pack_list {
+            let row = packs
+                .get(pack)?
+                .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} not in catalog")))?;
+            ops.push(Op::PutPack(pack, row.value().to_vec()));
+            let ids = names
+                .get(pack)?
+                .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} has no chunk names")))?;
+            let ids: Vec<ChunkId> = format::decode_pack_ids(ids.value())?
+                .into_iter()
+                .map(|id| if used.contains(&id) { id } else { TOMBSTONE })
+                .collect();
+            ops.push(Op::PutPackIds(pack, format::encode_pack_ids(&ids)));
+        }
+        Ok(journal::encode(0, &ops))
+    }
+
+    /// Lifts the pin of `stream` (a no-op if it has none); durable with the next sync.
+    pub fn unpin_stream(&self, stream: StreamId) -> Result<()> {
+        let inner = &self.inner;
+        inner.check_stopped()?;
+        let _commit = inner.commit_lock.read();
+        let mut txn = inner.db.begin_write()?;
+        txn.set_durability(Durability::None)?;
+        let had = txn.open_table(PINS)?.remove(stream.0)?.is_some();
+        if had {
+            inner.journal([Op::DelPin(stream.0)]);
+        }
+        txn.commit()?;
+        inner.note_nondurable_commit();
+        Ok(())
+    }
+
+    /// Pinned streams and their labels.
+    pub fn pinned_streams(&self) -> Result<Vec<(StreamId, Vec<u8>)>> {
+        let txn = self.inner.db.begin_read()?;
+        let mut out = Vec::new();
+        for row in txn.open_table(PINS)?.iter()? {
+            let (k, v) = row?;
+            out.push((StreamId(k.value()), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Adopts a stream another store exported as stream `as_stream` of this one, its chunks
+    /// read in place from the packs of `source` (resolved by [`ForeignStores`]). Chunks this
+    /// store already holds are read from here. Durable when this returns. A bundle that does
+    /// not decode or is not self-consistent is refused before anything is written.
+    pub fn import_stream(
+        &self,
+        source: &str,
+        bundle: &[u8],
+        as_stream: StreamId,
+    ) -> Result<ImportReport> {
+        let inner = &self.inner;
+        inner.check_stopped()?;
+        if source.is_empty() || source.len() > usize::from(u16::MAX) {
+            return Err(StoreError::Invalid(format!("bad source name {source:?}")));
+        }
+        let bundle = Bundle::decode(bundle)?;
+        let mut report = ImportReport {
+            stream_bytes: bundle.len,
+            ..ImportReport::default()
+        };
+        let mut added_foreign: Vec<(u64, ForeignPack)> = Vec::new();
+        let mut added_chunks: Vec<ChunkId> = Vec::new();
+        {
+            let _ingest = inner.ingest_lock.read();
+            let _commit = inner.commit_lock.read();
+            let mut txn = inner.db.begin_write()?;
+            txn.set_durability(Durability::None)?;
+            let mut ops = Vec::new();
+            {
+                let mut streams = txn.open_table(STREAMS)?;
+                if streams.get(as_stream.0)?.is_some() {
+                    return Err(StoreError::Invalid(format!(
+                        "stream {} already exists here",
+                        as_stream.0
+                    )));
+                }
+                // A pack already read in place from this source (another partition of the same
+                // export) keeps its local id.
+                let mut local: HashMap<u64, u64> = inner
+                    .foreign
+                    .read()
+                    .iter()
+                    .filter(|(_, f)| f.source == source)
+                    .map(|(l, f)| (f.pack, *l))
+                    .collect();
+                let mut new_packs = HashSet::new();
+                for (pack, _, _) in &bundle.packs {
+                    local.entry(*pack).or_insert_with(|| {
+                        let id = inner.alloc_pack_id();
+                        new_packs.insert(id);
+                        id
+                    });
+                }
+                let mut chunks = txn.open_table(CHUNKS)?;
+                let mut indexed_here: HashSet<ChunkId> = HashSet::new();
+                for (id, loc) in &bundle.chunks {
+                    if chunks.get(&id.0)?.is_some() {
+                        continue;
+                    }
+                    let loc = ChunkLoc {
+                        pack: local[&loc.pack],
+                        ..*loc
+                    };
+                    let encoded = loc.encode();
+                    chunks.insert(&id.0, encoded.as_slice())?;
+                    ops.push(Op::PutChunk(id.0, encoded.to_vec()));
+                    indexed_here.insert(*id);
+                    added_chunks.push(*id);
+                }
+                let mut packs = txn.open_table(PACKS)?;
+                let mut names = txn.open_table(PACK_IDS)?;
+                let mut foreign = txn.open_table(FOREIGN_PACKS)?;
+                for (pack, row, ids) in &bundle.packs {
+                    let id = local[pack];
+                    if !new_packs.contains(&id) {
+                        continue;
+                    }
+                    let row = row.encode();
+                    packs.insert(id, row.as_slice())?;
+                    let ids: Vec<ChunkId> = ids
+                        .iter()
+                        .map(|c| {
+                            if indexed_here.contains(c) {
+                                *c
+                            } else {
+                                TOMBSTONE
+                            }
+                        })
+                        .collect();
+                    let ids = format::encode_pack_ids(&ids);
+                    names.insert(id, ids.as_slice())?;
+                    let where_ = ForeignPack {
+                        source: source.to_string(),
+                        pack: *pack,
+                    };
+                    let encoded = where_.encode();
+                    foreign.insert(id, encoded.as_slice())?;
+                    ops.push(Op::PutPack(id, row.to_vec()));
+                    ops.push(Op::PutPackIds(id, ids));
+                    ops.push(Op::PutForeignPack(id, encoded));
+                    added_foreign.push((id, where_));
+                }
+                let mut spans = txn.open_table(SPANS)?;
+                for (id, refs) in &bundle.spans {
+                    if spans.get(id)?.is_none() {
+                        spans.insert(id, refs.as_slice())?;
+                        ops.push(Op::PutSpan(*id, refs.clone()));
+                    }
+                }
+                streams.insert(as_stream.0, bundle.len)?;
+                ops.push(Op::PutStream(as_stream.0, bundle.len));
+                let mut extents = txn.open_table(EXTENTS)?;
+                for (at, row) in &bundle.extents {
+                    extents.insert((as_stream.0, *at), row.as_slice())?;
+                    ops.push(Op::PutExtent((as_stream.0, *at), row.clone()));
+                }
+                let mut sidecar = txn.open_table(SIDECAR)?;
+                for (k, v) in &bundle.sidecars {
+                    sidecar.insert((as_stream.0, *k), v.as_slice())?;
+                    ops.push(Op::PutSidecar((as_stream.0, *k), v.clone()));
+                }
+            }
+            inner.journal(ops);
+            let committed = txn.commit().map_err(StoreError::from);
+            inner.stop_on_catalog_error(committed)?;
+            inner.note_nondurable_commit();
+            inner.foreign.write().extend(added_foreign.iter().cloned());
+            for id in &added_chunks {
+                inner.note_indexed(id)?;
+            }
+        }
+        report.chunks_added = added_chunks.len() as u64;
+        report.foreign_packs = added_foreign.len() as u64;
+        inner.sync()?;
+        Ok(report)
+    }
+
+    /// The sources some chunk of this store is still read from: an import whose source is not
+    /// here any more (after its streams were deleted or rewritten, and a reclaim) needs nothing
+    /// from its exporter.
+    pub fn foreign_sources(&self) -> BTreeSet<String> {
+        self.inner
+            .foreign
+            .read()
+            .values()
+            .map(|f| f.source.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

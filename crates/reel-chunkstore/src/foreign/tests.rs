@@ -1,0 +1,263 @@
+//! Two stores on two directories (two prefixes of one bucket, in miniature): export from A,
+//! import into B, read in place; pins against A's reclaim; release through B's reclaim.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use reel_backend::{Backend, LocalBackend};
+
+use super::*;
+use crate::StoreConfig;
+
+const SOURCE: &str = "store-a#share-1";
+
+fn backend(dir: &Path) -> Arc<dyn Backend> {
+    Arc::new(LocalBackend::open(&dir.join("objects")).unwrap())
+}
+
+fn open(dir: &Path, catalog: &str) -> ChunkStore {
+    let config = StoreConfig {
+        journal: true,
+        pack_target: 256 << 10,
+        ..StoreConfig::default()
+    };
+    ChunkStore::open(&dir.join(catalog), backend(dir), config).unwrap()
+}
+
+/// Resolves [`SOURCE`] to A's back end.
+struct OnlyA(Arc<dyn Backend>);
+
+impl ForeignStores for OnlyA {
+    fn open(&self, source: &str) -> std::result::Result<Arc<dyn Backend>, String> {
+        (source == SOURCE)
+            .then(|| self.0.clone())
+            .ok_or_else(|| format!("unknown store {source}"))
+    }
+}
+
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn write(store: &ChunkStore, stream: u64, records: &[Vec<u8>]) -> Vec<u8> {
+    let s = store.open_stream(StreamId(stream)).unwrap();
+    let mut all = Vec::new();
+    for r in records {
+        s.append_record(r).unwrap();
+        all.extend_from_slice(r);
+    }
+    s.sync().unwrap();
+    all
+}
+
+fn read(store: &ChunkStore, stream: u64) -> Result<Vec<u8>> {
+    let s = store.open_stream(StreamId(stream))?;
+    let mut out = vec![0; s.len() as usize];
+    s.read_at(0, &mut out)?;
+    Ok(out)
+}
+
+fn pack_objects(b: &dyn Backend) -> Vec<String> {
+    b.list("packs/")
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key.to_string())
+        .collect()
+}
+
+#[test]
+fn an_imported_stream_is_read_in_place_after_restart_and_recovery() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = open(a_dir.path(), "catalog");
+    let shared = noise(300_000, 1);
+    // Repeated records become spans; the bundle must carry them.
+    let written = write(
+        &a,
+        4,
+        &[shared.clone(), noise(500_000, 2), shared.clone(), shared],
+    );
+    let bundle = a.export_stream(StreamId(4), b"to b").unwrap();
+    assert_eq!(
+        a.pinned_streams().unwrap(),
+        vec![(StreamId(4), b"to b".to_vec())]
+    );
+
+    let b = open(b_dir.path(), "catalog");
+    b.set_foreign_stores(Arc::new(OnlyA(a.backend().clone())));
+    let report = b.import_stream(SOURCE, &bundle, StreamId(9)).unwrap();
+    assert_eq!(report.stream_bytes, written.len() as u64);
+    assert!(report.foreign_packs > 0 && report.chunks_added > 0);
+    assert_eq!(read(&b, 9).unwrap(), written);
+    assert!(
+        pack_objects(&**b.backend()).is_empty(),
+        "nothing was copied into B"
+    );
+    let stats = b.stats().unwrap();
+    assert_eq!((stats.stored_bytes, stats.packs), (0, 0));
+    assert_eq!(stats.foreign_packs, report.foreign_packs);
+    assert_eq!(stats.logical_bytes, written.len() as u64);
+    assert_eq!(b.foreign_sources(), BTreeSet::from([SOURCE.to_string()]));
+    assert!(b.scrub(&mut |_, _| {}).unwrap().is_clean());
+
+    // B writes on after the adopted data (tape: append at EOD): its own packs, its own bytes.
+    let more = noise(200_000, 3);
+    {
+        let s = b.open_stream(StreamId(9)).unwrap();
+        s.append_record(&more).unwrap();
+        s.sync().unwrap();
+    }
+    let mut expected = written.clone();
+    expected.extend_from_slice(&more);
+    let fingerprint = b.catalog_fingerprint().unwrap();
+    drop(b);
+
+    // Restart, then recovery of B from its back end alone: the foreign rows come back.
+    for catalog in ["catalog", "recovered"] {
+        let b = open(b_dir.path(), catalog);
+        assert_eq!(b.catalog_fingerprint().unwrap(), fingerprint, "{catalog}");
+        assert!(
+            matches!(read(&b, 9), Err(StoreError::Invalid(_))),
+            "{catalog}: no resolver"
+        );
+        b.set_foreign_stores(Arc::new(OnlyA(a.backend().clone())));
+        assert_eq!(read(&b, 9).unwrap(), expected, "{catalog}");
+    }
+}
+
+#[test]
+fn a_pin_keeps_packs_in_place_and_release_follows_the_importers_reclaim() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = open(a_dir.path(), "catalog");
+    let common = noise(400_000, 10);
+    // Stream 1 holds `common` in its packs with data that dies below; stream 2 (exported)
+    // reuses `common` from stream 1's packs.
+    write(&a, 1, &[common.clone(), noise(600_000, 11)]);
+    let exported = write(&a, 2, &[common, noise(100_000, 12)]);
+    let bundle = a.export_stream(StreamId(2), b"to b").unwrap();
+    let b = open(b_dir.path(), "catalog");
+    b.set_foreign_stores(Arc::new(OnlyA(a.backend().clone())));
+    b.import_stream(SOURCE, &bundle, StreamId(7)).unwrap();
+
+    // Stream 1 goes; reclaim would rewrite its mostly dead packs, but not the pinned ones.
+    assert!(matches!(
+        a.delete_stream(StreamId(2)),
+        Err(StoreError::Invalid(_))
+    ));
+    a.delete_stream(StreamId(1)).unwrap();
+    let before = pack_objects(&**a.backend());
+    let report = a.reclaim(1.0, &mut |_, _| {}).unwrap();
+    assert_eq!(report.packs_rewritten, 0, "{report:?}");
+    assert!(
+        report.packs_deleted > 0,
+        "stream 1's own packs went: {report:?}"
+    );
+    let kept = pack_objects(&**a.backend());
+    assert!(kept.iter().all(|k| before.contains(k)));
+    assert_eq!(read(&b, 7).unwrap(), exported);
+
+    // B lets go: the stream goes, B's reclaim forgets A's packs and never touches them.
+    b.delete_stream(StreamId(7)).unwrap();
+    let report = b.reclaim(0.5, &mut |_, _| {}).unwrap();
+    assert!(report.foreign_packs_forgotten > 0, "{report:?}");
+    assert_eq!(report.bytes_freed, 0);
+    assert!(b.foreign_sources().is_empty());
+    assert_eq!(b.stats().unwrap().foreign_packs, 0);
+    assert_eq!(pack_objects(&**a.backend()), kept);
+
+    // Now A may unpin, delete and reclaim: the packs the pin held go.
+    a.unpin_stream(StreamId(2)).unwrap();
+    a.delete_stream(StreamId(2)).unwrap();
+    a.reclaim(0.5, &mut |_, _| {}).unwrap();
+    assert!(pack_objects(&**a.backend()).is_empty());
+}
+
+#[test]
+fn without_the_pin_a_reclaim_moves_what_the_importer_reads() {
+    // The control for the test above: the pin is what keeps the importer readable.
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = open(a_dir.path(), "catalog");
+    let common = noise(400_000, 20);
+    write(&a, 1, &[common.clone(), noise(600_000, 21)]);
+    write(&a, 2, &[common, noise(100_000, 22)]);
+    let bundle = a.export_stream(StreamId(2), b"to b").unwrap();
+    let b = open(b_dir.path(), "catalog");
+    b.set_foreign_stores(Arc::new(OnlyA(a.backend().clone())));
+    b.import_stream(SOURCE, &bundle, StreamId(7)).unwrap();
+    a.unpin_stream(StreamId(2)).unwrap();
+    a.delete_stream(StreamId(1)).unwrap();
+    let report = a.reclaim(1.0, &mut |_, _| {}).unwrap();
+    assert!(report.packs_rewritten > 0, "{report:?}");
+    assert!(matches!(read(&b, 7), Err(StoreError::Corrupt(_))));
+}
+
+#[test]
+fn bad_bundles_are_refused_and_change_nothing() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = open(a_dir.path(), "catalog");
+    write(&a, 3, &[noise(300_000, 30)]);
+    let bundle = a.export_stream(StreamId(3), b"x").unwrap();
+    let b = open(b_dir.path(), "catalog");
+    b.set_foreign_stores(Arc::new(OnlyA(a.backend().clone())));
+    write(&b, 5, &[noise(1000, 31)]);
+    let before = b.catalog_fingerprint().unwrap();
+
+    let ops = journal::decode(&bundle, 0).unwrap();
+    let without_chunks: Vec<Op> = ops
+        .iter()
+        .filter(|op| !matches!(op, Op::PutChunk(..)))
+        .cloned()
+        .collect();
+    let foreign_op: Vec<Op> = ops.iter().cloned().chain([Op::DelStream(5)]).collect();
+    let mut flipped = bundle.clone();
+    flipped[40] ^= 1;
+    for (what, bad) in [
+        ("garbage", b"not a bundle".to_vec()),
+        ("a flipped bit", flipped),
+        ("chunks missing", journal::encode(0, &without_chunks)),
+        ("a delete", journal::encode(0, &foreign_op)),
+        ("another sequence", journal::encode(1, &ops)),
+    ] {
+        assert!(
+            matches!(
+                b.import_stream(SOURCE, &bad, StreamId(8)),
+                Err(StoreError::Invalid(_))
+            ),
+            "{what}"
+        );
+    }
+    assert!(matches!(
+        b.import_stream(SOURCE, &bundle, StreamId(5)),
+        Err(StoreError::Invalid(_))
+    ));
+    assert!(matches!(
+        b.import_stream("", &bundle, StreamId(8)),
+        Err(StoreError::Invalid(_))
+    ));
+    assert_eq!(b.catalog_fingerprint().unwrap(), before);
+
+    // An adopted stream is not exported again (its chunks are A's, not B's to pin).
+    b.import_stream(SOURCE, &bundle, StreamId(8)).unwrap();
+    assert!(matches!(
+        b.export_stream(StreamId(8), b"y"),
+        Err(StoreError::Invalid(_))
+    ));
+    // Nor is a stream that does not exist, or one that is open.
+    assert!(matches!(
+        a.export_stream(StreamId(99), b"y"),
+        Err(StoreError::Invalid(_))
+    ));
+    let open_stream = a.open_stream(StreamId(3)).unwrap();
+    assert!(matches!(
+        a.export_stream(StreamId(3), b"y"),
+        Err(StoreError::InUse(3))
+    ));
+    drop(open_stream);
+}
