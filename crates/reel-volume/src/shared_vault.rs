@@ -290,6 +290,7 @@ impl SharedVault {
             .filter(|o| o.key.as_str().ends_with(".share"))
             .filter_map(|o| o.key.as_str().split_once('/').map(|(b, _)| b.to_string()))
             .collect();
+        barcodes.sort_unstable();
         barcodes.dedup();
         for barcode in barcodes {
             for generation in self.generations(&barcode)? {
@@ -303,11 +304,20 @@ impl SharedVault {
 
     /// Shares a cartridge of this store's vault: its partitions are pinned and exported, and
     /// it stays here, `shared`, until another store adopts and releases it (or [`Self::unshare`]).
-    /// The caller has checked that no library holds it.
+    /// The caller has checked that no library holds it. [`Self::begin_share`] then
+    /// [`Self::run_share`].
     pub fn share(&self, barcode: &str, now: u64) -> Result<ShareHeader, ShareError> {
+        let generation = self.begin_share(barcode, now)?;
+        self.run_share(barcode, generation, now)
+    }
+
+    /// Records `sharing` durably (from here the cartridge cannot be imported or erased) and
+    /// returns the share's generation. The caller holds the catalog lock around its own check
+    /// that the cartridge is in the vault and this call.
+    pub fn begin_share(&self, barcode: &str, now: u64) -> Result<u64, ShareError> {
         let cartridges = &self.cartridges;
         let _catalog = cartridges.lock_catalog();
-        let (number, info) = cartridges.info(barcode).map_err(not_found(barcode))?;
+        cartridges.info(barcode).map_err(not_found(barcode))?;
         self.object(barcode, 0, "share")?;
         if let Some(state) = cartridges.archive_state(barcode)? {
             return Err(ShareError::State {
@@ -323,6 +333,23 @@ impl SharedVault {
             .max(1);
         cartridges.set_archive_state(barcode, Some(ArchiveState::Sharing { generation }))?;
         cartridges.store().sync()?;
+        Ok(generation)
+    }
+
+    /// Exports a cartridge in state `sharing` (without the catalog lock: uploading what the
+    /// store has not yet put into the bucket may take a while) and commits the share. On an
+    /// error the cartridge goes back to available, or on to shared if the share was committed.
+    pub fn run_share(
+        &self,
+        barcode: &str,
+        generation: u64,
+        now: u64,
+    ) -> Result<ShareHeader, ShareError> {
+        match self.cartridges.archive_state(barcode)? {
+            Some(ArchiveState::Sharing { generation: g }) if g == generation => {}
+            other => return Err(wrong_state(barcode, other, "begin the share first")),
+        }
+        let (number, info) = self.cartridges.info(barcode).map_err(not_found(barcode))?;
         match self.share_steps(barcode, number, &info, generation, now) {
             Ok(header) => Ok(header),
             Err(e) => {

@@ -69,16 +69,22 @@ pub async fn share(
 ) -> ApiResult<Json<CartridgeDetail>> {
     act(state, caller, path, "share cartridge", |s, vault, barcode| {
         // In the vault, then `sharing`, under one lock: no import can take it meanwhile.
-        let _catalog = s.cartridges.lock_catalog();
-        s.cartridge_info(barcode)?;
-        if let Some(p) = s.locations().get(barcode) {
-            return Err(ApiError::conflict(format!(
-                "{barcode} is in library {} ({} {}); only a cartridge in the vault can be \
-                 shared: export it first",
-                p.library, p.kind, p.address
-            )));
-        }
-        vault.share(barcode, now()).map(|_| ()).map_err(api_error)
+        let generation = {
+            let _catalog = s.cartridges.lock_catalog();
+            s.cartridge_info(barcode)?;
+            if let Some(p) = s.locations().get(barcode) {
+                return Err(ApiError::conflict(format!(
+                    "{barcode} is in library {} ({} {}); only a cartridge in the vault can be \
+                     shared: export it first",
+                    p.library, p.kind, p.address
+                )));
+            }
+            vault.begin_share(barcode, now()).map_err(api_error)?
+        };
+        vault
+            .run_share(barcode, generation, now())
+            .map(|_| ())
+            .map_err(api_error)
     })
     .await
 }
