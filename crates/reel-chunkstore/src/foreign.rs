@@ -157,6 +157,11 @@ impl Bundle {
     }
 }
 
+/// Decodes and checks a bundle, for the journal fuzz target: errors are fine, panics are bugs.
+pub(crate) fn check_bundle(bytes: &[u8]) {
+    let _ = Bundle::decode(bytes);
+}
+
 impl ChunkStore {
     /// How this store opens other stores' back ends for the packs of imported streams. Until
     /// it is set, reading an imported stream fails with `StoreError::Invalid`.

@@ -590,6 +590,8 @@ pub mod fuzzing {
             let again = decode(&encode(seq(&sealed), &ops), seq(&sealed))
                 .expect("a re-encoded journal decodes");
             assert_eq!(again, ops, "round trip changed the ops");
+            // The same ops as an exported stream's bundle: checked, never trusted.
+            crate::foreign::check_bundle(&encode(0, &ops));
         }
     }
 }

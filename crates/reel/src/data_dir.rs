@@ -63,9 +63,8 @@ struct BucketStores {
 impl reel_chunkstore::ForeignStores for BucketStores {
     fn open(&self, source: &str) -> Result<Arc<dyn Backend>, String> {
         let prefix = reel_volume::shared_vault::source_store(source);
-        let bucket: Arc<dyn Backend> = Arc::new(
-            open_bucket(&self.s3, prefix, None).map_err(|e| format!("{e:#}"))?,
-        );
+        let bucket: Arc<dyn Backend> =
+            Arc::new(open_bucket(&self.s3, prefix, None).map_err(|e| format!("{e:#}"))?);
         Ok(match &self.key {
             Some(key) => Arc::new(EncryptedBackend::new(bucket, key.clone())),
             None => bucket,

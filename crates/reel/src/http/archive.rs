@@ -56,9 +56,9 @@ pub fn view(state: Option<&ArchiveState>) -> Option<ArchiveView> {
             archived_at: None,
         }),
         // The shared vault's states have no archive image.
-        ArchiveState::Sharing { .. } | ArchiveState::Shared { .. } | ArchiveState::Adopting { .. } => {
-            None
-        }
+        ArchiveState::Sharing { .. }
+        | ArchiveState::Shared { .. }
+        | ArchiveState::Adopting { .. } => None,
     }
 }
 

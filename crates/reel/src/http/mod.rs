@@ -9,10 +9,10 @@ pub mod auth;
 mod cartridges;
 pub mod error;
 mod library;
-pub mod shared_vault;
 pub mod limits;
 pub mod maintenance;
 pub mod monitor;
+pub mod shared_vault;
 mod users;
 pub mod verify;
 

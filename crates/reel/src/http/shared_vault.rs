@@ -67,25 +67,31 @@ pub async fn share(
     path: Result<Path<String>, PathRejection>,
     _body: IgnoredBody,
 ) -> ApiResult<Json<CartridgeDetail>> {
-    act(state, caller, path, "share cartridge", |s, vault, barcode| {
-        // In the vault, then `sharing`, under one lock: no import can take it meanwhile.
-        let generation = {
-            let _catalog = s.cartridges.lock_catalog();
-            s.cartridge_info(barcode)?;
-            if let Some(p) = s.locations().get(barcode) {
-                return Err(ApiError::conflict(format!(
-                    "{barcode} is in library {} ({} {}); only a cartridge in the vault can be \
+    act(
+        state,
+        caller,
+        path,
+        "share cartridge",
+        |s, vault, barcode| {
+            // In the vault, then `sharing`, under one lock: no import can take it meanwhile.
+            let generation = {
+                let _catalog = s.cartridges.lock_catalog();
+                s.cartridge_info(barcode)?;
+                if let Some(p) = s.locations().get(barcode) {
+                    return Err(ApiError::conflict(format!(
+                        "{barcode} is in library {} ({} {}); only a cartridge in the vault can be \
                      shared: export it first",
-                    p.library, p.kind, p.address
-                )));
-            }
-            vault.begin_share(barcode, now()).map_err(api_error)?
-        };
-        vault
-            .run_share(barcode, generation, now())
-            .map(|_| ())
-            .map_err(api_error)
-    })
+                        p.library, p.kind, p.address
+                    )));
+                }
+                vault.begin_share(barcode, now()).map_err(api_error)?
+            };
+            vault
+                .run_share(barcode, generation, now())
+                .map(|_| ())
+                .map_err(api_error)
+        },
+    )
     .await
 }
 
@@ -100,10 +106,16 @@ pub async fn unshare(
     path: Result<Path<String>, PathRejection>,
     _body: IgnoredBody,
 ) -> ApiResult<Json<CartridgeDetail>> {
-    act(state, caller, path, "unshare cartridge", |s, vault, barcode| {
-        s.cartridge_info(barcode)?;
-        vault.unshare(barcode, now()).map_err(api_error)
-    })
+    act(
+        state,
+        caller,
+        path,
+        "unshare cartridge",
+        |s, vault, barcode| {
+            s.cartridge_info(barcode)?;
+            vault.unshare(barcode, now()).map_err(api_error)
+        },
+    )
     .await
 }
 
@@ -118,9 +130,13 @@ pub async fn adopt(
     path: Result<Path<String>, PathRejection>,
     _body: IgnoredBody,
 ) -> ApiResult<Json<CartridgeDetail>> {
-    act(state, caller, path, "adopt cartridge", |_, vault, barcode| {
-        vault.adopt(barcode, now()).map(|_| ()).map_err(api_error)
-    })
+    act(
+        state,
+        caller,
+        path,
+        "adopt cartridge",
+        |_, vault, barcode| vault.adopt(barcode, now()).map(|_| ()).map_err(api_error),
+    )
     .await
 }
 
