@@ -271,6 +271,9 @@ impl ChunkStore {
         std::fs::create_dir_all(catalog_dir)
             .map_err(|e| StoreError::Catalog(format!("creating {}: {e}", catalog_dir.display())))?;
         let path = catalog_dir.join("catalog.redb");
+        if !path.exists() {
+            create_catalog(catalog_dir, &path)?;
+        }
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -751,6 +754,30 @@ fn record_op(key: &[u8], value: Option<&[u8]>) -> journal::Op {
         Some(v) => journal::Op::PutRecord(key.to_vec(), v.to_vec()),
         None => journal::Op::DelRecord(key.to_vec()),
     }
+}
+
+/// Creates an empty catalog at `path` atomically: initialised under another name, synced, then
+/// renamed. A process killed while redb lays out a new file would otherwise leave a file redb
+/// cannot open; a leftover of such an attempt is discarded here (it never held a commit).
+fn create_catalog(catalog_dir: &Path, path: &Path) -> Result<()> {
+    let io = |what: &str, e: std::io::Error| StoreError::Catalog(format!("{what}: {e}"));
+    let fresh = catalog_dir.join("catalog.redb.new");
+    match std::fs::remove_file(&fresh) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(&format!("removing {}", fresh.display()), e)),
+    }
+    {
+        let db = Database::create(&fresh)?;
+        init_catalog(&db)?;
+    }
+    std::fs::File::open(&fresh)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io(&format!("syncing {}", fresh.display()), e))?;
+    std::fs::rename(&fresh, path).map_err(|e| io(&format!("creating {}", path.display()), e))?;
+    std::fs::File::open(catalog_dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io(&format!("syncing {}", catalog_dir.display()), e))
 }
 
 fn init_catalog(db: &Database) -> Result<()> {
@@ -1525,6 +1552,30 @@ mod record_commit_tests {
         assert!(store.record(b"a/3").unwrap().is_some());
         assert_eq!(store.streams().unwrap(), vec![(StreamId(7), 1 << 20)]);
         assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
+    }
+
+    #[test]
+    fn a_catalog_left_half_created_by_a_killed_first_start_is_started_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = dir.path().join("catalog");
+        std::fs::create_dir_all(&catalog).unwrap();
+        // What redb leaves when killed after sizing a new file, before writing its header.
+        std::fs::write(catalog.join("catalog.redb.new"), vec![0u8; 1 << 20]).unwrap();
+        let store = open(dir.path());
+        store.put_record(b"k", Some(b"v")).unwrap();
+        store.sync().unwrap();
+        drop(store);
+        assert!(!catalog.join("catalog.redb.new").exists());
+        assert_eq!(
+            open(dir.path()).record(b"k").unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
+        // The same bytes as the catalog itself are refused, not silently replaced: a catalog
+        // that exists may hold commits.
+        std::fs::write(catalog.join("catalog.redb"), vec![0u8; 1 << 20]).unwrap();
+        let backend: Arc<dyn Backend> =
+            Arc::new(LocalBackend::open(&dir.path().join("objects")).unwrap());
+        assert!(ChunkStore::open(&catalog, backend, StoreConfig::default()).is_err());
     }
 
     #[test]

@@ -1511,6 +1511,17 @@ fn every_endpoint_answers_in_its_reel_api_type() {
         "{refused}"
     );
     assert_eq!(admin.restore("TYP002L8").unwrap_err().status(), Some(409));
+    // The shared vault needs a store on a bucket (tests/shared_vault.rs runs it on one).
+    for refused in [
+        admin.share("TYP002L8").map(|_| ()),
+        admin.unshare("TYP002L8").map(|_| ()),
+        admin.adopt("TYP002L8").map(|_| ()),
+        admin.shared_vault().map(|_| ()),
+    ] {
+        let e = refused.unwrap_err();
+        assert_eq!(e.status(), Some(409), "{e}");
+        assert!(e.to_string().contains("no shared vault"), "{e}");
+    }
 
     let user = admin
         .create_user(&NewUser {
