@@ -37,6 +37,23 @@ use crate::format::{self, ChunkId, ChunkLoc, Entry, SpanId, TOMBSTONE};
 use crate::journal::{self, Op};
 use crate::{ChunkStore, Result, StoreError, StreamId};
 
+/// The largest bundle exported: it is built, stored and decoded whole, and the journal decoder
+/// refuses payloads over 1 GiB. About 100 bytes per chunk: some 25 GB of unique data per
+/// stream at the default 2 KiB average chunk (more with dedup, whose repeats are spans).
+const MAX_BUNDLE_BYTES: usize = 900 << 20;
+
+fn op_value_len(op: &Op) -> usize {
+    match op {
+        Op::PutExtent(_, v)
+        | Op::PutSidecar(_, v)
+        | Op::PutSpan(_, v)
+        | Op::PutChunk(_, v)
+        | Op::PutPack(_, v)
+        | Op::PutPackIds(_, v) => v.len(),
+        _ => 0,
+    }
+}
+
 /// Opens the back end of another store, by the source name an import was given.
 pub trait ForeignStores: Send + Sync + 'static {
     fn open(&self, source: &str) -> std::result::Result<Arc<dyn Backend>, String>;
@@ -174,6 +191,26 @@ impl ChunkStore {
     /// and the pin are durable in the back end's final home. The stream must not be open and
     /// should not change while pinned; [`ChunkStore::delete_stream`] refuses it.
     pub fn export_stream(&self, stream: StreamId, label: &[u8]) -> Result<Vec<u8>> {
+        self.export_stream_within(stream, label, MAX_BUNDLE_BYTES)
+    }
+
+    /// [`ChunkStore::export_stream`] with the bundle limited to `max_bytes` of ops (tests use
+    /// a small limit). A stream whose bundle would be larger is refused, its pin lifted.
+    pub(crate) fn export_stream_within(
+        &self,
+        stream: StreamId,
+        label: &[u8],
+        max_bytes: usize,
+    ) -> Result<Vec<u8>> {
+        let result = self.export_pinned(stream, label, max_bytes);
+        if let Err(StoreError::Invalid(_)) = &result {
+            // Refused after the pin: nobody will read it in place.
+            let _ = self.unpin_stream(stream);
+        }
+        result
+    }
+
+    fn export_pinned(&self, stream: StreamId, label: &[u8], max_bytes: usize) -> Result<Vec<u8>> {
         let inner = &self.inner;
         inner.check_stopped()?;
         if inner
@@ -279,6 +316,18 @@ impl ChunkStore {
                 .map(|id| if used.contains(&id) { id } else { TOMBSTONE })
                 .collect();
             ops.push(Op::PutPackIds(pack, format::encode_pack_ids(&ids)));
+        }
+        // Each op is its value plus at most 46 bytes of tags, keys and lengths.
+        let size: usize = ops.iter().map(|op| 46 + op_value_len(op)).sum();
+        if size > max_bytes {
+            return Err(StoreError::Invalid(format!(
+                "stream {} is too large to export in one bundle ({} chunks, about {} MiB of \
+                 catalog rows; this version exports at most {} MiB)",
+                stream.0,
+                chunk_ids.len(),
+                size >> 20,
+                max_bytes >> 20
+            )));
         }
         Ok(journal::encode(0, &ops))
     }

@@ -383,9 +383,10 @@ impl SharedVault {
                 .export_stream(stream, label.as_bytes())
                 .map_err(|e| match e {
                     StoreError::InUse(_) => ShareError::Mounted(barcode.to_string()),
+                    // Data adopted from another store, or too large for one bundle.
                     StoreError::Invalid(why) => ShareError::State {
                         barcode: barcode.into(),
-                        state: "holding data adopted from another store".into(),
+                        state: "not shareable".into(),
                         hint: why,
                     },
                     other => other.into(),

@@ -261,3 +261,16 @@ fn bad_bundles_are_refused_and_change_nothing() {
     ));
     drop(open_stream);
 }
+
+#[test]
+fn a_stream_too_large_for_one_bundle_is_refused_and_left_unpinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), "catalog");
+    write(&a, 6, &[noise(2_000_000, 40)]);
+    match a.export_stream_within(StreamId(6), b"x", 64 << 10) {
+        Err(StoreError::Invalid(why)) => assert!(why.contains("too large"), "{why}"),
+        other => panic!("expected a refusal, got {:?}", other.map(|b| b.len())),
+    }
+    assert!(a.pinned_streams().unwrap().is_empty());
+    a.delete_stream(StreamId(6)).unwrap();
+}
