@@ -17,11 +17,12 @@
 //! export is no longer needed": every chunk row an import adds points into its own source's
 //! packs, and its chunks are the pinned stream's.
 //!
-//! The bundle an export returns is a catalog journal object (`journal.rs`, sequence 0) of put
-//! ops: the stream's length, extent and sidecar rows, the spans they use, the chunk rows of
-//! every chunk they reference, and the pack and pack-name rows of the packs holding them (names
-//! of other chunks replaced by tombstones, so the importer's locality cache never offers a chunk
-//! the bundle did not index).
+//! The bundle an export hands out comes in parts; part `n` is a catalog journal object
+//! (`journal.rs`) with sequence `n` of put ops: the stream's id and length, (part 0) its sidecar
+//! rows, then extent rows with the spans they use, the chunk rows of every chunk they reference,
+//! and the pack and pack-name rows of the packs holding them (names of other chunks replaced by
+//! tombstones, so the importer's locality cache never offers a chunk the bundle did not index).
+//! Every part is self-contained, so memory holds one part at a time on either side.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -37,20 +38,92 @@ use crate::format::{self, ChunkId, ChunkLoc, Entry, SpanId, TOMBSTONE};
 use crate::journal::{self, Op};
 use crate::{ChunkStore, Result, StoreError, StreamId};
 
-/// The largest bundle exported: it is built, stored and decoded whole, and the journal decoder
-/// refuses payloads over 1 GiB. About 100 bytes per chunk: some 25 GB of unique data per
-/// stream at the default 2 KiB average chunk (more with dedup, whose repeats are spans).
-const MAX_BUNDLE_BYTES: usize = 900 << 20;
+/// One part of a bundle being built: its ops, the chunks it holds (by pack) and the spans.
+struct Part {
+    ops: Vec<Op>,
+    bytes: usize,
+    by_pack: HashMap<u64, HashSet<ChunkId>>,
+    chunks: HashSet<ChunkId>,
+    spans: HashSet<SpanId>,
+}
 
-fn op_value_len(op: &Op) -> usize {
-    match op {
-        Op::PutExtent(_, v)
-        | Op::PutSidecar(_, v)
-        | Op::PutSpan(_, v)
-        | Op::PutChunk(_, v)
-        | Op::PutPack(_, v)
-        | Op::PutPackIds(_, v) => v.len(),
-        _ => 0,
+impl Part {
+    fn new(stream: u64, len: u64) -> Part {
+        Part {
+            ops: vec![Op::PutStream(stream, len)],
+            bytes: 0,
+            by_pack: HashMap::new(),
+            chunks: HashSet::new(),
+            spans: HashSet::new(),
+        }
+    }
+
+    fn push(&mut self, op: Op) {
+        // The op's value plus at most 46 bytes of tags, keys and lengths.
+        self.bytes += 46
+            + match &op {
+                Op::PutExtent(_, v)
+                | Op::PutSidecar(_, v)
+                | Op::PutSpan(_, v)
+                | Op::PutChunk(_, v) => v.len(),
+                _ => 0,
+            };
+        self.ops.push(op);
+    }
+
+    /// Adds chunk `id`'s row unless this part has it.
+    fn chunk(
+        &mut self,
+        id: ChunkId,
+        chunks: &impl ReadableTable<&'static [u8; 32], &'static [u8]>,
+        foreign: &HashMap<u64, ForeignPack>,
+        stream: StreamId,
+    ) -> Result<()> {
+        if !self.chunks.insert(id) {
+            return Ok(());
+        }
+        let row = chunks.get(&id.0)?.ok_or_else(|| {
+            StoreError::Corrupt(format!("chunk {id} is referenced but not stored"))
+        })?;
+        let loc = ChunkLoc::decode(row.value())?;
+        if foreign.contains_key(&loc.pack) {
+            return Err(StoreError::Invalid(format!(
+                "stream {} holds data this store itself reads from another store; it cannot \
+                 be exported again",
+                stream.0
+            )));
+        }
+        self.by_pack.entry(loc.pack).or_default().insert(id);
+        self.push(Op::PutChunk(id.0, row.value().to_vec()));
+        Ok(())
+    }
+
+    /// Adds the rows of the packs this part's chunks are in (names of other chunks tombstoned)
+    /// and encodes it as journal object `n`.
+    fn finish(
+        mut self,
+        n: u64,
+        packs: &impl ReadableTable<u64, &'static [u8]>,
+        names: &impl ReadableTable<u64, &'static [u8]>,
+    ) -> Result<Vec<u8>> {
+        let mut list: Vec<_> = std::mem::take(&mut self.by_pack).into_iter().collect();
+        list.sort_unstable_by_key(|p| p.0);
+        for (pack, used) in list {
+            let row = packs
+                .get(pack)?
+                .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} not in catalog")))?;
+            self.ops.push(Op::PutPack(pack, row.value().to_vec()));
+            let ids = names
+                .get(pack)?
+                .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} has no chunk names")))?;
+            let ids: Vec<ChunkId> = format::decode_pack_ids(ids.value())?
+                .into_iter()
+                .map(|id| if used.contains(&id) { id } else { TOMBSTONE })
+                .collect();
+            self.ops
+                .push(Op::PutPackIds(pack, format::encode_pack_ids(&ids)));
+        }
+        Ok(journal::encode(n, &self.ops))
     }
 }
 
@@ -72,6 +145,7 @@ pub struct ImportReport {
 
 /// A bundle, decoded and checked for consistency before anything is written.
 struct Bundle {
+    stream: u64,
     len: u64,
     extents: Vec<(u64, Vec<u8>)>,
     sidecars: Vec<(u64, Vec<u8>)>,
@@ -85,8 +159,9 @@ fn invalid(why: impl std::fmt::Display) -> StoreError {
 }
 
 impl Bundle {
-    fn decode(bytes: &[u8]) -> Result<Bundle> {
-        let ops = journal::decode(bytes, 0).map_err(invalid)?;
+    /// Part `part` of a bundle: self-contained (everything its rows reference is in it).
+    fn decode(bytes: &[u8], part: u64) -> Result<Bundle> {
+        let ops = journal::decode(bytes, part).map_err(invalid)?;
         let mut stream = None;
         let (mut extents, mut sidecars, mut spans, mut chunks) = (vec![], vec![], vec![], vec![]);
         let mut pack_rows: HashMap<u64, PackRow> = HashMap::new();
@@ -164,6 +239,7 @@ impl Bundle {
             }
         }
         Ok(Bundle {
+            stream,
             len,
             extents,
             sidecars,
@@ -176,7 +252,7 @@ impl Bundle {
 
 /// Decodes and checks a bundle, for the journal fuzz target: errors are fine, panics are bugs.
 pub(crate) fn check_bundle(bytes: &[u8]) {
-    let _ = Bundle::decode(bytes);
+    let _ = Bundle::decode(bytes, 0);
 }
 
 impl ChunkStore {
@@ -186,31 +262,35 @@ impl ChunkStore {
         *self.inner.foreign_stores.write() = Some(stores);
     }
 
-    /// Pins `stream` (with `label`, e.g. who reads it) and returns what another store needs to
-    /// read it in place ([`ChunkStore::import_stream`]). Returns only once every pack it names
-    /// and the pin are durable in the back end's final home. The stream must not be open and
-    /// should not change while pinned; [`ChunkStore::delete_stream`] refuses it.
-    pub fn export_stream(&self, stream: StreamId, label: &[u8]) -> Result<Vec<u8>> {
-        self.export_stream_within(stream, label, MAX_BUNDLE_BYTES)
-    }
-
-    /// [`ChunkStore::export_stream`] with the bundle limited to `max_bytes` of ops (tests use
-    /// a small limit). A stream whose bundle would be larger is refused, its pin lifted.
-    pub(crate) fn export_stream_within(
+    /// Pins `stream` (with `label`, e.g. who reads it) and hands `sink` what another store needs
+    /// to read it in place ([`ChunkStore::import_stream`]): the bundle, in parts of about
+    /// `part_bytes` (each self-contained; part `n` is journal object `n`). Returns the number of
+    /// parts, once every pack they name and the pin are durable in the back end's final home
+    /// (before the first part is handed out). The stream must not be open and should not change
+    /// while pinned; [`ChunkStore::delete_stream`] refuses it. On an error the pin stays: the
+    /// caller lifts it ([`ChunkStore::unpin_stream`]) or retries.
+    pub fn export_stream(
         &self,
         stream: StreamId,
         label: &[u8],
-        max_bytes: usize,
-    ) -> Result<Vec<u8>> {
-        let result = self.export_pinned(stream, label, max_bytes);
+        part_bytes: usize,
+        sink: &mut dyn FnMut(Vec<u8>) -> Result<()>,
+    ) -> Result<u64> {
+        let result = self.export_pinned(stream, label, part_bytes.max(1), sink);
         if let Err(StoreError::Invalid(_)) = &result {
-            // Refused after the pin: nobody will read it in place.
+            // Refused (data adopted from elsewhere): nobody will read it in place.
             let _ = self.unpin_stream(stream);
         }
         result
     }
 
-    fn export_pinned(&self, stream: StreamId, label: &[u8], max_bytes: usize) -> Result<Vec<u8>> {
+    fn export_pinned(
+        &self,
+        stream: StreamId,
+        label: &[u8],
+        part_bytes: usize,
+        sink: &mut dyn FnMut(Vec<u8>) -> Result<()>,
+    ) -> Result<u64> {
         let inner = &self.inner;
         inner.check_stopped()?;
         if inner
@@ -246,9 +326,20 @@ impl ChunkStore {
             .get(stream.0)?
             .map(|v| v.value())
             .ok_or_else(|| StoreError::Invalid(format!("no stream {}", stream.0)))?;
-        let mut ops = vec![Op::PutStream(stream.0, len)];
-        let mut chunk_ids: BTreeSet<ChunkId> = BTreeSet::new();
-        let mut span_ids: BTreeSet<SpanId> = BTreeSet::new();
+        let spans = txn.open_table(SPANS)?;
+        let chunks = txn.open_table(CHUNKS)?;
+        let packs = txn.open_table(PACKS)?;
+        let names = txn.open_table(PACK_IDS)?;
+        let foreign = inner.foreign.read();
+        let mut part = Part::new(stream.0, len);
+        for row in txn
+            .open_table(SIDECAR)?
+            .range((stream.0, 0)..=(stream.0, u64::MAX))?
+        {
+            let (k, v) = row?;
+            part.push(Op::PutSidecar(k.value(), v.value().to_vec()));
+        }
+        let mut parts = 0u64;
         for row in txn
             .open_table(EXTENTS)?
             .range((stream.0, 0)..=(stream.0, u64::MAX))?
@@ -256,80 +347,34 @@ impl ChunkStore {
             let (k, v) = row?;
             for e in format::decode_extent_row(v.value())? {
                 match e {
-                    Entry::Chunk(r) => {
-                        chunk_ids.insert(r.id);
-                    }
+                    Entry::Chunk(r) => part.chunk(r.id, &chunks, &foreign, stream)?,
                     Entry::Span { id, .. } => {
-                        span_ids.insert(id);
+                        if part.spans.insert(id) {
+                            let row = spans.get(&id.0)?.ok_or_else(|| {
+                                StoreError::Corrupt(format!(
+                                    "span {id} is referenced but not stored"
+                                ))
+                            })?;
+                            for r in format::decode_refs(row.value())? {
+                                part.chunk(r.id, &chunks, &foreign, stream)?;
+                            }
+                            part.push(Op::PutSpan(id.0, row.value().to_vec()));
+                        }
                     }
                 }
             }
-            ops.push(Op::PutExtent(k.value(), v.value().to_vec()));
-        }
-        for row in txn
-            .open_table(SIDECAR)?
-            .range((stream.0, 0)..=(stream.0, u64::MAX))?
-        {
-            let (k, v) = row?;
-            ops.push(Op::PutSidecar(k.value(), v.value().to_vec()));
-        }
-        let spans = txn.open_table(SPANS)?;
-        for id in &span_ids {
-            let row = spans.get(&id.0)?.ok_or_else(|| {
-                StoreError::Corrupt(format!("span {id} is referenced but not stored"))
-            })?;
-            chunk_ids.extend(format::decode_refs(row.value())?.iter().map(|r| r.id));
-            ops.push(Op::PutSpan(id.0, row.value().to_vec()));
-        }
-        let chunks = txn.open_table(CHUNKS)?;
-        let mut by_pack: HashMap<u64, HashSet<ChunkId>> = HashMap::new();
-        let foreign = inner.foreign.read();
-        for id in &chunk_ids {
-            let row = chunks.get(&id.0)?.ok_or_else(|| {
-                StoreError::Corrupt(format!("chunk {id} is referenced but not stored"))
-            })?;
-            let loc = ChunkLoc::decode(row.value())?;
-            if foreign.contains_key(&loc.pack) {
-                return Err(StoreError::Invalid(format!(
-                    "stream {} holds data this store itself reads from another store; it \
-                     cannot be exported again",
-                    stream.0
-                )));
+            part.push(Op::PutExtent(k.value(), v.value().to_vec()));
+            if part.bytes >= part_bytes {
+                let full = std::mem::replace(&mut part, Part::new(stream.0, len));
+                sink(full.finish(parts, &packs, &names)?)?;
+                parts += 1;
             }
-            by_pack.entry(loc.pack).or_default().insert(*id);
-            ops.push(Op::PutChunk(id.0, row.value().to_vec()));
         }
-        let packs = txn.open_table(PACKS)?;
-        let names = txn.open_table(PACK_IDS)?;
-        let mut pack_list: Vec<_> = by_pack.into_iter().collect();
-        pack_list.sort_unstable_by_key(|p| p.0);
-        for (pack, used) in pack_list {
-            let row = packs
-                .get(pack)?
-                .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} not in catalog")))?;
-            ops.push(Op::PutPack(pack, row.value().to_vec()));
-            let ids = names
-                .get(pack)?
-                .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} has no chunk names")))?;
-            let ids: Vec<ChunkId> = format::decode_pack_ids(ids.value())?
-                .into_iter()
-                .map(|id| if used.contains(&id) { id } else { TOMBSTONE })
-                .collect();
-            ops.push(Op::PutPackIds(pack, format::encode_pack_ids(&ids)));
+        if parts == 0 || part.ops.len() > 1 {
+            sink(part.finish(parts, &packs, &names)?)?;
+            parts += 1;
         }
-        // Each op is its value plus at most 46 bytes of tags, keys and lengths.
-        let size: usize = ops.iter().map(|op| 46 + op_value_len(op)).sum();
-        if size > max_bytes {
-            return Err(StoreError::Invalid(format!(
-                "stream {} is too large to export in one bundle ({} chunks, about {} MiB of \
-                 catalog rows; this version exports at most {} MiB)",
-                stream.0,
-                chunk_ids.len(),
-                size >> 20,
-                max_bytes >> 20
-            )));
-        }
-        Ok(journal::encode(0, &ops))
+        Ok(parts)
     }
 
     /// Lifts the pin of `stream` (a no-op if it has none); durable with the next sync.
@@ -361,24 +406,50 @@ impl ChunkStore {
 
     /// Adopts a stream another store exported as stream `as_stream` of this one, its chunks
     /// read in place from the packs of `source` (resolved by [`ForeignStores`]). Chunks this
-    /// store already holds are read from here. Durable when this returns. A bundle that does
-    /// not decode or is not self-consistent is refused before anything is written.
+    /// store already holds are read from here. `parts` yields the export's parts in order; each
+    /// is checked whole before it is applied, in a transaction of its own, so an error leaves
+    /// the parts before it applied: the caller deletes the stream (its foreign packs are then
+    /// forgotten by the next reclaim). Durable when this returns.
     pub fn import_stream(
         &self,
         source: &str,
-        bundle: &[u8],
+        parts: &mut dyn Iterator<Item = Result<Vec<u8>>>,
         as_stream: StreamId,
     ) -> Result<ImportReport> {
-        let inner = &self.inner;
-        inner.check_stopped()?;
+        self.inner.check_stopped()?;
         if source.is_empty() || source.len() > usize::from(u16::MAX) {
             return Err(StoreError::Invalid(format!("bad source name {source:?}")));
         }
-        let bundle = Bundle::decode(bundle)?;
-        let mut report = ImportReport {
-            stream_bytes: bundle.len,
-            ..ImportReport::default()
-        };
+        let mut report = ImportReport::default();
+        let mut first: Option<(u64, u64)> = None;
+        for (n, part) in parts.enumerate() {
+            let bundle = Bundle::decode(&part?, n as u64)?;
+            match first {
+                None => first = Some((bundle.stream, bundle.len)),
+                Some(f) if f != (bundle.stream, bundle.len) => {
+                    return Err(invalid(format!("part {n} is of another stream")));
+                }
+                Some(_) => {}
+            }
+            self.import_part(source, &bundle, as_stream, n == 0, &mut report)?;
+        }
+        if first.is_none() {
+            return Err(invalid("no parts"));
+        }
+        self.inner.sync()?;
+        Ok(report)
+    }
+
+    fn import_part(
+        &self,
+        source: &str,
+        bundle: &Bundle,
+        as_stream: StreamId,
+        first: bool,
+        report: &mut ImportReport,
+    ) -> Result<()> {
+        let inner = &self.inner;
+        report.stream_bytes = bundle.len;
         let mut added_foreign: Vec<(u64, ForeignPack)> = Vec::new();
         let mut added_chunks: Vec<ChunkId> = Vec::new();
         {
@@ -389,11 +460,15 @@ impl ChunkStore {
             let mut ops = Vec::new();
             {
                 let mut streams = txn.open_table(STREAMS)?;
-                if streams.get(as_stream.0)?.is_some() {
+                let exists = streams.get(as_stream.0)?.is_some();
+                if first && exists {
                     return Err(StoreError::Invalid(format!(
                         "stream {} already exists here",
                         as_stream.0
                     )));
+                }
+                if !first && !exists {
+                    return Err(invalid("a later part before the first"));
                 }
                 // A pack already read in place from this source (another partition of the same
                 // export) keeps its local id.
@@ -434,6 +509,24 @@ impl ChunkStore {
                 for (pack, row, ids) in &bundle.packs {
                     let id = local[pack];
                     if !new_packs.contains(&id) {
+                        // Read in place already (an earlier part): name the chunks indexed now.
+                        let known = match names.get(id)? {
+                            Some(v) => format::decode_pack_ids(v.value())?,
+                            None => continue,
+                        };
+                        if known.len() != ids.len() {
+                            return Err(invalid(format!("pack {pack} changed its chunk count")));
+                        }
+                        let merged: Vec<ChunkId> = known
+                            .iter()
+                            .zip(ids)
+                            .map(|(k, c)| if indexed_here.contains(c) { *c } else { *k })
+                            .collect();
+                        if merged != known {
+                            let merged = format::encode_pack_ids(&merged);
+                            names.insert(id, merged.as_slice())?;
+                            ops.push(Op::PutPackIds(id, merged));
+                        }
                         continue;
                     }
                     let row = row.encode();
@@ -468,8 +561,10 @@ impl ChunkStore {
                         ops.push(Op::PutSpan(*id, refs.clone()));
                     }
                 }
-                streams.insert(as_stream.0, bundle.len)?;
-                ops.push(Op::PutStream(as_stream.0, bundle.len));
+                if first {
+                    streams.insert(as_stream.0, bundle.len)?;
+                    ops.push(Op::PutStream(as_stream.0, bundle.len));
+                }
                 let mut extents = txn.open_table(EXTENTS)?;
                 for (at, row) in &bundle.extents {
                     extents.insert((as_stream.0, *at), row.as_slice())?;
@@ -490,10 +585,9 @@ impl ChunkStore {
                 inner.note_indexed(id)?;
             }
         }
-        report.chunks_added = added_chunks.len() as u64;
-        report.foreign_packs = added_foreign.len() as u64;
-        inner.sync()?;
-        Ok(report)
+        report.chunks_added += added_chunks.len() as u64;
+        report.foreign_packs += added_foreign.len() as u64;
+        Ok(())
     }
 
     /// The sources some chunk of this store is still read from: an import whose source is not

@@ -5,7 +5,8 @@
 //! Objects, per cartridge and share generation `g` (all create-only):
 //!
 //! ```text
-//! <barcode>/<g:016x>.p<k>.bundle   partition k's stream, exported (`ChunkStore::export_stream`)
+//! <barcode>/<g:016x>.p<k>.<n:06>.bundle   part n of partition k's exported stream
+//!                                  (`ChunkStore::export_stream`; parts of about 64 MiB)
 //! <barcode>/<g:016x>.share         the share: JSON header (who, when, cartridge info, bundle hashes)
 //! <barcode>/<g:016x>.taken         who adopted it (JSON); written once: exactly one adopter wins
 //! <barcode>/<g:016x>.released      the adopter no longer reads anything of the exporter's
@@ -106,10 +107,20 @@ pub struct ShareHeader {
 #[serde(deny_unknown_fields)]
 pub struct SharedPartition {
     pub partition: u8,
-    pub bundle_bytes: u64,
-    /// BLAKE3 of the bundle object, hex: binds the bundles to this header.
-    pub bundle_blake3: String,
+    /// The bundle's parts, in order.
+    pub parts: Vec<BundlePart>,
 }
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct BundlePart {
+    pub bytes: u64,
+    /// BLAKE3 of the part's object, hex: binds the parts to this header.
+    pub blake3: String,
+}
+
+/// Parts of about this many bytes: each is built, stored and imported whole.
+pub const PART_BYTES: usize = 64 << 20;
 
 /// A `.taken` or `.released` object.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -174,6 +185,7 @@ pub struct SharedVault {
     vault: Arc<dyn Backend>,
     store: String,
     node: String,
+    part_bytes: usize,
 }
 
 impl SharedVault {
@@ -185,7 +197,24 @@ impl SharedVault {
             vault,
             store: store.to_string(),
             node: node.to_string(),
+            part_bytes: PART_BYTES,
         }
+    }
+
+    /// Bundle parts of about `bytes` (small in tests, to get many).
+    pub fn with_part_bytes(mut self, bytes: usize) -> SharedVault {
+        self.part_bytes = bytes.max(1);
+        self
+    }
+
+    fn part_key(
+        &self,
+        barcode: &str,
+        generation: u64,
+        partition: u8,
+        n: usize,
+    ) -> Result<Key, ShareError> {
+        self.object(barcode, generation, &format!("p{partition}.{n:06}.bundle"))
     }
 
     fn object(&self, barcode: &str, generation: u64, suffix: &str) -> Result<Key, ShareError> {
@@ -379,8 +408,21 @@ impl SharedVault {
                 continue;
             };
             data_bytes += len;
-            let bundle = store
-                .export_stream(stream, label.as_bytes())
+            let mut parts = Vec::new();
+            store
+                .export_stream(stream, label.as_bytes(), self.part_bytes, &mut |bytes| {
+                    let key = self
+                        .part_key(barcode, generation, p, parts.len())
+                        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+                    self.vault
+                        .put(&key, &bytes, PutMode::Create)
+                        .map_err(StoreError::Backend)?;
+                    parts.push(BundlePart {
+                        bytes: bytes.len() as u64,
+                        blake3: blake3::hash(&bytes).to_hex().to_string(),
+                    });
+                    Ok(())
+                })
                 .map_err(|e| match e {
                     StoreError::InUse(_) => ShareError::Mounted(barcode.to_string()),
                     // Data adopted from another store, or too large for one bundle.
@@ -391,12 +433,9 @@ impl SharedVault {
                     },
                     other => other.into(),
                 })?;
-            let key = self.object(barcode, generation, &format!("p{p}.bundle"))?;
-            self.vault.put(&key, &bundle, PutMode::Create)?;
             partitions.push(SharedPartition {
                 partition: p,
-                bundle_bytes: bundle.len() as u64,
-                bundle_blake3: blake3::hash(&bundle).to_hex().to_string(),
+                parts,
             });
         }
         let header = ShareHeader {
@@ -523,30 +562,31 @@ impl SharedVault {
                 info.barcode().as_str()
             )));
         }
-        let mut bundles = Vec::new();
+        // Every part is read and checked before anything is written (and checked again as it
+        // is imported): a damaged share adds nothing here.
         for p in &header.partitions {
             if p.partition >= PARTITIONS {
                 return Err(damaged(format!("partition {}", p.partition)));
             }
-            let key = self.object(barcode, generation, &format!("p{}.bundle", p.partition))?;
-            let bundle = self.vault.get(&key)?;
-            if blake3::hash(&bundle).to_hex().as_str() != p.bundle_blake3 {
-                return Err(ShareError::Damaged {
-                    key: key.to_string(),
-                    why: "does not match the hash its share names".into(),
-                });
+            for n in 0..p.parts.len() {
+                self.read_part(barcode, generation, p, n)?;
             }
-            bundles.push((p.partition, bundle));
         }
 
         // 1: the cartridge, `adopting` (not importable), its streams read in place.
         let source = source_name(&header.from_store, barcode, generation);
         let number = cartridges.create_adopting(&info, generation)?;
         let imported = (|| -> Result<(), ShareError> {
-            for (p, bundle) in &bundles {
-                cartridges
-                    .store()
-                    .import_stream(&source, bundle, stream_of(number, *p))?;
+            for p in &header.partitions {
+                let mut parts = (0..p.parts.len()).map(|n| {
+                    self.read_part(barcode, generation, p, n)
+                        .map_err(|e| StoreError::Invalid(e.to_string()))
+                });
+                cartridges.store().import_stream(
+                    &source,
+                    &mut parts,
+                    stream_of(number, p.partition),
+                )?;
             }
             let adopted = Adopted {
                 source: source.clone(),
@@ -587,6 +627,27 @@ impl SharedVault {
         cartridges.set_archive_state(barcode, None)?;
         cartridges.store().sync()?;
         Ok((number, info))
+    }
+
+    /// Part `n` of a shared partition, checked against the hash its share names.
+    fn read_part(
+        &self,
+        barcode: &str,
+        generation: u64,
+        partition: &SharedPartition,
+        n: usize,
+    ) -> Result<Vec<u8>, ShareError> {
+        let key = self.part_key(barcode, generation, partition.partition, n)?;
+        let bytes = self.vault.get(&key)?;
+        let want = &partition.parts[n];
+        if bytes.len() as u64 != want.bytes || blake3::hash(&bytes).to_hex().as_str() != want.blake3
+        {
+            return Err(ShareError::Damaged {
+                key: key.to_string(),
+                why: "does not match the size and hash its share names".into(),
+            });
+        }
+        Ok(bytes)
     }
 
     fn roll_back_adoption(&self, barcode: &str) -> Result<(), ShareError> {

@@ -65,6 +65,21 @@ fn read(store: &ChunkStore, stream: u64) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// The export's parts (of about `part_bytes`).
+fn export(store: &ChunkStore, stream: u64, part_bytes: usize) -> Result<Vec<Vec<u8>>> {
+    let mut parts = Vec::new();
+    let n = store.export_stream(StreamId(stream), b"to b", part_bytes, &mut |p| {
+        parts.push(p);
+        Ok(())
+    })?;
+    assert_eq!(n, parts.len() as u64);
+    Ok(parts)
+}
+
+fn import(store: &ChunkStore, parts: &[Vec<u8>], stream: u64) -> Result<ImportReport> {
+    store.import_stream(SOURCE, &mut parts.iter().cloned().map(Ok), StreamId(stream))
+}
+
 fn pack_objects(b: &dyn Backend) -> Vec<String> {
     b.list("packs/")
         .unwrap()
@@ -84,7 +99,7 @@ fn an_imported_stream_is_read_in_place_after_restart_and_recovery() {
         4,
         &[shared.clone(), noise(500_000, 2), shared.clone(), shared],
     );
-    let bundle = a.export_stream(StreamId(4), b"to b").unwrap();
+    let bundle = export(&a, 4, 1 << 30).unwrap();
     assert_eq!(
         a.pinned_streams().unwrap(),
         vec![(StreamId(4), b"to b".to_vec())]
@@ -92,7 +107,7 @@ fn an_imported_stream_is_read_in_place_after_restart_and_recovery() {
 
     let b = open(b_dir.path(), "catalog");
     b.set_foreign_stores(Arc::new(OnlyA(a.backend().clone())));
-    let report = b.import_stream(SOURCE, &bundle, StreamId(9)).unwrap();
+    let report = import(&b, &bundle, 9).unwrap();
     assert_eq!(report.stream_bytes, written.len() as u64);
     assert!(report.foreign_packs > 0 && report.chunks_added > 0);
     assert_eq!(read(&b, 9).unwrap(), written);
@@ -141,10 +156,10 @@ fn a_pin_keeps_packs_in_place_and_release_follows_the_importers_reclaim() {
     // reuses `common` from stream 1's packs.
     write(&a, 1, &[common.clone(), noise(600_000, 11)]);
     let exported = write(&a, 2, &[common, noise(100_000, 12)]);
-    let bundle = a.export_stream(StreamId(2), b"to b").unwrap();
+    let bundle = export(&a, 2, 1 << 30).unwrap();
     let b = open(b_dir.path(), "catalog");
     b.set_foreign_stores(Arc::new(OnlyA(a.backend().clone())));
-    b.import_stream(SOURCE, &bundle, StreamId(7)).unwrap();
+    import(&b, &bundle, 7).unwrap();
 
     // Stream 1 goes; reclaim would rewrite its mostly dead packs, but not the pinned ones.
     assert!(matches!(
@@ -187,10 +202,10 @@ fn without_the_pin_a_reclaim_moves_what_the_importer_reads() {
     let common = noise(400_000, 20);
     write(&a, 1, &[common.clone(), noise(600_000, 21)]);
     write(&a, 2, &[common, noise(100_000, 22)]);
-    let bundle = a.export_stream(StreamId(2), b"to b").unwrap();
+    let bundle = export(&a, 2, 1 << 30).unwrap();
     let b = open(b_dir.path(), "catalog");
     b.set_foreign_stores(Arc::new(OnlyA(a.backend().clone())));
-    b.import_stream(SOURCE, &bundle, StreamId(7)).unwrap();
+    import(&b, &bundle, 7).unwrap();
     a.unpin_stream(StreamId(2)).unwrap();
     a.delete_stream(StreamId(1)).unwrap();
     let report = a.reclaim(1.0, &mut |_, _| {}).unwrap();
@@ -203,7 +218,9 @@ fn bad_bundles_are_refused_and_change_nothing() {
     let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = open(a_dir.path(), "catalog");
     write(&a, 3, &[noise(300_000, 30)]);
-    let bundle = a.export_stream(StreamId(3), b"x").unwrap();
+    let parts = export(&a, 3, 1 << 30).unwrap();
+    assert_eq!(parts.len(), 1);
+    let bundle = parts[0].clone();
     let b = open(b_dir.path(), "catalog");
     b.set_foreign_stores(Arc::new(OnlyA(a.backend().clone())));
     write(&b, 5, &[noise(1000, 31)]);
@@ -215,62 +232,97 @@ fn bad_bundles_are_refused_and_change_nothing() {
         .filter(|op| !matches!(op, Op::PutChunk(..)))
         .cloned()
         .collect();
-    let foreign_op: Vec<Op> = ops.iter().cloned().chain([Op::DelStream(5)]).collect();
+    let with_a_delete: Vec<Op> = ops.iter().cloned().chain([Op::DelStream(5)]).collect();
     let mut flipped = bundle.clone();
     flipped[40] ^= 1;
     for (what, bad) in [
         ("garbage", b"not a bundle".to_vec()),
         ("a flipped bit", flipped),
         ("chunks missing", journal::encode(0, &without_chunks)),
-        ("a delete", journal::encode(0, &foreign_op)),
-        ("another sequence", journal::encode(1, &ops)),
+        ("a delete", journal::encode(0, &with_a_delete)),
+        ("another part number", journal::encode(1, &ops)),
     ] {
         assert!(
-            matches!(
-                b.import_stream(SOURCE, &bad, StreamId(8)),
-                Err(StoreError::Invalid(_))
-            ),
+            matches!(import(&b, &[bad], 8), Err(StoreError::Invalid(_))),
             "{what}"
         );
     }
+    assert!(
+        matches!(import(&b, &[], 8), Err(StoreError::Invalid(_))),
+        "no parts"
+    );
     assert!(matches!(
-        b.import_stream(SOURCE, &bundle, StreamId(5)),
+        import(&b, std::slice::from_ref(&bundle), 5),
         Err(StoreError::Invalid(_))
     ));
     assert!(matches!(
-        b.import_stream("", &bundle, StreamId(8)),
+        b.import_stream("", &mut std::iter::once(Ok(bundle.clone())), StreamId(8)),
         Err(StoreError::Invalid(_))
     ));
     assert_eq!(b.catalog_fingerprint().unwrap(), before);
 
     // An adopted stream is not exported again (its chunks are A's, not B's to pin).
-    b.import_stream(SOURCE, &bundle, StreamId(8)).unwrap();
+    import(&b, std::slice::from_ref(&bundle), 8).unwrap();
     assert!(matches!(
-        b.export_stream(StreamId(8), b"y"),
+        export(&b, 8, 1 << 30),
         Err(StoreError::Invalid(_))
     ));
+    assert!(
+        b.pinned_streams().unwrap().is_empty(),
+        "the refused export left no pin"
+    );
     // Nor is a stream that does not exist, or one that is open.
     assert!(matches!(
-        a.export_stream(StreamId(99), b"y"),
+        export(&a, 99, 1 << 30),
         Err(StoreError::Invalid(_))
     ));
     let open_stream = a.open_stream(StreamId(3)).unwrap();
-    assert!(matches!(
-        a.export_stream(StreamId(3), b"y"),
-        Err(StoreError::InUse(3))
-    ));
+    assert!(matches!(export(&a, 3, 1 << 30), Err(StoreError::InUse(3))));
     drop(open_stream);
 }
 
 #[test]
-fn a_stream_too_large_for_one_bundle_is_refused_and_left_unpinned() {
-    let dir = tempfile::tempdir().unwrap();
-    let a = open(dir.path(), "catalog");
-    write(&a, 6, &[noise(2_000_000, 40)]);
-    match a.export_stream_within(StreamId(6), b"x", 64 << 10) {
-        Err(StoreError::Invalid(why)) => assert!(why.contains("too large"), "{why}"),
-        other => panic!("expected a refusal, got {:?}", other.map(|b| b.len())),
-    }
-    assert!(a.pinned_streams().unwrap().is_empty());
-    a.delete_stream(StreamId(6)).unwrap();
+fn a_bundle_in_many_small_parts_imports_whole_and_a_broken_part_stops_the_import() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = open(a_dir.path(), "catalog");
+    // Parts are cut at extent rows (about 1024 entries each): many small records make many
+    // rows. Every tenth record repeats an earlier one, and a whole large record (a span)
+    // repeats too, so parts share chunks and spans.
+    let big = noise(200_000, 50);
+    let mut records: Vec<Vec<u8>> = (0..6000u64)
+        .map(|i| noise(1500, if i % 10 == 9 { i % 7 } else { 1000 + i }))
+        .collect();
+    records.insert(100, big.clone());
+    records.push(big);
+    let written = write(&a, 6, &records);
+    let parts = export(&a, 6, 16 << 10).unwrap();
+    assert!(parts.len() >= 4, "{} parts", parts.len());
+
+    let b = open(b_dir.path(), "catalog");
+    b.set_foreign_stores(Arc::new(OnlyA(a.backend().clone())));
+    // Parts out of order are refused (each names its place).
+    let mut swapped = parts.clone();
+    swapped.swap(0, 1);
+    assert!(matches!(
+        import(&b, &swapped, 11),
+        Err(StoreError::Invalid(_))
+    ));
+    // A damaged later part stops the import after the parts before it: the caller deletes.
+    let mut damaged = parts.clone();
+    let last = damaged.len() - 1;
+    damaged[last][30] ^= 1;
+    assert!(matches!(
+        import(&b, &damaged, 12),
+        Err(StoreError::Invalid(_))
+    ));
+    b.delete_stream(StreamId(12)).unwrap();
+
+    let report = import(&b, &parts, 13).unwrap();
+    assert_eq!(report.stream_bytes, written.len() as u64);
+    assert_eq!(read(&b, 13).unwrap(), written);
+    assert!(pack_objects(&**b.backend()).is_empty());
+    // The damaged attempt's rows go with a reclaim; the whole import's stay.
+    b.reclaim(0.5, &mut |_, _| {}).unwrap();
+    assert_eq!(read(&b, 13).unwrap(), written);
+    assert!(b.scrub(&mut |_, _| {}).unwrap().is_clean());
 }

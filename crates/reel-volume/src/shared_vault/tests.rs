@@ -54,7 +54,9 @@ fn node(root: &Path, name: &str, vault: &Arc<dyn Backend>) -> Node {
     )));
     let carts = Cartridges::new(store);
     Node {
-        vault: SharedVault::new(carts.clone(), vault.clone(), name, &format!("node-{name}")),
+        // Small parts: every share here is several parts (extent rows of small records).
+        vault: SharedVault::new(carts.clone(), vault.clone(), name, &format!("node-{name}"))
+            .with_part_bytes(8 << 10),
         carts,
     }
 }
@@ -286,7 +288,11 @@ fn of_racing_adopters_exactly_one_wins_and_the_other_keeps_nothing() {
 fn a_damaged_share_is_refused_and_adds_nothing() {
     let (_dir, vault, a, b, _c) = setup();
     let header = a.vault.share(BARCODE, 300).unwrap();
-    let bundle = Key::new(format!("{BARCODE}/{:016x}.p0.bundle", header.generation)).unwrap();
+    let bundle = Key::new(format!(
+        "{BARCODE}/{:016x}.p0.000000.bundle",
+        header.generation
+    ))
+    .unwrap();
     let mut bytes = vault.get(&bundle).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
@@ -319,7 +325,7 @@ fn a_crash_at_each_step_is_settled_by_recovery() {
         .unwrap();
     a.carts
         .store()
-        .export_stream(stream_of(number, 0), b"x")
+        .export_stream(stream_of(number, 0), b"x", 1 << 20, &mut |_| Ok(()))
         .unwrap();
     assert_eq!(
         a.vault.recover().unwrap(),
@@ -365,4 +371,38 @@ fn a_crash_at_each_step_is_settled_by_recovery() {
     );
     assert_eq!(read_all(&b.carts, BARCODE), layout());
     assert_eq!(vault.list("").unwrap().len(), 3);
+}
+
+#[test]
+fn a_share_in_many_parts_is_adopted_whole() {
+    let (_dir, vault, a, b, _c) = setup();
+    // Small records make many extent entries, so several rows and parts; some repeat.
+    const MANY: &str = "SHR002L9";
+    let info = CartridgeInfo::new(
+        Barcode::new(MANY).unwrap(),
+        MediaType::Lto9,
+        UnixTime(1_700_000_000),
+    );
+    a.carts.create(&info).unwrap();
+    let records: Vec<Vec<u8>> = (0..6000u64)
+        .map(|i| record(if i % 10 == 9 { i % 7 } else { 100 + i })[..1000].to_vec())
+        .collect();
+    {
+        let mut c = a.carts.mount(MANY).unwrap();
+        c.load(UnixTime(1_700_000_001)).unwrap();
+        for r in &records {
+            c.write_record(r).unwrap();
+        }
+        c.sync().unwrap();
+        a.carts.save(&c).unwrap();
+    }
+    let header = a.vault.share(MANY, 500).unwrap();
+    let parts = header.partitions[0].parts.len();
+    assert!(parts >= 2, "{parts} parts");
+    let objects = vault.list(&format!("{MANY}/")).unwrap().len();
+    assert_eq!(objects, parts + 1, "the parts and the share");
+    b.vault.adopt(MANY, 501).unwrap();
+    let expect: Vec<Obj> = records.into_iter().map(Obj::Record).collect();
+    assert_eq!(read_all(&b.carts, MANY), expect);
+    assert_eq!(pack_bytes(&b.carts), 0);
 }
