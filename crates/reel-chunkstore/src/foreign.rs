@@ -76,7 +76,7 @@ impl Part {
         &mut self,
         id: ChunkId,
         chunks: &impl ReadableTable<&'static [u8; 32], &'static [u8]>,
-        foreign: &HashMap<u64, ForeignPack>,
+        foreign: &HashSet<u64>,
         stream: StreamId,
     ) -> Result<()> {
         if !self.chunks.insert(id) {
@@ -86,7 +86,7 @@ impl Part {
             StoreError::Corrupt(format!("chunk {id} is referenced but not stored"))
         })?;
         let loc = ChunkLoc::decode(row.value())?;
-        if foreign.contains_key(&loc.pack) {
+        if foreign.contains(&loc.pack) {
             return Err(StoreError::Invalid(format!(
                 "stream {} holds data this store itself reads from another store; it cannot \
                  be exported again",
@@ -330,7 +330,8 @@ impl ChunkStore {
         let chunks = txn.open_table(CHUNKS)?;
         let packs = txn.open_table(PACKS)?;
         let names = txn.open_table(PACK_IDS)?;
-        let foreign = inner.foreign.read();
+        // A copy: the lock is not held while the sink uploads (reads and imports take it).
+        let foreign: HashSet<u64> = inner.foreign.read().keys().copied().collect();
         let mut part = Part::new(stream.0, len);
         for row in txn
             .open_table(SIDECAR)?
