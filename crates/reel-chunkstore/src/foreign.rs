@@ -316,6 +316,7 @@ impl ChunkStore {
             inner.journal([Op::PutPin(stream.0, label.to_vec())]);
             txn.commit()?;
             inner.note_nondurable_commit();
+            inner.pinned.write().insert(stream.0);
         }
         inner.sync()?;
         inner.backend.flush().map_err(StoreError::from_backend)?;
@@ -391,6 +392,7 @@ impl ChunkStore {
         }
         txn.commit()?;
         inner.note_nondurable_commit();
+        inner.pinned.write().remove(&stream.0);
         Ok(())
     }
 

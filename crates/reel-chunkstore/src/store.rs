@@ -204,6 +204,8 @@ pub(crate) struct Inner {
     pack_owners: Mutex<HashMap<u64, u64>>,
     /// The FOREIGN_PACKS table in memory: consulted on every blob read.
     pub(crate) foreign: RwLock<HashMap<u64, ForeignPack>>,
+    /// The PINS table's stream ids in memory: writes to these streams are refused.
+    pub(crate) pinned: RwLock<HashSet<u64>>,
     /// Opens other stores' back ends for foreign packs (`ChunkStore::set_foreign_stores`).
     pub(crate) foreign_stores: RwLock<Option<Arc<dyn crate::ForeignStores>>>,
     foreign_backends: Mutex<HashMap<String, Arc<dyn Backend>>>,
@@ -332,9 +334,13 @@ impl ChunkStore {
 
         let mut catalog_packs = HashSet::new();
         let mut foreign = HashMap::new();
+        let mut pinned = HashSet::new();
         let chunk_count;
         {
             let txn = db.begin_read()?;
+            for row in txn.open_table(PINS)?.iter()? {
+                pinned.insert(row?.0.value());
+            }
             for row in txn.open_table(FOREIGN_PACKS)?.iter()? {
                 let (k, v) = row?;
                 foreign.insert(k.value(), ForeignPack::decode(v.value())?);
@@ -399,6 +405,7 @@ impl ChunkStore {
             durable_covers: AtomicU64::new(0),
             pack_owners: Mutex::new(HashMap::new()),
             foreign: RwLock::new(foreign),
+            pinned: RwLock::new(pinned),
             foreign_stores: RwLock::new(None),
             foreign_backends: Mutex::new(HashMap::new()),
             journal: Mutex::new(JournalState {

@@ -555,11 +555,25 @@ impl Stream {
     fn admit(&self, write: impl FnOnce(&mut StreamState, &Inner) -> Result<()>) -> Result<()> {
         let _ingest = self.inner.ingest_lock.read();
         self.inner.check_stopped()?;
+        self.check_not_pinned()?;
         if let Some(e) = self.inner.upload_error() {
             return Err(e);
         }
         let r = write(&mut self.state.lock(), &self.inner);
         self.inner.stop_on_catalog_error(r)
+    }
+
+    /// A pinned stream's chunks are read in place by another store at the locations it was
+    /// given (`foreign.rs`): what it references must not change until the pin is lifted.
+    fn check_not_pinned(&self) -> Result<()> {
+        let id = self.id();
+        if self.inner.pinned.read().contains(&id.0) {
+            return Err(StoreError::Invalid(format!(
+                "stream {} is pinned: another store reads it in place, so it cannot change",
+                id.0
+            )));
+        }
+        Ok(())
     }
 
     /// Marks a record boundary: the current chunk ends here if it is long enough, so records
@@ -597,6 +611,7 @@ impl Stream {
         let _ingest = self.inner.ingest_lock.read();
         let _commit = self.inner.commit_lock.read();
         self.inner.check_stopped()?;
+        self.check_not_pinned()?;
         let r = self.state.lock().truncate(&self.inner, len);
         self.inner.stop_on_catalog_error(r)
     }

@@ -104,6 +104,19 @@ fn an_imported_stream_is_read_in_place_after_restart_and_recovery() {
         a.pinned_streams().unwrap(),
         vec![(StreamId(4), b"to b".to_vec())]
     );
+    {
+        // Pinned: readable, but nothing it references may change.
+        let s = a.open_stream(StreamId(4)).unwrap();
+        assert!(matches!(s.append(b"more"), Err(StoreError::Invalid(_))));
+        assert!(matches!(
+            s.append_record(&[7; 9000]),
+            Err(StoreError::Invalid(_))
+        ));
+        assert!(matches!(s.truncate(0), Err(StoreError::Invalid(_))));
+        let mut first = vec![0; 1000];
+        s.read_at(0, &mut first).unwrap();
+        assert_eq!(first, written[..1000]);
+    }
 
     let b = open(b_dir.path(), "catalog");
     b.set_foreign_stores(Arc::new(OnlyA(a.backend().clone())));

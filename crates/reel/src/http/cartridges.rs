@@ -426,10 +426,11 @@ pub async fn update(
         };
         let result = (|| {
             let info = s.cartridge_info(&barcode)?;
-            s.require_available(&barcode, "changed")?;
             // A load between the check and the update would let the drive save its older copy
-            // over this one: hold the cartridge's place while updating.
+            // over this one: hold the cartridge's place while updating. Its availability is
+            // checked under the same catalog lock, which an archive or a share also takes.
             s.holding_place(&barcode, |place| {
+                s.require_available(&barcode, "changed")?;
                 if place.is_some_and(|p| p.kind == "drive") {
                     return Err(ApiError::conflict(format!(
                         "{barcode} is loaded in a drive; move it to a slot first"
@@ -552,8 +553,9 @@ pub async fn erase(
     blocking(state, move |s| {
         let result = (|| {
             s.cartridge_info(&barcode)?;
-            s.require_available(&barcode, "erased")?;
             s.holding_place(&barcode, |place| {
+                // Under the catalog lock, which an archive or a share also takes to begin.
+                s.require_available(&barcode, "erased")?;
                 if let Some(p) = place.filter(|p| p.kind == "drive") {
                     return Err(ApiError::conflict(format!(
                         "{barcode} is loaded in a drive of {}; move it to a slot first",
