@@ -267,7 +267,8 @@ impl ChunkStore {
     /// `part_bytes` (each self-contained; part `n` is journal object `n`). Returns the number of
     /// parts, once every pack they name and the pin are durable in the back end's final home
     /// (before the first part is handed out). The stream must not be open and should not change
-    /// while pinned; [`ChunkStore::delete_stream`] refuses it. On an error the pin stays: the
+    /// while pinned: appends, truncation and [`ChunkStore::delete_stream`] are refused. A
+    /// refused export (`Invalid`) lifts its pin; after any other error the pin stays, and the
     /// caller lifts it ([`ChunkStore::unpin_stream`]) or retries.
     pub fn export_stream(
         &self,

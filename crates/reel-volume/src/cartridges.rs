@@ -98,6 +98,14 @@ impl Cartridges {
 
     /// Creates a blank cartridge; durable when this returns. Returns its number.
     pub fn create(&self, info: &CartridgeInfo) -> Result<u64, CartridgeError> {
+        let number = self.add(info)?;
+        self.store.sync()?;
+        Ok(number)
+    }
+
+    /// A new cartridge's number and identity record (not yet durable), under the catalog
+    /// lock; `Exists` if the barcode is taken.
+    fn add(&self, info: &CartridgeInfo) -> Result<u64, CartridgeError> {
         let _catalog = self.catalog_lock.lock();
         let barcode = info.barcode().as_str().to_string();
         if self.store.record(&key(&barcode))?.is_some() {
@@ -110,7 +118,6 @@ impl Cartridges {
         self.store
             .put_record(NEXT_NUMBER, Some(&(number + 1).to_le_bytes()))?;
         self.write(number, info)?;
-        self.store.sync()?;
         Ok(number)
     }
 
@@ -122,18 +129,11 @@ impl Cartridges {
         generation: u64,
     ) -> Result<u64, CartridgeError> {
         let _catalog = self.catalog_lock.lock();
-        let barcode = info.barcode().as_str().to_string();
-        if self.store.record(&key(&barcode))?.is_some() {
-            return Err(CartridgeError::Exists(barcode));
-        }
-        let number = match self.store.record(NEXT_NUMBER)? {
-            Some(b) if b.len() == 8 => u64::from_le_bytes(b.try_into().unwrap_or([0; 8])),
-            _ => 1,
-        };
-        self.store
-            .put_record(NEXT_NUMBER, Some(&(number + 1).to_le_bytes()))?;
-        self.write(number, info)?;
-        self.set_archive_state(&barcode, Some(crate::ArchiveState::Adopting { generation }))?;
+        let number = self.add(info)?;
+        self.set_archive_state(
+            info.barcode().as_str(),
+            Some(crate::ArchiveState::Adopting { generation }),
+        )?;
         Ok(number)
     }
 

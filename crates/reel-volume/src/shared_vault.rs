@@ -143,9 +143,9 @@ pub struct ShareEntry {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 struct Adopted {
+    /// The chunk store's source name ([`source_name`]: names the sharing store too).
     source: String,
     generation: u64,
-    from_store: String,
 }
 
 fn adopted_key(barcode: &str) -> Vec<u8> {
@@ -591,7 +591,6 @@ impl SharedVault {
             let adopted = Adopted {
                 source: source.clone(),
                 generation,
-                from_store: header.from_store.clone(),
             };
             cartridges.store().put_record(
                 &adopted_key(barcode),
@@ -781,7 +780,7 @@ impl SharedVault {
         for (k, v) in self.cartridges.store().records(ADOPTED_PREFIX)? {
             let barcode = String::from_utf8_lossy(&k[ADOPTED_PREFIX.len()..]).into_owned();
             if let Ok(a) = serde_json::from_slice::<Adopted>(&v) {
-                out.insert(barcode, a.from_store);
+                out.insert(barcode, source_store(&a.source).to_string());
             }
         }
         Ok(out)
