@@ -269,11 +269,8 @@ fn kills_of_the_serving_node_at_random_points_lose_nothing_acknowledged() {
         acknowledged.retain(|&c| c != in_flight);
         serving = standby.join().expect("the standby takes over");
         who = other;
-        for &c in &acknowledged {
-            read_cartridge(portals[who], c);
-        }
-        eprintln!("kill {kill}: node {who} took over; cartridges {acknowledged:?} read back");
-        // A drive may still hold the interrupted cartridge: put it back for the next cycle.
+        // A drive may still hold the interrupted cartridge: put it back before the drive is
+        // needed (the read-back below loads cartridges into it).
         let changer = Tape::connect(portals[who], LIB, 0, 1);
         changer.ready();
         // (CHECK CONDITION when the drive is empty: the move is only a tidy-up.)
@@ -282,6 +279,10 @@ fn kills_of_the_serving_node_at_random_points_lose_nothing_acknowledged() {
             Vec::new(),
             0,
         );
+        for &c in &acknowledged {
+            read_cartridge(portals[who], c);
+        }
+        eprintln!("kill {kill}: node {who} took over; cartridges {acknowledged:?} read back");
     }
     serving.stop();
 }
