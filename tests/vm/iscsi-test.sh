@@ -35,11 +35,16 @@ say() { echo "# iscsi-test: $*"; }
 die() { echo "iscsi-test.sh: $*" >&2; exit 2; }
 
 # --- process helpers (only PIDs this script recorded) ---------------------------------
-alive() { # PID: running and not a zombie
-	local st
-	[ -n "${1:-}" ] && [ -r "/proc/$1/stat" ] || return 1
-	st=$(sed 's/^[^)]*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+alive() { # PID: some thread of it still runs
+	local t st
+	[ -n "${1:-}" ] || return 1
+	# A zombie leader may still have threads finishing a system call (an fsync) and holding
+	# its files, the catalog lock among them: the process is gone when every thread is.
+	for t in /proc/"$1"/task/*/stat; do
+		st=$(sed 's/^[^)]*) //' "$t" 2>/dev/null | cut -d' ' -f1)
+		[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ] && return 0
+	done
+	return 1
 }
 is_ours() { # PID NAME: the process still runs the program we started
 	alive "$1" && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "$2"

@@ -81,10 +81,15 @@ die() { echo "tape-test.sh: $*" >&2; exit 2; }
 
 # --- processes: only the PID this script recorded ----------------------------------------------
 alive() {
-	local st
-	[ -n "${1:-}" ] && [ -r "/proc/$1/stat" ] || return 1
-	st=$(sed 's/^[^)]*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
-	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+	local t st
+	[ -n "${1:-}" ] || return 1
+	# A zombie leader may still have threads finishing a system call (an fsync) and holding
+	# its files, the catalog lock among them: the process is gone when every thread is.
+	for t in /proc/"$1"/task/*/stat; do
+		st=$(sed 's/^[^)]*) //' "$t" 2>/dev/null | cut -d' ' -f1)
+		[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ] && return 0
+	done
+	return 1
 }
 ours() { alive "$1" && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q -- "$REEL_BIN serve"; }
 gone_within() { # PID SECONDS
