@@ -36,6 +36,13 @@ pub const META_FORMAT: &str = "format_version";
 pub const CATALOG_VERSION: u64 = 2;
 /// The last catalog journal object this catalog includes (0: none; see `journal.rs`).
 pub const META_JOURNAL_SEQ: &str = "journal_seq";
+/// Pack ids below this may have been given out by an earlier opening of the store: each open
+/// starts at or above it and raises it by [`PACK_IDS_PER_OPEN`] before storing any pack, so a
+/// pack key is never used twice, even when a killed process's upload lands after the next
+/// process listed the back end (it then finds an orphan to delete, never its own key taken).
+pub const META_PACK_ID_FLOOR: &str = "pack_id_floor";
+/// The pack ids one opening may give out (packs of at least a few KiB each: never exhausted).
+pub const PACK_IDS_PER_OPEN: u64 = 1 << 32;
 
 /// What the catalog knows of a pack: its size, and the raw bytes its chunks hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

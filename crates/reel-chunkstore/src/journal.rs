@@ -25,6 +25,7 @@
 //!         | payload length u32 | payload (zstd of the ops) | BLAKE3 of everything before (32)
 //! op      = table u8 | kind u8 (0 put, 1 delete, 2 delete range) | key | value (puts only)
 //! key     = [u8; 32] (chunks, spans) | u64 (packs, pack_ids, streams; v2: foreign packs, pins)
+//!         | none (v3: the pack-id floor, table 11, whose value is a bare u64)
 //!         | (u64, u64) (extents, sidecar) | len u32 + bytes (records)
 //! range   = u64 stream | u64 first | u64 last (inclusive; extents and sidecar only)
 //! value   = len u32 + bytes (streams: the length as 8 bytes)
@@ -35,14 +36,15 @@ use reel_backend::Key;
 
 use crate::Result;
 use crate::catalog::{
-    CHUNKS, EXTENTS, FOREIGN_PACKS, PACK_IDS, PACKS, PINS, RECORDS, SIDECAR, SPANS, STREAMS,
+    CHUNKS, EXTENTS, FOREIGN_PACKS, META, META_PACK_ID_FLOOR, PACK_IDS, PACKS, PINS, RECORDS,
+    SIDECAR, SPANS, STREAMS,
 };
 use crate::format::FormatError;
 
 const MAGIC: &[u8; 8] = b"REELJRNL";
-/// 2 added the foreign-pack and pin tables; a version-1 object is a version-2 object without
-/// them, so both are read.
-const VERSION: u16 = 2;
+/// 2 added the foreign-pack and pin tables, 3 the pack-id floor; an older object is a newer one
+/// without them, so all are read.
+const VERSION: u16 = 3;
 const HEADER_LEN: usize = 8 + 2 + 2 + 8 + 4 + 4;
 const HASH_LEN: usize = 32;
 /// Refuses absurd payloads before allocating for them.
@@ -99,6 +101,8 @@ pub enum Op {
     /// Version 2: a stream another store reads in place (`catalog::PINS`).
     PutPin(u64, Vec<u8>),
     DelPin(u64),
+    /// Version 3: `meta.pack_id_floor` rises to at least this (`catalog::META_PACK_ID_FLOOR`).
+    RaisePackIdFloor(u64),
 }
 
 // Table tags on the wire: fixed forever (a new table gets a new tag).
@@ -112,6 +116,7 @@ const T_SIDECAR: u8 = 7;
 const T_RECORDS: u8 = 8;
 const T_FOREIGN_PACKS: u8 = 9;
 const T_PINS: u8 = 10;
+const T_PACK_ID_FLOOR: u8 = 11;
 const K_PUT: u8 = 0;
 const K_DEL: u8 = 1;
 const K_DEL_RANGE: u8 = 2;
@@ -234,6 +239,10 @@ impl Op {
                 out.extend_from_slice(&[T_PINS, K_DEL]);
                 out.extend_from_slice(&id.to_le_bytes());
             }
+            Op::RaisePackIdFloor(floor) => {
+                out.extend_from_slice(&[T_PACK_ID_FLOOR, K_PUT]);
+                out.extend_from_slice(&floor.to_le_bytes());
+            }
         }
     }
 
@@ -278,6 +287,7 @@ impl Op {
             (T_FOREIGN_PACKS, K_DEL) => Op::DelForeignPack(r.u64()?),
             (T_PINS, K_PUT) => Op::PutPin(r.u64()?, r.value()?),
             (T_PINS, K_DEL) => Op::DelPin(r.u64()?),
+            (T_PACK_ID_FLOOR, K_PUT) => Op::RaisePackIdFloor(r.u64()?),
             _ => return Err(r.bad(format!("unknown op: table {table}, kind {kind}"))),
         };
         Ok(op)
@@ -373,13 +383,19 @@ pub fn apply(txn: &WriteTransaction, ops: &[Op]) -> Result<()> {
             Op::DelPin(id) => {
                 pins.remove(*id)?;
             }
+            Op::RaisePackIdFloor(floor) => {
+                let mut meta = txn.open_table(META)?;
+                let now = meta.get(META_PACK_ID_FLOOR)?.map_or(0, |v| v.value());
+                meta.insert(META_PACK_ID_FLOOR, now.max(*floor))?;
+            }
         }
     }
     Ok(())
 }
 
 /// Every row of every journaled table as put ops, in table then key order: what a replay of
-/// the whole journal must reproduce (tests compare two catalogs with it).
+/// the whole journal must reproduce (tests compare two catalogs with it). The pack-id floor is
+/// left out: it is not content, and every opening raises it.
 pub fn dump(db: &redb::Database) -> Result<Vec<Op>> {
     use redb::ReadableDatabase;
     let txn = db.begin_read()?;
@@ -634,6 +650,7 @@ mod tests {
             any::<u64>().prop_map(Op::DelForeignPack),
             (any::<u64>(), bytes).prop_map(|(i, v)| Op::PutPin(i, v)),
             any::<u64>().prop_map(Op::DelPin),
+            any::<u64>().prop_map(Op::RaisePackIdFloor),
         ]
     }
 
@@ -656,6 +673,23 @@ mod tests {
             bytes[i] ^= 1 << bit;
             prop_assert!(decode(&bytes, 7).is_err());
         }
+    }
+
+    #[test]
+    fn a_replayed_pack_id_floor_only_rises() {
+        use redb::ReadableDatabase;
+        let db = redb::Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .unwrap();
+        for floor in [10u64 << 32, 3 << 32] {
+            let txn = db.begin_write().unwrap();
+            apply(&txn, &[Op::RaisePackIdFloor(floor)]).unwrap();
+            txn.commit().unwrap();
+        }
+        let txn = db.begin_read().unwrap();
+        let meta = txn.open_table(META).unwrap();
+        let floor = meta.get(META_PACK_ID_FLOOR).unwrap().map(|v| v.value());
+        assert_eq!(floor, Some(10 << 32));
     }
 
     #[test]

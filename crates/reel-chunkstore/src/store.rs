@@ -336,8 +336,13 @@ impl ChunkStore {
         let mut foreign = HashMap::new();
         let mut pinned = HashSet::new();
         let chunk_count;
+        let pack_id_floor;
         {
             let txn = db.begin_read()?;
+            pack_id_floor = txn
+                .open_table(META)?
+                .get(catalog::META_PACK_ID_FLOOR)?
+                .map_or(0, |v| v.value());
             for row in txn.open_table(PINS)?.iter()? {
                 pinned.insert(row?.0.value());
             }
@@ -363,6 +368,11 @@ impl ChunkStore {
                 backend.delete(&obj.key).map_err(StoreError::from_backend)?;
             }
         }
+
+        let first_pack_id = pack_id_floor.max(max_id + 1);
+        let next_floor = first_pack_id
+            .checked_add(catalog::PACK_IDS_PER_OPEN)
+            .ok_or_else(|| StoreError::Corrupt(format!("pack ids are exhausted at {first_pack_id}")))?;
 
         let filter = Bloom::with_capacity(chunk_count / u64::from(crate::index::HOOK_ONE_IN) * 2);
         {
@@ -390,7 +400,7 @@ impl ChunkStore {
             filter: RwLock::new(filter),
             pending: Mutex::new(HashSet::new()),
             blob_cache: Mutex::new(BlobCache::default()),
-            next_pack: AtomicU64::new(max_id + 1),
+            next_pack: AtomicU64::new(first_pack_id),
             uploads: Mutex::new(Uploads::default()),
             uploads_done: Condvar::new(),
             upload_tx: Mutex::new(Some(tx)),
@@ -423,6 +433,8 @@ impl ChunkStore {
                 inner.commit_durably()?;
             }
         }
+        // Before any pack of this opening is stored (the uploaders are not running yet).
+        inner.reserve_pack_ids(next_floor)?;
         for i in 0..inner.config.upload_threads.max(1) {
             let weak = Arc::downgrade(&inner);
             let rx = rx.clone();
@@ -1298,6 +1310,26 @@ impl Inner {
         }
         if self.config.durable_at == DurableAt::Bucket {
             self.backend.flush().map_err(StoreError::from_backend)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Records that this opening gives out pack ids below `floor` (`catalog::META_PACK_ID_FLOOR`),
+    /// durably in the catalog and in the journal. Not flushed to the bucket even at durability
+    /// `bucket`: nothing acknowledged rests on it, and a write-back cache uploads this journal
+    /// object before any pack queued after it, so no pack of this opening reaches the bucket
+    /// without the floor that covers it.
+    fn reserve_pack_ids(&self, floor: u64) -> Result<()> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(Durability::Immediate)?;
+        txn.open_table(META)?
+            .insert(catalog::META_PACK_ID_FLOOR, floor)?;
+        if self.config.journal {
+            self.journal([journal::Op::RaisePackIdFloor(floor)]);
+            let seq = self.write_journal()?;
+            txn.open_table(META)?
+                .insert(catalog::META_JOURNAL_SEQ, seq)?;
         }
         txn.commit()?;
         Ok(())

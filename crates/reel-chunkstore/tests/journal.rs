@@ -107,7 +107,8 @@ fn a_fresh_catalog_is_rebuilt_from_the_back_end_alone() {
     .unwrap();
     assert_eq!(recovered.catalog_fingerprint().unwrap(), fingerprint);
     assert_eq!(read_all(&recovered), contents);
-    assert_eq!(recovered.journal_seq(), seq);
+    // Recovery replays 1..=seq, then the opening's own pack-id floor is journal seq + 1.
+    assert_eq!(recovered.journal_seq(), seq + 1);
     assert!(recovered.scrub(&mut |_, _| {}).unwrap().is_clean());
     let last = reports.last().expect("progress was reported");
     assert_eq!((last.done, last.total), (seq, seq));
@@ -212,9 +213,10 @@ fn a_second_writer_on_the_same_journal_is_fenced() {
     let dir = tempfile::tempdir().unwrap();
     let a = open(&dir.path().join("a"), &backend, journaled());
     workload(&a, 0);
-    // B takes over from the bucket while A still runs (a stale node): both saw the same seq.
+    // B takes over from the bucket while A still runs (a stale node): B's opening already
+    // claims the next journal object (its pack-id floor), so A's next one is refused.
     let b = open(&dir.path().join("b"), &backend, journaled());
-    assert_eq!(b.journal_seq(), a.journal_seq());
+    assert_eq!(b.journal_seq(), a.journal_seq() + 1);
     b.put_record(b"owner", Some(b"b")).unwrap();
     b.sync().unwrap();
     a.put_record(b"owner", Some(b"a")).unwrap();
@@ -246,7 +248,7 @@ fn a_store_that_starts_journaling_writes_its_whole_catalog_first() {
     }
     let (fingerprint, contents) = {
         let store = open(&catalog, &backend, journaled());
-        assert_eq!(store.journal_seq(), 1, "the base journal");
+        assert_eq!(store.journal_seq(), 2, "the base journal, then the pack-id floor");
         workload(&store, 1);
         (store.catalog_fingerprint().unwrap(), read_all(&store))
     };
@@ -261,4 +263,66 @@ fn copy_dir(from: &Path, to: &Path) {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
     }
+}
+
+fn pack_ids(backend: &MemoryBackend) -> Vec<u64> {
+    backend
+        .list("packs/")
+        .unwrap()
+        .into_iter()
+        .filter_map(|o| {
+            let hex = o.key.as_str().strip_prefix("packs/")?.strip_suffix(".pack")?;
+            u64::from_str_radix(hex, 16).ok()
+        })
+        .collect()
+}
+
+/// Writes a stream, deletes it and reclaims, so the back end holds no pack; returns the ids
+/// the packs had.
+fn write_and_forget(store: &ChunkStore, backend: &MemoryBackend, key: u64) -> Vec<u64> {
+    let stream = store.open_stream(StreamId(key)).unwrap();
+    for r in 0..20 {
+        stream.append_record(&fill(key * 100 + r, 50_000)).unwrap();
+    }
+    stream.sync().unwrap();
+    let used = pack_ids(backend);
+    assert!(!used.is_empty());
+    drop(stream);
+    store.delete_stream(StreamId(key)).unwrap();
+    store.reclaim(0.5, &mut |_, _| {}).unwrap();
+    store.sync().unwrap();
+    assert_eq!(pack_ids(backend), Vec::<u64>::new(), "reclaim deleted every pack");
+    used
+}
+
+/// A pack key is never used twice, even when every pack was deleted: a killed process's
+/// upload that lands after the next opening listed the bucket must find an orphan of its own
+/// id, never take a key the new opening writes (which fenced the node in the crash test).
+/// The floor travels in the journal, so a catalog rebuilt from the bucket keeps it too.
+#[test]
+fn pack_ids_are_never_reused_across_openings_or_recovery() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let mut used = Vec::new();
+    for (round, catalog) in ["a", "a", "fresh", "a-again"].iter().enumerate() {
+        // "fresh" rebuilds from the journal alone; "a-again" after it, from the bucket too.
+        let store = open(&dir.path().join(catalog), &backend, journaled());
+        let ids = write_and_forget(&store, &backend, round as u64 + 1);
+        let newest_before = used.iter().copied().max().unwrap_or(0);
+        assert!(
+            ids.iter().all(|&id| id > newest_before),
+            "opening {round} ({catalog}) reused a pack id: {ids:?} vs up to {newest_before}"
+        );
+        used.extend(ids);
+    }
+    // Without a journal (the local back end), the floor lives in the catalog alone.
+    let local = tempfile::tempdir().unwrap();
+    let backend = Arc::new(MemoryBackend::new());
+    let first = {
+        let store = open(local.path(), &backend, StoreConfig::default());
+        write_and_forget(&store, &backend, 1)
+    };
+    let store = open(local.path(), &backend, StoreConfig::default());
+    let second = write_and_forget(&store, &backend, 2);
+    assert!(second.iter().min() > first.iter().max(), "{first:?} then {second:?}");
 }
