@@ -372,7 +372,9 @@ impl ChunkStore {
         let first_pack_id = pack_id_floor.max(max_id + 1);
         let next_floor = first_pack_id
             .checked_add(catalog::PACK_IDS_PER_OPEN)
-            .ok_or_else(|| StoreError::Corrupt(format!("pack ids are exhausted at {first_pack_id}")))?;
+            .ok_or_else(|| {
+                StoreError::Corrupt(format!("pack ids are exhausted at {first_pack_id}"))
+            })?;
 
         let filter = Bloom::with_capacity(chunk_count / u64::from(crate::index::HOOK_ONE_IN) * 2);
         {

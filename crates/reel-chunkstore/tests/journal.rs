@@ -248,7 +248,11 @@ fn a_store_that_starts_journaling_writes_its_whole_catalog_first() {
     }
     let (fingerprint, contents) = {
         let store = open(&catalog, &backend, journaled());
-        assert_eq!(store.journal_seq(), 2, "the base journal, then the pack-id floor");
+        assert_eq!(
+            store.journal_seq(),
+            2,
+            "the base journal, then the pack-id floor"
+        );
         workload(&store, 1);
         (store.catalog_fingerprint().unwrap(), read_all(&store))
     };
@@ -271,7 +275,11 @@ fn pack_ids(backend: &MemoryBackend) -> Vec<u64> {
         .unwrap()
         .into_iter()
         .filter_map(|o| {
-            let hex = o.key.as_str().strip_prefix("packs/")?.strip_suffix(".pack")?;
+            let hex = o
+                .key
+                .as_str()
+                .strip_prefix("packs/")?
+                .strip_suffix(".pack")?;
             u64::from_str_radix(hex, 16).ok()
         })
         .collect()
@@ -291,7 +299,11 @@ fn write_and_forget(store: &ChunkStore, backend: &MemoryBackend, key: u64) -> Ve
     store.delete_stream(StreamId(key)).unwrap();
     store.reclaim(0.5, &mut |_, _| {}).unwrap();
     store.sync().unwrap();
-    assert_eq!(pack_ids(backend), Vec::<u64>::new(), "reclaim deleted every pack");
+    assert_eq!(
+        pack_ids(backend),
+        Vec::<u64>::new(),
+        "reclaim deleted every pack"
+    );
     used
 }
 
@@ -324,5 +336,8 @@ fn pack_ids_are_never_reused_across_openings_or_recovery() {
     };
     let store = open(local.path(), &backend, StoreConfig::default());
     let second = write_and_forget(&store, &backend, 2);
-    assert!(second.iter().min() > first.iter().max(), "{first:?} then {second:?}");
+    assert!(
+        second.iter().min() > first.iter().max(),
+        "{first:?} then {second:?}"
+    );
 }
