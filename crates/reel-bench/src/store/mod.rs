@@ -256,6 +256,31 @@ struct Row {
     catalog_pct_of_stored: f64,
     /// Apparent size of the pack directory (should equal `stats.stored_bytes`).
     packs_dir_bytes: u64,
+    /// The catalog's tables after ingest, largest first (`ChunkStore::catalog_space`).
+    #[serde(default)]
+    catalog_tables: Vec<TableSpaceJson>,
+}
+
+/// One catalog table's space after ingest.
+#[derive(Serialize, Deserialize, Debug)]
+struct TableSpaceJson {
+    name: String,
+    rows: u64,
+    stored_bytes: u64,
+    metadata_bytes: u64,
+    fragmented_bytes: u64,
+}
+
+impl From<&reel_chunkstore::TableSpace> for TableSpaceJson {
+    fn from(t: &reel_chunkstore::TableSpace) -> Self {
+        TableSpaceJson {
+            name: t.name.clone(),
+            rows: t.rows,
+            stored_bytes: t.stored_bytes,
+            metadata_bytes: t.metadata_bytes,
+            fragmented_bytes: t.fragmented_bytes,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -644,6 +669,12 @@ fn run_one(data: &[u8], rs: usize, n: usize, base: &Path, ideal: f64) -> Result<
         stats.logical_bytes,
         data.len()
     );
+    let catalog_tables = store
+        .catalog_space()?
+        .tables
+        .iter()
+        .map(TableSpaceJson::from)
+        .collect();
     let (catalog_apparent_bytes, catalog_bytes) = dir_bytes(&root.join("catalog"))?;
     let packs_dir_bytes = dir_bytes(&root.join("objects"))?.0;
     if packs_dir_bytes != stats.stored_bytes {
@@ -719,9 +750,68 @@ fn run_one(data: &[u8], rs: usize, n: usize, base: &Path, ideal: f64) -> Result<
         ) / MB,
         catalog_pct_of_stored: 100.0 * ratio(catalog_bytes as f64, stats.stored_bytes as f64),
         packs_dir_bytes,
+        catalog_tables,
         stats: StatsJson::from(&stats),
         filter_memory_after_reopen,
     })
+}
+
+/// Where the catalog's bytes are, per table: the file (allocated blocks) is the sum of the
+/// tables plus pages redb freed but still holds.
+fn write_catalog_tables(s: &mut String, row: &Row) {
+    let chunks = row.stats.chunks as f64;
+    let logical_kib = row.bytes as f64 / 1024.0;
+    let _ = writeln!(
+        s,
+        "\nCatalog after ingest, {} records, {} stream(s): {} on disk for {} unique chunks, {} of \
+         packs (B/chunk = per unique chunk; B/KiB = per KiB written):\n",
+        size_label(row.record_size as u64),
+        row.streams,
+        mb(row.catalog_bytes),
+        row.stats.chunks,
+        mb(row.stats.stored_bytes),
+    );
+    let _ = writeln!(
+        s,
+        "| table | rows | keys+values | index | slack in pages | total | B/chunk | B/KiB |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let mut sum = 0;
+    for t in &row.catalog_tables {
+        let total = t.stored_bytes + t.metadata_bytes + t.fragmented_bytes;
+        sum += total;
+        if total < 64 << 10 {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {:.0} | {:.2} |",
+            t.name,
+            t.rows,
+            mb(t.stored_bytes),
+            mb(t.metadata_bytes),
+            mb(t.fragmented_bytes),
+            mb(total),
+            ratio(total as f64, chunks),
+            ratio(total as f64, logical_kib),
+        );
+    }
+    let freed = row.catalog_bytes.saturating_sub(sum);
+    let _ = writeln!(
+        s,
+        "| (tables under 64K) | | | | | | | |\n| all tables | | | | | {} | {:.0} | {:.2} |\n\
+         | file beyond the tables (freed pages, allocator state) | | | | | {} | {:.0} | {:.2} |",
+        mb(sum),
+        ratio(sum as f64, chunks),
+        ratio(sum as f64, logical_kib),
+        mb(freed),
+        ratio(freed as f64, chunks),
+        ratio(freed as f64, logical_kib),
+    );
+}
+
+/// Bytes as decimal megabytes, two places (measured sizes are rarely whole units).
+fn mb(bytes: u64) -> String {
+    format!("{:.2} MB", bytes as f64 / MB)
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -1027,6 +1117,9 @@ fn render_markdown(r: &Report, charts: &[(String, String)]) -> String {
             row.filter_mb_per_tb_unique,
             row.catalog_pct_of_stored,
         );
+    }
+    for row in r.rows.iter().filter(|row| !row.catalog_tables.is_empty()) {
+        write_catalog_tables(&mut s, row);
     }
     let _ = writeln!(
         s,
