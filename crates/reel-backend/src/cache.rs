@@ -228,7 +228,15 @@ struct CleanFile {
     offset: u64,
     len: u64,
     tick: u64,
+    /// A block just fetched, also in memory (see [`BLOCK_MEMORY`]).
+    memory: Option<Arc<Vec<u8>>>,
 }
+
+/// Bytes of fetched blocks also kept in memory, newest first: the reader a block was fetched
+/// for (or read ahead for) takes its pieces from memory, so the block's file is written around
+/// the page cache and never read back while the restore runs.
+const BLOCK_MEMORY: u64 = 64 << 20;
+const BLOCK_MEMORY_ENTRIES: usize = 1024;
 
 #[derive(Default)]
 struct CleanObject {
@@ -252,6 +260,10 @@ struct State {
     pending_bytes: u64,
     /// Bytes held by items' `data`.
     memory_bytes: u64,
+    /// Clean blocks holding `memory`, oldest first (entries of blocks since removed are
+    /// skipped), and the bytes they hold.
+    block_memory: VecDeque<(Key, u64)>,
+    block_memory_bytes: u64,
     clean: HashMap<Key, CleanObject>,
     clean_bytes: u64,
     lru: BTreeMap<u64, CleanId>,
@@ -565,6 +577,9 @@ impl State {
         if let Some(f) = file {
             self.lru.remove(&f.tick);
             self.clean_bytes -= f.len;
+            if let Some(m) = &f.memory {
+                self.block_memory_bytes -= m.len() as u64;
+            }
             // Readers that opened the file keep reading it; the name is garbage now.
             let _ = fs::remove_file(&f.path);
         }
@@ -612,6 +627,7 @@ impl State {
             offset,
             len,
             tick: self.tick,
+            memory: None,
         };
         self.lru.insert(self.tick, id.clone());
         self.clean_bytes += len;
@@ -623,6 +639,36 @@ impl State {
             CleanId::Whole(_) => obj.whole = Some(file),
             CleanId::Block(_, b) => {
                 obj.blocks.insert(b, file);
+            }
+        }
+    }
+
+    /// Keeps a copy of clean block `b` of `key` (just added) in memory, dropping the oldest
+    /// copies beyond [`BLOCK_MEMORY`].
+    fn hold_block(&mut self, key: &Key, b: u64, data: Arc<Vec<u8>>) {
+        let Some(file) = self.clean.get_mut(key).and_then(|o| o.blocks.get_mut(&b)) else {
+            return;
+        };
+        let len = data.len() as u64;
+        if let Some(old) = file.memory.replace(data) {
+            self.block_memory_bytes -= old.len() as u64;
+        }
+        self.block_memory_bytes += len;
+        self.block_memory.push_back((key.clone(), b));
+        // The queue is bounded too: blocks evicted from the cache leave stale entries.
+        while self.block_memory_bytes > BLOCK_MEMORY
+            || self.block_memory.len() > BLOCK_MEMORY_ENTRIES
+        {
+            let Some((k, oldest)) = self.block_memory.pop_front() else {
+                break;
+            };
+            let dropped = self
+                .clean
+                .get_mut(&k)
+                .and_then(|o| o.blocks.get_mut(&oldest))
+                .and_then(|f| f.memory.take());
+            if let Some(m) = dropped {
+                self.block_memory_bytes -= m.len() as u64;
             }
         }
     }
@@ -842,7 +888,7 @@ impl Shared {
             let head = header.encode(seq);
             // Large entries (packs) around the page cache, as the local back end writes packs
             // (docs/design/efficiency.md); their upload reads the copy in memory instead.
-            if data.len() < DIRECT_MIN || !write_direct(&tmp, &[&head, data])? {
+            if data.len() < DIRECT_MIN || !write_direct(&tmp, &[&head, data], true)? {
                 let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
                 f.write_all(&head)?;
                 f.write_all(data)?;
@@ -1263,9 +1309,15 @@ impl Shared {
     fn write_clean(&self, data: &[u8]) -> Option<PathBuf> {
         let name = self.lock().new_file_name();
         let path = self.clean_dir.join(name);
-        // Through the page cache: the reader waiting for the block reads it back at once (with
-        // `O_DIRECT` here the cold read took 20 % less CPU but ran 11 % slower, efficiency.md).
-        match fs::write(&path, data) {
+        // Around the page cache (the cache need not be durable: no fsync): a block just fetched
+        // is read from its copy in memory (`State::hold_block`); the file serves later reads.
+        let write = || -> io::Result<()> {
+            if data.len() < DIRECT_MIN || !write_direct(&path, &[data], false)? {
+                fs::write(&path, data)?;
+            }
+            Ok(())
+        };
+        match write() {
             Ok(()) => Some(path),
             Err(_) => {
                 let _ = fs::remove_file(&path);
@@ -1394,6 +1446,7 @@ impl Shared {
         // before that part does (the object ends inside the range).
         let mut have: BTreeMap<u64, Result<Vec<u8>, u64>> = BTreeMap::new();
         let mut cached = Vec::new();
+        let mut in_memory = Vec::new();
         {
             let mut st = self.lock();
             // A block being read ahead arrives soon: waiting beats fetching it twice.
@@ -1401,11 +1454,13 @@ impl Shared {
                 st = wait(&self.ahead_done, st);
             }
             for b in first..=last {
-                let file = st
-                    .clean
-                    .get(key)
-                    .and_then(|o| o.blocks.get(&b))
-                    .map(|f| (f.path.clone(), f.offset, f.len));
+                let block = st.clean.get(key).and_then(|o| o.blocks.get(&b));
+                if let Some(memory) = block.and_then(|f| f.memory.clone()) {
+                    st.touch(&CleanId::Block(key.clone(), b));
+                    in_memory.push((b, memory));
+                    continue;
+                }
+                let file = block.map(|f| (f.path.clone(), f.offset, f.len));
                 if let Some((path, offset, len)) = file
                     && let Ok(file) = File::open(&path)
                 {
@@ -1413,6 +1468,14 @@ impl Shared {
                     cached.push((b, file, offset, len));
                 }
             }
+        }
+        for (b, memory) in in_memory {
+            let (from, to) = part(b);
+            let got = match memory.get(from as usize..to as usize) {
+                Some(p) => Ok(p.to_vec()),
+                None => Err(memory.len() as u64),
+            };
+            have.insert(b, got);
         }
         for (b, file, offset, len) in cached {
             // Only the needed part is read: a restore reads a block in many small pieces.
@@ -1467,7 +1530,7 @@ impl Shared {
             {
                 let idx = b + i as u64;
                 if let Some(path) = self.write_clean(chunk) {
-                    fetched.push((idx, path, chunk.len() as u64));
+                    fetched.push((idx, path, Arc::new(chunk.to_vec())));
                 }
                 let (from, to) = part(idx);
                 let got = match chunk.get(from as usize..to as usize) {
@@ -1478,9 +1541,11 @@ impl Shared {
             }
             let mut st = self.lock();
             let cap = self.config.capacity_bytes;
-            for (idx, path, len) in fetched {
+            for (idx, path, block) in fetched {
                 if st.fetch_current(id) {
+                    let len = block.len() as u64;
                     st.add_clean(CleanId::Block(key.clone(), idx), path, 0, len, cap);
+                    st.hold_block(key, idx, block);
                 } else {
                     let _ = fs::remove_file(&path);
                 }
@@ -1618,6 +1683,7 @@ impl Shared {
                 data.len() as u64,
                 cap,
             );
+            st.hold_block(key, b, Arc::new(data));
         } else {
             let _ = fs::remove_file(&path);
         }

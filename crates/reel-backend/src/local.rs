@@ -30,10 +30,11 @@ const DIRECT_ALIGN: usize = 4096;
 /// The aligned bounce buffer data goes through (one user-space copy, at memcpy speed).
 const DIRECT_BUFFER: usize = 4 << 20;
 
-/// Writes the concatenation of `parts` to a new file at `path` with `O_DIRECT` and syncs it.
-/// Returns `Ok(false)`, having created nothing, where the file system refuses `O_DIRECT`
-/// (`EINVAL` at open): the caller then writes through the page cache.
-pub(crate) fn write_direct(path: &Path, parts: &[&[u8]]) -> io::Result<bool> {
+/// Writes the concatenation of `parts` to a new file at `path` with `O_DIRECT`, and syncs it
+/// if `sync` (a cache of remote bytes need not be durable). Returns `Ok(false)`, having created
+/// nothing, where the file system refuses `O_DIRECT` (`EINVAL` at open): the caller then writes
+/// through the page cache.
+pub(crate) fn write_direct(path: &Path, parts: &[&[u8]], sync: bool) -> io::Result<bool> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = match OpenOptions::new()
         .write(true)
@@ -75,7 +76,9 @@ pub(crate) fn write_direct(path: &Path, parts: &[&[u8]]) -> io::Result<bool> {
         total += filled as u64;
     }
     f.set_len(total)?;
-    f.sync_all()?;
+    if sync {
+        f.sync_all()?;
+    }
     Ok(true)
 }
 
@@ -121,7 +124,7 @@ impl LocalBackend {
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let path = self.tmp.join(format!("{}-{n}", std::process::id()));
         let write = || -> io::Result<()> {
-            if data.len() >= DIRECT_MIN && write_direct(&path, &[data])? {
+            if data.len() >= DIRECT_MIN && write_direct(&path, &[data], true)? {
                 return Ok(());
             }
             let mut f = OpenOptions::new()
@@ -381,7 +384,7 @@ mod tests {
         let body: Vec<u8> = (0..2 * DIRECT_BUFFER + 13).map(|j| (j / 7) as u8).collect();
         let tail = vec![9u8; DIRECT_BUFFER - 5];
         let path = disk.path().join("entry");
-        assert!(write_direct(&path, &[&head, &body, &[], &tail]).unwrap());
+        assert!(write_direct(&path, &[&head, &body, &[], &tail], true).unwrap());
         let expected = [head, body, tail].concat();
         assert!(fs::read(&path).unwrap() == expected);
     }
@@ -394,7 +397,7 @@ mod tests {
         let shm = tempfile::tempdir_in("/dev/shm").expect("/dev/shm (tmpfs)");
         let probe = vec![1u8; DIRECT_MIN];
         assert!(
-            write_direct(&disk.path().join("probe"), &[&probe]).unwrap(),
+            write_direct(&disk.path().join("probe"), &[&probe], true).unwrap(),
             "O_DIRECT on disk"
         );
         let sizes = [

@@ -1363,7 +1363,11 @@ fn usage_erase_and_reclaim() {
     let verified = wait_for_job(&api, &viewer, "/api/v1/verify");
     assert_eq!(verified["state"], "clean", "{verified}");
 
-    // One maintenance job at a time: a second start while one runs is refused.
+    // One maintenance job at a time: a second start while one runs is refused. With the few
+    // records above, a verify finished before the reclaim request reached the server 20 times
+    // running in a loaded full run; 32 MiB more keep it busy for tens of milliseconds.
+    let more: Vec<Vec<u8>> = (0..512).map(|i| noise(10_000 + i)).collect();
+    tapes.write(1, &more);
     let mut refused = None;
     for _ in 0..20 {
         api.ok("POST", "/api/v1/verify", &operator, None);
