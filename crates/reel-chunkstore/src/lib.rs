@@ -36,6 +36,8 @@ mod scrub;
 mod space;
 mod store;
 mod stream;
+#[cfg(test)]
+mod test_support;
 mod usage;
 
 pub use chunker::ChunkerParams;

@@ -27,8 +27,8 @@ impl TableSpace {
     }
 }
 
-/// The catalog's live tables, largest first. The file is larger than their sum by the pages
-/// redb has freed but not yet returned (see `reel_chunkstore` docs on compaction).
+/// The catalog's live tables, largest first. The file is larger than their sum by pages redb
+/// freed but keeps and by its growth in doubling steps (docs/design/efficiency.md §2).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CatalogSpace {
     pub tables: Vec<TableSpace>,
@@ -72,6 +72,7 @@ mod tests {
 
     use reel_backend::MemoryBackend;
 
+    use crate::test_support::noise;
     use crate::{ChunkStore, StoreConfig, StreamId};
 
     #[test]
@@ -89,15 +90,7 @@ mod tests {
             assert!(names.contains(&table), "{table} missing from {names:?}");
         }
         let stream = store.open_stream(StreamId(1)).unwrap();
-        let mut state = 7u64;
-        let data: Vec<u8> = (0..4 << 20)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (state >> 56) as u8
-            })
-            .collect();
+        let data = noise(4 << 20, 7);
         stream.append_record(&data).unwrap();
         stream.sync().unwrap();
         let stats = store.stats().unwrap();

@@ -1531,6 +1531,7 @@ mod record_commit_tests {
 
     use super::*;
     use crate::StreamId;
+    use crate::test_support::noise;
 
     fn open(dir: &Path) -> ChunkStore {
         let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(&dir.join("objects")).unwrap());
@@ -1539,19 +1540,6 @@ mod record_commit_tests {
 
     fn packs(store: &ChunkStore) -> usize {
         store.backend().list("packs/").unwrap().len()
-    }
-
-    /// Pseudo-random bytes (incompressible, no dedup).
-    fn noise(n: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
     }
 
     #[test]

@@ -8,6 +8,7 @@ use reel_backend::{Backend, LocalBackend};
 
 use super::*;
 use crate::StoreConfig;
+use crate::test_support::noise;
 
 const SOURCE: &str = "store-a#share-1";
 
@@ -33,18 +34,6 @@ impl ForeignStores for OnlyA {
             .then(|| self.0.clone())
             .ok_or_else(|| format!("unknown store {source}"))
     }
-}
-
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 fn write(store: &ChunkStore, stream: u64, records: &[Vec<u8>]) -> Vec<u8> {
