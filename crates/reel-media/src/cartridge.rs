@@ -21,6 +21,11 @@ use crate::time::UnixTime;
 /// length reported by READ BLOCK LIMITS (SSC-4 §7.8).
 pub const MAX_RECORD_LEN: u32 = 8 * 1024 * 1024;
 
+/// What a drive may add to a record when it encrypts it (key-associated data, nonce,
+/// authentication tag): an encrypted record's sealed form is at most
+/// `MAX_RECORD_LEN + MAX_SEALING_OVERHEAD` bytes.
+pub const MAX_SEALING_OVERHEAD: u32 = 4096;
+
 /// Most filemarks one [`Cartridge::write_filemarks`] may write: the 24-bit
 /// count field of WRITE FILEMARKS(6) (SSC-4 §7.11).
 pub const MAX_FILEMARKS_PER_WRITE: u32 = 0x00FF_FFFF;
@@ -316,6 +321,18 @@ impl<S: PartitionStore> Cartridge<S> {
     /// and not at EOD), [`MediaError::RecordTooLarge`],
     /// [`MediaError::EndOfMedium`] (after truncation; nothing is written).
     pub fn write_record(&mut self, data: &[u8]) -> Res<WriteOutcome, S> {
+        self.write_object(data, false)
+    }
+
+    /// WRITE of a record the drive encrypted: `sealed` is the drive's sealed form, kept as it
+    /// is and read back as [`ReadOutcome::Encrypted`]. The same rules as
+    /// [`Cartridge::write_record`], with room for [`MAX_SEALING_OVERHEAD`]; capacity and the
+    /// write counters count the sealed bytes.
+    pub fn write_encrypted_record(&mut self, sealed: &[u8]) -> Res<WriteOutcome, S> {
+        self.write_object(sealed, true)
+    }
+
+    fn write_object(&mut self, data: &[u8], encrypted: bool) -> Res<WriteOutcome, S> {
         self.require_loaded()?;
         if data.is_empty() {
             return Ok(WriteOutcome {
@@ -324,13 +341,17 @@ impl<S: PartitionStore> Cartridge<S> {
             });
         }
         self.check_writable()?;
-        let len = u32::try_from(data.len())
-            .ok()
-            .filter(|&l| l <= MAX_RECORD_LEN)
-            .ok_or(MediaError::RecordTooLarge {
+        let max = if encrypted {
+            MAX_RECORD_LEN + MAX_SEALING_OVERHEAD
+        } else {
+            MAX_RECORD_LEN
+        };
+        let len = u32::try_from(data.len()).ok().filter(|&l| l <= max).ok_or(
+            MediaError::RecordTooLarge {
                 len: data.len(),
-                max: MAX_RECORD_LEN,
-            })?;
+                max,
+            },
+        )?;
         self.truncate_here()?;
         let p = usize::from(self.partition);
         let cap = self.info.partition_capacities[p];
@@ -342,9 +363,13 @@ impl<S: PartitionStore> Cartridge<S> {
                 available,
             });
         }
-        self.partitions[p]
-            .append_record(data)
-            .map_err(MediaError::Store)?;
+        let store = &mut self.partitions[p];
+        if encrypted {
+            store.append_encrypted_record(data)
+        } else {
+            store.append_record(data)
+        }
+        .map_err(MediaError::Store)?;
         self.object += 1;
         let c = &mut self.info.counters;
         c.bytes_written_total = c.bytes_written_total.saturating_add(u64::from(len));
@@ -422,17 +447,55 @@ impl<S: PartitionStore> Cartridge<S> {
                 }
                 let transferred = len.min(max_len);
                 buf.truncate(transferred as usize);
-                self.object += 1;
-                let c = &mut self.info.counters;
-                c.bytes_read_total = c.bytes_read_total.saturating_add(u64::from(transferred));
-                c.bytes_read_load = c.bytes_read_load.saturating_add(u64::from(transferred));
-                c.records_read = c.records_read.saturating_add(1);
+                self.advance_past_record(transferred);
                 Ok(ReadOutcome::Record {
                     data_len: len,
                     transferred,
                 })
             }
+            ObjectKind::EncryptedRecord { len } => {
+                self.cur_mut()
+                    .read_record(n, buf)
+                    .map_err(MediaError::Store)?;
+                if buf.len() != len as usize {
+                    return Err(inconsistent("record length differs from object table"));
+                }
+                Ok(ReadOutcome::Encrypted { sealed_len: len })
+            }
         }
+    }
+
+    /// Completes a READ of the encrypted record at the position ([`ReadOutcome::Encrypted`]):
+    /// the position moves past it and `transferred` host bytes are counted as read.
+    pub fn finish_encrypted_read(&mut self, transferred: u32) -> Res<(), S> {
+        match self.next_object()? {
+            Some(ObjectKind::EncryptedRecord { .. }) => {
+                self.advance_past_record(transferred);
+                Ok(())
+            }
+            _ => Err(inconsistent("no encrypted record at the position")),
+        }
+    }
+
+    /// The object at the position, without reading or moving (`None` at end-of-data): what
+    /// a drive reports as the next block's encryption status (SSC-4 §8.5.4.3).
+    pub fn next_object(&self) -> Res<Option<ObjectKind>, S> {
+        self.require_loaded()?;
+        if self.object >= self.eod() {
+            return Ok(None);
+        }
+        self.cur()
+            .object(self.object)
+            .map(Some)
+            .map_err(MediaError::Store)
+    }
+
+    fn advance_past_record(&mut self, transferred: u32) {
+        self.object += 1;
+        let c = &mut self.info.counters;
+        c.bytes_read_total = c.bytes_read_total.saturating_add(u64::from(transferred));
+        c.bytes_read_load = c.bytes_read_load.saturating_add(u64::from(transferred));
+        c.records_read = c.records_read.saturating_add(1);
     }
 
     /// Object number of the first filemark at or after `pos`, if any.

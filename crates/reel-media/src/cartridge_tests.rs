@@ -726,6 +726,9 @@ impl PartitionStore for LyingStore {
     fn append_record(&mut self, data: &[u8]) -> Result<(), Self::Error> {
         self.0.append_record(data)
     }
+    fn append_encrypted_record(&mut self, data: &[u8]) -> Result<(), Self::Error> {
+        self.0.append_encrypted_record(data)
+    }
     fn append_filemarks(&mut self, count: u32) -> Result<(), Self::Error> {
         self.0.append_filemarks(count)
     }
@@ -769,4 +772,59 @@ fn inconsistent_store_gives_typed_errors() {
 
 fn pos_unchecked(c: &Cartridge<LyingStore>) -> u64 {
     c.object
+}
+
+#[test]
+fn encrypted_records_are_read_in_two_steps_and_stay_put_until_finished() {
+    let mut c = cart();
+    c.write_record(b"plain").unwrap();
+    c.write_encrypted_record(b"sealed form").unwrap();
+    c.write_filemarks(1).unwrap();
+    assert_eq!(c.used_bytes(0).unwrap(), 5 + 11);
+    c.rewind().unwrap();
+    assert_eq!(
+        c.next_object().unwrap(),
+        Some(ObjectKind::Record { len: 5 })
+    );
+    let mut buf = Vec::new();
+    assert!(matches!(
+        c.read(100, &mut buf),
+        Ok(ReadOutcome::Record { data_len: 5, .. })
+    ));
+    assert_eq!(
+        c.next_object().unwrap(),
+        Some(ObjectKind::EncryptedRecord { len: 11 })
+    );
+    // The sealed form comes whole, whatever the transfer length, and the position holds.
+    assert_eq!(
+        c.read(3, &mut buf).unwrap(),
+        ReadOutcome::Encrypted { sealed_len: 11 }
+    );
+    assert_eq!(buf, b"sealed form");
+    assert_eq!(pos(&c), (1, 0, 1));
+    assert_eq!(
+        c.read(3, &mut buf).unwrap(),
+        ReadOutcome::Encrypted { sealed_len: 11 }
+    );
+    let read_before = c.counters().records_read;
+    c.finish_encrypted_read(7).unwrap();
+    assert_eq!(pos(&c), (2, 0, 2));
+    assert_eq!(c.counters().records_read, read_before + 1);
+    // Only an encrypted record can be finished; spacing treats it as any record.
+    assert_eq!(kind(c.finish_encrypted_read(7)), "Inconsistent");
+    c.rewind().unwrap();
+    c.space_records(2).unwrap();
+    assert_eq!(c.next_object().unwrap(), Some(ObjectKind::Filemark));
+    c.space_filemarks(1).unwrap();
+    assert_eq!(c.next_object().unwrap(), None);
+}
+
+#[test]
+fn encrypted_records_may_exceed_the_record_limit_by_the_sealing_overhead_only() {
+    let mut c = cart();
+    let big = vec![0u8; (MAX_RECORD_LEN + MAX_SEALING_OVERHEAD) as usize];
+    c.write_encrypted_record(&big).unwrap();
+    let too_big = vec![0u8; big.len() + 1];
+    assert_eq!(kind(c.write_encrypted_record(&too_big)), "RecordTooLarge");
+    assert_eq!(kind(c.write_record(&big)), "RecordTooLarge");
 }

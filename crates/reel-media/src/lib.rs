@@ -28,7 +28,7 @@ mod time;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use cartridge::{Cartridge, MAX_FILEMARKS_PER_WRITE, MAX_RECORD_LEN};
+pub use cartridge::{Cartridge, MAX_FILEMARKS_PER_WRITE, MAX_RECORD_LEN, MAX_SEALING_OVERHEAD};
 pub use error::{LayoutError, MediaError};
 pub use info::{CartridgeInfo, Counters, DEFAULT_EARLY_WARNING_PERCENT, DecodeError};
 pub use mam::{

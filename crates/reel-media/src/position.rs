@@ -46,6 +46,15 @@ pub enum ReadOutcome {
         /// Bytes placed in the caller's buffer: `min(data_len, max_len)`.
         transferred: u32,
     },
+    /// The next object is an encrypted record: its sealed form (all of it, whatever
+    /// `max_len`) is in the caller's buffer and the position has **not** moved. The drive
+    /// decrypts it and calls [`crate::Cartridge::finish_encrypted_read`], or fails the READ
+    /// with the position still before the record (SSC-4 §4.2.27: the application then asks
+    /// for the next block's encryption status, sets the key and reads it again).
+    Encrypted {
+        /// Length of the sealed form.
+        sealed_len: u32,
+    },
     /// A filemark was read; the position moved to its end-of-partition side
     /// (CHECK CONDITION, FILEMARK).
     Filemark,

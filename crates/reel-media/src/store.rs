@@ -14,6 +14,13 @@ pub enum ObjectKind {
         /// Record length in bytes.
         len: u32,
     },
+    /// A record the drive encrypted (SSC-4 §4.2.27, tape data encryption): `len` bytes in the
+    /// drive's sealed form. Only the drive, holding the key, turns it back into the host's
+    /// record; the store keeps it as written (it neither dedups nor compresses).
+    EncryptedRecord {
+        /// Length of the sealed form in bytes.
+        len: u32,
+    },
     /// A filemark.
     Filemark,
 }
@@ -68,6 +75,9 @@ pub trait PartitionStore {
     fn read_record(&mut self, n: u64, buf: &mut Vec<u8>) -> Result<(), Self::Error>;
     /// Append a data record (non-empty) at EOD.
     fn append_record(&mut self, data: &[u8]) -> Result<(), Self::Error>;
+    /// Append an encrypted record (non-empty: the drive's sealed form) at EOD; `object` then
+    /// reports it as [`ObjectKind::EncryptedRecord`] and `read_record` returns these bytes.
+    fn append_encrypted_record(&mut self, data: &[u8]) -> Result<(), Self::Error>;
     /// Append `count` filemarks at EOD.
     fn append_filemarks(&mut self, count: u32) -> Result<(), Self::Error>;
     /// Drop objects `n..` so EOD is at `n`.
@@ -106,7 +116,7 @@ pub enum MemoryPartitionError {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum MemObject {
-    Record(Vec<u8>),
+    Record { data: Vec<u8>, encrypted: bool },
     Filemark,
 }
 
@@ -146,6 +156,18 @@ impl MemoryPartition {
         self.objects.len() as u64
     }
 
+    fn append(&mut self, data: &[u8], encrypted: bool) -> Result<(), MemoryPartitionError> {
+        if data.is_empty() || u32::try_from(data.len()).is_err() {
+            return Err(MemoryPartitionError::InvalidRecordLength(data.len()));
+        }
+        self.data_bytes += data.len() as u64;
+        self.objects.push(MemObject::Record {
+            data: data.to_vec(),
+            encrypted,
+        });
+        Ok(())
+    }
+
     fn get(&self, n: u64) -> Result<&MemObject, MemoryPartitionError> {
         usize::try_from(n)
             .ok()
@@ -166,9 +188,18 @@ impl PartitionStore for MemoryPartition {
 
     fn object(&self, n: u64) -> Result<ObjectKind, Self::Error> {
         Ok(match self.get(n)? {
-            MemObject::Record(d) => ObjectKind::Record {
-                // Lengths are validated to fit u32 on append.
-                len: d.len() as u32,
+            // Lengths are validated to fit u32 on append.
+            MemObject::Record {
+                data,
+                encrypted: false,
+            } => ObjectKind::Record {
+                len: data.len() as u32,
+            },
+            MemObject::Record {
+                data,
+                encrypted: true,
+            } => ObjectKind::EncryptedRecord {
+                len: data.len() as u32,
             },
             MemObject::Filemark => ObjectKind::Filemark,
         })
@@ -176,9 +207,9 @@ impl PartitionStore for MemoryPartition {
 
     fn read_record(&mut self, n: u64, buf: &mut Vec<u8>) -> Result<(), Self::Error> {
         match self.get(n)? {
-            MemObject::Record(d) => {
+            MemObject::Record { data, .. } => {
                 buf.clear();
-                buf.extend_from_slice(d);
+                buf.extend_from_slice(data);
                 Ok(())
             }
             MemObject::Filemark => Err(MemoryPartitionError::NotARecord(n)),
@@ -186,12 +217,11 @@ impl PartitionStore for MemoryPartition {
     }
 
     fn append_record(&mut self, data: &[u8]) -> Result<(), Self::Error> {
-        if data.is_empty() || u32::try_from(data.len()).is_err() {
-            return Err(MemoryPartitionError::InvalidRecordLength(data.len()));
-        }
-        self.data_bytes += data.len() as u64;
-        self.objects.push(MemObject::Record(data.to_vec()));
-        Ok(())
+        self.append(data, false)
+    }
+
+    fn append_encrypted_record(&mut self, data: &[u8]) -> Result<(), Self::Error> {
+        self.append(data, true)
     }
 
     fn append_filemarks(&mut self, count: u32) -> Result<(), Self::Error> {
@@ -209,8 +239,8 @@ impl PartitionStore for MemoryPartition {
         // n < len <= usize::MAX, so the cast is lossless.
         let removed = self.objects.split_off(n as usize);
         for o in &removed {
-            if let MemObject::Record(d) = o {
-                self.data_bytes -= d.len() as u64;
+            if let MemObject::Record { data, .. } = o {
+                self.data_bytes -= data.len() as u64;
             }
         }
         let keep = self.filemarks.partition_point(|&p| p < n);
@@ -273,6 +303,13 @@ mod tests {
         assert_eq!(p.filemark_position(3).unwrap(), None);
         assert_eq!(p.filemark_position(u64::MAX).unwrap(), None);
         assert_eq!(p.object(3).unwrap(), ObjectKind::Record { len: 2 });
+        p.append_encrypted_record(b"sealed").unwrap();
+        assert_eq!(p.object(5).unwrap(), ObjectKind::EncryptedRecord { len: 6 });
+        let mut sealed = Vec::new();
+        p.read_record(5, &mut sealed).unwrap();
+        assert_eq!(sealed, b"sealed");
+        assert_eq!(p.data_bytes(), 11);
+        p.truncate(5).unwrap();
 
         p.truncate(2).unwrap();
         assert_eq!(p.object_count(), 2);

@@ -76,6 +76,8 @@ pub enum PartitionOp {
         len: u32,
         /// Content seed.
         seed: u64,
+        /// Appended with `append_encrypted_record`.
+        encrypted: bool,
     },
     /// Append filemarks (0 included).
     AppendFilemarks(u32),
@@ -107,7 +109,8 @@ pub fn record_len() -> impl Strategy<Value = u32> {
 /// Random op sequences of up to `max_ops` steps for [`check_partition_store`].
 pub fn partition_ops(max_ops: usize) -> impl Strategy<Value = Vec<PartitionOp>> {
     let op = prop_oneof![
-        8 => (record_len(), any::<u64>()).prop_map(|(len, seed)| PartitionOp::AppendRecord { len, seed }),
+        8 => (record_len(), any::<u64>(), prop::bool::weighted(0.2))
+            .prop_map(|(len, seed, encrypted)| PartitionOp::AppendRecord { len, seed, encrypted }),
         4 => (0u32..=3).prop_map(PartitionOp::AppendFilemarks),
         1 => any::<u64>().prop_map(Pick).prop_map(PartitionOp::Truncate),
         3 => any::<u64>().prop_map(Pick).prop_map(PartitionOp::Read),
@@ -122,13 +125,26 @@ pub fn partition_ops(max_ops: usize) -> impl Strategy<Value = Vec<PartitionOp>> 
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ModelObj {
-    Record { len: u32, seed: u64 },
+    Record {
+        len: u32,
+        seed: u64,
+        encrypted: bool,
+    },
     Filemark,
 }
 
 fn model_kind(o: ModelObj) -> ObjectKind {
     match o {
-        ModelObj::Record { len, .. } => ObjectKind::Record { len },
+        ModelObj::Record {
+            len,
+            encrypted: false,
+            ..
+        } => ObjectKind::Record { len },
+        ModelObj::Record {
+            len,
+            encrypted: true,
+            ..
+        } => ObjectKind::EncryptedRecord { len },
         ModelObj::Filemark => ObjectKind::Filemark,
     }
 }
@@ -201,11 +217,24 @@ pub fn check_partition_store<S: PartitionStore>(make: impl Fn() -> S, ops: &[Par
     for (step, op) in ops.iter().enumerate() {
         let count = m.len() as u64;
         match op {
-            PartitionOp::AppendRecord { len, seed } => {
+            PartitionOp::AppendRecord {
+                len,
+                seed,
+                encrypted,
+            } => {
                 let len = (*len).max(1);
-                s.append_record(&record_bytes(*seed, len as usize))
-                    .unwrap_or_else(|e| panic!("step {step}: append_record: {e}"));
-                m.push(ModelObj::Record { len, seed: *seed });
+                let data = record_bytes(*seed, len as usize);
+                if *encrypted {
+                    s.append_encrypted_record(&data)
+                } else {
+                    s.append_record(&data)
+                }
+                .unwrap_or_else(|e| panic!("step {step}: append_record: {e}"));
+                m.push(ModelObj::Record {
+                    len,
+                    seed: *seed,
+                    encrypted: *encrypted,
+                });
             }
             PartitionOp::AppendFilemarks(c) => {
                 s.append_filemarks(*c)
@@ -222,7 +251,7 @@ pub fn check_partition_store<S: PartitionStore>(make: impl Fn() -> S, ops: &[Par
             PartitionOp::Read(i) if !m.is_empty() => {
                 let n = i.of(m.len());
                 match m[n] {
-                    ModelObj::Record { len, seed } => {
+                    ModelObj::Record { len, seed, .. } => {
                         check_record(&mut s, n as u64, len, seed, step);
                     }
                     ModelObj::Filemark => {
@@ -298,7 +327,7 @@ pub fn check_partition_store<S: PartitionStore>(make: impl Fn() -> S, ops: &[Par
             Some(model_kind(*o)),
             "final: object({n})"
         );
-        if let ModelObj::Record { len, seed } = *o {
+        if let ModelObj::Record { len, seed, .. } = *o {
             check_record(&mut s, n64, len, seed, end);
         }
     }
@@ -1173,6 +1202,9 @@ mod tests {
         fn append_record(&mut self, data: &[u8]) -> Result<(), Self::Error> {
             self.inner.append_record(data)
         }
+        fn append_encrypted_record(&mut self, data: &[u8]) -> Result<(), Self::Error> {
+            self.inner.append_encrypted_record(data)
+        }
         fn append_filemarks(&mut self, count: u32) -> Result<(), Self::Error> {
             self.inner.append_filemarks(count)
         }
@@ -1212,9 +1244,17 @@ mod tests {
 
     fn conformance_ops() -> Vec<PartitionOp> {
         vec![
-            PartitionOp::AppendRecord { len: 10, seed: 1 },
+            PartitionOp::AppendRecord {
+                len: 10,
+                seed: 1,
+                encrypted: false,
+            },
             PartitionOp::AppendFilemarks(1),
-            PartitionOp::AppendRecord { len: 20, seed: 2 },
+            PartitionOp::AppendRecord {
+                len: 20,
+                seed: 2,
+                encrypted: false,
+            },
             PartitionOp::Truncate(Pick(0)),
         ]
     }

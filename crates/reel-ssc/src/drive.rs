@@ -11,6 +11,7 @@ use reel_scsi::{
     Response, ScsiResult, Sense, SenseKey, TaskManagement,
 };
 
+use crate::encryption::{self, Encryption, NextBlock};
 use crate::errors::{self, InsertError, RemoveError};
 
 /// Fixed-block transfers may move this many of the largest records in one command.
@@ -111,6 +112,8 @@ pub struct TapeDrive<S: PartitionStore + Send> {
     pub(crate) log: LogCounters,
     /// Reused read buffer.
     pub(crate) buffer: Vec<u8>,
+    /// Tape data encryption parameters and key (SSC-4 §4.2.27): in memory only.
+    pub(crate) encryption: Encryption,
 }
 
 /// TapeAlert flag 09h, "write protect": a write was attempted on a protected cartridge.
@@ -151,6 +154,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             stats: DriveStats::default(),
             log: LogCounters::default(),
             buffer: Vec::new(),
+            encryption: Encryption::default(),
         }
     }
 
@@ -258,6 +262,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
                 .unload()
                 .map_err(|e| RemoveError::Unload(e.to_string()))?;
             self.threaded = false;
+            self.encryption.medium_demounted();
         }
         if let Some(saver) = self.saver.as_mut() {
             saver(cartridge).map_err(RemoveError::Save)?;
@@ -273,6 +278,17 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             (None, _) => Err(errors::not_present()),
             (Some(_), false) => Err(errors::not_threaded()),
             (Some(c), true) => Ok(c),
+        }
+    }
+
+    /// The threaded cartridge and the encryption settings, borrowed together for a READ.
+    pub(crate) fn cartridge_and_encryption(
+        &mut self,
+    ) -> Result<(&mut Cartridge<S>, &Encryption), Sense> {
+        match (self.medium.as_mut(), self.threaded) {
+            (None, _) => Err(errors::not_present()),
+            (Some(_), false) => Err(errors::not_threaded()),
+            (Some(c), true) => Ok((c, &self.encryption)),
         }
     }
 
@@ -351,8 +367,49 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             0x82 => self.allow_overwrite(cdb),
             0x8C => self.read_attribute(cdb),
             0x8D => self.write_attribute(cdb, command.data_out),
+            0xA2 => self.security_protocol_in(cdb),
+            0xB5 => self
+                .encryption
+                .security_protocol_out(cdb, command.data_out)
+                .map(|()| Response::good_empty()),
             _ => return None,
         })
+    }
+
+    /// SECURITY PROTOCOL IN (SPC-4 §6.30): the tape data encryption pages (`encryption.rs`).
+    fn security_protocol_in(&mut self, cdb: &Cdb<'_>) -> Reply {
+        let medium = self.medium.is_some() && self.threaded;
+        let data = if encryption::wants_next_block(cdb) && medium {
+            let mut sealed = std::mem::take(&mut self.buffer);
+            let cartridge = self.ready_cartridge()?;
+            let object = cartridge
+                .position()
+                .map_err(|e| errors::media(&e, errors::Op::Read, 0))?
+                .object;
+            let kind = cartridge
+                .next_object()
+                .map_err(|e| errors::media(&e, errors::Op::Read, 0))?;
+            sealed.clear();
+            if let Some(reel_media::ObjectKind::EncryptedRecord { .. }) = kind {
+                // An encrypted record is read whole without moving (ReadOutcome::Encrypted).
+                cartridge
+                    .read(0, &mut sealed)
+                    .map_err(|e| errors::media(&e, errors::Op::Read, 0))?;
+            }
+            let next = NextBlock {
+                object,
+                kind,
+                sealed: &sealed,
+            };
+            let data = self
+                .encryption
+                .security_protocol_in(cdb, medium, Some(next));
+            self.buffer = sealed;
+            data?
+        } else {
+            self.encryption.security_protocol_in(cdb, medium, None)?
+        };
+        Ok(Response::good(data))
     }
 
     fn prevent_allow(&mut self, ctx: &mut DeviceContext<'_>, cdb: &Cdb<'_>) -> Reply {
@@ -475,7 +532,7 @@ impl<S: PartitionStore + Send> Personality for TapeDrive<S> {
         // the drive is always allowed; everything that moves or changes the medium is a write.
         match cdb.opcode().0 {
             0x05 | 0x1C | 0x34 | 0x44 | 0x8C => Access::Always,
-            0x08 | 0x3C => Access::Read,
+            0x08 | 0x3C | 0xA2 => Access::Read,
             _ => Access::Write,
         }
     }

@@ -259,6 +259,19 @@ pub(crate) fn opcode_descriptors() -> Vec<OpcodeDescriptor> {
             60,
         ), // READ BUFFER
         d(&[0x44, 0x03, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0], 60), // REPORT DENSITY SUPPORT
+        // SECURITY PROTOCOL IN and OUT (tape data encryption, encryption.rs)
+        d(
+            &[
+                0xA2, 0xFF, 0xFF, 0xFF, 0x80, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0,
+            ],
+            60,
+        ),
+        d(
+            &[
+                0xB5, 0xFF, 0xFF, 0xFF, 0x80, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0,
+            ],
+            60,
+        ),
         // ALLOW OVERWRITE
         d(
             &[

@@ -6,11 +6,12 @@
 //! overlength record, spacing backward).
 
 use reel_media::{
-    Cartridge, MAX_RECORD_LEN, MediaError, PartitionStore, ReadOutcome, SpaceOutcome,
+    Cartridge, MAX_RECORD_LEN, MediaError, ObjectKind, PartitionStore, ReadOutcome, SpaceOutcome,
 };
 use reel_scsi::{Asc, Bytes, Cdb, DeviceContext, Response, Sense, SenseKey};
 
 use crate::drive::{Activity, MAX_TRANSFER_LENGTH, Reply, TapeDrive, now};
+use crate::encryption::{DecryptionMode, Encryption, ReadRefusal, read_refused};
 use crate::errors::{self, Op};
 
 /// NO SENSE with ILI and the residue (SSC-4 READ(6): incorrect length).
@@ -73,8 +74,8 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
 
     fn read_variable(&mut self, length: u32, sili: bool) -> Result<Vec<u8>, Checked> {
         let mut buf = std::mem::take(&mut self.buffer);
-        let cartridge = self.ready_cartridge().map_err(no_data)?;
-        let outcome = cartridge.read(length, &mut buf);
+        let (cartridge, encryption) = self.cartridge_and_encryption().map_err(no_data)?;
+        let outcome = read_one(cartridge, encryption, length, &mut buf);
         let result = match outcome {
             Ok(ReadOutcome::Record { data_len, .. }) => {
                 let data = buf.clone();
@@ -93,7 +94,9 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             }
             Ok(ReadOutcome::Filemark) => Err(no_data(errors::filemark(i64::from(length)))),
             Ok(ReadOutcome::EndOfData) => Err(no_data(eod_sense(cartridge, i64::from(length)))),
-            Err(e) => Err(no_data(errors::media(&e, Op::Read, 0))),
+            Ok(ReadOutcome::Encrypted { .. }) => Err(no_data(errors::internal_failure())),
+            Err(ReadFailure::Media(e)) => Err(no_data(errors::media(&e, Op::Read, 0))),
+            Err(ReadFailure::Refused(sense)) => Err(no_data(sense.with_residue(i64::from(length)))),
         };
         self.buffer = buf;
         result
@@ -103,10 +106,10 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         let mut buf = std::mem::take(&mut self.buffer);
         let mut data = Vec::new();
         let mut result = Ok(());
-        let cartridge = self.ready_cartridge().map_err(no_data)?;
+        let (cartridge, encryption) = self.cartridge_and_encryption().map_err(no_data)?;
         for done in 0..count {
             let residue = i64::from(count - done);
-            let stop = match cartridge.read(block, &mut buf) {
+            let stop = match read_one(cartridge, encryption, block, &mut buf) {
                 Ok(ReadOutcome::Record { data_len, .. }) if data_len == block => {
                     data.extend_from_slice(&buf);
                     continue;
@@ -116,7 +119,9 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
                 Ok(ReadOutcome::Record { .. }) => incorrect_length(residue),
                 Ok(ReadOutcome::Filemark) => errors::filemark(residue),
                 Ok(ReadOutcome::EndOfData) => eod_sense(cartridge, residue),
-                Err(e) => errors::media(&e, Op::Read, 0).with_residue(residue),
+                Ok(ReadOutcome::Encrypted { .. }) => errors::internal_failure(),
+                Err(ReadFailure::Media(e)) => errors::media(&e, Op::Read, 0).with_residue(residue),
+                Err(ReadFailure::Refused(sense)) => sense.with_residue(residue),
             };
             result = Err(stop);
             break;
@@ -160,19 +165,35 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         let time = now(ctx);
         self.activity = Activity::Writing;
         self.stats.write_commands += 1;
-        let cartridge = self.writable_cartridge()?;
-        cartridge.set_time(time);
+        self.writable_cartridge()?;
         let records: Vec<&[u8]> = if fixed {
             data_out.chunks(block as usize).collect()
         } else {
             vec![&data_out[..]]
         };
+        // SSC-4 §4.2.27: with ENCRYPTION MODE ENCRYPT every record goes to the medium sealed.
+        let sealed: Option<Vec<Vec<u8>>> = if self.encryption.encrypting() {
+            Some(
+                records
+                    .iter()
+                    .map(|r| self.encryption.seal(r))
+                    .collect::<Result<_, _>>()?,
+            )
+        } else {
+            None
+        };
+        let cartridge = self.writable_cartridge()?;
+        cartridge.set_time(time);
         let count = records.len() as u64;
         let mut early_warning = false;
         let mut written = 0u64;
         let mut failure = None;
         for (i, record) in records.iter().enumerate() {
-            match cartridge.write_record(record) {
+            let outcome = match &sealed {
+                Some(sealed) => cartridge.write_encrypted_record(&sealed[i]),
+                None => cartridge.write_record(record),
+            };
+            match outcome {
                 Ok(outcome) => {
                     early_warning = outcome.early_warning;
                     written += record.len() as u64;
@@ -465,6 +486,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             match cartridge.unload() {
                 Ok(()) => {
                     self.threaded = false;
+                    self.encryption.medium_demounted();
                     self.activity = Activity::Idle;
                     self.save()
                 }
@@ -474,6 +496,57 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             Ok(())
         };
         deferred_if(ctx, immed, result)
+    }
+}
+
+/// Why a record was not read: the store failed, or the encryption settings refuse it.
+enum ReadFailure<E> {
+    Media(MediaError<E>),
+    Refused(Sense),
+}
+
+/// READ of one object through the drive's decryption (SSC-4 §4.2.27): a plain record as the
+/// cartridge returns it, an encrypted one opened with the drive's key. A refusal (no key, wrong
+/// key, a plain record in DECRYPT mode) leaves the position before the record, so the
+/// application can ask for Next Block Encryption Status, set the key and read it again.
+fn read_one<S: PartitionStore>(
+    cartridge: &mut Cartridge<S>,
+    encryption: &Encryption,
+    max_len: u32,
+    buf: &mut Vec<u8>,
+) -> Result<ReadOutcome, ReadFailure<S::Error>> {
+    let mode = encryption.decryption_mode();
+    if mode == DecryptionMode::Decrypt
+        && let Some(ObjectKind::Record { .. }) =
+            cartridge.next_object().map_err(ReadFailure::Media)?
+    {
+        return Err(ReadFailure::Refused(read_refused(
+            ReadRefusal::NotEncrypted,
+        )));
+    }
+    match cartridge.read(max_len, buf).map_err(ReadFailure::Media)? {
+        ReadOutcome::Encrypted { .. } => {
+            if mode == DecryptionMode::Disable {
+                return Err(ReadFailure::Refused(read_refused(
+                    ReadRefusal::DecryptionDisabled,
+                )));
+            }
+            let mut plain = encryption
+                .open(buf)
+                .map_err(|e| ReadFailure::Refused(read_refused(ReadRefusal::Open(e))))?;
+            let data_len = plain.len() as u32;
+            let transferred = data_len.min(max_len);
+            cartridge
+                .finish_encrypted_read(transferred)
+                .map_err(ReadFailure::Media)?;
+            plain.truncate(transferred as usize);
+            *buf = plain;
+            Ok(ReadOutcome::Record {
+                data_len,
+                transferred,
+            })
+        }
+        other => Ok(other),
     }
 }
 

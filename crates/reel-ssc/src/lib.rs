@@ -19,6 +19,7 @@
 
 mod attributes;
 mod drive;
+mod encryption;
 mod errors;
 mod format;
 mod info;

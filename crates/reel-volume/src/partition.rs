@@ -76,9 +76,7 @@ impl ChunkPartition {
         let object_at = |at: u64| {
             let i = self.runs.partition_point(|r| r.offset + r.bytes() <= at);
             let run = self.runs.get(i)?;
-            let RunKind::Records(rec) = run.kind else {
-                return None;
-            };
+            let rec = run.kind.record_len()?;
             Some(run.first + (at - run.offset) / u64::from(rec))
         };
         let first = object_at(offset)?;
@@ -143,6 +141,20 @@ impl ChunkPartition {
         self.unflushed = 0;
         Ok(())
     }
+
+    fn append(&mut self, data: &[u8], kind: fn(u32) -> RunKind) -> Result<(), StoreError> {
+        let len = u32::try_from(data.len())
+            .ok()
+            .filter(|&l| l > 0)
+            .ok_or_else(|| StoreError::Invalid(format!("record of {} bytes", data.len())))?;
+        self.stream.append_record(data)?;
+        self.push(kind(len), 1);
+        self.unflushed += u64::from(len);
+        if self.unflushed >= FLUSH_EVERY {
+            self.flush()?;
+        }
+        Ok(())
+    }
 }
 
 impl PartitionStore for ChunkPartition {
@@ -155,13 +167,14 @@ impl PartitionStore for ChunkPartition {
     fn object(&self, n: u64) -> Result<ObjectKind, StoreError> {
         Ok(match self.run_of(n)?.kind {
             RunKind::Records(len) => ObjectKind::Record { len },
+            RunKind::EncryptedRecords(len) => ObjectKind::EncryptedRecord { len },
             RunKind::Filemarks => ObjectKind::Filemark,
         })
     }
 
     fn read_record(&mut self, n: u64, buf: &mut Vec<u8>) -> Result<(), StoreError> {
         let run = *self.run_of(n)?;
-        let RunKind::Records(len) = run.kind else {
+        let Some(len) = run.kind.record_len() else {
             return Err(StoreError::Invalid(format!(
                 "object {n} is a filemark, not a record"
             )));
@@ -177,17 +190,11 @@ impl PartitionStore for ChunkPartition {
     }
 
     fn append_record(&mut self, data: &[u8]) -> Result<(), StoreError> {
-        let len = u32::try_from(data.len())
-            .ok()
-            .filter(|&l| l > 0)
-            .ok_or_else(|| StoreError::Invalid(format!("record of {} bytes", data.len())))?;
-        self.stream.append_record(data)?;
-        self.push(RunKind::Records(len), 1);
-        self.unflushed += u64::from(len);
-        if self.unflushed >= FLUSH_EVERY {
-            self.flush()?;
-        }
-        Ok(())
+        self.append(data, RunKind::Records)
+    }
+
+    fn append_encrypted_record(&mut self, data: &[u8]) -> Result<(), StoreError> {
+        self.append(data, RunKind::EncryptedRecords)
     }
 
     fn append_filemarks(&mut self, count: u32) -> Result<(), StoreError> {

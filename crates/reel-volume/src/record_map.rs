@@ -4,8 +4,9 @@
 //! the map small: one 13-byte entry per run. Pages of [`RUNS_PER_PAGE`] runs are stored under
 //! sidecar keys 0, 1, 2, …; only pages that changed are rewritten.
 //!
-//! Page = version u8 | run count u32 | runs; run = kind u8 (0 records, 1 filemarks) |
-//! record length u32 (0 for filemarks) | count u64.
+//! Page = version u8 | run count u32 | runs; run = kind u8 (0 records, 1 filemarks,
+//! 2 encrypted records: the drive's sealed form, SSC-4 §4.2.27) | record length u32 (0 for
+//! filemarks) | count u64. A binary older than kind 2 refuses such a page with a clear error.
 
 use reel_chunkstore::FormatError;
 
@@ -16,7 +17,19 @@ const RUN_LEN: usize = 1 + 4 + 8;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunKind {
     Records(u32),
+    /// Records the drive encrypted, each this many bytes in its sealed form.
+    EncryptedRecords(u32),
     Filemarks,
+}
+
+impl RunKind {
+    /// The length of each record of the run (`None` for filemarks).
+    pub fn record_len(self) -> Option<u32> {
+        match self {
+            RunKind::Records(len) | RunKind::EncryptedRecords(len) => Some(len),
+            RunKind::Filemarks => None,
+        }
+    }
 }
 
 /// `count` objects of one kind starting at object `first`, whose data starts at stream `offset`.
@@ -33,10 +46,9 @@ impl Run {
         self.first + self.count
     }
     pub fn bytes(&self) -> u64 {
-        match self.kind {
-            RunKind::Records(len) => u64::from(len) * self.count,
-            RunKind::Filemarks => 0,
-        }
+        self.kind
+            .record_len()
+            .map_or(0, |len| u64::from(len) * self.count)
     }
 }
 
@@ -48,6 +60,7 @@ pub fn encode_page(runs: &[Run]) -> Vec<u8> {
         let (kind, len) = match r.kind {
             RunKind::Records(len) => (0u8, len),
             RunKind::Filemarks => (1u8, 0),
+            RunKind::EncryptedRecords(len) => (2u8, len),
         };
         out.push(kind);
         out.extend_from_slice(&len.to_le_bytes());
@@ -84,6 +97,7 @@ pub fn decode_page(bytes: &[u8], into: &mut Vec<Run>) -> Result<(), FormatError>
         let kind = match (entry[0], len) {
             (0, 1..) => RunKind::Records(len),
             (1, 0) => RunKind::Filemarks,
+            (2, 1..) => RunKind::EncryptedRecords(len),
             _ => {
                 return Err(bad(format!(
                     "invalid run kind {} with length {len}",
@@ -135,11 +149,16 @@ mod tests {
 
     proptest! {
         #[test]
-        fn pages_round_trip(spec in proptest::collection::vec((any::<bool>(), 1u32..1 << 23, 1u64..1000), 0..50)) {
+        fn pages_round_trip(spec in proptest::collection::vec((0u8..3, 1u32..1 << 23, 1u64..1000), 0..50)) {
             let mut runs: Vec<Run> = Vec::new();
-            for (fm, len, count) in spec {
+            for (kind, len, count) in spec {
                 let (first, offset) = runs.last().map_or((0, 0), |r| (r.end(), r.offset + r.bytes()));
-                runs.push(Run { first, offset, count, kind: if fm { RunKind::Filemarks } else { RunKind::Records(len) } });
+                let kind = match kind {
+                    0 => RunKind::Records(len),
+                    1 => RunKind::Filemarks,
+                    _ => RunKind::EncryptedRecords(len),
+                };
+                runs.push(Run { first, offset, count, kind });
             }
             let mut back = Vec::new();
             decode_page(&encode_page(&runs), &mut back).unwrap();

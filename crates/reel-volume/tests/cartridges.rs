@@ -324,3 +324,44 @@ fn a_read_between_unsynced_writes_leaves_a_mountable_cartridge_after_a_crash() {
         ReadOutcome::Filemark
     ));
 }
+
+#[test]
+fn encrypted_records_keep_their_kind_across_a_remount() {
+    let (_dir, carts) = catalog();
+    carts.create(&info("ENC001L9", MediaType::Lto9)).unwrap();
+    let mut c = carts.mount("ENC001L9").unwrap();
+    c.load(UnixTime(1_700_000_100)).unwrap();
+    c.write_record(b"plain").unwrap();
+    c.write_encrypted_record(b"sealed one").unwrap();
+    c.write_encrypted_record(b"sealed two").unwrap();
+    c.write_record(b"plain again").unwrap();
+    c.write_filemarks(1).unwrap();
+    c.sync().unwrap();
+    carts.save(&c).unwrap();
+    carts.store().sync().unwrap();
+    drop(c);
+
+    let mut c = carts.mount("ENC001L9").unwrap();
+    c.load(UnixTime(1_700_000_200)).unwrap();
+    let mut buf = Vec::new();
+    assert!(matches!(
+        c.read(100, &mut buf).unwrap(),
+        ReadOutcome::Record { data_len: 5, .. }
+    ));
+    for sealed in [&b"sealed one"[..], b"sealed two"] {
+        assert_eq!(
+            c.read(100, &mut buf).unwrap(),
+            ReadOutcome::Encrypted { sealed_len: 10 }
+        );
+        assert_eq!(buf, sealed);
+        c.finish_encrypted_read(10).unwrap();
+    }
+    assert!(matches!(
+        c.read(100, &mut buf).unwrap(),
+        ReadOutcome::Record { data_len: 11, .. }
+    ));
+    assert!(matches!(
+        c.read(100, &mut buf).unwrap(),
+        ReadOutcome::Filemark
+    ));
+}

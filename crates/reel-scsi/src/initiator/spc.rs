@@ -27,6 +27,21 @@ pub fn inquiry_vpd(page: u8, allocation_length: u16) -> [u8; 6] {
     [0x12, 0x01, page, a, b, 0]
 }
 
+/// SECURITY PROTOCOL IN (SPC-4 §6.30): `protocol` and its protocol-specific field (the page,
+/// for tape data encryption), in bytes (INC_512 = 0).
+pub fn security_protocol_in(protocol: u8, specific: u16, allocation_length: u32) -> [u8; 12] {
+    let [s0, s1] = specific.to_be_bytes();
+    let [a, b, c, d] = allocation_length.to_be_bytes();
+    [0xA2, protocol, s0, s1, 0, 0, a, b, c, d, 0, 0]
+}
+
+/// SECURITY PROTOCOL OUT (SPC-4 §6.31) of `transfer_length` bytes (INC_512 = 0).
+pub fn security_protocol_out(protocol: u8, specific: u16, transfer_length: u32) -> [u8; 12] {
+    let [s0, s1] = specific.to_be_bytes();
+    let [a, b, c, d] = transfer_length.to_be_bytes();
+    [0xB5, protocol, s0, s1, 0, 0, a, b, c, d, 0, 0]
+}
+
 /// REPORT LUNS (SPC-4 §6.33), SELECT REPORT 00h (every logical unit but the well-known ones).
 pub fn report_luns(allocation_length: u32) -> [u8; 12] {
     let a = allocation_length.to_be_bytes();

@@ -21,6 +21,9 @@ pub const IMAGE_VERSION: u16 = 1;
 const DIGEST: usize = 32;
 const TAG_RECORD: u8 = 1;
 const TAG_FILEMARKS: u8 = 2;
+/// A record the drive encrypted, kept in its sealed form (added after version 1 images were
+/// first written: an older reel refuses such a piece by its tag, never misreads it).
+const TAG_ENCRYPTED_RECORD: u8 = 3;
 /// Partitions a cartridge can have (SSC-5).
 const MAX_PARTITIONS: usize = 4;
 /// The largest piece size a writer may be given.
@@ -80,6 +83,8 @@ pub struct PieceHeader {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Entry<'a> {
     Record(&'a [u8]),
+    /// An encrypted record's sealed form.
+    EncryptedRecord(&'a [u8]),
     Filemarks(u32),
 }
 
@@ -123,8 +128,17 @@ impl PieceBuilder {
 
     /// Appends a record (non-empty, at most `u32::MAX` bytes: a tape record always is).
     pub fn push_record(&mut self, data: &[u8]) {
+        self.push(TAG_RECORD, data);
+    }
+
+    /// Appends an encrypted record's sealed form.
+    pub fn push_encrypted_record(&mut self, sealed: &[u8]) {
+        self.push(TAG_ENCRYPTED_RECORD, sealed);
+    }
+
+    fn push(&mut self, tag: u8, data: &[u8]) {
         debug_assert!(!data.is_empty() && u32::try_from(data.len()).is_ok());
-        self.buf.push(TAG_RECORD);
+        self.buf.push(tag);
         self.buf
             .extend_from_slice(&(data.len() as u32).to_le_bytes());
         self.buf.extend_from_slice(data);
@@ -301,12 +315,17 @@ pub fn decode_piece(object: &[u8]) -> Result<Piece<'_>, ImageError> {
     let mut counted = 0u64;
     for _ in 0..entry_count {
         match r.u8()? {
-            TAG_RECORD => {
+            tag @ (TAG_RECORD | TAG_ENCRYPTED_RECORD) => {
                 let len = r.u32()?;
                 if len == 0 {
                     return Err(malformed(WHAT, "empty record"));
                 }
-                entries.push(Entry::Record(r.bytes(len as usize)?));
+                let data = r.bytes(len as usize)?;
+                entries.push(if tag == TAG_RECORD {
+                    Entry::Record(data)
+                } else {
+                    Entry::EncryptedRecord(data)
+                });
                 counted += 1;
             }
             TAG_FILEMARKS => {
@@ -515,6 +534,7 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Owned {
         Record(Vec<u8>),
+        EncryptedRecord(Vec<u8>),
         Filemarks(u32),
     }
 
@@ -522,6 +542,7 @@ mod tests {
         prop::collection::vec(
             prop_oneof![
                 prop::collection::vec(any::<u8>(), 1..300).prop_map(Owned::Record),
+                prop::collection::vec(any::<u8>(), 1..300).prop_map(Owned::EncryptedRecord),
                 (1u32..5).prop_map(Owned::Filemarks),
             ],
             0..20,
@@ -543,6 +564,7 @@ mod tests {
         for e in es {
             match e {
                 Owned::Record(d) => b.push_record(d),
+                Owned::EncryptedRecord(d) => b.push_encrypted_record(d),
                 Owned::Filemarks(n) => b.push_filemarks(*n),
             }
         }
@@ -595,6 +617,7 @@ mod tests {
             for (got, want) in piece.entries.iter().zip(&es) {
                 match (got, want) {
                     (Entry::Record(a), Owned::Record(b)) => prop_assert_eq!(*a, b.as_slice()),
+                    (Entry::EncryptedRecord(a), Owned::EncryptedRecord(b)) => prop_assert_eq!(*a, b.as_slice()),
                     (Entry::Filemarks(a), Owned::Filemarks(b)) => prop_assert_eq!(a, b),
                     _ => prop_assert!(false, "entry kinds differ"),
                 }

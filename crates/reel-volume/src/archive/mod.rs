@@ -412,6 +412,11 @@ impl Archive {
                             piece.push_record(&buf);
                             n += 1;
                         }
+                        ObjectKind::EncryptedRecord { .. } => {
+                            partition.read_record(n, &mut buf)?;
+                            piece.push_encrypted_record(&buf);
+                            n += 1;
+                        }
                         ObjectKind::Filemark => {
                             // A run of filemarks is one entry.
                             let mut run = 0u32;
@@ -494,7 +499,7 @@ impl Archive {
                     .entries
                     .iter()
                     .map(|e| match e {
-                        Entry::Record(d) => d.len() as u64,
+                        Entry::Record(d) | Entry::EncryptedRecord(d) => d.len() as u64,
                         Entry::Filemarks(_) => 0,
                     })
                     .sum::<u64>();
@@ -718,8 +723,12 @@ impl Archive {
                 )?;
                 for entry in &piece.entries {
                     match *entry {
-                        Entry::Record(data) => {
-                            partition.append_record(data)?;
+                        Entry::Record(data) | Entry::EncryptedRecord(data) => {
+                            if matches!(entry, Entry::EncryptedRecord(_)) {
+                                partition.append_encrypted_record(data)?;
+                            } else {
+                                partition.append_record(data)?;
+                            }
                             report.bytes_done += data.len() as u64;
                             since_sync += data.len() as u64;
                         }

@@ -38,13 +38,19 @@ fn record(i: u64) -> Vec<u8> {
 #[derive(Debug, PartialEq)]
 enum Obj {
     Record(Vec<u8>),
+    /// A drive-encrypted record's sealed form (kept and restored as it is).
+    Encrypted(Vec<u8>),
     Filemark,
 }
 
 fn layout() -> Vec<Obj> {
     let mut out = Vec::new();
     for i in 0..40u64 {
-        out.push(Obj::Record(record(i)));
+        out.push(if i % 5 == 3 {
+            Obj::Encrypted(record(i))
+        } else {
+            Obj::Record(record(i))
+        });
         if i % 7 == 6 {
             out.push(Obj::Filemark);
         }
@@ -70,6 +76,9 @@ fn create_and_write(carts: &Cartridges, barcode: &str) -> CartridgeInfo {
             Obj::Record(d) => {
                 c.write_record(&d).unwrap();
             }
+            Obj::Encrypted(d) => {
+                c.write_encrypted_record(&d).unwrap();
+            }
             Obj::Filemark => {
                 c.write_filemarks(1).unwrap();
             }
@@ -92,6 +101,10 @@ fn read_all(carts: &Cartridges, barcode: &str) -> Vec<Obj> {
             ReadOutcome::Record { .. } => out.push(Obj::Record(buf.clone())),
             ReadOutcome::Filemark => out.push(Obj::Filemark),
             ReadOutcome::EndOfData => break,
+            ReadOutcome::Encrypted { sealed_len } => {
+                out.push(Obj::Encrypted(buf.clone()));
+                c.finish_encrypted_read(sealed_len).unwrap();
+            }
         }
     }
     out
@@ -143,7 +156,7 @@ fn archive_then_restore_brings_back_every_record_filemark_and_the_info() {
     let want_bytes: u64 = layout()
         .iter()
         .map(|o| match o {
-            Obj::Record(d) => d.len() as u64,
+            Obj::Record(d) | Obj::Encrypted(d) => d.len() as u64,
             Obj::Filemark => 0,
         })
         .sum();

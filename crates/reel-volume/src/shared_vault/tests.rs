@@ -121,6 +121,7 @@ fn read_all(carts: &Cartridges, barcode: &str) -> Vec<Obj> {
             ReadOutcome::Record { .. } => out.push(Obj::Record(buf.clone())),
             ReadOutcome::Filemark => out.push(Obj::Filemark),
             ReadOutcome::EndOfData => break,
+            ReadOutcome::Encrypted { .. } => unreachable!("these tests write no encrypted records"),
         }
     }
     out
