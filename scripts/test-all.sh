@@ -82,7 +82,7 @@ if [ "$vm" -eq 1 ]; then
     *)
       step "kernel initiator in a VM: tape drives and changers (all but btape test and amtapetype)"
       tests/vm/tape-test.sh --reel-bin target/release/reel \
-        --sections "inventory map basics tar eod ili dd cartridge bench wp multi restart kill partition fill changers" ;;
+        --sections "inventory map basics tar eod ili dd cartridge bench wp encryption multi restart kill partition fill changers" ;;
   esac
 fi
 

@@ -38,6 +38,7 @@ PACKAGES=(
 	open-iscsi sg3-utils lsscsi
 	mt-st mtx tar coreutils
 	bacula-sd amanda-server libencode-locale-perl msmtp-mta
+	stenc
 )
 HOST_PACKAGES=(mmdebstrap qemu-system-x86 qemu-utils e2fsprogs socat)
 

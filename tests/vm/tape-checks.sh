@@ -2,7 +2,7 @@
 # Tape library checks, run INSIDE the test VM by run.sh; tests/vm/tape-test.sh
 # prepares the target and drives it.  The Linux tape stack is used the way
 # backup software uses it: open-iscsi, st (/dev/nst*), sg, mt-st, mtx, GNU tar,
-# dd, sg3-utils, Bacula's btape and Amanda's amtapetype.
+# dd, sg3-utils, Bacula's btape, Amanda's amtapetype and stenc (tape encryption).
 #
 # What the target must offer (tape-test.sh configures reel so):
 #   LIB_IQN   the tape library: changer at LUN 0, LIB_DRIVES drives at LUNs
@@ -21,7 +21,7 @@
 # node's data directory deleted, rebuilt by `reel recover` from the bucket).
 #
 # Tunables (run.sh --env): TAPE_MODE (full | changers | bucket), TAPE_SECTIONS (all,
-# or a list of: inventory map basics tar eod ili dd cartridge bench wp multi
+# or a list of: inventory map basics tar eod ili dd cartridge bench wp encryption multi
 # restart kill partition btape amtapetype fill changers), BENCH_MB (8), DD_MB (24), DD_BLOCK_SIZES
 # ("64k 256k 1M"), CONC_MB (16), REPLACEMENT_TIMEOUT (120), CMD_TIMEOUT (180),
 # BTAPE_TIMEOUT (900), FILL_TIMEOUT (600), FILL_BLOCK (Bacula's Maximum Block
@@ -885,6 +885,99 @@ if [ "$MODE" = full ] && want wp; then
 		unload_drive 0
 	else
 		not_ok "load the write-protected cartridge ($WP_PREFIX..., slot '${WP_SLOT:-none}')" "rc $RUN_RC: $RUN_OUT"
+	fi
+fi
+
+# =============================================================================
+# tape data encryption (SSC-4 §8.5) with stenc, as an administrator turns it on
+# =============================================================================
+# stenc_key FILE DESCRIPTION: a random 256-bit key file in stenc's format (hex key, then the
+# key descriptor that goes to the drive as uKAD)
+stenc_key() {
+	printf '%s\n%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" "$2" >"$1"
+	chmod 600 "$1"
+}
+# sg_read_sense: READ(6) of one 64 KiB variable block through sg; the decoded sense in RUN_OUT
+sg_read_sense() { run sg_raw -r 65536 "${DRV_SG[0]}" 08 00 01 00 00 00; }
+if [ "$MODE" = full ] && want encryption; then
+	section encryption "stenc: a key set, data written encrypted, read back only with that key"
+	if ! command -v stenc >/dev/null; then
+		not_ok "stenc is installed in the guest" "the image lacks Debian's stenc package"
+	elif ensure_loaded 0 9; then
+		run mt -f "$T0DEV" setblk 0
+		run mt -f "$T0DEV" rewind
+		stenc_key "$W/k1.key" "reel-ci-key-1"
+		stenc_key "$W/k2.key" "reel-ci-key-2"
+		run stenc -f "$T0DEV" -e on -k "$W/k1.key" -a 1
+		check "stenc -e on -k KEY -a 1: the drive takes the key" "$RUN_RC" "$RUN_OUT"
+		run stenc -f "$T0DEV" --detail
+		# Case matters: "Not decrypting" must not pass for "Decrypting".
+		if [ "$RUN_RC" = 0 ] && grep -q "Drive Output: *Decrypting" <<<"$RUN_OUT" &&
+			grep -q "Drive Input: *Encrypting" <<<"$RUN_OUT" && grep -q "reel-ci-key-1" <<<"$RUN_OUT"; then
+			ok "stenc --detail: encrypting and decrypting, the key descriptor reported"
+		else
+			not_ok "stenc --detail reports the drive encrypting with the key descriptor" "rc $RUN_RC" "$RUN_OUT"
+		fi
+		head -c $((4 << 20)) /dev/urandom >"$W/enc.bin"
+		tape_write "$T0DEV" "$W/enc.bin" bs=64k
+		check "dd writes 4 MiB through st with encryption on" "$WR_RC" "$(cat "$W/ddw.err")"
+		run mt -f "$T0DEV" rewind
+		run stenc -f "$T0DEV" --detail
+		if grep -q "Encrypted and able to decrypt" <<<"$RUN_OUT"; then
+			ok "stenc at the first block: encrypted, and the drive holds its key"
+		else
+			not_ok "stenc at the first block says encrypted and able to decrypt" "rc $RUN_RC" "$RUN_OUT"
+		fi
+		tape_read "$T0DEV" "$W/enc.out" bs=64k
+		if [ "$RD_RC" = 0 ] && [ "$(sha "$W/enc.out")" = "$(sha "$W/enc.bin")" ]; then
+			ok "read back with the key: 4 MiB, sha256 equal"
+		else
+			not_ok "read back with the key: sha256 equal" "dd rc $RD_RC, $RD_BYTES bytes" "$(cat "$W/dd.err")"
+		fi
+		# Another key: the drive refuses the block and names the key it needs.
+		run stenc -f "$T0DEV" -e on -k "$W/k2.key" -a 1
+		run mt -f "$T0DEV" rewind
+		run stenc -f "$T0DEV" --detail
+		if grep -q "unable to decrypt" <<<"$RUN_OUT" && grep -q "reel-ci-key-1" <<<"$RUN_OUT"; then
+			ok "stenc with another key: unable to decrypt, the volume's key descriptor is reel-ci-key-1"
+		else
+			not_ok "stenc with another key: unable to decrypt, names the volume's key descriptor" "$RUN_OUT"
+		fi
+		sg_read_sense
+		if [ "$RUN_RC" != 0 ] && grep -qi "data protect" <<<"$RUN_OUT" && grep -qi "incorrect data encryption key" <<<"$RUN_OUT"; then
+			ok "READ with the wrong key: DATA PROTECT, INCORRECT DATA ENCRYPTION KEY"
+		else
+			not_ok "READ with the wrong key: DATA PROTECT, INCORRECT DATA ENCRYPTION KEY" "sg_raw rc $RUN_RC" "$RUN_OUT"
+		fi
+		tape_read "$T0DEV" "$W/enc.bad" bs=64k
+		if [ "$RD_RC" != 0 ] && [ "$RD_BYTES" = 0 ]; then
+			ok "dd with the wrong key reads nothing (${RD_ERR:-rc $RD_RC})"
+		else
+			not_ok "dd with the wrong key reads nothing" "dd rc $RD_RC, $RD_BYTES bytes"
+		fi
+		# No key at all.
+		run stenc -f "$T0DEV" -e off -a 1
+		check "stenc -e off" "$RUN_RC" "$RUN_OUT"
+		run mt -f "$T0DEV" rewind
+		sg_read_sense
+		if [ "$RUN_RC" != 0 ] && grep -qi "unable to decrypt data" <<<"$RUN_OUT"; then
+			ok "READ without a key: DATA PROTECT, UNABLE TO DECRYPT DATA"
+		else
+			not_ok "READ without a key: DATA PROTECT, UNABLE TO DECRYPT DATA" "sg_raw rc $RUN_RC" "$RUN_OUT"
+		fi
+		# The right key again (mixed): everything reads back.
+		run stenc -f "$T0DEV" -e mixed -k "$W/k1.key" -a 1
+		run mt -f "$T0DEV" rewind
+		tape_read "$T0DEV" "$W/enc.out" bs=64k
+		if [ "$RD_RC" = 0 ] && [ "$(sha "$W/enc.out")" = "$(sha "$W/enc.bin")" ]; then
+			ok "the right key again (stenc -e mixed): sha256 equal"
+		else
+			not_ok "the right key again: sha256 equal" "dd rc $RD_RC, $RD_BYTES bytes" "$(cat "$W/dd.err")"
+		fi
+		run stenc -f "$T0DEV" -e off -a 1
+		unload_drive 0
+	else
+		not_ok "load slot 9 into drive 0 for the encryption checks" "rc $RUN_RC: $RUN_OUT"
 	fi
 fi
 
