@@ -72,7 +72,8 @@ if [ "$vm" -eq 1 ]; then
   step "kernel initiator in a VM: two nodes on one bucket, login redirect and failover"
   tests/vm/tape-test.sh --reel-bin target/release/reel --cluster
   # Tape drives and changers through st/sg/ch, mt, mtx, tar, dd, btape fill. CI runs every
-  # section but Bacula's and Amanda's long drive tests (btape test/auto, amtapetype: ~5 min
+  # section (Bacula jobs through director, autochanger and file daemon included) but Bacula's and
+  # Amanda's long drive tests (btape test/auto, amtapetype: ~5 min
   # under TCG); REEL_VM_TAPE=full runs them too, REEL_VM_TAPE=0 skips the tape VM.
   case "${REEL_VM_TAPE:-ci}" in
     0|off) ;;
@@ -82,7 +83,7 @@ if [ "$vm" -eq 1 ]; then
     *)
       step "kernel initiator in a VM: tape drives and changers (all but btape test and amtapetype)"
       tests/vm/tape-test.sh --reel-bin target/release/reel \
-        --sections "inventory map basics tar eod ili dd cartridge bench wp encryption multi restart kill partition fill changers" ;;
+        --sections "inventory map basics tar eod ili dd cartridge bench wp encryption bacula multi restart kill partition fill changers" ;;
   esac
 fi
 

@@ -39,6 +39,7 @@ PACKAGES=(
 	mt-st mtx tar coreutils
 	bacula-sd amanda-server libencode-locale-perl msmtp-mta
 	stenc
+	bacula-director bacula-director-sqlite3 bacula-fd bacula-console sqlite3
 )
 HOST_PACKAGES=(mmdebstrap qemu-system-x86 qemu-utils e2fsprogs socat)
 
@@ -122,7 +123,7 @@ chroot "\$R" update-initramfs -u -k all
 echo reel-vm >"\$R/etc/hostname"
 printf '127.0.0.1 localhost reel-vm\n' >"\$R/etc/hosts"
 printf '/dev/vda / ext4 rw 0 1\n' >"\$R/etc/fstab"
-for tool in iscsiadm iscsid sg_inq sg_vpd lsscsi mt mtx tar dd btape amtapetype timeout; do
+for tool in iscsiadm iscsid sg_inq sg_vpd lsscsi mt mtx tar dd btape amtapetype timeout stenc bacula-dir bacula-fd bconsole sqlite3; do
 	chroot "\$R" sh -c "command -v \$tool" >/dev/null || { echo "guest lacks \$tool" >&2; exit 1; }
 done
 chroot "\$R" dpkg-query -W >"$WORK/packages.txt"

@@ -21,11 +21,12 @@
 # node's data directory deleted, rebuilt by `reel recover` from the bucket).
 #
 # Tunables (run.sh --env): TAPE_MODE (full | changers | bucket), TAPE_SECTIONS (all,
-# or a list of: inventory map basics tar eod ili dd cartridge bench wp encryption multi
+# or a list of: inventory map basics tar eod ili dd cartridge bench wp encryption bacula multi
 # restart kill partition btape amtapetype fill changers), BENCH_MB (8), DD_MB (24), DD_BLOCK_SIZES
 # ("64k 256k 1M"), CONC_MB (16), REPLACEMENT_TIMEOUT (120), CMD_TIMEOUT (180),
 # BTAPE_TIMEOUT (900), FILL_TIMEOUT (600), FILL_BLOCK (Bacula's Maximum Block
-# Size for btape fill, 262144; btape test uses Bacula's default, 64512).
+# Size for btape fill, 262144; btape test uses Bacula's default, 64512),
+# BACULA_MB (64: the files a Bacula job backs up), BACULA_TIMEOUT (900 per job).
 # shellcheck disable=SC1090
 . "$REEL_VM_LIB"
 export LC_ALL=C
@@ -978,6 +979,347 @@ if [ "$MODE" = full ] && want encryption; then
 		unload_drive 0
 	else
 		not_ok "load slot 9 into drive 0 for the encryption checks" "rc $RUN_RC: $RUN_OUT"
+	fi
+fi
+
+# =============================================================================
+# Bacula: whole jobs through the director, the storage daemon's autochanger on
+# reel's changer and two drives, and the file daemon
+# =============================================================================
+BACULA_MB=${BACULA_MB:-64}
+BACULA_TIMEOUT=${BACULA_TIMEOUT:-900}
+BW=/tmp/bacula-jobs
+# bconsole_do COMMANDS...: one bconsole session; its output in RUN_OUT
+bconsole_do() {
+	local t0
+	t0=$(now)
+	RUN_OUT=$(printf '%s\n' "$@" quit | timeout "$BACULA_TIMEOUT" bconsole -c "$BW/bconsole.conf" 2>&1)
+	RUN_RC=$?
+	{
+		echo "[$t0] \$ bconsole: $*"
+		printf '%s\n' "$RUN_OUT"
+		echo "[$(now)] exit $RUN_RC"
+	} >>"$ART/bacula-console.log"
+}
+# bacula_job_status JOBID: the catalog's JobStatus (T: terminated normally)
+bacula_job_status() {
+	sqlite3 "$BW/wd/bacula.db" "select JobStatus from Job where JobId=$1" 2>/dev/null
+}
+# listing DIR: every path with type, mode, owner, size, mtime (whole seconds) and link target,
+# sorted: the metadata a restore must bring back
+listing() {
+	(cd "$1" && find . -printf '%y %m %u:%g %s %TY-%Tm-%Td_%TH:%TM:%.2TS %p -> %l\n' | sort)
+}
+bacula_configs() { # CHANGER NST0 NST1
+	mkdir -p "$BW/wd" "$BW/wd-fd" "$BW/wd-sd"
+	cat >"$BW/bacula-sd.conf" <<EOF
+Storage {
+  Name = reel-vm-sd
+  SDAddress = 127.0.0.1
+  WorkingDirectory = $BW/wd-sd
+  Pid Directory = $BW/wd-sd
+  Maximum Concurrent Jobs = 4
+}
+Director {
+  Name = reel-vm-dir
+  Password = "sd-secret"
+}
+Autochanger {
+  Name = reel-changer
+  Device = drive-0, drive-1
+  Changer Device = $1
+  Changer Command = "/etc/bacula/scripts/mtx-changer %c %o %S %a %d"
+}
+Device {
+  Name = drive-0
+  Drive Index = 0
+  Media Type = LTO-9
+  Archive Device = $2
+  Device Type = Tape
+  Autochanger = yes
+  AutomaticMount = yes
+  AlwaysOpen = yes
+  RemovableMedia = yes
+  RandomAccess = no
+}
+Device {
+  Name = drive-1
+  Drive Index = 1
+  Media Type = LTO-9
+  Archive Device = $3
+  Device Type = Tape
+  Autochanger = yes
+  AutomaticMount = yes
+  AlwaysOpen = yes
+  RemovableMedia = yes
+  RandomAccess = no
+}
+Messages {
+  Name = Standard
+  director = reel-vm-dir = all
+}
+EOF
+	cat >"$BW/bacula-fd.conf" <<EOF
+FileDaemon {
+  Name = reel-vm-fd
+  FDAddress = 127.0.0.1
+  WorkingDirectory = $BW/wd-fd
+  Pid Directory = $BW/wd-fd
+}
+Director {
+  Name = reel-vm-dir
+  Password = "fd-secret"
+}
+Messages {
+  Name = Standard
+  director = reel-vm-dir = all, !skipped, !restored
+}
+EOF
+	cat >"$BW/bconsole.conf" <<EOF
+Director {
+  Name = reel-vm-dir
+  Address = 127.0.0.1
+  DIRport = 9101
+  Password = "dir-secret"
+}
+EOF
+	cat >"$BW/bacula-dir.conf" <<EOF
+Director {
+  Name = reel-vm-dir
+  DIRAddress = 127.0.0.1
+  QueryFile = "/etc/bacula/scripts/query.sql"
+  WorkingDirectory = $BW/wd
+  Pid Directory = $BW/wd
+  Password = "dir-secret"
+  Messages = Daemon
+  Maximum Concurrent Jobs = 1
+}
+Catalog {
+  Name = MyCatalog
+  dbname = "bacula"
+  dbuser = ""
+  dbpassword = ""
+}
+Storage {
+  Name = reel-tape
+  Address = 127.0.0.1
+  Password = "sd-secret"
+  Device = reel-changer
+  Media Type = LTO-9
+  Autochanger = yes
+  Maximum Concurrent Jobs = 4
+}
+Client {
+  Name = reel-vm-fd
+  Address = 127.0.0.1
+  Password = "fd-secret"
+  Catalog = MyCatalog
+  AutoPrune = no
+}
+FileSet {
+  Name = data
+  Include {
+    Options {
+      signature = MD5
+    }
+    File = $BW/src
+  }
+}
+Pool {
+  Name = week1
+  Pool Type = Backup
+  Recycle = no
+  AutoPrune = no
+}
+Pool {
+  Name = week2
+  Pool Type = Backup
+  Recycle = no
+  AutoPrune = no
+}
+Pool {
+  Name = small
+  Pool Type = Backup
+  Recycle = no
+  AutoPrune = no
+  Maximum Volume Bytes = ${BACULA_VOLUME_MB}M
+}
+JobDefs {
+  Name = full
+  Type = Backup
+  Level = Full
+  Client = reel-vm-fd
+  FileSet = data
+  Storage = reel-tape
+  Messages = Standard
+  Write Bootstrap = "$BW/wd/%n-%i.bsr"
+  Priority = 10
+  Pool = week1
+}
+Job {
+  Name = full-week1
+  JobDefs = full
+  Pool = week1
+}
+Job {
+  Name = full-week2
+  JobDefs = full
+  Pool = week2
+}
+Job {
+  Name = full-spanning
+  JobDefs = full
+  Pool = small
+}
+Job {
+  Name = restore-files
+  Type = Restore
+  Client = reel-vm-fd
+  FileSet = data
+  Storage = reel-tape
+  Pool = week1
+  Messages = Standard
+  Where = $BW/restore
+}
+Messages {
+  Name = Standard
+  console = all, !skipped, !saved
+  append = "$BW/wd/bacula.log" = all, !skipped
+  catalog = all
+}
+Messages {
+  Name = Daemon
+  console = all, !skipped, !saved
+  append = "$BW/wd/bacula.log" = all, !skipped
+}
+EOF
+}
+# store_bytes: reel's data directory on the host, in bytes (du: packs, catalog, journal)
+store_bytes() {
+	rm -f "$REEL_VM_OUT/store-usage.txt"
+	host_do store-usage 60 >/dev/null 2>&1 && cat "$REEL_VM_OUT/store-usage.txt" 2>/dev/null
+}
+# bacula_run_job NAME: run it and wait; BJOB (its id) and BJOB_STATUS
+bacula_run_job() {
+	bconsole_do "run job=$1 yes" "wait" "messages"
+	BJOB=$(sqlite3 "$BW/wd/bacula.db" "select max(JobId) from Job where Name='$1'" 2>/dev/null)
+	BJOB_STATUS=$(bacula_job_status "${BJOB:-0}")
+}
+# bacula_restore JOBID DIR: the whole job restored under DIR; BJOB_STATUS of the restore job
+bacula_restore() {
+	rm -rf "$2"
+	bconsole_do "restore jobid=$1 client=reel-vm-fd restorejob=restore-files where=$2 all done yes" "wait" "messages"
+	local r
+	r=$(sqlite3 "$BW/wd/bacula.db" "select max(JobId) from Job where Type='R'" 2>/dev/null)
+	BJOB_STATUS=$(bacula_job_status "${r:-0}")
+}
+# bacula_compare RESTORE-ROOT DESC: the restored tree equals the source, content and metadata
+bacula_compare() {
+	local got=$1$BW/src
+	if [ "$BJOB_STATUS" = T ] && diff -r --no-dereference "$BW/src" "$got" >"$W/bacula.diff" 2>&1 &&
+		diff <(listing "$BW/src") <(listing "$got") >"$W/bacula.diff"; then
+		ok "$2: content, modes, owners, times and links equal ($(find "$got" -type f | wc -l) files)"
+	else
+		not_ok "$2" "restore status '${BJOB_STATUS:-none}'" "$(head -n 5 "$W/bacula.diff" 2>/dev/null)" \
+			"$(grep -iE 'error|fatal' "$ART/bacula-console.log" | tail -n 5)"
+	fi
+}
+if [ "$MODE" = full ] && want bacula; then
+	section bacula "Bacula jobs: label barcodes, two fulls, a job across volumes, restores compared"
+	if [ -z "${DRV_NST[1]:-}" ]; then
+		not_ok "two drives for the Bacula autochanger" "drive map: ${DRV_NST[*]:-none}"
+	else
+		unload_drive 0
+		unload_drive 1
+		rm -rf "$BW"
+		mkdir -p "$BW/src"
+		# Real files: the guest's own programs and libraries, and a few hard cases.
+		for d in /usr/share/perl /usr/lib/x86_64-linux-gnu /usr/bin /usr/sbin /usr/share; do
+			[ "$(du -sm "$BW/src" | cut -f1)" -ge "$BACULA_MB" ] && break
+			cp -a --parents "$d" "$BW/src" 2>/dev/null
+		done
+		ln -s ../missing-target "$BW/src/dangling-link"
+		mkdir -p "$BW/src/modes"
+		touch "$BW/src/modes/empty"
+		echo secret >"$BW/src/modes/0600" && chmod 0600 "$BW/src/modes/0600"
+		echo daemon >"$BW/src/modes/owned" && chown daemon:daemon "$BW/src/modes/owned"
+		touch -d '2001-02-03 04:05:06' "$BW/src/modes/old"
+		SRC_MB=$(du -sm "$BW/src" | cut -f1)
+		# The spanning job's volumes: the job fills two and ends on a third (four in its pool).
+		BACULA_VOLUME_MB=$((SRC_MB * 2 / 5 + 1))
+		bacula_configs "$CH" "${DRV_NST[0]}" "${DRV_NST[1]}"
+		sqlite3 "$BW/wd/bacula.db" </usr/share/dbconfig-common/data/bacula-director-sqlite3/install/sqlite3
+		run bacula-sd -c "$BW/bacula-sd.conf"
+		sd_rc=$RUN_RC
+		run bacula-fd -c "$BW/bacula-fd.conf"
+		fd_rc=$RUN_RC
+		run bacula-dir -c "$BW/bacula-dir.conf"
+		dir_rc=$RUN_RC
+		sleep 2
+		bconsole_do "status director"
+		if [ "$sd_rc$fd_rc$dir_rc" = 000 ] && grep -q "reel-vm-dir" <<<"$RUN_OUT"; then
+			ok "bacula-dir, -sd and -fd started ($SRC_MB MiB of files to back up)"
+		else
+			not_ok "bacula-dir, -sd and -fd start" "sd $sd_rc fd $fd_rc dir $dir_rc" "$RUN_OUT"
+		fi
+		# label barcodes asks for confirmation on its own line
+		bconsole_do "label barcodes storage=reel-tape pool=week1 slots=12 drive=0" yes \
+			"label barcodes storage=reel-tape pool=week2 slots=13 drive=0" yes \
+			"label barcodes storage=reel-tape pool=small slots=14-17 drive=0" yes \
+			"update slots storage=reel-tape drive=0" "list volumes"
+		nvol=$(sqlite3 "$BW/wd/bacula.db" "select count(*) from Media where InChanger=1" 2>/dev/null)
+		if [ "${nvol:-0}" = 6 ]; then
+			ok "label barcodes, update slots: 6 volumes named by barcode, in the changer"
+		else
+			not_ok "label barcodes: 6 volumes in the catalog" "${nvol:-0} volumes" "$(tail -n 15 <<<"$RUN_OUT")"
+		fi
+		u0=$(store_bytes)
+		bacula_run_job full-week1
+		J1=$BJOB s1=$BJOB_STATUS
+		u1=$(store_bytes)
+		bacula_run_job full-week2
+		J2=$BJOB s2=$BJOB_STATUS
+		u2=$(store_bytes)
+		jb=$(sqlite3 "$BW/wd/bacula.db" "select JobBytes from Job where JobId=${J1:-0}" 2>/dev/null)
+		if [ "$s1$s2" = TT ]; then
+			ok "two full backups of the same files to two volumes (jobs $J1, $J2)"
+			if [ -n "$u0" ] && [ -n "$u1" ] && [ -n "$u2" ]; then
+				g1=$((u1 - u0)) g2=$((u2 - u1))
+				diag "reel's data directory (du): $u0 bytes labelled, +$g1 after the first full ($jb bytes of files), +$g2 after the second"
+				# The second full repeats the files; only Bacula's block and record headers differ.
+				if [ "$g2" -le $((g1 / 5)) ]; then
+					ok "the second full of unchanged files adds $((g2 * 100 / (g1 > 0 ? g1 : 1)))% of the first's growth on disk (+$g2 vs +$g1 bytes)"
+				else
+					not_ok "the second full of unchanged files adds at most 20% of the first's growth" "+$g2 vs +$g1 bytes"
+				fi
+			else
+				not_ok "reel's data directory size after each job (host hook store-usage)" "'$u0' '$u1' '$u2'"
+			fi
+		else
+			not_ok "two full backups terminate normally" "job $J1: '$s1', job $J2: '$s2'" \
+				"$(grep -iE 'error|fatal' "$ART/bacula-console.log" | tail -n 5)"
+		fi
+		bacula_run_job full-spanning
+		J3=$BJOB
+		nv=$(sqlite3 "$BW/wd/bacula.db" "select count(distinct MediaId) from JobMedia where JobId=${J3:-0}" 2>/dev/null)
+		if [ "$BJOB_STATUS" = T ] && [ "${nv:-0}" -ge 2 ]; then
+			ok "a full job across $nv volumes of $BACULA_VOLUME_MB MB: the changer swaps cartridges mid-job"
+		else
+			not_ok "a job spans volumes (autochanger swap mid-job)" "job $J3: '$BJOB_STATUS', ${nv:-0} volumes" \
+				"$(grep -iE 'error|fatal|Cannot' "$ART/bacula-console.log" | tail -n 5)"
+		fi
+		bacula_restore "$J1" "$BW/r1"
+		bacula_compare "$BW/r1" "restore of the first full"
+		bacula_restore "$J3" "$BW/r3"
+		bacula_compare "$BW/r3" "restore of the job that spans volumes"
+		cp "$BW/wd/bacula.log" "$ART/bacula.log" 2>/dev/null
+		bconsole_do "unmount storage=reel-tape drive=0" "unmount storage=reel-tape drive=1"
+		pkill -x bacula-dir
+		pkill -x bacula-sd
+		pkill -x bacula-fd
+		sleep 1
+		unload_drive 0
+		unload_drive 1
 	fi
 fi
 

@@ -45,7 +45,8 @@
 #   --bucket: only the main library (as above, the 20 blank cartridges made by serve),
 #                                          its store in the bucket
 # Hooks for the guest: restart-target (SIGTERM, wait for the exit, start
-# again), kill-target (SIGKILL, start again), recover-target (--bucket only:
+# again), kill-target (SIGKILL, start again), store-usage (du of the data directory into the
+# guest's out directory), recover-target (--bucket only:
 # SIGKILL, continue versitygw, delete the data directory, `reel recover` from
 # the bucket into a new one, `reel serve` on it without --config), s3-pause
 # (--bucket only: SIGSTOP versitygw).  After the run reel is stopped
@@ -260,6 +261,12 @@ if [ "${1:-}" = __hook ]; then
 		pid=$(cat "$STATE/s3.pid" 2>/dev/null)
 		s3_ours "$pid" || { echo "s3-pause: no versitygw of ours (pid '$pid')"; exit 1; }
 		kill -STOP "$pid" && echo "=== $(ts) SIGSTOP to versitygw $pid" >>"$STATE/target.log"
+		exit $?
+	fi
+	# store-usage: what the data directory takes on disk (du, everything reel keeps: packs,
+	# catalog, journal) written where the guest reads it, $REEL_VM_OUT/store-usage.txt
+	if [ "${3:-}" = store-usage ]; then
+		du -sb "$(data_dir)" | cut -f1 >"$REEL_VM_OUT/share/out/store-usage.txt"
 		exit $?
 	fi
 	if [ "${3:-}" = failover-target ]; then
