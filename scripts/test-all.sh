@@ -83,7 +83,7 @@ if [ "$vm" -eq 1 ]; then
     *)
       step "kernel initiator in a VM: tape drives and changers (all but btape test and amtapetype)"
       tests/vm/tape-test.sh --reel-bin target/release/reel \
-        --sections "inventory map basics tar eod ili dd cartridge bench wp encryption bacula multi restart kill partition fill changers" ;;
+        --sections "inventory map basics tar eod ili dd cartridge bench wp encryption bacula ltfs multi restart kill partition fill changers" ;;
   esac
 fi
 

@@ -40,6 +40,7 @@ PACKAGES=(
 	bacula-sd amanda-server libencode-locale-perl msmtp-mta
 	stenc
 	bacula-director bacula-director-sqlite3 bacula-fd bacula-console sqlite3
+	fuse libfuse2 libxml2 libicu72 libuuid1 attr
 )
 HOST_PACKAGES=(mmdebstrap qemu-system-x86 qemu-utils e2fsprogs socat)
 

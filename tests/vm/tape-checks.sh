@@ -21,7 +21,7 @@
 # node's data directory deleted, rebuilt by `reel recover` from the bucket).
 #
 # Tunables (run.sh --env): TAPE_MODE (full | changers | bucket), TAPE_SECTIONS (all,
-# or a list of: inventory map basics tar eod ili dd cartridge bench wp encryption bacula multi
+# or a list of: inventory map basics tar eod ili dd cartridge bench wp encryption bacula ltfs multi
 # restart kill partition btape amtapetype fill changers), BENCH_MB (8), DD_MB (24), DD_BLOCK_SIZES
 # ("64k 256k 1M"), CONC_MB (16), REPLACEMENT_TIMEOUT (120), CMD_TIMEOUT (180),
 # BTAPE_TIMEOUT (900), FILL_TIMEOUT (600), FILL_BLOCK (Bacula's Maximum Block
@@ -1320,6 +1320,164 @@ if [ "$MODE" = full ] && want bacula; then
 		sleep 1
 		unload_drive 0
 		unload_drive 1
+	fi
+fi
+
+# =============================================================================
+# LTFS (the reference implementation, built from ../shared/third-party by
+# tests/vm/build-ltfs.sh): format, mount, write, remount, check, reload
+# =============================================================================
+LTFS_MNT=/mnt/ltfs
+# ltfs_mount SG LOG: ltfs in the foreground (its log to LOG) until the mount appears
+ltfs_mount() {
+	mkdir -p "$LTFS_MNT"
+	/opt/ltfs/bin/ltfs -f -o devname="$1" -o sync_type=unmount "$LTFS_MNT" >"$2" 2>&1 &
+	LTFS_PID=$!
+	local i
+	for i in $(seq 1 600); do
+		mountpoint -q "$LTFS_MNT" && return 0
+		kill -0 "$LTFS_PID" 2>/dev/null || return 1
+		sleep 0.2
+	done
+	return 1
+}
+# ltfs_umount: unmount (LTFS writes its index) and wait for the process to end
+ltfs_umount() {
+	run umount "$LTFS_MNT"
+	local i
+	for i in $(seq 1 900); do
+		kill -0 "$LTFS_PID" 2>/dev/null || break
+		sleep 0.2
+	done
+	wait "$LTFS_PID" 2>/dev/null
+	LTFS_RC=$?
+}
+# ltfs_errors LOG: the LTFS error lines (they name the SCSI command and the sense)
+ltfs_errors() { grep -E ' E |[0-9]E |error|Sense' "$1" | head -n 8; }
+# ltfs_volume_checks LABEL SG NST CHANGER SLOT: the LTFS round on the cartridge of SLOT, loaded
+# in drive 0 of CHANGER (SG and NST: that drive's devices); logs under $ART/ltfs-LABEL-*
+ltfs_volume_checks() {
+	local label=$1 sg=$2 nst=$3 ch=$4 slot=$5 tag
+	tag=$(mtx_status "$ch" | st_drive_tag 0)
+	local L=$ART/ltfs-$label
+	run /opt/ltfs/bin/ltfs -o device_list
+	# LTFS 2.4.8 exits 1 after listing devices (main.c inverts show_device_list's result):
+	# the list is what counts.
+	if grep -q "Device Name = $sg " <<<"$RUN_OUT"; then
+		ok "$label: ltfs -o device_list lists $sg ($(grep "Device Name = $sg " <<<"$RUN_OUT" | grep -o 'Product ID = [^,]*' | sed 's/ *$//'))"
+	else
+		not_ok "$label: ltfs -o device_list lists $sg" "rc $RUN_RC" "$RUN_OUT"
+	fi
+	run /opt/ltfs/bin/mkltfs -d "$sg" -f -n reel-ci
+	echo "$RUN_OUT" >"$L-mkltfs.log"
+	if [ "$RUN_RC" = 0 ]; then
+		ok "$label: mkltfs -d $sg formats $tag"
+	else
+		not_ok "$label: mkltfs -d $sg formats $tag" "rc $RUN_RC" "$(ltfs_errors "$L-mkltfs.log")" "$(last_line "$RUN_OUT")"
+	fi
+	if ltfs_mount "$sg" "$L-mount1.log"; then
+		ok "$label: ltfs mounts the new volume on $LTFS_MNT"
+		run cp -r "$W/ltfs-src/." "$LTFS_MNT/"
+		check "$label: files written to the volume (40 small, one of 24 MiB)" "$RUN_RC" "$RUN_OUT"
+		ltfs_umount
+		check "$label: unmount writes the index (ltfs exit $LTFS_RC)" "$LTFS_RC" "$(ltfs_errors "$L-mount1.log")"
+	else
+		not_ok "$label: ltfs mounts the new volume" "$(ltfs_errors "$L-mount1.log")" "$(tail -n 5 "$L-mount1.log")"
+	fi
+	if ltfs_mount "$sg" "$L-mount2.log"; then
+		if diff <(manifest "$LTFS_MNT") "$W/ltfs.manifest" >"$W/ltfs.diff"; then
+			ok "$label: remounted, every file reads back equal (sha256)"
+		else
+			not_ok "$label: remounted, every file reads back equal" "$(head -n 5 "$W/ltfs.diff")"
+		fi
+		ltfs_umount
+	else
+		not_ok "$label: ltfs remounts the volume" "$(ltfs_errors "$L-mount2.log")" "$(tail -n 5 "$L-mount2.log")"
+	fi
+	# ltfsck's full check ends with "Volume is consistent" and exit 1 (LTFSCK_CORRECTED: it
+	# rewrote the cartridge memory's coherency data) even on a clean volume.
+	run /opt/ltfs/bin/ltfsck "$sg"
+	echo "$RUN_OUT" >"$L-ltfsck.log"
+	if [ "$RUN_RC" -le 1 ] && grep -q "LTFS16022I" <<<"$RUN_OUT"; then
+		ok "$label: ltfsck $sg, the volume is consistent (exit $RUN_RC)"
+	else
+		not_ok "$label: ltfsck $sg finds the volume consistent" "rc $RUN_RC" "$(ltfs_errors "$L-ltfsck.log")" "$(last_line "$RUN_OUT")"
+	fi
+	# Out of the drive through the changer and back: the volume still mounts and reads.
+	run mtx -f "$ch" unload "$slot" 0
+	run mtx -f "$ch" load "$slot" 0
+	wait_online "$nst" 60
+	if ltfs_mount "$sg" "$L-mount3.log"; then
+		if diff <(manifest "$LTFS_MNT") "$W/ltfs.manifest" >"$W/ltfs.diff"; then
+			ok "$label: unloaded and reloaded through the changer, mounts, every file equal"
+		else
+			not_ok "$label: after unload and reload every file reads back equal" "$(head -n 5 "$W/ltfs.diff")"
+		fi
+		ltfs_umount
+	else
+		not_ok "$label: after unload and reload through the changer, ltfs mounts" "$(ltfs_errors "$L-mount3.log")"
+	fi
+	# What a real drive answers, reel must too. Two refusals are expected: READ ATTRIBUTE of an
+	# attribute not written yet (a real drive says INVALID FIELD IN CDB; LTFS relies on it) and
+	# LOG SENSE of IBM's page 37h (performance characteristics: not emulated,
+	# docs/compatibility.md). Anything else is a difference from a real drive.
+	# LTFS's sg backend also asks HPE drives for IBM's vendor mode page 25h (at every mount),
+	# which reel's HPE personality, like its model, does not have.
+	local all unexpected pages37 logsense expected='READ_ATTR returns Invalid Field in CDB|LOGSENSE returns Invalid Field in CDB'
+	[ "$label" = hpe ] && expected="$expected|MODESENSE returns Invalid Field in CDB"
+	all=$(cat "$L"-*.log 2>/dev/null | grep -E 'LTFS30263I' | sed 's/^[0-9a-f]* *LTFS/LTFS/' | sort | uniq -c)
+	unexpected=$(grep -vE "$expected" <<<"$all")
+	pages37=$(cat "$L"-*.log 2>/dev/null | grep -c "Cannot get log page 0x37")
+	logsense=$(cat "$L"-*.log 2>/dev/null | grep -c "LOGSENSE returns")
+	if [ -z "$unexpected" ] && [ "$logsense" -le "$pages37" ]; then
+		ok "$label: LTFS got no refusal a real drive would not give"
+	else
+		not_ok "$label: LTFS got no refusal a real drive would not give" \
+			"${unexpected:-LOG SENSE refused $logsense times, page 37h $pages37 times}" "$all"
+	fi
+}
+if [ "$MODE" = full ] && want ltfs; then
+	section ltfs "LTFS on IBM and HPE drives: mkltfs, mount, write, remount, ltfsck, unload and reload"
+	if [ ! -f /vm/bin/ltfs-opt.tar.gz ]; then
+		not_ok "LTFS is provided to the guest" "tests/vm/build-ltfs.sh did not build it (see tape-test's output)"
+	elif ! tar xzf /vm/bin/ltfs-opt.tar.gz -C / || ! modprobe fuse; then
+		not_ok "LTFS installed in the guest (/opt/ltfs) and fuse loaded" "$(modprobe fuse 2>&1)"
+	else
+		make_tree "$W/ltfs-src" 40 256
+		head -c $((24 << 20)) /dev/urandom >"$W/ltfs-src/large.bin"
+		manifest "$W/ltfs-src" >"$W/ltfs.manifest"
+		# IBM: drive 0 of the main library (ULT3580-TD9).
+		if ensure_loaded 0 10; then
+			ltfs_volume_checks ibm "${DRV_SG[0]}" "$T0DEV" "$CH" 10
+			unload_drive 0
+		else
+			not_ok "ibm: load slot 10 into drive 0 for LTFS" "rc $RUN_RC: $RUN_OUT"
+		fi
+		# HPE: the HP MSL library's first drive (an HPE Ultrium 9 half-height), its own login.
+		spec=$(tr ' ' '\n' <<<"$CHANGER_SPECS" | grep '^chg-msl|')
+		if [ -z "$spec" ]; then
+			not_ok "hpe: the HP MSL library (chg-msl) is configured" "CHANGER_SPECS: $CHANGER_SPECS"
+		else
+			IFS='|' read -r suffix model drive nd _ _ _ _ _ <<<"$spec"
+			iqn=$IQN_BASE:$suffix
+			node_new "$iqn"
+			login "$iqn"
+			sid=""
+			if sid=$(sid_of "$iqn") && attach "$sid" "$nd" 30; then
+				hsg=/dev/$(awk '$2 == 1 { print $3; exit }' <<<"$ATT_TABLE")
+				hnst=/dev/$(awk '$2 == 1 { print $4; exit }' <<<"$ATT_TABLE")
+				if run mtx -f "$ATT_CH" load 1 0 && wait_online "$hnst" 60; then
+					ltfs_volume_checks hpe "$hsg" "$hnst" "$ATT_CH" 1
+					run mtx -f "$ATT_CH" unload 1 0
+				else
+					not_ok "hpe: load slot 1 of $model into its drive 0" "rc $RUN_RC: $RUN_OUT"
+				fi
+			else
+				not_ok "hpe: login to $iqn with a changer and $nd drive(s)" "$(lun_table "${sid:-0}")"
+			fi
+			logout "$iqn"
+			run iscsiadm -m node -o delete -T "$iqn" -p "$P"
+		fi
 	fi
 fi
 

@@ -551,6 +551,15 @@ fi
 # The reel binary in the guest too: its `bench` section runs `reel bench tape`'s file mode on
 # /dev/nst* (the same workload through the kernel's initiator and st).
 [ -x "$ORIG_REEL_BIN" ] && ENVS+=(--file "$ORIG_REEL_BIN")
+# LTFS for the `ltfs` section, built from ../shared/third-party (tests/vm/build-ltfs.sh); the
+# guest fails that section, saying why, when it is missing.
+if [ "$MODE" = full ] && { [ -z "$SECTIONS" ] || [[ " $SECTIONS " == *" ltfs "* ]]; }; then
+	if LTFS_TGZ=$("$VM_DIR/build-ltfs.sh"); then
+		ENVS+=(--file "$LTFS_TGZ")
+	else
+		say "LTFS could not be built (above): the ltfs section will fail"
+	fi
+fi
 HOOK=$(printf '%q __hook %q' "$SELF" "$STATE")
 if [ "$SETUP_ONLY" = 1 ]; then
 	say "left running. The checks:  $VM_DIR/run.sh --portal 127.0.0.1:$VM_PORT --script $VM_DIR/tape-checks.sh --hook '$HOOK' --timeout $TIMEOUT $(printf '%q ' "${ENVS[@]}")"

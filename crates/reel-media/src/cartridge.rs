@@ -786,7 +786,32 @@ impl<S: PartitionStore> Cartridge<S> {
             bytes_read_load: c.bytes_read_load,
             density_code: self.info.media_type.density_code(),
             medium_type: self.info.media_type.mam_medium_type(),
+            volume_change_reference: self.volume_change_reference(),
         })
+    }
+
+    /// A digest of everything a write, erase or format changes (the write counters, the last
+    /// write time, each partition's objects and bytes): equal exactly when the volume is
+    /// unchanged, up to a 2^-32 chance, and persistent across loads and restarts because its
+    /// inputs are.
+    fn volume_change_reference(&self) -> u32 {
+        let c = self.info.counters;
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut mix = |v: u64| {
+            for b in v.to_le_bytes() {
+                hash ^= u64::from(b);
+                hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        mix(c.records_written);
+        mix(c.filemarks_written);
+        mix(self.info.last_written.map_or(u64::MAX, |t| t.0));
+        for p in &self.partitions {
+            mix(p.object_count());
+            mix(p.data_bytes());
+        }
+        let folded = (hash ^ (hash >> 32)) as u32;
+        folded.min(u32::MAX - 1)
     }
 
     /// READ ATTRIBUTE of one MAM attribute for `partition` (SPC-4 §6.17).

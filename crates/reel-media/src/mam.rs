@@ -101,6 +101,7 @@ pub const STANDARD_ATTRIBUTES: &[AttributeDef] = &[
     def(0x0003, "LOAD COUNT", Binary, 8, true),
     def(0x0004, "MAM SPACE REMAINING", Binary, 8, true),
     def(0x0006, "FORMATTED DENSITY CODE", Binary, 1, true),
+    def(0x0009, "VOLUME CHANGE REFERENCE", Binary, 4, true),
     def(
         0x0220,
         "TOTAL MBYTES WRITTEN IN MEDIUM LIFE",
@@ -267,6 +268,10 @@ pub struct DeviceAttributeValues {
     pub density_code: u8,
     /// 0x00 data, 0x80 WORM.
     pub medium_type: u8,
+    /// Changes whenever the volume's contents do, and only then (SPC-4 attribute 0009h;
+    /// LTFS skips its consistency check when it matches the value its index recorded).
+    /// Never `u32::MAX`, which means "unusable".
+    pub volume_change_reference: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -468,6 +473,7 @@ impl Mam {
             0x0003 => num(dev.load_count),
             0x0004 => num(self.space_remaining()),
             0x0006 | 0x0405 => ro(Binary, vec![dev.density_code]),
+            0x0009 => ro(Binary, dev.volume_change_reference.to_be_bytes().to_vec()),
             0x0220 => num(dev.bytes_written_total / MIB),
             0x0221 => num(dev.bytes_read_total / MIB),
             0x0222 => num(dev.bytes_written_load / MIB),

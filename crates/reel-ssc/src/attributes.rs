@@ -185,11 +185,10 @@ fn parse_attributes(
     if list.len() < 4 {
         return Err(Sense::parameter_list_length_error());
     }
-    let declared = u32::from_be_bytes([at(0), at(1), at(2), at(3)]) as usize;
-    let end = 4usize.saturating_add(declared);
-    if end > list.len() {
-        return Err(Sense::parameter_list_length_error());
-    }
+    // SPC-4 §6.36: the PARAMETER DATA LENGTH "shall be ignored by the device server"; the
+    // attributes run to the end of the CDB's parameter list. (LTFS counts the 4-byte header in
+    // it, other clients do not: both must work.)
+    let end = list.len();
     let pointer = |i: usize, bit| {
         Sense::invalid_field_in_parameter_list(u16::try_from(i).unwrap_or(u16::MAX), bit)
     };

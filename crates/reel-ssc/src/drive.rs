@@ -114,6 +114,12 @@ pub struct TapeDrive<S: PartitionStore + Send> {
     pub(crate) buffer: Vec<u8>,
     /// Tape data encryption parameters and key (SSC-4 §4.2.27): in memory only.
     pub(crate) encryption: Encryption,
+    /// The drive dump the last forced-dump SEND DIAGNOSTIC took (IBM, READ BUFFER buffer 1).
+    pub(crate) forced_dump: Option<Vec<u8>>,
+    /// PROGRAMMABLE EARLY WARNING SIZE in MB (mode page 10h/01h, SSC-4 §4.2.5; 0: none).
+    pub(crate) pews_mb: u16,
+    /// The programmable early warning was reported for the write position: once per crossing.
+    pub(crate) pew_reported: bool,
 }
 
 /// TapeAlert flag 09h, "write protect": a write was attempted on a protected cartridge.
@@ -155,6 +161,9 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             log: LogCounters::default(),
             buffer: Vec::new(),
             encryption: Encryption::default(),
+            forced_dump: None,
+            pews_mb: 0,
+            pew_reported: false,
         }
     }
 
@@ -240,6 +249,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         self.medium = Some(cartridge);
         self.threaded = true;
         self.pending_partitions = None;
+        self.pew_reported = false;
         self.activity = Activity::Idle;
         self.stats.loads += 1;
         ctx.raise_unit_attention_all(Asc::NOT_READY_TO_READY_CHANGE_MEDIUM_MAY_HAVE_CHANGED);

@@ -141,6 +141,12 @@ impl Encryption {
         self.encrypt && self.key.is_some()
     }
 
+    /// Whether a Set Data Encryption page turned either direction on (the drive's
+    /// encryption state, as IBM's mode page 25h reports it).
+    pub(crate) fn enabled(&self) -> bool {
+        self.set
+    }
+
     pub(crate) fn decryption_mode(&self) -> DecryptionMode {
         self.decrypt
     }

@@ -109,6 +109,12 @@ pub(crate) fn early_warning(residue: i64) -> Sense {
         .with_residue(residue)
 }
 
+/// A write that ended past the programmable early warning (SSC-4 §4.2.5, PEWS of mode page
+/// 10h/01h): NO SENSE, PROGRAMMABLE EARLY WARNING DETECTED, the write done; reported once.
+pub(crate) fn programmable_early_warning() -> Sense {
+    Sense::new(SenseKey::NO_SENSE, Asc::PROGRAMMABLE_EARLY_WARNING_DETECTED)
+}
+
 /// A write that did not fit before the end of the partition: VOLUME OVERFLOW, EOM,
 /// END-OF-PARTITION/MEDIUM DETECTED, residue = what was not written.
 pub(crate) fn volume_overflow(residue: i64) -> Sense {

@@ -6,7 +6,7 @@ use reel_media::{MAX_RECORD_LEN, MediaType, PartitionStore};
 use reel_scsi::{Bytes, Cdb, OpcodeDescriptor, Response, Sense};
 
 use crate::drive::{Reply, TapeDrive};
-use crate::model::{DENSITIES, DENSITY_M8, Density, density_of, medium_type_code};
+use crate::model::{DENSITIES, DENSITY_M8, Density, Family, density_of, medium_type_code};
 
 /// VPD pages added to the core's 00h, 80h, 83h and 86h: B0h sequential-access device
 /// capabilities, B1h manufacturer-assigned serial number (SSC-4), C0h firmware designation
@@ -132,21 +132,61 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         truncated(data, allocation)
     }
 
-    /// READ BUFFER (SPC-4 §6.18): buffer 0 is empty (descriptor: capacity 0), so dump
-    /// readers (LTFS) finish at once; the echo buffer is empty too (WRITE BUFFER is not
-    /// implemented). Other modes and buffers: INVALID FIELD IN CDB.
+    /// READ BUFFER (SPC-4 §6.18): buffer 0 is empty (descriptor: capacity 0), buffer 1 holds
+    /// the drive dump (IBM LTO: LTFS reads it after forcing one with SEND DIAGNOSTIC, and on
+    /// errors), a short text of the drive's state; the echo buffer is empty (WRITE BUFFER is
+    /// not implemented). Other modes and buffers: INVALID FIELD IN CDB.
     pub(crate) fn read_buffer(&mut self, cdb: &Cdb<'_>) -> Reply {
         let mode = cdb.byte(1) & 0x1F;
         let id = cdb.byte(2);
         let allocation = usize::try_from(cdb.be(6, 3)).unwrap_or(usize::MAX);
-        let data = match mode {
-            0x02 | 0x03 if id != 0 => return Err(Sense::invalid_field_in_cdb(2, Some(7))),
-            0x02 | 0x0A => Vec::new(),
-            // Descriptor: OFFSET BOUNDARY 0, BUFFER CAPACITY 0.
-            0x03 | 0x0B => vec![0; 4],
+        let offset = usize::try_from(cdb.be(3, 3)).unwrap_or(usize::MAX);
+        let data = match (mode, id) {
+            (0x02 | 0x03, 2..) => return Err(Sense::invalid_field_in_cdb(2, Some(7))),
+            (0x02 | 0x0A, 0) | (0x0A, _) => Vec::new(),
+            (0x02, 1) => {
+                let dump = self.drive_dump();
+                dump.get(offset.min(dump.len())..)
+                    .unwrap_or_default()
+                    .to_vec()
+            }
+            // Descriptor: OFFSET BOUNDARY 0, BUFFER CAPACITY (3 bytes).
+            (0x03, 1) => {
+                let capacity = self.drive_dump().len() as u32;
+                let mut d = capacity.to_be_bytes();
+                d[0] = 0;
+                d.to_vec()
+            }
+            (0x03 | 0x0B, _) => vec![0; 4],
             _ => return Err(Sense::invalid_field_in_cdb(1, Some(4))),
         };
         truncated(data, allocation)
+    }
+
+    /// The drive dump READ BUFFER returns from buffer 1: the last one SEND DIAGNOSTIC forced,
+    /// or the state now.
+    fn drive_dump(&self) -> Vec<u8> {
+        self.forced_dump.clone().unwrap_or_else(|| self.dump_now())
+    }
+
+    fn dump_now(&self) -> Vec<u8> {
+        let mut out = format!(
+            "reel drive dump\nmodel {} ({} {} {})\nserial {}\nstate {:?}\n",
+            self.model.name(),
+            self.model.vendor(),
+            self.model.product(),
+            self.model.revision(),
+            self.identity.serial,
+            self.state(),
+        );
+        if let Some(c) = &self.medium {
+            out.push_str(&format!(
+                "cartridge {} {:?}\n",
+                c.barcode(),
+                c.position().ok()
+            ));
+        }
+        out.into_bytes()
     }
 
     /// SEND DIAGNOSTIC (SPC-4 §6.42): the default self-test and the short and extended
@@ -169,6 +209,17 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             .ok_or_else(Sense::parameter_list_length_error)?;
         if page_format && list.first() == Some(&0x00) {
             self.diagnostic_page_list = true;
+            return Ok(Response::good_empty());
+        }
+        // IBM LTO diagnostic page 80h with DIAG ID 0160h: force a drive dump (LTFS sends it,
+        // then reads the dump with READ BUFFER, buffer 1).
+        if page_format
+            && self.model.family() == Family::Ibm
+            && list.len() >= 6
+            && list[0] == 0x80
+            && u16::from_be_bytes([list[4], list[5]]) == 0x0160
+        {
+            self.forced_dump = Some(self.dump_now());
             return Ok(Response::good_empty());
         }
         Err(Sense::invalid_field_in_parameter_list(0, Some(7)))

@@ -229,12 +229,37 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
                 .sync()
                 .map_err(|e| errors::media(&e, Op::Write, 0).with_residue(residue))?;
         }
+        let pew = self.crossed_programmable_early_warning();
         match failure {
             Some(sense) => Err(sense),
             // SSC-4 §4.2.5: past early warning a write completes and says so.
             None if early_warning => Err(errors::early_warning(0)),
+            None if pew => Err(errors::programmable_early_warning()),
             None => Ok(Response::good_empty()),
         }
+    }
+
+    /// Whether the write position has just entered the programmable early warning zone
+    /// (PEWS MB before early warning, SSC-4 §4.2.5): true once per crossing; leaving the zone
+    /// (an overwrite nearer BOP, a new PEWS) arms it again.
+    fn crossed_programmable_early_warning(&mut self) -> bool {
+        let pews = u64::from(self.pews_mb) * 1_000_000;
+        let Some(c) = self.medium.as_ref() else {
+            return false;
+        };
+        let Ok(position) = c.position() else {
+            return false;
+        };
+        let (Ok(used), Ok(ew)) = (
+            c.used_bytes(position.partition),
+            c.early_warning_threshold(position.partition),
+        ) else {
+            return false;
+        };
+        let in_zone = pews > 0 && used >= ew.saturating_sub(pews);
+        let report = in_zone && !self.pew_reported;
+        self.pew_reported = in_zone;
+        report
     }
 
     /// WRITE FILEMARKS(6) (SSC-4 WRITE FILEMARKS(6)). IMMED = 0 is a synchronising point

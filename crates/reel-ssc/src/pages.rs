@@ -1,7 +1,7 @@
 //! Mode pages (SSC-4 §8.3 and SPC-4 §7.5), the block descriptor and MODE SELECT, and the
 //! log pages (SSC-4 §8.2, SPC-4 §7.3, and the IBM/HPE LTO vendor pages 31h and 32h).
 
-use reel_media::{MAX_RECORD_LEN, PartitionStore};
+use reel_media::{Cartridge, MAX_RECORD_LEN, PartitionStore};
 use reel_scsi::{
     Asc, BlockDescriptor, LogPageControl, LogParameter, ModePage, ModePageControl,
     ModeSelectParams, Sense,
@@ -114,9 +114,24 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             min_select_len: None,
         });
 
-        // Device configuration extension (SSC-4, subpage 01h): defaults only (no
-        // programmable early warning, short erase writes EOD).
-        pages.push(ModePage::fixed(0x10, 0x01, vec![0; 28]));
+        // Device configuration extension (SSC-4, subpage 01h): PROGRAMMABLE EARLY WARNING
+        // SIZE (bytes 6–7, MB; LTFS sets it to half its index partition) changeable; short
+        // erase writes EOD.
+        let extension = |pews: u16| {
+            let mut v = vec![0u8; 28];
+            v[2..4].copy_from_slice(&pews.to_be_bytes());
+            v
+        };
+        let mut changeable = vec![0u8; 28];
+        changeable[2..4].copy_from_slice(&[0xFF, 0xFF]);
+        pages.push(ModePage {
+            page: 0x10,
+            subpage: 0x01,
+            current: extension(self.pews_mb),
+            changeable,
+            default: extension(0),
+            min_select_len: None,
+        });
 
         // Medium partition (SSC-4 §8.3.4).
         let descriptors = self.partition_descriptors();
@@ -163,14 +178,22 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             min_select_len: None,
         });
 
+        // IBM LTO vendor page 25h (read/write control), the fields LTFS reads: encryption state
+        // (byte 20 bits 1–0: 01b on), the medium supports encryption (byte 24 bit 0: every
+        // LTO-4 and later cartridge), the encryption method (byte 27: 50h, application
+        // managed: SECURITY PROTOCOL OUT). Other fields 0; nothing changeable.
+        if self.model.family() == crate::model::Family::Ibm {
+            let mut control = vec![0u8; 30];
+            control[18] = u8::from(self.encryption.enabled());
+            control[22] = u8::from(self.medium.is_some());
+            control[25] = 0x50;
+            pages.push(ModePage::fixed(0x25, 0, control));
+        }
+
         // Medium configuration (SSC-4 §8.3): WORMM for WORM cartridges; no overwrite of
         // labels or filemarks is allowed on WORM (restrictions 00h).
         let mut medium = vec![0u8; 30];
-        medium[0] = u8::from(
-            self.medium
-                .as_ref()
-                .is_some_and(reel_media::Cartridge::is_worm),
-        );
+        medium[0] = u8::from(self.medium.as_ref().is_some_and(Cartridge::is_worm));
         pages.push(ModePage::fixed(0x1D, 0, medium));
         pages
     }
@@ -203,6 +226,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             return Err(invalid_list());
         }
         let mut compression = self.compression;
+        let mut pews_mb = self.pews_mb;
         let mut exceptions = (self.dexcpt, self.ie_test, self.mrie);
         let mut partitions = None;
         for (page, subpage, values) in &params.pages {
@@ -210,6 +234,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             match (page, subpage) {
                 (0x0F, 0) => compression = at(0) & 0x80 != 0,
                 (0x10, 0) => compression = at(12) != 0,
+                (0x10, 1) => pews_mb = u16::from_be_bytes([at(2), at(3)]),
                 (0x11, 0) => partitions = Some(values.clone()),
                 (0x1C, 0) => {
                     exceptions = (at(0) & 0x08 != 0, at(0) & 0x04 != 0, at(1) & 0x0F);
@@ -227,6 +252,10 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         self.block_length = block_length;
         self.buffered_mode = buffered;
         self.compression = compression;
+        if pews_mb != self.pews_mb {
+            self.pews_mb = pews_mb;
+            self.pew_reported = false;
+        }
         (self.dexcpt, self.ie_test, self.mrie) = exceptions;
         Ok(())
     }
@@ -356,6 +385,15 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             },
             LogParameter::counter(0x0080, u64::from(self.write_protected()), 1),
             LogParameter::counter(0x0081, u64::from(c.is_worm()), 1),
+            // Passes of the beginning and the middle of the medium over the head: a virtual
+            // cartridge makes none (LTFS reads both for its cartridge health).
+            LogParameter::counter(0x0101, 0, 4),
+            LogParameter::counter(0x0102, 0, 4),
+            // Per-partition capacities in MB (IBM LTO SCSI reference, page 17h: LTFS reads
+            // 0202h and 0204h on LTO-6 and later instead of page 31h).
+            partition_records(0x0202, c, |c, p| c.partition_capacity(p)),
+            partition_records(0x0203, c, |c, p| c.used_bytes(p)),
+            partition_records(0x0204, c, |c, p| c.remaining_capacity(p)),
         ]
     }
 
@@ -399,6 +437,28 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             LogParameter::counter(0x0003, of(0, false), 4),
             LogParameter::counter(0x0004, of(1, false), 4),
         ]
+    }
+}
+
+/// A volume statistics parameter listing one value per partition: records of length byte (7),
+/// reserved, PARTITION NUMBER (2 bytes) and the value in MB (4 bytes, saturating), in a binary
+/// list parameter (format and linking 11b).
+fn partition_records<S: PartitionStore>(
+    code: u16,
+    cartridge: &Cartridge<S>,
+    bytes_of: impl Fn(&Cartridge<S>, u8) -> Result<u64, reel_media::MediaError<S::Error>>,
+) -> LogParameter {
+    let mut value = Vec::new();
+    for p in 0..cartridge.partition_count() as u8 {
+        let mb = bytes_of(cartridge, p).unwrap_or(0) / MB;
+        value.extend_from_slice(&[7, 0]);
+        value.extend_from_slice(&u16::from(p).to_be_bytes());
+        value.extend_from_slice(&u32::try_from(mb).unwrap_or(u32::MAX).to_be_bytes());
+    }
+    LogParameter {
+        code,
+        control: 0x03,
+        value,
     }
 }
 
