@@ -391,9 +391,9 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             LogParameter::counter(0x0102, 0, 4),
             // Per-partition capacities in MB (IBM LTO SCSI reference, page 17h: LTFS reads
             // 0202h and 0204h on LTO-6 and later instead of page 31h).
-            partition_records(0x0202, c, |c, p| c.partition_capacity(p)),
-            partition_records(0x0203, c, |c, p| c.used_bytes(p)),
-            partition_records(0x0204, c, |c, p| c.remaining_capacity(p)),
+            partition_records(0x0202, c, Cartridge::partition_capacity),
+            partition_records(0x0203, c, Cartridge::used_bytes),
+            partition_records(0x0204, c, Cartridge::remaining_capacity),
         ]
     }
 
