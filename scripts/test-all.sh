@@ -61,16 +61,19 @@ if [ "$vm" -eq 1 ]; then
   # A real Linux kernel initiator (open-iscsi, st, sg, ch, mt, mtx, tar, btape) in qemu against
   # `reel serve` on loopback; the scripts install qemu/mmdebstrap/socat and build the guest
   # image once (cached under /var/cache/reel-vm).
+  # Every VM run's TAP output also goes to target/vm-tap/, from which tests/vm/matrix.sh writes
+  # the compatibility matrix (docs/compatibility-matrix.md) at the end.
+  rm -rf target/vm-tap && mkdir -p target/vm-tap
   step "kernel initiator in a VM: iSCSI login, CHAP, ACL, digests, restart"
-  tests/vm/iscsi-test.sh --target reel --reel-bin target/release/reel
+  tests/vm/iscsi-test.sh --target reel --reel-bin target/release/reel | tee target/vm-tap/iscsi.tap
   # Disaster recovery on object storage through the kernel's st: versitygw on loopback, tar/dd
   # on three cartridges, the node's directory deleted, reel recover, everything read back.
   step "kernel initiator in a VM: disaster recovery from an S3 bucket"
-  tests/vm/tape-test.sh --reel-bin target/release/reel --bucket
+  tests/vm/tape-test.sh --reel-bin target/release/reel --bucket | tee target/vm-tap/bucket.tap
   # Two nodes on one bucket: a login at the standby's portal is redirected to the lease holder,
   # the holder is killed, the standby takes over and serves what was written through the first.
   step "kernel initiator in a VM: two nodes on one bucket, login redirect and failover"
-  tests/vm/tape-test.sh --reel-bin target/release/reel --cluster
+  tests/vm/tape-test.sh --reel-bin target/release/reel --cluster | tee target/vm-tap/cluster.tap
   # Tape drives and changers through st/sg/ch, mt, mtx, tar, dd, btape fill. CI runs every
   # section (Bacula jobs through director, autochanger and file daemon included) but Bacula's and
   # Amanda's long drive tests (btape test/auto, amtapetype: ~5 min
@@ -79,12 +82,15 @@ if [ "$vm" -eq 1 ]; then
     0|off) ;;
     full|1)
       step "kernel initiator in a VM: tape drives and changers (all sections)"
-      tests/vm/tape-test.sh --reel-bin target/release/reel ;;
+      tests/vm/tape-test.sh --reel-bin target/release/reel | tee target/vm-tap/tape.tap ;;
     *)
       step "kernel initiator in a VM: tape drives and changers (all but btape test and amtapetype)"
       tests/vm/tape-test.sh --reel-bin target/release/reel \
-        --sections "inventory map basics tar eod ili dd cartridge bench wp encryption bacula ltfs multi restart kill partition fill changers" ;;
+        --sections "inventory map basics tar eod ili dd cartridge bench wp encryption bacula ltfs multi restart kill partition fill changers" \
+        | tee target/vm-tap/tape.tap ;;
   esac
+  step "compatibility matrix from the VM runs (docs/compatibility-matrix.md)"
+  tests/vm/matrix.sh docs/compatibility-matrix.md target/vm-tap/*.tap
 fi
 
 if [ "$quick" -eq 0 ]; then
