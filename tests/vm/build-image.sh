@@ -39,7 +39,7 @@ PACKAGES=(
 	mt-st mtx tar coreutils
 	bacula-sd amanda-server libencode-locale-perl msmtp-mta
 	stenc
-	bacula-director bacula-director-sqlite3 bacula-fd bacula-console sqlite3
+	bacula-director bacula-director-sqlite3 bacula-fd bacula-console sqlite3 amanda-client
 	fuse libfuse2 libxml2 libicu72 libuuid1 attr
 )
 HOST_PACKAGES=(mmdebstrap qemu-system-x86 qemu-utils e2fsprogs socat)

@@ -21,7 +21,7 @@
 # node's data directory deleted, rebuilt by `reel recover` from the bucket).
 #
 # Tunables (run.sh --env): TAPE_MODE (full | changers | bucket), TAPE_SECTIONS (all,
-# or a list of: inventory map basics tar eod ili dd cartridge bench wp encryption bacula ltfs multi
+# or a list of: inventory map basics tar eod ili dd cartridge bench wp encryption bacula ltfs amanda multi
 # restart kill partition btape amtapetype fill changers), BENCH_MB (8), DD_MB (24), DD_BLOCK_SIZES
 # ("64k 256k 1M"), CONC_MB (16), REPLACEMENT_TIMEOUT (120), CMD_TIMEOUT (180),
 # BTAPE_TIMEOUT (900), FILL_TIMEOUT (600), FILL_BLOCK (Bacula's Maximum Block
@@ -1478,6 +1478,116 @@ if [ "$MODE" = full ] && want ltfs; then
 			logout "$iqn"
 			run iscsiadm -m node -o delete -T "$iqn" -p "$P"
 		fi
+	fi
+fi
+
+# =============================================================================
+# Amanda: amlabel by barcode, amdump of a disk list to tape through chg-robot on
+# reel's changer, amfetchdump back and compared with the source
+# =============================================================================
+AM=/var/lib/amanda/reel
+# amanda_as_backup COMMAND...: Amanda's tools run as its dump user
+amanda_as_backup() { run su -s /bin/sh backup -c "$*"; }
+amanda_configs() { # CHANGER NST0 NST1 SOURCE
+	mkdir -p /etc/amanda/reel "$AM/log" "$AM/index" "$AM/curinfo" /var/lib/amanda/gnutar-lists
+	cat >/etc/amanda/reel/amanda.conf <<EOF
+org "reel"
+mailto ""
+dumpuser "backup"
+dumpcycle 0
+runspercycle 1
+tapecycle 3 tapes
+runtapes 3
+tpchanger "reel-robot"
+define changer reel-robot {
+    tpchanger "chg-robot:$1"
+    property "tape-device" "0=tape:$2" "1=tape:$3"
+    property "use-slots" "18-20"
+    property "load-poll" "0s poll 2s until 120s"
+    changerfile "$AM/changer-state"
+}
+tapetype "REEL-LTO"
+define tapetype REEL-LTO {
+    length 2048 mbytes
+    blocksize 256 kbytes
+}
+labelstr "^REL0[0-9][0-9]L9\$"
+infofile "$AM/curinfo"
+logdir "$AM/log"
+indexdir "$AM/index"
+tapelist "$AM/tapelist"
+define dumptype reel-tar {
+    program "GNUTAR"
+    compress none
+    index yes
+    auth "local"
+    holdingdisk never
+}
+EOF
+	echo "localhost $4 reel-tar" >/etc/amanda/reel/disklist
+	cat >/etc/amanda/reel/amanda-client.conf <<EOF
+conf "reel"
+index_server "localhost"
+tape_server "localhost"
+auth "local"
+EOF
+	: >"$AM/tapelist"
+	chown -R backup:backup /etc/amanda/reel /var/lib/amanda
+}
+if [ "$MODE" = full ] && want amanda; then
+	section amanda "Amanda: amlabel by barcode, amdump through chg-robot, amfetchdump compared"
+	if ! command -v amdump >/dev/null || ! command -v amfetchdump >/dev/null; then
+		not_ok "Amanda's server and client are installed in the guest" "$(command -v amdump amfetchdump)"
+	elif [ -z "${DRV_NST[1]:-}" ]; then
+		not_ok "two drives for Amanda's changer" "drive map: ${DRV_NST[*]:-none}"
+	else
+		unload_drive 0
+		unload_drive 1
+		src=/tmp/amanda-src
+		rm -rf "$src"
+		make_tree "$src" 60 512
+		cp -a /usr/share/perl5 "$src/perl5" 2>/dev/null || true
+		chmod 0666 "${DRV_NST[0]}" "${DRV_NST[1]}" "${DRV_NST[0]/nst/st}" "${DRV_NST[1]/nst/st}" "$CH"
+		amanda_configs "$CH" "${DRV_NST[0]}" "${DRV_NST[1]}" "$src"
+		labels=""
+		for s in 18 19 20; do
+			b=$(lib_st | st_tag "$s")
+			amanda_as_backup amlabel -f reel "$b" slot "$s"
+			echo "$RUN_OUT" >>"$ART/amanda.log"
+			[ "$RUN_RC" = 0 ] && labels="$labels $b"
+		done
+		if [ "$(wc -w <<<"$labels")" = 3 ]; then
+			ok "amlabel through chg-robot: slots 18-20 labelled with their barcodes ($labels )"
+		else
+			not_ok "amlabel labels slots 18-20 with their barcodes" "labelled:${labels:- none}" "$(tail -n 5 "$ART/amanda.log")"
+		fi
+		amanda_as_backup amcheck -t reel
+		echo "$RUN_OUT" >>"$ART/amanda.log"
+		check "amcheck -t: the changer finds a labelled volume" "$RUN_RC" "$RUN_OUT"
+		amanda_as_backup amdump reel
+		amdump_rc=$RUN_RC
+		cp "$AM"/log/amdump.* "$ART/" 2>/dev/null
+		amanda_as_backup amadmin reel find localhost "$src"
+		echo "$RUN_OUT" >>"$ART/amanda.log"
+		if [ "$amdump_rc" = 0 ] && grep -qE "REL0(18|19|20)L9 .*OK" <<<"$RUN_OUT"; then
+			ok "amdump of $(du -sm "$src" | cut -f1) MiB to tape: amadmin find lists the dump on $(grep -oE 'REL0[0-9]+L9' <<<"$RUN_OUT" | head -n 1)"
+		else
+			not_ok "amdump writes the dump to a labelled cartridge" "amdump rc $amdump_rc" "$RUN_OUT" \
+				"$(grep -hiE 'fail|error' "$AM"/log/amdump.* 2>/dev/null | tail -n 5)"
+		fi
+		rm -rf /tmp/amanda-restore
+		mkdir -p /tmp/amanda-restore
+		amanda_as_backup "cd /tmp && amfetchdump -p -a reel localhost $src >/tmp/amanda-restore.tar"
+		fetch_rc=$RUN_RC
+		echo "$RUN_OUT" >>"$ART/amanda.log"
+		tar -xpf /tmp/amanda-restore.tar -C /tmp/amanda-restore 2>>"$ART/amanda.log"
+		if [ "$fetch_rc" = 0 ] && diff <(manifest "$src") <(manifest /tmp/amanda-restore) >"$W/amanda.diff"; then
+			ok "amfetchdump back through chg-robot: every file equal (sha256, links)"
+		else
+			not_ok "amfetchdump restores every file" "amfetchdump rc $fetch_rc" "$(head -n 5 "$W/amanda.diff")" "$(tail -n 5 <<<"$RUN_OUT")"
+		fi
+		unload_drive 0
+		unload_drive 1
 	fi
 fi
 
