@@ -86,7 +86,7 @@ if [ "$vm" -eq 1 ]; then
     *)
       step "kernel initiator in a VM: tape drives and changers (all but btape test and amtapetype)"
       tests/vm/tape-test.sh --reel-bin target/release/reel \
-        --sections "inventory map basics tar eod ili dd cartridge bench wp encryption bacula ltfs amanda multi restart kill partition fill changers" \
+        --sections "inventory map basics tar eod ili dd cartridge bench wp encryption bacula ltfs amanda shared multi restart kill partition fill changers" \
         | tee target/vm-tap/tape.tap ;;
   esac
   step "compatibility matrix from the VM runs (docs/compatibility-matrix.md)"

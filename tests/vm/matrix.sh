@@ -29,6 +29,7 @@ rows=$(awk '
 		if (sec == "amanda") return "Amanda 3.5: amlabel, amcheck, amdump, amfetchdump with chg-robot"
 		if (sec == "ltfs") return "LTFS 2.4.8.4"
 		if (sec == "changers") return "mtx (every changer personality)"
+		if (sec == "shared") return "two initiators on one library: sg_prevent, sg_persist, RESERVE(6), mtx"
 		if (sec == "bench") return "reel bench tape through st"
 		if (sec == "bucket") return "tar/dd through st after reel recover from an S3 bucket"
 		if (sec == "cluster") return "open-iscsi login redirect and failover (two nodes on one bucket)"

@@ -21,7 +21,7 @@
 # node's data directory deleted, rebuilt by `reel recover` from the bucket).
 #
 # Tunables (run.sh --env): TAPE_MODE (full | changers | bucket), TAPE_SECTIONS (all,
-# or a list of: inventory map basics tar eod ili dd cartridge bench wp encryption bacula ltfs amanda multi
+# or a list of: inventory map basics tar eod ili dd cartridge bench wp encryption bacula ltfs amanda shared multi
 # restart kill partition btape amtapetype fill changers), BENCH_MB (8), DD_MB (24), DD_BLOCK_SIZES
 # ("64k 256k 1M"), CONC_MB (16), REPLACEMENT_TIMEOUT (120), CMD_TIMEOUT (180),
 # BTAPE_TIMEOUT (900), FILL_TIMEOUT (600), FILL_BLOCK (Bacula's Maximum Block
@@ -1589,6 +1589,110 @@ if [ "$MODE" = full ] && want amanda; then
 		unload_drive 0
 		unload_drive 1
 	fi
+fi
+
+# =============================================================================
+# two backup servers on one library: a second initiator (its own iface and
+# InitiatorName) logs in to the same library; PREVENT on a drive and
+# reservations on the changer keep one server's moves from the other's
+# =============================================================================
+# sg_res_status CHANGER: READ ELEMENT STATUS (all elements, 256 bytes) through sg_raw, which
+# names the SCSI status (mtx does not: a RESERVATION CONFLICT carries no sense)
+sg_res_status() { run sg_raw -r 256 "$1" b8 00 00 00 ff ff 00 00 01 00 00 00; }
+if [ "$MODE" = full ] && want shared; then
+	section shared "two initiators share the library: PREVENT on a drive, reservations on the changer"
+	B_IFACE=reel-b
+	B_NAME=iqn.2026-11.org.reel.test:backup-server-b
+	run iscsiadm -m iface -I "$B_IFACE" -o new
+	run iscsiadm -m iface -I "$B_IFACE" -o update -n iface.initiatorname -v "$B_NAME"
+	run iscsiadm -m node -o new -T "$LIB_IQN" -p "$P" -I "$B_IFACE"
+	run iscsiadm -m node -T "$LIB_IQN" -p "$P" -I "$B_IFACE" --login
+	b_sid=""
+	for s in /sys/class/iscsi_session/session*; do
+		[ "$(cat "$s/targetname" 2>/dev/null)" = "$LIB_IQN" ] || continue
+		[ "$(cat "$s/initiatorname" 2>/dev/null)" = "$B_NAME" ] && b_sid=${s##*/session}
+	done
+	if [ -n "$b_sid" ] && attach "$b_sid" "$LIB_DRIVES" 30; then
+		CH_B=$ATT_CH
+		ok "second initiator $B_NAME logged in: changer $CH_B, $LIB_DRIVES drives"
+		if diff <(mtx_status "$CH" | sed 's/Storage Changer [^:]*:/Storage Changer:/') \
+			<(mtx_status "$CH_B" | sed 's/Storage Changer [^:]*:/Storage Changer:/') >"$W/shared.diff"; then
+			ok "both servers see the same inventory (mtx status through each changer device)"
+		else
+			not_ok "both servers see the same inventory" "$(head -n 6 "$W/shared.diff")"
+		fi
+		# A loads slot 11 into drive 2 and prevents its removal, as st does while the device
+		# is open: B cannot take the cartridge out until A allows it again.
+		unload_drive 2
+		run mtx -f "$CH" load 11 2
+		# the load's unit attention first (NOT READY TO READY CHANGE), as st's open does
+		run sg_turs "${DRV_SG[2]}"
+		run sg_turs "${DRV_SG[2]}"
+		run sg_prevent --prevent=1 "${DRV_SG[2]}"
+		a_prevent=$RUN_RC
+		run mtx -f "$CH_B" unload 11 2
+		# mtx prints the sense as numbers: 53h/02h is MEDIUM REMOVAL PREVENTED
+		if [ "$a_prevent" = 0 ] && [ "$RUN_RC" != 0 ] && grep -q "Additional Sense Code = 53" <<<"$RUN_OUT" &&
+			grep -q "Additional Sense Qualifier = 02" <<<"$RUN_OUT"; then
+			ok "A's PREVENT MEDIUM REMOVAL on drive 2: B's mtx unload is refused (MEDIUM REMOVAL PREVENTED)"
+		else
+			not_ok "A's PREVENT on drive 2 stops B's mtx unload" "sg_prevent rc $a_prevent; B unload rc $RUN_RC" "$RUN_OUT"
+		fi
+		run sg_prevent --allow "${DRV_SG[2]}"
+		run mtx -f "$CH_B" unload 11 2
+		check "A allows removal again: B's mtx unload 11 2 succeeds" "$RUN_RC" "$RUN_OUT"
+		# Persistent reservations on the changer: A registers and reserves (exclusive access).
+		run sg_persist --out --register --param-sark=0xA "$CH"
+		r1=$RUN_RC
+		run sg_persist --out --reserve --param-rk=0xA --prout-type=3 "$CH"
+		r2=$RUN_RC
+		run sg_persist --in --read-reservation "$CH_B"
+		seen=$RUN_OUT
+		if [ "$r1$r2" = 00 ] && grep -qi "0xa" <<<"$seen" && grep -qi "exclusive access" <<<"$seen"; then
+			ok "A registers and reserves the changer (PERSISTENT RESERVE OUT, exclusive access); B reads the reservation"
+		else
+			not_ok "A reserves the changer, B sees the reservation" "register rc $r1, reserve rc $r2" "$seen"
+		fi
+		run mtx -f "$CH_B" load 11 2
+		b_rc=$RUN_RC
+		sg_res_status "$CH_B"
+		b_out=$RUN_OUT
+		run mtx -f "$CH" load 11 2
+		a_rc=$RUN_RC
+		if [ "$b_rc" != 0 ] && grep -qi "reservation conflict" <<<"$b_out" && [ "$a_rc" = 0 ]; then
+			ok "while A holds the reservation B's MOVE MEDIUM gets RESERVATION CONFLICT and A's own works"
+		else
+			not_ok "A's reservation: B's move conflicts, A's works" "B rc $b_rc: $b_out" "A rc $a_rc"
+		fi
+		run mtx -f "$CH" unload 11 2
+		run sg_persist --out --release --param-rk=0xA --prout-type=3 "$CH"
+		run sg_persist --out --register --param-rk=0xA --param-sark=0 "$CH"
+		run mtx -f "$CH_B" load 11 2
+		b2=$RUN_RC
+		run mtx -f "$CH_B" unload 11 2
+		if [ "$b2" = 0 ] && [ "$RUN_RC" = 0 ]; then
+			ok "after A releases and unregisters, B moves cartridges again"
+		else
+			not_ok "after A releases, B moves cartridges again" "B load rc $b2, unload rc $RUN_RC" "$RUN_OUT"
+		fi
+		# SPC-2 RESERVE(6)/RELEASE(6), as older backup software reserves a changer.
+		run sg_raw "$CH" 16 00 00 00 00 00
+		r6=$RUN_RC
+		sg_res_status "$CH_B"
+		b3=$RUN_RC b3_out=$RUN_OUT
+		run sg_raw "$CH" 17 00 00 00 00 00
+		run mtx -f "$CH_B" status
+		if [ "$r6" = 0 ] && [ "$b3" != 0 ] && grep -qi "conflict" <<<"$b3_out" && [ "$RUN_RC" = 0 ]; then
+			ok "RESERVE(6) by A: B's READ ELEMENT STATUS conflicts; after RELEASE(6) B reads the inventory"
+		else
+			not_ok "RESERVE(6)/RELEASE(6) by A fence B" "reserve rc $r6; B while reserved rc $b3 ($b3_out); B after rc $RUN_RC"
+		fi
+	else
+		not_ok "a second initiator ($B_NAME) logs in to the library" "$(lun_table "${b_sid:-0}")"
+	fi
+	run iscsiadm -m node -T "$LIB_IQN" -p "$P" -I "$B_IFACE" --logout
+	run iscsiadm -m node -o delete -T "$LIB_IQN" -p "$P" -I "$B_IFACE"
+	run iscsiadm -m iface -I "$B_IFACE" -o delete
 fi
 
 # =============================================================================
