@@ -57,6 +57,12 @@ step "tape cross-check smoke run: libiscsi client (gcc -Werror) and reel bench t
 step "web console in a real browser"
 REEL_BIN=target/release/reel tests/browser/run.sh -q
 
+# The Debian package: built, installed into a clean bookworm root (mmdebstrap), its unit's
+# ExecStart run as the unit would (user reel, sd_notify readiness), served over iSCSI, upgraded
+# (conffile and data kept), purged.
+step "Debian package: build, install, serve, upgrade, purge"
+packaging/deb/test.sh --binary target/release/reel
+
 if [ "$vm" -eq 1 ]; then
   # A real Linux kernel initiator (open-iscsi, st, sg, ch, mt, mtx, tar, btape) in qemu against
   # `reel serve` on loopback; the scripts install qemu/mmdebstrap/socat and build the guest

@@ -4,7 +4,8 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use anyhow::Context;
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod admin;
 mod archive_location;
@@ -13,6 +14,7 @@ mod config;
 mod data_dir;
 mod disk_usage;
 mod http;
+mod notify;
 mod remote;
 mod serve;
 mod store_key;
@@ -49,6 +51,16 @@ enum Command {
     /// management surface, and the soak test (see BENCHMARKING.md).
     #[command(subcommand)]
     Bench(reel_bench::BenchCommand),
+    /// Write the man pages (reel.1 and one per subcommand) into a directory (for packages).
+    Man {
+        /// Where to write them (created if missing).
+        dir: std::path::PathBuf,
+    },
+    /// Print a shell completion script.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
@@ -71,6 +83,11 @@ fn main() -> ExitCode {
         Command::Key(cmd) => store_key::run(cmd),
         Command::Ctl(args) => remote::run(args),
         Command::Bench(command) => reel_bench::run(command),
+        Command::Man { dir } => man_pages(&dir),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "reel", &mut std::io::stdout());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -79,4 +96,11 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The man pages, generated from the same definition as `--help`: reel.1, reel-serve.1, …
+fn man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    clap_mangen::generate_to(Cli::command(), dir)
+        .with_context(|| format!("writing man pages into {}", dir.display()))
 }

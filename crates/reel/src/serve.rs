@@ -479,7 +479,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     })
     .context("installing the signal handler")?;
     println!("Ctrl-C or SIGTERM stops reel cleanly");
+    // systemd (Type=notify): the portals and the console listen, the store is open.
+    crate::notify::ready(&format!(
+        "serving {} librar{} on {}",
+        libraries.len(),
+        if libraries.len() == 1 { "y" } else { "ies" },
+        config.iscsi.listen.join(", ")
+    ));
     let _ = rx.recv();
+    crate::notify::stopping();
     let _ = stop_http.send(());
     if let Some(mut task) = http_task {
         // Graceful shutdown waits for open connections, and a console keeps its monitor
