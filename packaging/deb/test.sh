@@ -81,7 +81,7 @@ fi
 base=$CACHE/deb-test-root-$(sha256sum <"$0" | cut -c1-12).tar
 if [ ! -s "$base" ]; then
 	mkdir -p "$CACHE"
-	mmdebstrap --quiet --variant=minbase --include=adduser,procps bookworm "$base.tmp" >/dev/null 2>&1 ||
+	mmdebstrap --quiet --variant=minbase --include=adduser bookworm "$base.tmp" >/dev/null 2>&1 ||
 		{ echo "test.sh: mmdebstrap failed" >&2; exit 1; }
 	mv "$base.tmp" "$base"
 fi
@@ -155,10 +155,10 @@ stop_unit() {
 }
 IQN=iqn.2026-11.org.reel:library
 if serve_as_unit "$W/serve1.log"; then
-	ok "ExecStart as user reel: READY=1 once it serves ($(grep -o 'STATUS=[^ ]*[^R]*' "$W/notify.log" | head -n 1))"
+	ok "ExecStart as user reel: READY=1 once it serves ($(grep -m1 READY=1 "$W/notify.log" | sed 's/.*STATUS=//'))"
 	out=$(iscsi-inq "iscsi://127.0.0.1:$ISCSI_PORT/$IQN/0" 2>&1)
 	if grep -q '03584L32' <<<"$out" && grep -q 'iqn.2026-11.org.reel:library' "$ROOT/etc/reel/reel.toml"; then
-		ok "the library answers over iSCSI on the configured port: changer $(grep -o 'IBM *03584L32' <<<"$out" | head -n 1)"
+		ok "the library answers INQUIRY over iSCSI on the configured port (changer 03584L32 at LUN 0)"
 	else
 		not_ok "the library answers INQUIRY over iSCSI" "$out"
 	fi
@@ -181,7 +181,8 @@ except Exception as e: print(e)")
 else
 	not_ok "ExecStart as user reel sends READY=1" "$(tail -n 15 "$W/serve1.log")" "$(cat "$W/notify.log" 2>/dev/null)"
 fi
-written=$(in_root su -s /bin/sh reel -c "/usr/bin/reel stats --data /var/lib/reel" 2>&1 | grep -i written | head -n 1)
+as_reel() { chroot --userspec=reel:reel "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin "$@"; }
+written=$(as_reel /usr/bin/reel stats --data /var/lib/reel 2>&1 | grep -i written | head -n 1)
 
 # --- 5. upgrade ---------------------------------------------------------------------------------
 out=$(in_root dpkg -i --force-confold "/tmp/${DEB2##*/}" 2>&1)
@@ -192,7 +193,7 @@ if [ "$st" = 0 ] && [ "$ver" = 0.1.0-2 ] && grep -q "127.0.0.1:$ISCSI_PORT" "$RO
 else
 	not_ok "upgrade to 0.1.0-2 keeps the changed conffile" "rc $st, version '$ver'" "$out"
 fi
-after=$(in_root su -s /bin/sh reel -c "/usr/bin/reel stats --data /var/lib/reel" 2>&1 | grep -i written | head -n 1)
+after=$(as_reel /usr/bin/reel stats --data /var/lib/reel 2>&1 | grep -i written | head -n 1)
 if [ -n "$written" ] && [ "$after" = "$written" ] && serve_as_unit "$W/serve2.log"; then
 	ok "after the upgrade the data is there ($written) and reel serves it again"
 	stop_unit
