@@ -78,11 +78,19 @@ fi
 
 # --- 3. a clean Debian root -------------------------------------------------------------------
 # minbase + adduser (the package's dependency), cached as a tarball keyed by this script
-base=$CACHE/deb-test-root-$(sha256sum <"$0" | cut -c1-12).tar
+# The host's own apt sources decide the mirror (this machine may only reach a configured one).
+sources=()
+for f in /etc/apt/sources.list.d/*.sources; do
+	[ -f "$f" ] && grep -qiE '^Suites:.*\bbookworm\b' "$f" && sources+=("$f")
+done
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+	[ -f "$f" ] && grep -qE '^deb .* bookworm( |-)' "$f" && sources+=("$f")
+done
+base=$CACHE/deb-test-root-$({ cat "$0" "${sources[@]}"; } | sha256sum | cut -c1-12).tar
 if [ ! -s "$base" ]; then
 	mkdir -p "$CACHE"
-	mmdebstrap --quiet --variant=minbase --include=adduser bookworm "$base.tmp" >/dev/null 2>&1 ||
-		{ echo "test.sh: mmdebstrap failed" >&2; exit 1; }
+	mmdebstrap --variant=minbase --include=adduser bookworm "$base.tmp" "${sources[@]}" \
+		>"$W/mmdebstrap.log" 2>&1 || { tail -n 20 "$W/mmdebstrap.log" >&2; echo "test.sh: mmdebstrap failed" >&2; exit 1; }
 	mv "$base.tmp" "$base"
 fi
 mkdir -p "$ROOT"
