@@ -64,8 +64,7 @@ install -m 0755 "$DEB_DIR/postinst" "$DEB_DIR/prerm" "$DEB_DIR/postrm" "$ROOT/DE
 echo /etc/reel/reel.toml >"$ROOT/DEBIAN/conffiles"
 # Depends: the packages of the shared libraries the binary needs.
 deps=$(objdump -p "$BIN" | awk '$1 == "NEEDED" { print $2 }' | while read -r lib; do
-	path=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
-	[ -n "$path" ] && dpkg -S "$(readlink -f "$path")" 2>/dev/null | cut -d: -f1 | head -n 1
+	{ dpkg -S "*/$lib" 2>/dev/null || true; } | head -n 1 | cut -d: -f1
 done | sort -u | paste -sd, | sed 's/,/, /g')
 cat >"$ROOT/DEBIAN/control" <<EOF
 Package: reel

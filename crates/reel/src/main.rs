@@ -84,10 +84,7 @@ fn main() -> ExitCode {
         Command::Ctl(args) => remote::run(args),
         Command::Bench(command) => reel_bench::run(command),
         Command::Man { dir } => man_pages(&dir),
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "reel", &mut std::io::stdout());
-            Ok(())
-        }
+        Command::Completions { shell } => completions(shell),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -103,4 +100,15 @@ fn man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     clap_mangen::generate_to(Cli::command(), dir)
         .with_context(|| format!("writing man pages into {}", dir.display()))
+}
+
+/// A completion script on stdout; a closed pipe (`| head`) ends it quietly.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "reel", &mut script);
+    match std::io::stdout().write_all(&script) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing the completion script"),
+    }
 }

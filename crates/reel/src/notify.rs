@@ -22,7 +22,10 @@ fn send_env(message: &str) {
     };
     if let Err(e) = send_to(&socket.to_string_lossy(), message) {
         // Readiness is advisory to reel itself: serve on, and say why systemd may time out.
-        eprintln!("reel: warning: telling systemd ({}) failed: {e}", socket.to_string_lossy());
+        eprintln!(
+            "reel: warning: telling systemd ({}) failed: {e}",
+            socket.to_string_lossy()
+        );
     }
 }
 
