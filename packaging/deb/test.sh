@@ -7,6 +7,7 @@
 # 1. build the package twice (0.1.0-1, then -2 for the upgrade) and check its contents;
 # 2. `systemd-analyze verify` the unit as installed;
 # 3. install it into a fresh bookworm root: the reel user, /var/lib/reel 0700, the conffile;
+# 3b. `reel doctor` as user reel: nothing to fix; then a readable data directory is found;
 # 4. run the unit's ExecStart as the unit would (user reel, NOTIFY_SOCKET): reel says READY=1
 #    once it listens; the library answers INQUIRY over iSCSI (libiscsi's iscsi-inq) and the
 #    console its API; a cartridge is written and read back through iSCSI (`reel bench tape`);
@@ -122,6 +123,24 @@ else
 	not_ok "systemd-analyze verify reel.service" "rc $st" "$out"
 fi
 exec_start=$(sed -n 's/^ExecStart=//p' "$ROOT/lib/systemd/system/reel.service")
+
+# --- reel doctor on the fresh installation, and on a mistake ------------------------------------
+out=$(chroot --userspec=reel:reel "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin /usr/bin/reel doctor --config /etc/reel/reel.toml 2>&1)
+st=$?
+if [ "$st" = 0 ] && grep -q 'data directory .*mode 700' <<<"$out"; then
+	ok "reel doctor as user reel on the fresh installation: nothing to fix ($(tail -n 1 <<<"$out"))"
+else
+	not_ok "reel doctor passes on the fresh installation" "rc $st" "$out"
+fi
+chmod 0755 "$ROOT/var/lib/reel"
+out=$(chroot --userspec=reel:reel "$ROOT" /usr/bin/env -i PATH=/usr/bin:/bin /usr/bin/reel doctor --config /etc/reel/reel.toml 2>&1)
+st=$?
+chmod 0700 "$ROOT/var/lib/reel"
+if [ "$st" != 0 ] && grep -q 'FAIL  data directory' <<<"$out" && grep -q 'chmod 700 /var/lib/reel' <<<"$out"; then
+	ok "reel doctor on a data directory others can read: FAIL, with the fix (chmod 700)"
+else
+	not_ok "reel doctor finds a readable data directory" "rc $st" "$out"
+fi
 
 # --- 4. run it as the unit does ----------------------------------------------------------------
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

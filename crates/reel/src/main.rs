@@ -13,6 +13,7 @@ mod cluster;
 mod config;
 mod data_dir;
 mod disk_usage;
+mod doctor;
 mod http;
 mod notify;
 mod remote;
@@ -51,6 +52,9 @@ enum Command {
     /// management surface, and the soak test (see BENCHMARKING.md).
     #[command(subcommand)]
     Bench(reel_bench::BenchCommand),
+    /// Check what a new installation gets wrong (ports, the data directory, limits, clock,
+    /// TLS files, the bucket, exposure) and say how to fix each.
+    Doctor(doctor::DoctorArgs),
     /// Write the man pages (reel.1 and one per subcommand) into a directory (for packages).
     Man {
         /// Where to write them (created if missing).
@@ -83,6 +87,7 @@ fn main() -> ExitCode {
         Command::Key(cmd) => store_key::run(cmd),
         Command::Ctl(args) => remote::run(args),
         Command::Bench(command) => reel_bench::run(command),
+        Command::Doctor(args) => doctor::run(args),
         Command::Man { dir } => man_pages(&dir),
         Command::Completions { shell } => completions(shell),
     };
