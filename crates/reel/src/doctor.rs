@@ -44,7 +44,11 @@ impl Finding {
             fix: None,
         }
     }
-    fn warn(check: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
+    fn warn(
+        check: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Finding {
         Finding {
             check: check.into(),
             level: Level::Warn,
@@ -52,7 +56,11 @@ impl Finding {
             fix: Some(fix.into()),
         }
     }
-    fn fail(check: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Finding {
+    fn fail(
+        check: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Finding {
         Finding {
             check: check.into(),
             level: Level::Fail,
@@ -83,7 +91,10 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<()> {
     }
     let fails = findings.iter().filter(|f| f.level == Level::Fail).count();
     let warns = findings.iter().filter(|f| f.level == Level::Warn).count();
-    println!("{} checks: {fails} to fix, {warns} to look at", findings.len());
+    println!(
+        "{} checks: {fails} to fix, {warns} to look at",
+        findings.len()
+    );
     if fails > 0 {
         anyhow::bail!("{fails} check(s) failed");
     }
@@ -96,7 +107,10 @@ pub fn examine(args: &DoctorArgs) -> Vec<Finding> {
     let config = match &args.config {
         Some(path) => match config::load(path) {
             Ok(c) => {
-                out.push(Finding::ok("configuration", format!("{} is valid", path.display())));
+                out.push(Finding::ok(
+                    "configuration",
+                    format!("{} is valid", path.display()),
+                ));
                 c
             }
             Err(e) => {
@@ -109,7 +123,10 @@ pub fn examine(args: &DoctorArgs) -> Vec<Finding> {
             }
         },
         None => {
-            out.push(Finding::ok("configuration", "none given: the embedded default"));
+            out.push(Finding::ok(
+                "configuration",
+                "none given: the embedded default",
+            ));
             Config::default()
         }
     };
@@ -134,7 +151,9 @@ pub fn examine(args: &DoctorArgs) -> Vec<Finding> {
             "set CHAP (targets) and TLS (console), or listen on 127.0.0.1 only",
         ));
     }
-    out.push(check_open_files(std::fs::read_to_string("/proc/self/limits").ok().as_deref()));
+    out.push(check_open_files(
+        std::fs::read_to_string("/proc/self/limits").ok().as_deref(),
+    ));
     out.push(check_clock(
         std::time::SystemTime::now(),
         Path::new("/run/systemd/timesync/synchronized").exists(),
@@ -153,14 +172,20 @@ fn check_data_dir(dir: &Path) -> Finding {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Finding::ok(
                 check,
-                format!("{} does not exist yet: reel serve creates it (0700)", dir.display()),
+                format!(
+                    "{} does not exist yet: reel serve creates it (0700)",
+                    dir.display()
+                ),
             );
         }
         Err(e) => {
             return Finding::fail(
                 check,
                 format!("{}: {e}", dir.display()),
-                format!("check the path and that this user may enter {}", dir.display()),
+                format!(
+                    "check the path and that this user may enter {}",
+                    dir.display()
+                ),
             );
         }
     };
@@ -176,7 +201,11 @@ fn check_data_dir(dir: &Path) -> Finding {
     if me.is_some_and(|uid| uid != meta.uid()) {
         return Finding::fail(
             check,
-            format!("{} belongs to uid {}, not to this user", dir.display(), meta.uid()),
+            format!(
+                "{} belongs to uid {}, not to this user",
+                dir.display(),
+                meta.uid()
+            ),
             format!(
                 "run as its owner (the service runs as user reel), or `chown -R reel:reel {}`",
                 dir.display()
@@ -186,11 +215,17 @@ fn check_data_dir(dir: &Path) -> Finding {
     if mode & 0o077 != 0 {
         return Finding::fail(
             check,
-            format!("{} has mode {mode:03o}: other users could read the backups", dir.display()),
+            format!(
+                "{} has mode {mode:03o}: other users could read the backups",
+                dir.display()
+            ),
             format!("chmod 700 {}", dir.display()),
         );
     }
-    Finding::ok(check, format!("{}: owned by this user, mode {mode:03o}", dir.display()))
+    Finding::ok(
+        check,
+        format!("{}: owned by this user, mode {mode:03o}", dir.display()),
+    )
 }
 
 fn own_uid() -> Option<u32> {
@@ -250,7 +285,11 @@ fn check_port(what: &str, listen: &str) -> Finding {
             "no interface of this machine has that address",
             "use an address of this machine (ip -br addr) or 0.0.0.0",
         ),
-        Err(e) => Finding::fail(check, e.to_string(), "check the address and the permissions"),
+        Err(e) => Finding::fail(
+            check,
+            e.to_string(),
+            "check the address and the permissions",
+        ),
     }
 }
 
@@ -287,7 +326,13 @@ fn check_open_files(limits: Option<&str>) -> Finding {
         text.lines()
             .find(|l| l.starts_with("Max open files"))
             .and_then(|l| l.split_whitespace().nth(3))
-            .map(|v| if v == "unlimited" { u64::MAX } else { v.parse().unwrap_or(0) })
+            .map(|v| {
+                if v == "unlimited" {
+                    u64::MAX
+                } else {
+                    v.parse().unwrap_or(0)
+                }
+            })
     });
     match soft {
         Some(n) if n >= WANT_OPEN_FILES => Finding::ok(check, n.to_string()),
@@ -329,7 +374,11 @@ fn check_clock(now: std::time::SystemTime, synchronized: bool) -> Finding {
 fn check_bucket(config: &Config) -> Finding {
     let check = "S3 bucket";
     let Some(s3) = &config.store.s3 else {
-        return Finding::fail(check, "backend = \"s3\" without [store.s3]", "add [store.s3]");
+        return Finding::fail(
+            check,
+            "backend = \"s3\" without [store.s3]",
+            "add [store.s3]",
+        );
     };
     let name = format!("s3://{}/{}", s3.bucket, s3.prefix);
     let backend = match crate::data_dir::open_bucket(s3, &s3.prefix, None) {
@@ -389,7 +438,11 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
-        assert_eq!(check_data_dir(&data).level, Level::Ok, "missing: serve creates it");
+        assert_eq!(
+            check_data_dir(&data).level,
+            Level::Ok,
+            "missing: serve creates it"
+        );
         std::fs::create_dir(&data).unwrap();
         std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o700)).unwrap();
         assert_eq!(check_data_dir(&data).level, Level::Ok);
@@ -406,7 +459,10 @@ mod tests {
         assert_eq!(check_port("iSCSI portal", &addr).level, Level::Warn);
         drop(held);
         assert_eq!(check_port("iSCSI portal", &addr).level, Level::Ok);
-        assert_eq!(check_port("iSCSI portal", "192.0.2.1:3260").level, Level::Fail);
+        assert_eq!(
+            check_port("iSCSI portal", "192.0.2.1:3260").level,
+            Level::Fail
+        );
         assert_eq!(check_port("iSCSI portal", "nonsense").level, Level::Fail);
     }
 
