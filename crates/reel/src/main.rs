@@ -24,8 +24,24 @@ mod store_key;
 #[derive(Parser, Debug)]
 #[command(name = "reel", version, about, propagate_version = true)]
 struct Cli {
+    /// Log lines as text (default; without timestamps when journald captures them) or as one
+    /// JSON object per line. Also REEL_LOG_FORMAT; REEL_LOG sets the level (info).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "REEL_LOG_FORMAT",
+        default_value = "text"
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -69,14 +85,31 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("REEL_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_from_env("REEL_LOG").unwrap_or_else(|_| "info".into())
+    };
+    match cli.log_format {
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .with_writer(std::io::stderr)
+            .with_env_filter(filter())
+            .init(),
+        // systemd sets JOURNAL_STREAM when stderr goes to the journal, which stamps each line
+        // itself.
+        LogFormat::Text if std::env::var_os("JOURNAL_STREAM").is_some() => {
+            tracing_subscriber::fmt()
+                .without_time()
+                .with_ansi(false)
+                .with_writer(std::io::stderr)
+                .with_env_filter(filter())
+                .init()
+        }
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_env_filter(filter())
+            .init(),
+    }
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Cartridges(cmd) => admin::cartridges(cmd),

@@ -129,3 +129,75 @@ fn bad_arguments_are_refused_clearly() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("prefix"));
 }
+
+/// `--log-format json`: every log line on stderr is one JSON object (here the audit event of
+/// a refused console login), so log shippers take them as they are.
+#[test]
+fn json_logs_are_one_object_per_line() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut child = reel()
+        .args(["--log-format", "json", "serve", "--data"])
+        .arg(&data)
+        .args(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut console = None;
+    let mut line = String::new();
+    while console.is_none() && stdout.read_line(&mut line).unwrap() > 0 {
+        if let Some(rest) = line.strip_prefix("web console and REST API: http://") {
+            console = rest.split('/').next().map(str::to_string);
+        }
+        line.clear();
+    }
+    let console = console.expect("the console's address on stdout");
+    let body = r#"{"username":"admin","password":"not-the-password"}"#;
+    let mut http = std::net::TcpStream::connect(&console).unwrap();
+    write!(
+        http,
+        "POST /api/v1/login HTTP/1.1\r\nHost: {console}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    http.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let logs: Vec<serde_json::Value> = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let audit = logs
+        .iter()
+        .find(|l| l["fields"]["message"] == "audit" && l["fields"]["user"] == "admin")
+        .unwrap_or_else(|| panic!("no audit event of the refused login in {stderr}"));
+    assert_eq!(audit["level"], "INFO");
+    assert!(audit["timestamp"].is_string());
+    // Lines that are not JSON are reel's own messages (eprintln), never the logger's.
+    assert!(
+        stderr
+            .lines()
+            .all(|l| l.starts_with('{') || l.starts_with("reel:")),
+        "{stderr}"
+    );
+}
