@@ -102,7 +102,7 @@ fn main() -> ExitCode {
                 .with_ansi(false)
                 .with_writer(std::io::stderr)
                 .with_env_filter(filter())
-                .init()
+                .init();
         }
         LogFormat::Text => tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
