@@ -1030,35 +1030,29 @@ Autochanger {
   Changer Device = $1
   Changer Command = "/etc/bacula/scripts/mtx-changer %c %o %S %a %d"
 }
-Device {
-  Name = drive-0
-  Drive Index = 0
-  Media Type = LTO-9
-  Archive Device = $2
-  Device Type = Tape
-  Autochanger = yes
-  AutomaticMount = yes
-  AlwaysOpen = yes
-  RemovableMedia = yes
-  RandomAccess = no
-}
-Device {
-  Name = drive-1
-  Drive Index = 1
-  Media Type = LTO-9
-  Archive Device = $3
-  Device Type = Tape
-  Autochanger = yes
-  AutomaticMount = yes
-  AlwaysOpen = yes
-  RemovableMedia = yes
-  RandomAccess = no
-}
 Messages {
   Name = Standard
   director = reel-vm-dir = all
 }
 EOF
+	local i=0 dev
+	for dev in "$2" "$3"; do
+		cat >>"$BW/bacula-sd.conf" <<EOF
+Device {
+  Name = drive-$i
+  Drive Index = $i
+  Media Type = LTO-9
+  Archive Device = $dev
+  Device Type = Tape
+  Autochanger = yes
+  AutomaticMount = yes
+  AlwaysOpen = yes
+  RemovableMedia = yes
+  RandomAccess = no
+}
+EOF
+		i=$((i + 1))
+	done
 	cat >"$BW/bacula-fd.conf" <<EOF
 FileDaemon {
   Name = reel-vm-fd

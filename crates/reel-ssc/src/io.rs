@@ -243,6 +243,11 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
     /// (PEWS MB before early warning, SSC-4 §4.2.5): true once per crossing; leaving the zone
     /// (an overwrite nearer BOP, a new PEWS) arms it again.
     fn crossed_programmable_early_warning(&mut self) -> bool {
+        if self.pews_mb == 0 {
+            // The common case: no PEW asked for, nothing to compute on the write path.
+            self.pew_reported = false;
+            return false;
+        }
         let pews = u64::from(self.pews_mb) * 1_000_000;
         let Some(c) = self.medium.as_ref() else {
             return false;
@@ -256,7 +261,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         ) else {
             return false;
         };
-        let in_zone = pews > 0 && used >= ew.saturating_sub(pews);
+        let in_zone = used >= ew.saturating_sub(pews);
         let report = in_zone && !self.pew_reported;
         self.pew_reported = in_zone;
         report

@@ -45,25 +45,10 @@ fn partition_records(value: &[u8]) -> Vec<(u16, u32)> {
         .collect()
 }
 
-fn two_partitions(rig: &Rig) {
-    let m = rig.good(&[0x5A, 0, 0x11, 0, 0, 0, 0, 0x01, 0, 0], &[]);
-    let mut list = m.to_vec();
-    list[0] = 0;
-    list[1] = 0;
-    let p = 16;
-    list[p + 3] = 1;
-    list[p + 4] = 0x20 | 0x18 | (list[p + 4] & 0x07);
-    list[p + 6] = 9;
-    list[p + 8..p + 10].copy_from_slice(&1u16.to_be_bytes());
-    list[p + 10..p + 12].copy_from_slice(&0xFFFFu16.to_be_bytes());
-    rig.good(&mode_select10(list.len() as u16), &list);
-    rig.good(&[0x04, 0, 0x01, 0, 0, 0], &[]);
-}
-
 #[test]
 fn volume_statistics_report_each_partitions_capacity_as_ltfs_reads_it_on_lto6_and_later() {
     let rig = Rig::loaded("ibm-td9", MediaType::Lto9, 20 * GB);
-    two_partitions(&rig);
+    ltfs_two_partitions(&rig);
     rig.good(&locate16(LocateDestination::Object(0), Some(1)), &[]);
     rig.good(&write6(Transfer::Variable(1 << 20)), &record(1, 1 << 20));
     let page = rig.good(&log_sense(0x17, 0xFFFF), &[]);

@@ -517,17 +517,7 @@ fn ltfs_format_two_partitions_and_switch() {
     assert_eq!(page[1], 14, "6 + 4 partition size descriptors");
     assert_eq!(page[2], 3, "maximum additional partitions");
     // LTFS: 1 additional partition, IDP, units of 10^9 bytes: 1 GB index, rest data.
-    let mut list = m.to_vec();
-    list[0] = 0;
-    list[1] = 0;
-    let p = 16;
-    list[p + 3] = 1;
-    list[p + 4] = 0x20 | 0x18 | (list[p + 4] & 0x07);
-    list[p + 6] = 9;
-    list[p + 8..p + 10].copy_from_slice(&1u16.to_be_bytes());
-    list[p + 10..p + 12].copy_from_slice(&0xFFFFu16.to_be_bytes());
-    rig.good(&mode_select10(list.len() as u16), &list);
-    rig.good(&[0x04, 0, 0x01, 0, 0, 0], &[]); // FORMAT MEDIUM, partition
+    ltfs_two_partitions(&rig);
     let caps = rig.with_drive(|d| d.medium().unwrap().info().partition_capacities().to_vec());
     assert_eq!(caps, [GB, 19 * GB]);
     // Write the index in partition 0 and data in partition 1 (LOCATE(16) with CP).

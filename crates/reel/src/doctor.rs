@@ -36,13 +36,16 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn ok(check: impl Into<String>, detail: impl Into<String>) -> Finding {
+    fn new(level: Level, check: impl Into<String>, detail: impl Into<String>) -> Finding {
         Finding {
             check: check.into(),
-            level: Level::Ok,
+            level,
             detail: detail.into(),
             fix: None,
         }
+    }
+    fn ok(check: impl Into<String>, detail: impl Into<String>) -> Finding {
+        Finding::new(Level::Ok, check, detail)
     }
     fn warn(
         check: impl Into<String>,
@@ -50,10 +53,8 @@ impl Finding {
         fix: impl Into<String>,
     ) -> Finding {
         Finding {
-            check: check.into(),
-            level: Level::Warn,
-            detail: detail.into(),
             fix: Some(fix.into()),
+            ..Finding::new(Level::Warn, check, detail)
         }
     }
     fn fail(
@@ -62,10 +63,8 @@ impl Finding {
         fix: impl Into<String>,
     ) -> Finding {
         Finding {
-            check: check.into(),
-            level: Level::Fail,
-            detail: detail.into(),
             fix: Some(fix.into()),
+            ..Finding::new(Level::Fail, check, detail)
         }
     }
 }
@@ -197,8 +196,7 @@ fn check_data_dir(dir: &Path) -> Finding {
         );
     }
     let mode = meta.permissions().mode() & 0o777;
-    let me = own_uid();
-    if me.is_some_and(|uid| uid != meta.uid()) {
+    if nix::unistd::geteuid().as_raw() != meta.uid() {
         return Finding::fail(
             check,
             format!(
@@ -226,10 +224,6 @@ fn check_data_dir(dir: &Path) -> Finding {
         check,
         format!("{}: owned by this user, mode {mode:03o}", dir.display()),
     )
-}
-
-fn own_uid() -> Option<u32> {
-    Some(nix::unistd::geteuid().as_raw())
 }
 
 fn check_free_space(dir: &Path) -> Finding {

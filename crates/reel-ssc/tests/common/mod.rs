@@ -148,3 +148,21 @@ pub fn long_position(rig: &Rig) -> (u32, u64, u64) {
 pub fn record(seed: u8, len: usize) -> Vec<u8> {
     (0..len).map(|i| seed.wrapping_add((i * 7) as u8)).collect()
 }
+
+/// Partitions the loaded cartridge as mkltfs does: MODE SENSE(10) of page 11h with the block
+/// descriptor, one additional partition (IDP, units of 10^9 bytes: 1 GB, the rest), MODE
+/// SELECT(10), FORMAT MEDIUM (partition).
+pub fn ltfs_two_partitions(rig: &Rig) {
+    let m = rig.good(&[0x5A, 0, 0x11, 0, 0, 0, 0, 0x01, 0, 0], &[]);
+    let mut list = m.to_vec();
+    list[0] = 0;
+    list[1] = 0;
+    let p = 16;
+    list[p + 3] = 1;
+    list[p + 4] = 0x20 | 0x18 | (list[p + 4] & 0x07);
+    list[p + 6] = 9;
+    list[p + 8..p + 10].copy_from_slice(&1u16.to_be_bytes());
+    list[p + 10..p + 12].copy_from_slice(&0xFFFFu16.to_be_bytes());
+    rig.good(&mode_select10(list.len() as u16), &list);
+    rig.good(&[0x04, 0, 0x01, 0, 0, 0], &[]);
+}
