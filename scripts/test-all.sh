@@ -52,6 +52,12 @@ step "tests (release profile; crash test: ${REEL_CRASH_KILLS:-200} kills)"
 cargo test --workspace --release
 step "tape cross-check smoke run: libiscsi client (gcc -Werror) and reel bench tape against tgt, 32 MiB" && bench/compare/crosscheck.sh --smoke
 
+# The alerting rules with Prometheus's own checker: syntax, then their unit tests (each alert fires
+# on the series that should raise it). crates/reel/tests/monitoring.rs checks the metric names.
+step "monitoring: promtool check rules, promtool test rules"
+promtool=$(scripts/promtool.sh)
+(cd packaging/monitoring && "$promtool" check rules reel-alerts.yml && "$promtool" test rules reel-alerts.test.yml)
+
 # The web console in headless Debian chromium (Playwright) against a real `reel serve`;
 # installs chromium and a Python venv on first use.
 step "web console in a real browser"

@@ -486,6 +486,20 @@ UNLABELLED_JS = """
 """
 
 
+def test_help_opens_the_user_guide(page):
+    with page.context.expect_page() as opened:
+        page.get_by_test_id("nav-help").click()
+    guide = opened.value
+    guide.wait_for_load_state()
+    expect(guide.locator("h1")).to_contain_text("reel user guide")
+    guide.get_by_role("link", name="bacula.md").click()
+    expect(guide.locator("h1")).to_contain_text("Bacula")
+    # The configuration the VM test runs, shown as code.
+    expect(guide.locator("pre").first).to_contain_text("Autochanger")
+    shot(guide, "help-bacula")
+    guide.close()
+
+
 def test_every_input_has_a_label(page):
     for route in ["library", "cartridges", "monitor", "sessions", "events", "maintenance", "users"]:
         goto(page, route)

@@ -1010,183 +1010,28 @@ bacula_job_status() {
 listing() {
 	(cd "$1" && find . -printf '%y %m %u:%g %s %TY-%Tm-%Td_%TH:%TM:%.2TS %p -> %l\n' | sort)
 }
+# render_conf NAME DEST KEY=VALUE...: the guide's configuration file NAME (docs/guide/examples,
+# shipped as /vm/bin/NAME) with each @KEY@ replaced, written to DEST: the VM runs exactly the
+# files the user guide shows.
+render_conf() {
+	local name=$1 dest=$2 kv script=""
+	shift 2
+	for kv in "$@"; do
+		script="$script;s|@${kv%%=*}@|${kv#*=}|g"
+	done
+	if [ -f "/vm/bin/$name" ]; then
+		sed -e "${script#;}" "/vm/bin/$name" >"$dest"
+	else
+		echo "# the guide's $name was not shipped to the guest" >"$dest"
+	fi
+}
 bacula_configs() { # CHANGER NST0 NST1
 	mkdir -p "$BW/wd" "$BW/wd-fd" "$BW/wd-sd"
-	cat >"$BW/bacula-sd.conf" <<EOF
-Storage {
-  Name = reel-vm-sd
-  SDAddress = 127.0.0.1
-  WorkingDirectory = $BW/wd-sd
-  Pid Directory = $BW/wd-sd
-  Maximum Concurrent Jobs = 4
-}
-Director {
-  Name = reel-vm-dir
-  Password = "sd-secret"
-}
-Autochanger {
-  Name = reel-changer
-  Device = drive-0, drive-1
-  Changer Device = $1
-  Changer Command = "/etc/bacula/scripts/mtx-changer %c %o %S %a %d"
-}
-Messages {
-  Name = Standard
-  director = reel-vm-dir = all
-}
-EOF
-	local i=0 dev
-	for dev in "$2" "$3"; do
-		cat >>"$BW/bacula-sd.conf" <<EOF
-Device {
-  Name = drive-$i
-  Drive Index = $i
-  Media Type = LTO-9
-  Archive Device = $dev
-  Device Type = Tape
-  Autochanger = yes
-  AutomaticMount = yes
-  AlwaysOpen = yes
-  RemovableMedia = yes
-  RandomAccess = no
-}
-EOF
-		i=$((i + 1))
+	local f
+	for f in bacula-sd.conf bacula-fd.conf bconsole.conf bacula-dir.conf; do
+		render_conf "$f" "$BW/$f" CHANGER="$1" DRIVE0="$2" DRIVE1="$3" WORKDIR="$BW" \
+			SOURCE="$BW/src" VOLUME_MB="$BACULA_VOLUME_MB"
 	done
-	cat >"$BW/bacula-fd.conf" <<EOF
-FileDaemon {
-  Name = reel-vm-fd
-  FDAddress = 127.0.0.1
-  WorkingDirectory = $BW/wd-fd
-  Pid Directory = $BW/wd-fd
-}
-Director {
-  Name = reel-vm-dir
-  Password = "fd-secret"
-}
-Messages {
-  Name = Standard
-  director = reel-vm-dir = all, !skipped, !restored
-}
-EOF
-	cat >"$BW/bconsole.conf" <<EOF
-Director {
-  Name = reel-vm-dir
-  Address = 127.0.0.1
-  DIRport = 9101
-  Password = "dir-secret"
-}
-EOF
-	cat >"$BW/bacula-dir.conf" <<EOF
-Director {
-  Name = reel-vm-dir
-  DIRAddress = 127.0.0.1
-  QueryFile = "/etc/bacula/scripts/query.sql"
-  WorkingDirectory = $BW/wd
-  Pid Directory = $BW/wd
-  Password = "dir-secret"
-  Messages = Daemon
-  Maximum Concurrent Jobs = 1
-}
-Catalog {
-  Name = MyCatalog
-  dbname = "bacula"
-  dbuser = ""
-  dbpassword = ""
-}
-Storage {
-  Name = reel-tape
-  Address = 127.0.0.1
-  Password = "sd-secret"
-  Device = reel-changer
-  Media Type = LTO-9
-  Autochanger = yes
-  Maximum Concurrent Jobs = 4
-}
-Client {
-  Name = reel-vm-fd
-  Address = 127.0.0.1
-  Password = "fd-secret"
-  Catalog = MyCatalog
-  AutoPrune = no
-}
-FileSet {
-  Name = data
-  Include {
-    Options {
-      signature = MD5
-    }
-    File = $BW/src
-  }
-}
-Pool {
-  Name = week1
-  Pool Type = Backup
-  Recycle = no
-  AutoPrune = no
-}
-Pool {
-  Name = week2
-  Pool Type = Backup
-  Recycle = no
-  AutoPrune = no
-}
-Pool {
-  Name = small
-  Pool Type = Backup
-  Recycle = no
-  AutoPrune = no
-  Maximum Volume Bytes = ${BACULA_VOLUME_MB}M
-}
-JobDefs {
-  Name = full
-  Type = Backup
-  Level = Full
-  Client = reel-vm-fd
-  FileSet = data
-  Storage = reel-tape
-  Messages = Standard
-  Write Bootstrap = "$BW/wd/%n-%i.bsr"
-  Priority = 10
-  Pool = week1
-}
-Job {
-  Name = full-week1
-  JobDefs = full
-  Pool = week1
-}
-Job {
-  Name = full-week2
-  JobDefs = full
-  Pool = week2
-}
-Job {
-  Name = full-spanning
-  JobDefs = full
-  Pool = small
-}
-Job {
-  Name = restore-files
-  Type = Restore
-  Client = reel-vm-fd
-  FileSet = data
-  Storage = reel-tape
-  Pool = week1
-  Messages = Standard
-  Where = $BW/restore
-}
-Messages {
-  Name = Standard
-  console = all, !skipped, !saved
-  append = "$BW/wd/bacula.log" = all, !skipped
-  catalog = all
-}
-Messages {
-  Name = Daemon
-  console = all, !skipped, !saved
-  append = "$BW/wd/bacula.log" = all, !skipped
-}
-EOF
 }
 # store_bytes: reel's data directory on the host, in bytes (du: packs, catalog, journal)
 store_bytes() {
@@ -1484,47 +1329,9 @@ AM=/var/lib/amanda/reel
 amanda_as_backup() { run su -s /bin/sh backup -c "$*"; }
 amanda_configs() { # CHANGER NST0 NST1 SOURCE
 	mkdir -p /etc/amanda/reel "$AM/log" "$AM/index" "$AM/curinfo" /var/lib/amanda/gnutar-lists
-	cat >/etc/amanda/reel/amanda.conf <<EOF
-org "reel"
-mailto ""
-dumpuser "backup"
-dumpcycle 0
-runspercycle 1
-tapecycle 3 tapes
-runtapes 3
-tpchanger "reel-robot"
-define changer reel-robot {
-    tpchanger "chg-robot:$1"
-    property "tape-device" "0=tape:$2" "1=tape:$3"
-    property "use-slots" "18-20"
-    property "load-poll" "0s poll 2s until 120s"
-    changerfile "$AM/changer-state"
-}
-tapetype "REEL-LTO"
-define tapetype REEL-LTO {
-    length 2048 mbytes
-    blocksize 256 kbytes
-}
-labelstr "^REL0[0-9][0-9]L9\$"
-infofile "$AM/curinfo"
-logdir "$AM/log"
-indexdir "$AM/index"
-tapelist "$AM/tapelist"
-define dumptype reel-tar {
-    program "GNUTAR"
-    compress none
-    index yes
-    auth "local"
-    holdingdisk never
-}
-EOF
+	render_conf amanda.conf /etc/amanda/reel/amanda.conf CHANGER="$1" DRIVE0="$2" DRIVE1="$3" STATEDIR="$AM"
+	render_conf amanda-client.conf /etc/amanda/reel/amanda-client.conf
 	echo "localhost $4 reel-tar" >/etc/amanda/reel/disklist
-	cat >/etc/amanda/reel/amanda-client.conf <<EOF
-conf "reel"
-index_server "localhost"
-tape_server "localhost"
-auth "local"
-EOF
 	: >"$AM/tapelist"
 	chown -R backup:backup /etc/amanda/reel /var/lib/amanda
 }

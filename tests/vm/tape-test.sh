@@ -551,6 +551,10 @@ fi
 # The reel binary in the guest too: its `bench` section runs `reel bench tape`'s file mode on
 # /dev/nst* (the same workload through the kernel's initiator and st).
 [ -x "$ORIG_REEL_BIN" ] && ENVS+=(--file "$ORIG_REEL_BIN")
+# The user guide's Bacula and Amanda configuration files: the guest renders and runs exactly these.
+for f in "$VM_DIR"/../../docs/guide/examples/*.conf; do
+	ENVS+=(--file "$f")
+done
 # LTFS for the `ltfs` section, built from ../shared/third-party (tests/vm/build-ltfs.sh); the
 # guest fails that section, saying why, when it is missing.
 if [ "$MODE" = full ] && { [ -z "$SECTIONS" ] || [[ " $SECTIONS " == *" ltfs "* ]]; }; then

@@ -7,7 +7,8 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -350,6 +351,10 @@ pub struct ScsiDevice<P: Personality> {
     /// its lock is released: publishes what a status display needs, so the display never
     /// waits for the lock behind a long command (a WRITE waiting for the store).
     observer: Option<Observer<P>>,
+    /// When the command now holding the personality started, in microseconds since `born`
+    /// plus one (0: no command runs): what a stuck-drive alert watches.
+    busy_since_us: AtomicU64,
+    born: Instant,
 }
 
 type Observer<P> = Box<dyn Fn(&P) + Send + Sync>;
@@ -372,6 +377,21 @@ impl<P: Personality> ScsiDevice<P> {
             clock: Arc::new(system_clock_ms),
             transport_id: Arc::new(default_transport_id),
             observer: None,
+            busy_since_us: AtomicU64::new(0),
+            born: Instant::now(),
+        }
+    }
+
+    /// How long the command in progress has been running, `None` when none runs. Read
+    /// without the personality's lock.
+    pub fn busy_for(&self) -> Option<std::time::Duration> {
+        match self.busy_since_us.load(Ordering::Relaxed) {
+            0 => None,
+            since => Some(
+                self.born
+                    .elapsed()
+                    .saturating_sub(std::time::Duration::from_micros(since - 1)),
+            ),
         }
     }
 
@@ -932,7 +952,10 @@ impl<P: Personality> LogicalUnit for ScsiDevice<P> {
             Err(sense) => return self.check(&sense),
         };
         let mut personality = self.personality.lock();
+        let started = self.born.elapsed().as_micros() as u64 + 1;
+        self.busy_since_us.store(started, Ordering::Relaxed);
         let response = self.execute_locked(&mut personality, nexus, opcode, cdb, spc, &request);
+        self.busy_since_us.store(0, Ordering::Relaxed);
         self.observe(&personality);
         response
     }

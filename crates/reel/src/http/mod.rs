@@ -8,6 +8,7 @@ mod archive;
 pub mod auth;
 mod cartridges;
 pub mod error;
+mod help;
 mod library;
 pub mod limits;
 pub mod maintenance;
@@ -267,6 +268,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .nest("/api/v1", api)
         .route("/metrics", get(monitor::metrics))
+        .route("/help", get(help::start))
+        .route("/docs/{*path}", get(help::page))
         .fallback(console)
         .layer(axum::extract::DefaultBodyLimit::max(limits::BODY_MAX))
         .layer(axum::middleware::from_fn(limits::bounded_body))

@@ -598,6 +598,23 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
         }
     }
 
+    m.family(
+        "reel_drive_command_seconds",
+        "gauge",
+        "How long the command a tape drive is executing has been running; 0 when idle.",
+    );
+    for lib in &state.libraries {
+        for (i, drive) in lib.drives().iter().enumerate() {
+            let busy = drive.busy_for().unwrap_or_default().as_secs_f64();
+            let i = i.to_string();
+            m.sample(
+                "reel_drive_command_seconds",
+                &[("library", lib.spec().name.as_str()), ("drive", i.as_str())],
+                busy,
+            );
+        }
+    }
+
     let stats = state.monitor.initiator_stats();
     let rows: Vec<(Vec<(&str, String)>, &reel_iscsi_net::LunCounters)> = stats
         .iter()
@@ -687,7 +704,7 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
         m.sample("reel_command_latency_seconds_count", l, c.commands);
     }
 
-    let gauges: [(&str, &str, f64); 15] = [
+    let gauges: [(&str, &str, f64); 16] = [
         (
             "reel_iscsi_sessions",
             "Logged-in iSCSI sessions.",
@@ -749,6 +766,12 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
             "reel_verify_progress_ratio",
             "Share of packs the current (or last) verify has checked; 1 when done.",
             super::verify::progress(state.jobs()),
+        ),
+        (
+            "reel_verify_damaged_chunks",
+            "Chunks the last verify found damaged (0 when clean or never run); the damaged \
+             cartridges and records are in GET /api/v1/verify.",
+            state.jobs().verify.lock().bad_chunks as f64,
         ),
         (
             "reel_reclaim_progress_ratio",
