@@ -98,6 +98,33 @@ pub struct DriveView {
     pub barcode: Option<String>,
     pub removal_prevented: bool,
     pub stats: DriveStatsView,
+    /// The physical drive model's state when the library emulates physical timing (issue 17;
+    /// absent when emulation is off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical: Option<PhysicalDriveView>,
+}
+
+/// What the physical model of an emulated drive is doing (docs/design/drive-model.md).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PhysicalDriveView {
+    /// The modelled drive's catalog id and name (`reel model drives`).
+    pub model: String,
+    pub model_name: String,
+    /// idle, streaming, repositioning, waiting_for_data, loading, unloading, rewinding or
+    /// locating.
+    pub motion: String,
+    /// Tape speed now, native bytes per second (0 when stopped).
+    pub tape_speed: f64,
+    /// Native bytes in the drive's buffer.
+    pub buffer_bytes: u64,
+    pub buffer_capacity: u64,
+    /// Stops that had to reposition (back-hitches, shoe-shining), of every cause.
+    pub back_hitches: u64,
+    /// Time spent repositioning, seconds.
+    pub repositioning_seconds: f64,
+    /// Native bytes written to tape (after the drive's compression).
+    pub native_bytes_on_tape: u64,
 }
 
 /// `GET /api/v1/libraries/{name}`, and the answer of every action on a library.

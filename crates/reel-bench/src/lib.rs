@@ -19,6 +19,7 @@ pub mod api;
 pub mod harness;
 pub mod iscsi;
 pub mod library;
+pub mod model;
 mod scsi;
 mod session;
 pub mod soak;

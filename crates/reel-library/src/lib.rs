@@ -10,4 +10,4 @@
 
 mod vtl;
 
-pub use vtl::{Bay, Drive, DriveStatus, LibraryError, LibrarySpec, VirtualLibrary};
+pub use vtl::{Bay, Drive, DriveStatus, Emulation, LibraryError, LibrarySpec, VirtualLibrary};

@@ -43,6 +43,23 @@ pub struct LibrarySpec {
     pub physical: Option<String>,
     /// Distinguishes serial numbers of several libraries (0, 1, …).
     pub index: u16,
+    /// Physical timing (issue 17): off (`None`) by default.
+    pub emulation: Option<Emulation>,
+}
+
+/// What a library emulates the timing of: its drives' physical model and its robot.
+#[derive(Clone, Debug)]
+pub struct Emulation {
+    pub drive: &'static reel_drivemodel::DriveSpec,
+    /// The drives (by index) that emulate; the others answer at reel's own speed.
+    pub drives: Option<Vec<u16>>,
+    pub robot: &'static reel_drivemodel::RobotSpec,
+}
+
+impl Emulation {
+    fn covers(&self, drive: u16) -> bool {
+        self.drives.as_ref().is_none_or(|d| d.contains(&drive))
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +101,11 @@ pub struct DriveStatus {
     /// PREVENT ALLOW MEDIUM REMOVAL in force.
     pub removal_prevented: bool,
     pub serial: String,
+    /// The physical model's state, when the drive emulates one.
+    pub physical: Option<(
+        &'static reel_drivemodel::DriveSpec,
+        reel_drivemodel::DriveStats,
+    )>,
 }
 
 impl DriveStatus {
@@ -94,6 +116,7 @@ impl DriveStatus {
         status.state = drive.state();
         status.stats = drive.stats();
         status.removal_prevented = drive.removal_prevented();
+        status.physical = drive.physical();
         let barcode = drive.medium().map(|c| c.barcode().as_str());
         // Most commands change no cartridge: no allocation then.
         if status.barcode.as_deref() != barcode {
@@ -253,7 +276,7 @@ impl VirtualLibrary {
             let serial = format!("RD{:03}{:05}", spec.index, d);
             let saver_carts = cartridges.clone();
             let factory_carts = cartridges.clone();
-            let drive = TapeDrive::new(spec.drive, &serial)
+            let mut drive = TapeDrive::new(spec.drive, &serial)
                 .with_saver(Box::new(move |cartridge| {
                     saver_carts.save(cartridge).map_err(|e| e.to_string())?;
                     saver_carts.store().sync().map_err(|e| e.to_string())
@@ -264,12 +287,16 @@ impl VirtualLibrary {
                         .map_err(|e| reel_chunkstore::StoreError::Invalid(e.to_string()))?;
                     factory_carts.open_partition(number, partition)
                 }));
+            if let Some(emulation) = spec.emulation.as_ref().filter(|e| e.covers(d)) {
+                drive.emulate(Some(emulation.drive));
+            }
             let board = Arc::new(std::sync::Mutex::new(DriveStatus {
                 state: drive.state(),
                 stats: drive.stats(),
                 barcode: None,
                 removal_prevented: false,
                 serial: serial.clone(),
+                physical: drive.physical(),
             }));
             let publisher = board.clone();
             let drive = Arc::new(
@@ -308,7 +335,7 @@ impl VirtualLibrary {
             .store()
             .put_record(&key, Some(&inventory.encode()))?;
         cartridges.store().sync()?;
-        let changer = Changer::new(
+        let mut changer = Changer::new(
             spec.changer,
             spec.layout,
             &format!("RC{:03}00000", spec.index),
@@ -327,6 +354,7 @@ impl VirtualLibrary {
                 .map_err(|e| e.to_string())?;
             saver_carts.store().sync().map_err(|e| e.to_string())
         }));
+        changer.set_move_time(spec.emulation.as_ref().map(|e| e.robot.move_time));
         Ok(VirtualLibrary {
             spec,
             changer: Arc::new(ScsiDevice::new(changer)),

@@ -46,6 +46,7 @@ fn library(slots: u16, drives: u16, cartridges: usize) -> (tempfile::TempDir, Vi
         barcodes: BarcodeFilter::any(),
         physical: None,
         index: 0,
+        emulation: None,
     };
     let mut libs = VirtualLibrary::open_all(carts, &[spec]).unwrap();
     (dir, libs.remove(0))

@@ -105,9 +105,24 @@ pub struct Changer {
     /// Nexuses holding PREVENT MEDIUM REMOVAL (SPC-4 §6.13 semantics, SMC-3 §6.x).
     pub(crate) prevented: HashSet<ItNexus>,
     pub(crate) translations: HashMap<ItNexus, Translation>,
+    /// When the library emulates a physical robot: how long one move of a cartridge takes
+    /// (MOVE MEDIUM returns after it; EXCHANGE MEDIUM makes two).
+    pub(crate) move_time: Option<std::time::Duration>,
 }
 
 impl Changer {
+    /// Emulates a physical robot's move time (`None`: moves are instant, the default).
+    pub fn set_move_time(&mut self, move_time: Option<std::time::Duration>) {
+        self.move_time = move_time;
+    }
+
+    /// The robot's travel for `moves` cartridge moves, when a move time is emulated.
+    pub(crate) fn travel(&self, moves: u32) {
+        if let Some(time) = self.move_time {
+            std::thread::sleep(time * moves);
+        }
+    }
+
     /// A changer of `model` with `layout`, one bay per drive (in drive order) and its saved
     /// inventory.
     pub fn new(
@@ -159,6 +174,7 @@ impl Changer {
             saver: None,
             prevented: HashSet::new(),
             translations: HashMap::new(),
+            move_time: None,
         })
     }
 

@@ -238,6 +238,7 @@ impl Changer {
         moved(&mut cartridge, source);
         next.force(destination, cartridge);
         self.commit(nexus, next, ops)?;
+        self.travel(1);
         Ok(Vec::new())
     }
 
@@ -306,6 +307,7 @@ impl Changer {
         next.force(second, b);
         next.force(first, a);
         self.commit(nexus, next, ops)?;
+        self.travel(2);
         Ok(Vec::new())
     }
 

@@ -23,6 +23,7 @@ pub const FIXED_TRANSFER_FACTOR: u32 = 2;
 pub const MAX_TRANSFER_LENGTH: u32 = reel_media::MAX_RECORD_LEN * FIXED_TRANSFER_FACTOR;
 use crate::format::PartitionSettings;
 use crate::model::DriveModel;
+use crate::physical::{PacedCommand, Physical};
 
 /// Persists a cartridge's info (MAM, counters, write protection) for the drive's owner.
 pub type Saver<S> = Box<dyn FnMut(&Cartridge<S>) -> Result<(), String> + Send>;
@@ -120,6 +121,8 @@ pub struct TapeDrive<S: PartitionStore + Send> {
     pub(crate) pews_mb: u16,
     /// The programmable early warning was reported for the write position: once per crossing.
     pub(crate) pew_reported: bool,
+    /// The physical drive this one emulates the timing of, when emulation is on.
+    physical: Option<Physical>,
 }
 
 /// TapeAlert flag 09h, "write protect": a write was attempted on a protected cartridge.
@@ -164,6 +167,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             forced_dump: None,
             pews_mb: 0,
             pew_reported: false,
+            physical: None,
         }
     }
 
@@ -252,6 +256,9 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         self.pew_reported = false;
         self.activity = Activity::Idle;
         self.stats.loads += 1;
+        if let Some(physical) = self.physical.as_mut() {
+            physical.inserted();
+        }
         ctx.raise_unit_attention_all(Asc::NOT_READY_TO_READY_CHANGE_MEDIUM_MAY_HAVE_CHANGED);
         Ok(())
     }
@@ -351,6 +358,40 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
                 saver(cartridge).map_err(|_| Sense::new(SenseKey::MEDIUM_ERROR, Asc::WRITE_ERROR))
             }
             _ => Ok(()),
+        }
+    }
+
+    /// Turns the physical model on (`Some`) or off for this drive (issue 17, `physical.rs`).
+    pub fn emulate(&mut self, spec: Option<&'static reel_drivemodel::DriveSpec>) {
+        self.physical = spec.map(Physical::new);
+    }
+
+    /// The physical model's state, when the drive emulates one.
+    pub fn physical(
+        &self,
+    ) -> Option<(
+        &'static reel_drivemodel::DriveSpec,
+        reel_drivemodel::DriveStats,
+    )> {
+        self.physical.as_ref().map(|p| (p.spec(), p.stats()))
+    }
+
+    /// Waits as the physical drive would have for a command that succeeded.
+    fn pace(&mut self, arrived: std::time::Duration, command: &Command<'_>, response: &Response) {
+        let Some(mut paced) = PacedCommand::of(&command.cdb, command.data_out, self.block_length)
+        else {
+            return;
+        };
+        if let PacedCommand::Move { object } = &mut paced {
+            *object = self
+                .medium
+                .as_ref()
+                .and_then(|c| c.position().ok())
+                .map_or(0, |p| p.object);
+        }
+        let compression = self.compression;
+        if let Some(physical) = self.physical.as_mut() {
+            physical.pace(arrived, paced, response, compression);
         }
     }
 
@@ -548,7 +589,11 @@ impl<S: PartitionStore + Send> Personality for TapeDrive<S> {
     }
 
     fn execute(&mut self, ctx: &mut DeviceContext<'_>, command: &Command<'_>) -> Option<Response> {
+        let arrived = self.physical.as_ref().map(Physical::arrival);
         let reply = self.dispatch(ctx, command)?;
+        if let (Some(arrived), Ok(response)) = (arrived, &reply) {
+            self.pace(arrived, command, response);
+        }
         Some(reply.unwrap_or_else(|sense| ctx.check_condition(&sense)))
     }
 

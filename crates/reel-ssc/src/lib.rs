@@ -26,6 +26,7 @@ mod info;
 mod io;
 mod model;
 mod pages;
+mod physical;
 
 pub use drive::{
     Activity, DriveState, DriveStats, FIXED_TRANSFER_FACTOR, MAX_TRANSFER_LENGTH, PartitionFactory,

@@ -446,6 +446,7 @@ impl Default for IscsiConfig {
                 mutual_chap: None,
                 partitions: Vec::new(),
                 physical: None,
+                emulation: None,
             }],
         }
     }
@@ -626,6 +627,79 @@ pub struct TargetEntry {
     /// Set by [`parse`] on the targets made from partitions: the physical library's name.
     #[serde(skip)]
     pub physical: Option<String>,
+    /// Library targets: emulate a physical drive's and robot's timing (`[iscsi.target.emulation]`,
+    /// issue 17; off when absent). Partitions inherit it.
+    pub emulation: Option<EmulationEntry>,
+}
+
+/// `[iscsi.target.emulation]`: the drives answer at the rate the physical drive model gives
+/// (back-hitches, filemark flushes, loads, locates, rewinds) and MOVE MEDIUM takes the robot's
+/// time. `emulation = {}` takes every default.
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EmulationEntry {
+    /// The physical drive (`reel model drives` lists them; default: the LTO generation and form
+    /// factor of the library's `drive`).
+    pub drive: Option<String>,
+    /// Only these drives (0-based, in drive element order); all when absent.
+    pub drives: Option<Vec<u16>>,
+    /// The robot: autoloader, midrange or enterprise (default: autoloader for an autoloader
+    /// changer, midrange otherwise).
+    pub robot: Option<String>,
+}
+
+impl TargetEntry {
+    /// The library's emulation settings resolved against the model catalogs.
+    pub fn emulation(
+        &self,
+        drive: &'static reel_ssc::DriveModel,
+        layout: &reel_smc::Layout,
+    ) -> anyhow::Result<Option<reel_library::Emulation>> {
+        let Some(entry) = &self.emulation else {
+            return Ok(None);
+        };
+        let ids = |list: Vec<&str>| list.join(", ");
+        let physical = match &entry.drive {
+            Some(id) => reel_drivemodel::drive(id).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "target {}: emulation.drive {id:?} is not a modelled drive (one of: {})",
+                    self.name,
+                    ids(reel_drivemodel::drives().iter().map(|d| d.id).collect())
+                )
+            })?,
+            None => reel_drivemodel::lto(
+                drive.generation(),
+                drive.form_factor() == reel_ssc::FormFactor::FullHeight,
+            )
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "target {}: no physical model of {}; set emulation.drive (`reel model drives`)",
+                    self.name,
+                    drive.name()
+                )
+            })?,
+        };
+        let robot_id = entry
+            .robot
+            .as_deref()
+            .unwrap_or(if layout.magazines.is_some() {
+                "autoloader"
+            } else {
+                "midrange"
+            });
+        let robot = reel_drivemodel::robot(robot_id).ok_or_else(|| {
+            anyhow::anyhow!(
+                "target {}: emulation.robot {robot_id:?} is not a modelled robot (one of: {})",
+                self.name,
+                ids(reel_drivemodel::robots().iter().map(|r| r.id).collect())
+            )
+        })?;
+        Ok(Some(reel_library::Emulation {
+            drive: physical,
+            drives: entry.drives.clone(),
+            robot,
+        }))
+    }
 }
 
 fn one() -> u32 {
@@ -777,6 +851,7 @@ fn expand_partitions(config: &mut Config) -> anyhow::Result<()> {
                 mutual_chap: p.mutual_chap.clone().or_else(|| target.mutual_chap.clone()),
                 partitions: Vec::new(),
                 physical: Some(target.name.clone()),
+                emulation: target.emulation.clone(),
             });
         }
     }

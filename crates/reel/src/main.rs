@@ -68,6 +68,9 @@ enum Command {
     /// management surface, and the soak test (see BENCHMARKING.md).
     #[command(subcommand)]
     Bench(reel_bench::BenchCommand),
+    /// The physical tape drive model: the catalog of drives, one workload simulated, sweeps
+    /// with charts, and a backup-window planner (docs/design/drive-model.md).
+    Model(reel_bench::model::ModelArgs),
     /// Check what a new installation gets wrong (ports, the data directory, limits, clock,
     /// TLS files, the bucket, exposure) and say how to fix each.
     Doctor(doctor::DoctorArgs),
@@ -120,6 +123,7 @@ fn main() -> ExitCode {
         Command::Key(cmd) => store_key::run(cmd),
         Command::Ctl(args) => remote::run(args),
         Command::Bench(command) => reel_bench::run(command),
+        Command::Model(args) => reel_bench::model::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Man { dir } => man_pages(&dir),
         Command::Completions { shell } => completions(shell),

@@ -132,6 +132,7 @@ fn open_libraries(
             barcodes: config.barcode_filter(entry)?,
             physical: entry.physical.clone(),
             index: specs.len() as u16,
+            emulation: entry.emulation(drive, &layout)?,
         });
     }
     Ok(VirtualLibrary::open_all(cartridges.clone(), &specs)?

@@ -88,6 +88,12 @@ pub struct TapeArgs {
     pub window_blocks: usize,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Each drive's writer produces its records at most this fast (e.g. `30M/s`: binary
+    /// suffixes, per second): a host, disk or network link slower than the drive. Against an
+    /// emulated library (`[iscsi.target.emulation]`) a rate below the drive's lowest speed
+    /// step makes it back-hitch.
+    #[arg(long, value_name = "RATE")]
+    pub source_rate: Option<String>,
     /// Also run the flat-throughput check: one drive per target writing (and reading back)
     /// SIZE at --flat-record-size, sampled every second.
     #[arg(long, value_name = "SIZE")]
@@ -178,6 +184,10 @@ pub struct Workload {
     pub block_size: usize,
     pub window_blocks: usize,
     pub seed: u64,
+    /// The writer produces records at most this fast (bytes/s): a host, disk or network
+    /// slower than the drive (`--source-rate`); unlimited when `None`.
+    #[serde(default)]
+    pub source_rate: Option<f64>,
 }
 
 impl Workload {
@@ -444,6 +454,17 @@ pub fn validate(args: &TapeArgs) -> anyhow::Result<Plan> {
         parse_fraction("compressible-share", c)?;
     }
     let block_size = parse_size("--block-size", &args.block_size)?;
+    let source_rate = match &args.source_rate {
+        None => None,
+        Some(text) => {
+            let per_second = text.strip_suffix("/s").unwrap_or(text);
+            let rate = parse_size("--source-rate", per_second)?;
+            if rate == 0 {
+                bail!("--source-rate must be above 0");
+            }
+            Some(rate as f64)
+        }
+    };
     let base = Workload {
         size,
         record_size: record_sizes[0],
@@ -457,6 +478,7 @@ pub fn validate(args: &TapeArgs) -> anyhow::Result<Plan> {
         block_size: usize::try_from(block_size).unwrap_or(usize::MAX),
         window_blocks: args.window_blocks,
         seed: args.seed,
+        source_rate,
     };
     if args.seed.checked_add(u64::from(MAX_DRIVES)).is_none() {
         bail!("--seed {} is too large", args.seed);

@@ -198,6 +198,7 @@ mod tests {
             block_size: 64 << 10,
             window_blocks: 64,
             seed: 3,
+            source_rate: None,
         }
     }
 

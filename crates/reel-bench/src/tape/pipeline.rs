@@ -148,14 +148,23 @@ pub fn spawn_source(workload: &Workload, drive: usize) -> anyhow::Result<mpsc::R
     let every = workload.filemark_every;
     let immed = workload.filemark_immed;
     let total = workload.size;
+    let rate = workload.source_rate;
     let (tx, rx) = mpsc::channel(workload.queue_depth as usize * 2 + 4);
     std::thread::Builder::new()
         .name(format!("datagen-{drive}"))
         .spawn(move || {
             let mut offset = 0u64;
             let mut index = 0u64;
+            let started = Instant::now();
             while let Some(data) = stream.next_record(record_size) {
                 let end = offset + data.len() as u64;
+                // A rate-limited source has a record's last byte ready at end / rate.
+                if let Some(rate) = rate {
+                    let due = started + Duration::from_secs_f64(end as f64 / rate);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                }
                 let op = Op::Record {
                     index,
                     offset,
@@ -683,6 +692,7 @@ mod tests {
             block_size: 4096,
             window_blocks: 64,
             seed: 5,
+            source_rate: None,
         }
     }
 

@@ -1091,6 +1091,7 @@ mod tests {
             block_size: 256 << 10,
             window_blocks: 1024,
             seed: 1,
+            source_rate: None,
         }
     }
 

@@ -116,9 +116,38 @@ pub fn drive_views(lib: &VirtualLibrary, addresses: &HashMap<u16, u16>) -> Vec<D
                     filemarks_written: stats.filemarks_written,
                     loads: stats.loads,
                 },
+                physical: d.physical.map(|(spec, p)| physical_view(spec, &p)),
             }
         })
         .collect()
+}
+
+fn physical_view(
+    spec: &'static reel_drivemodel::DriveSpec,
+    p: &reel_drivemodel::DriveStats,
+) -> reel_api::library::PhysicalDriveView {
+    use reel_drivemodel::Motion;
+    let motion = match p.motion {
+        Motion::Idle => "idle",
+        Motion::Streaming => "streaming",
+        Motion::Repositioning => "repositioning",
+        Motion::WaitingForData => "waiting_for_data",
+        Motion::Loading => "loading",
+        Motion::Unloading => "unloading",
+        Motion::Rewinding => "rewinding",
+        Motion::Locating => "locating",
+    };
+    reel_api::library::PhysicalDriveView {
+        model: spec.id.to_string(),
+        model_name: spec.name.to_string(),
+        motion: motion.to_string(),
+        tape_speed: p.tape_speed,
+        buffer_bytes: p.buffer_bytes,
+        buffer_capacity: spec.buffer_bytes,
+        back_hitches: p.back_hitches,
+        repositioning_seconds: p.repositioning.as_secs_f64(),
+        native_bytes_on_tape: p.native_bytes_on_tape,
+    }
 }
 
 pub fn library_detail(lib: &VirtualLibrary) -> LibraryDetail {

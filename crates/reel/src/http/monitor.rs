@@ -615,6 +615,52 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
         }
     }
 
+    // The physical model of emulated drives (issue 17): samples only for those.
+    let physical: Vec<(String, String, reel_drivemodel::DriveStats)> = state
+        .libraries
+        .iter()
+        .flat_map(|lib| {
+            lib.drive_statuses()
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, s)| {
+                    s.physical
+                        .map(|(_, p)| (lib.spec().name.clone(), i.to_string(), p))
+                })
+        })
+        .collect();
+    type PhysicalValue = fn(&reel_drivemodel::DriveStats) -> f64;
+    let physical_families: [(&str, &str, &str, PhysicalValue); 3] = [
+        (
+            "reel_drive_back_hitches_total",
+            "counter",
+            "Back-hitches (stops that had to reposition) of an emulated drive's physical model.",
+            |p| p.back_hitches as f64,
+        ),
+        (
+            "reel_drive_repositioning_seconds_total",
+            "counter",
+            "Time an emulated drive's physical model spent repositioning.",
+            |p| p.repositioning.as_secs_f64(),
+        ),
+        (
+            "reel_drive_tape_speed_bytes",
+            "gauge",
+            "Tape speed of an emulated drive's physical model, native bytes per second (0 when stopped).",
+            |p| p.tape_speed,
+        ),
+    ];
+    for (name, kind, help, value) in physical_families {
+        m.family(name, kind, help);
+        for (lib, i, p) in &physical {
+            m.sample(
+                name,
+                &[("library", lib.as_str()), ("drive", i.as_str())],
+                value(p),
+            );
+        }
+    }
+
     let stats = state.monitor.initiator_stats();
     let rows: Vec<(Vec<(&str, String)>, &reel_iscsi_net::LunCounters)> = stats
         .iter()
