@@ -101,6 +101,12 @@ if [ "$vm" -eq 1 ]; then
         --sections "inventory map basics tar eod ili dd cartridge bench wp encryption bacula ltfs amanda shared multi restart kill partition fill changers" \
         | tee target/vm-tap/tape.tap ;;
   esac
+  # The Debian package under a real systemd: the same image booted with systemd as PID 1
+  # installs it, waits for sd_notify readiness, writes and reads a tape through the kernel
+  # initiator, stops, upgrades and purges it (packaging/deb/test.sh above covers the chroot
+  # side: systemd-analyze verify, conffiles, reel doctor).
+  step "Debian package under systemd in a VM: readiness, tape through the kernel initiator, stop, upgrade, purge"
+  tests/vm/package-test.sh --binary target/release/reel | tee target/vm-package.tap
   step "compatibility matrix from the VM runs (docs/compatibility-matrix.md)"
   tests/vm/matrix.sh docs/compatibility-matrix.md target/vm-tap/*.tap
 fi

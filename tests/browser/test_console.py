@@ -133,6 +133,15 @@ def test_library_drawn(page):
         else:
             expect(cell).not_to_have_attribute("data-barcode", re.compile(".+"))
     shot(page, "library")
+    # Each drive card offers the physical drive model's curves for its type (LTO-9 FH here).
+    assert detail["drives"][0]["physical_model"] == "lto9-fh"
+    curves = page.get_by_test_id("drive-curves-0")
+    curves.locator("summary").click()
+    chart = curves.locator("img").first
+    expect(chart).to_be_visible()
+    page.wait_for_function("el => el.complete && el.naturalWidth > 0", arg=chart.element_handle(), timeout=30000)
+    shot(page, "drive-curves")
+    curves.locator("summary").click()
 
 
 def test_create_ten_cartridges(page):

@@ -41,6 +41,7 @@ PACKAGES=(
 	stenc
 	bacula-director bacula-director-sqlite3 bacula-fd bacula-console sqlite3 amanda-client
 	fuse libfuse2 libxml2 libicu72 libuuid1 attr
+	systemd adduser
 )
 HOST_PACKAGES=(mmdebstrap qemu-system-x86 qemu-utils e2fsprogs socat)
 
@@ -119,12 +120,36 @@ cat >"$WORK/customize.sh" <<EOF
 set -e
 R="\$1"
 install -m 0755 "$VM_DIR/guest/reel-vm-init" "\$R/sbin/reel-vm-init"
+# Booted with init=/lib/systemd/systemd and reel.systemd on the kernel command line (run.sh
+# --systemd), systemd is PID 1 and this unit runs the same per-run guest logic as a service:
+# the Debian package's test of reel.service under a real systemd (tests/vm/package-test.sh).
+cat >"\$R/etc/systemd/system/reel-vm.service" <<'UNIT'
+[Unit]
+Description=reel VM test run under systemd
+ConditionKernelCommandLine=reel.systemd
+After=basic.target
+[Service]
+Type=simple
+ExecStart=/sbin/reel-vm-init
+StandardOutput=journal+console
+StandardError=journal+console
+[Install]
+WantedBy=multi-user.target
+UNIT
+mkdir -p "\$R/etc/systemd/system/multi-user.target.wants"
+ln -sf /etc/systemd/system/reel-vm.service "\$R/etc/systemd/system/multi-user.target.wants/reel-vm.service"
+# The applications' own daemons stay off (the tape tests start what they need by hand).
+# No getty on the serial ports either: ttyS1 is the result port.
+for unit in bacula-sd.service bacula-fd.service bacula-director.service amanda.socket \
+	getty@tty1.service serial-getty@ttyS0.service serial-getty@ttyS1.service; do
+	ln -sf /dev/null "\$R/etc/systemd/system/\$unit"
+done
 printf 'virtio_pci\nvirtio_blk\next4\n' >>"\$R/etc/initramfs-tools/modules"
 chroot "\$R" update-initramfs -u -k all
 echo reel-vm >"\$R/etc/hostname"
 printf '127.0.0.1 localhost reel-vm\n' >"\$R/etc/hosts"
 printf '/dev/vda / ext4 rw 0 1\n' >"\$R/etc/fstab"
-for tool in iscsiadm iscsid sg_inq sg_vpd lsscsi mt mtx tar dd btape amtapetype timeout stenc bacula-dir bacula-fd bconsole sqlite3; do
+for tool in systemctl adduser iscsiadm iscsid sg_inq sg_vpd lsscsi mt mtx tar dd btape amtapetype timeout stenc bacula-dir bacula-fd bconsole sqlite3; do
 	chroot "\$R" sh -c "command -v \$tool" >/dev/null || { echo "guest lacks \$tool" >&2; exit 1; }
 done
 chroot "\$R" dpkg-query -W >"$WORK/packages.txt"

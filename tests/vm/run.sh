@@ -6,7 +6,7 @@
 #   tests/vm/run.sh --portal 127.0.0.1:PORT --script GUEST_SCRIPT
 #                   [--env K=V]... [--timeout S] [--out DIR] [--hook CMD]
 #                   [--net auto|tap|user] [--initiator IQN] [--mem MiB]
-#                   [--smp N] [--accel tcg|kvm]
+#                   [--smp N] [--accel tcg|kvm] [--systemd]
 #
 #   --portal     loopback address of the target (127.0.0.0/8 or localhost).
 #                The guest reaches it as $REEL_VM_PORTAL (10.0.2.100:PORT).
@@ -31,6 +31,8 @@
 #   --initiator  the guest's InitiatorName (default
 #                iqn.2026-11.org.reel.test:vm-initiator).
 #   --mem 1536, --smp 2, --accel tcg (kvm only where real KVM works).
+#   --systemd    boot with systemd as PID 1 (init=/lib/systemd/systemd reel.systemd): the
+#                guest logic then runs as the image's reel-vm.service.
 #
 # Prints the guest's "ok N - ...", "not ok N - ...", "# ..." lines as they
 # come, then "N passed, M failed[, K skipped]".  Exit status: 0 only if
@@ -43,7 +45,7 @@ VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 PORTAL="" SCRIPT="" TIMEOUT=900 OUT="" HOOK="" NET=auto
 INITIATOR=iqn.2026-11.org.reel.test:vm-initiator
-MEM=1536 SMP=2 ACCEL=${REEL_VM_ACCEL:-tcg}
+MEM=1536 SMP=2 ACCEL=${REEL_VM_ACCEL:-tcg} INIT=/sbin/reel-vm-init
 ENVS=() FILES=() FORWARDS=()
 die() { echo "run.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -63,6 +65,7 @@ while [ $# -gt 0 ]; do
 	--mem) MEM=${2:-}; shift 2 ;;
 	--smp) SMP=${2:-}; shift 2 ;;
 	--accel) ACCEL=${2:-}; shift 2 ;;
+	--systemd) INIT="/lib/systemd/systemd reel.systemd systemd.show_status=0"; shift ;;
 	-h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown option '$1' (see --help)" ;;
 	esac
@@ -213,7 +216,7 @@ esac
 	-nodefaults -no-user-config -display none -no-reboot \
 	-machine q35 "${ACCEL_ARGS[@]}" -smp "$SMP" -m "$MEM" \
 	-kernel "$IMG/vmlinuz" -initrd "$IMG/initrd.img" \
-	-append "console=ttyS0 root=/dev/vda rw init=/sbin/reel-vm-init panic=-1 net.ifnames=0 8250.nr_uarts=2" \
+	-append "console=ttyS0 root=/dev/vda rw init=$INIT panic=-1 net.ifnames=0 8250.nr_uarts=2" \
 	-drive "file=$IMG/rootfs.ext4,format=raw,if=virtio,snapshot=on" \
 	-netdev "$NETDEV" -device virtio-net-pci,netdev=n0 \
 	-fsdev "local,id=vmfs,path=$SHARE,security_model=none" \

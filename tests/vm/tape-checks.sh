@@ -1387,6 +1387,20 @@ if [ "$MODE" = full ] && want amanda; then
 		else
 			not_ok "amfetchdump restores every file" "amfetchdump rc $fetch_rc" "$(head -n 5 "$W/amanda.diff")" "$(tail -n 5 <<<"$RUN_OUT")"
 		fi
+		# amrecover, the operator's interactive restore (amindexd and amidxtaped through
+		# auth "local"): browse the index, add everything, extract from tape via the changer.
+		rm -rf /tmp/amrecover-out
+		mkdir -p /tmp/amrecover-out
+		t0=$(now)
+		RUN_OUT=$(cd /tmp/amrecover-out && printf '%s\n' "sethost localhost" "setdisk $src" "ls" "add ." \
+			"extract" Y Y Y quit | timeout 600 amrecover reel 2>&1)
+		RUN_RC=$?
+		printf '%s\n' "$RUN_OUT" >"$ART/amrecover.log"
+		if diff <(manifest "$src") <(manifest /tmp/amrecover-out) >"$W/amrecover.diff" 2>&1; then
+			ok "amrecover: sethost, setdisk, add ., extract through chg-robot: every file equal ($(elapsed "$t0") s)"
+		else
+			not_ok "amrecover restores every file" "rc $RUN_RC" "$(head -n 5 "$W/amrecover.diff")" "$(tail -n 8 <<<"$RUN_OUT")"
+		fi
 		unload_drive 0
 		unload_drive 1
 	fi

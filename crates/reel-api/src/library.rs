@@ -102,6 +102,11 @@ pub struct DriveView {
     /// absent when emulation is off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub physical: Option<PhysicalDriveView>,
+    /// The physical drive model that matches this drive (the emulated one, or else the LTO
+    /// generation and form factor of its identity): its curves are at
+    /// `/model/{id}/record-size.svg` and `/model/{id}/compressible.svg`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub physical_model: Option<String>,
 }
 
 /// What the physical model of an emulated drive is doing (docs/design/drive-model.md).

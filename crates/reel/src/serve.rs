@@ -520,6 +520,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .sync()
         .context("syncing the store on shutdown")?;
     drop(carts);
+    if unsynced == 0 {
+        tracing::info!("stopped cleanly: every drive's data and the store are synchronised");
+    }
     if let Some(cache) = opened_cache {
         // Data synced at durability `local` may still be queued: upload it now if the bucket
         // answers soon; what is left stays in the cache and goes up at the next start.

@@ -107,5 +107,17 @@ fn an_emulated_library_moves_at_robot_speed_and_a_starved_drive_back_hitches() {
         repositioning >= (back_hitches - 1.0) * spec.reposition_s * 0.99,
         "{back_hitches} back-hitches but {repositioning} s repositioning"
     );
+    // The model's curves for the console's drive card: SVG for a known model, 404 otherwise.
+    let chart = ureq::get(&format!("{url}/model/{PHYSICAL}/record-size.svg"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(chart.contains("<svg") && chart.contains("record size"), "{chart}");
+    match ureq::get(&format!("{url}/model/no-such-drive/record-size.svg")).call() {
+        Err(ureq::Error::StatusCode(404)) => {}
+        other => panic!("an unknown drive model: {other:?}"),
+    }
     server.stop();
 }

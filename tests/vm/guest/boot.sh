@@ -16,13 +16,20 @@ OUT=/vm/out
 mkdir -p "$OUT"
 RESULT_PORT=/dev/ttyS1
 
-mount -t tmpfs -o mode=1777 tmpfs /tmp
-mount -t tmpfs -o mode=0755 tmpfs /run
-mkdir -p /run/lock/iscsi /dev/pts /dev/shm /var/lib/iscsi
-mount -t devpts devpts /dev/pts
-mount -t tmpfs tmpfs /dev/shm
-[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
-hostname reel-vm
+# PID 1 is this script's exec'ing init, or systemd (run.sh --systemd), which has mounted the
+# file systems and runs iscsid itself.
+UNDER_SYSTEMD=0
+[ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] && UNDER_SYSTEMD=1
+if [ "$UNDER_SYSTEMD" = 0 ]; then
+	mount -t tmpfs -o mode=1777 tmpfs /tmp
+	mount -t tmpfs -o mode=0755 tmpfs /run
+	mkdir -p /run/lock/iscsi /dev/pts /dev/shm /var/lib/iscsi
+	mount -t devpts devpts /dev/pts
+	mount -t tmpfs tmpfs /dev/shm
+	[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+	hostname reel-vm
+fi
+mkdir -p /run/lock/iscsi /var/lib/iscsi
 stty -F "$RESULT_PORT" raw -echo -onlcr 2>/dev/null
 
 # shellcheck disable=SC1091
@@ -94,8 +101,13 @@ done
 
 # --- iscsid -------------------------------------------------------------------
 echo "InitiatorName=$REEL_VM_INITIATOR" >/etc/iscsi/initiatorname.iscsi
-iscsid -f >>"$OUT/iscsid.log" 2>&1 &
-ISCSID_PID=$!
+if [ "$UNDER_SYSTEMD" = 1 ]; then
+	systemctl start iscsid.service >>"$OUT/iscsid.log" 2>&1 || log "systemctl start iscsid failed"
+	ISCSID_PID=""
+else
+	iscsid -f >>"$OUT/iscsid.log" 2>&1 &
+	ISCSID_PID=$!
+fi
 for _ in $(seq 1 100); do
 	iscsiadm -m session >/dev/null 2>&1
 	[ $? -eq 21 ] && break # "no active sessions": iscsid is answering

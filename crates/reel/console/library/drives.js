@@ -23,7 +23,7 @@ export function drivesPanel({ canOperate }) {
 
 /** Redraws a drive card unless nothing it shows has changed. */
 function renderDrive(node, d, canOperate) {
-  const sig = JSON.stringify([d.state, d.activity, d.barcode, d.removal_prevented, d.stats]);
+  const sig = JSON.stringify([d.state, d.activity, d.barcode, d.removal_prevented, d.stats, d.physical, d.physical_model]);
   if (node.dataset.sig === sig) return;
   node.dataset.sig = sig;
   node.dataset.address = d.address;
@@ -81,5 +81,55 @@ function renderDrive(node, d, canOperate) {
       h("dt", { text: "Loads" }),
       h("dd", { text: stats.loads ?? "–" }),
     ),
+    d.physical ? physicalState(d) : null,
+    d.physical_model ? modelCurves(d) : null,
+  );
+}
+
+const MOTION = {
+  idle: "idle",
+  streaming: "streaming",
+  repositioning: "repositioning (back-hitch)",
+  waiting_for_data: "stopped, waiting for data",
+  loading: "loading",
+  unloading: "unloading",
+  rewinding: "rewinding",
+  locating: "locating",
+};
+
+/** What the physical model of an emulated drive is doing (the library emulates real timing). */
+function physicalState(d) {
+  const p = d.physical;
+  const fill = p.buffer_capacity ? Math.round((100 * p.buffer_bytes) / p.buffer_capacity) : 0;
+  return h(
+    "div",
+    { class: "drive-physical", "data-testid": `drive-physical-${d.index}` },
+    h("h3", { text: `Emulating ${p.model_name}` }),
+    h("span", { class: `badge motion-${p.motion}`, "data-testid": `drive-motion-${d.index}`, text: MOTION[p.motion] || p.motion }),
+    h(
+      "dl",
+      { class: "drive-stats" },
+      h("dt", { text: "Tape speed" }),
+      h("dd", { text: p.tape_speed > 0 ? `${(p.tape_speed / 1e6).toFixed(0)} MB/s` : "stopped" }),
+      h("dt", { text: "Buffer" }),
+      h("dd", { text: `${fill} % of ${bytes(p.buffer_capacity)}` }),
+      h("dt", { text: "Back-hitches" }),
+      h("dd", { "data-testid": `drive-back-hitches-${d.index}`, text: String(p.back_hitches) }),
+      h("dt", { text: "Repositioning" }),
+      h("dd", { text: `${p.repositioning_seconds.toFixed(1)} s` }),
+    ),
+  );
+}
+
+/** The model's throughput curves for this drive type (served by /model/{id}/…). */
+function modelCurves(d) {
+  const id = encodeURIComponent(d.physical_model);
+  const img = (file, alt) => h("img", { src: `/model/${id}/${file}`, alt, loading: "lazy", class: "model-curve" });
+  return h(
+    "details",
+    { class: "drive-curves", "data-testid": `drive-curves-${d.index}` },
+    h("summary", { text: `Physical drive curves (${d.physical_model})` }),
+    img("record-size.svg", `Modelled throughput of ${d.physical_model} against record size`),
+    img("compressible.svg", `Modelled throughput of ${d.physical_model} against the compressible share`),
   );
 }

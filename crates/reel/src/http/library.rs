@@ -91,6 +91,11 @@ fn library_facts(lib: &VirtualLibrary) -> LibraryFacts {
 /// busy with a command).
 pub fn drive_views(lib: &VirtualLibrary, addresses: &HashMap<u16, u16>) -> Vec<DriveView> {
     let model = lib.spec().drive;
+    let matching = reel_drivemodel::lto(
+        model.generation(),
+        model.form_factor() == reel_ssc::FormFactor::FullHeight,
+    )
+    .map(|s| s.id.to_string());
     lib.drive_statuses()
         .into_iter()
         .enumerate()
@@ -116,6 +121,11 @@ pub fn drive_views(lib: &VirtualLibrary, addresses: &HashMap<u16, u16>) -> Vec<D
                     filemarks_written: stats.filemarks_written,
                     loads: stats.loads,
                 },
+                physical_model: d
+                    .physical
+                    .as_ref()
+                    .map(|(spec, _)| spec.id.to_string())
+                    .or_else(|| matching.clone()),
                 physical: d.physical.map(|(spec, p)| physical_view(spec, &p)),
             }
         })

@@ -9,6 +9,7 @@ pub mod auth;
 mod cartridges;
 pub mod error;
 mod help;
+mod model_charts;
 mod library;
 pub mod limits;
 pub mod maintenance;
@@ -270,6 +271,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/metrics", get(monitor::metrics))
         .route("/help", get(help::start))
         .route("/docs/{*path}", get(help::page))
+        .route("/model/{id}/{file}", get(model_charts::chart))
         .fallback(console)
         .layer(axum::extract::DefaultBodyLimit::max(limits::BODY_MAX))
         .layer(axum::middleware::from_fn(limits::bounded_body))
