@@ -114,7 +114,10 @@ fn an_emulated_library_moves_at_robot_speed_and_a_starved_drive_back_hitches() {
         .body_mut()
         .read_to_string()
         .unwrap();
-    assert!(chart.contains("<svg") && chart.contains("record size"), "{chart}");
+    assert!(
+        chart.contains("<svg") && chart.contains("record size"),
+        "{chart}"
+    );
     match ureq::get(&format!("{url}/model/no-such-drive/record-size.svg")).call() {
         Err(ureq::Error::StatusCode(404)) => {}
         other => panic!("an unknown drive model: {other:?}"),

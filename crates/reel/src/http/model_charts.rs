@@ -51,10 +51,17 @@ pub async fn chart(Path((id, file)): Path<(String, String)>) -> Response {
     let Ok(c) = tokio::task::spawn_blocking(move || charts(spec)).await else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "the chart failed").into_response();
     };
-    let svg = if by_record_size { c.0.clone() } else { c.1.clone() };
+    let svg = if by_record_size {
+        c.0.clone()
+    } else {
+        c.1.clone()
+    };
     let mut response = svg.into_response();
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("image/svg+xml"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("image/svg+xml"),
+    );
     headers.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=3600"),
