@@ -135,6 +135,7 @@ def test_library_drawn(page):
     shot(page, "library")
     # Each drive card offers the physical drive model's curves for its type (LTO-9 FH here).
     assert detail["drives"][0]["physical_model"] == "lto9-fh"
+    expect(page.get_by_test_id("drive-0")).not_to_contain_text("null")
     curves = page.get_by_test_id("drive-curves-0")
     curves.locator("summary").click()
     chart = curves.locator("img").first

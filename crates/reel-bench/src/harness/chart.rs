@@ -78,7 +78,10 @@ fn number(v: f64) -> String {
     if v.fract().abs() < 1e-9 {
         format!("{v:.0}")
     } else {
-        format!("{v}")
+        // Ticks are sums of steps such as 0.1: print what they mean, not the float's noise
+        // (0.6000000000000001), up to 6 decimals without trailing zeros.
+        let text = format!("{v:.6}");
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
     }
 }
 
@@ -334,6 +337,13 @@ mod tests {
         assert_eq!(nice_step(60.0, 8), 10.0);
         assert_eq!(nice_step(7.0, 6), 2.0);
         assert_eq!(nice_step(0.0, 6), 1.0);
+    }
+
+    #[test]
+    fn tick_labels_drop_float_noise() {
+        assert_eq!(number(0.1 + 0.2 + 0.3), "0.6");
+        assert_eq!(number(2.0), "2");
+        assert_eq!(number(0.25), "0.25");
     }
 
     #[test]

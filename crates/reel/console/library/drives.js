@@ -81,8 +81,7 @@ function renderDrive(node, d, canOperate) {
       h("dt", { text: "Loads" }),
       h("dd", { text: stats.loads ?? "–" }),
     ),
-    d.physical ? physicalState(d) : null,
-    d.physical_model ? modelCurves(d) : null,
+    ...[d.physical ? physicalState(d) : null, d.physical_model ? modelCurves(d) : null].filter(Boolean),
   );
 }
 
