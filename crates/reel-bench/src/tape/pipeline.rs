@@ -141,14 +141,21 @@ impl RecordStream {
 }
 
 /// Generates drive `drive`'s ops on a thread of its own; the channel closes at the end (or
-/// the thread stops when the receiver is dropped).
-pub fn spawn_source(workload: &Workload, drive: usize) -> anyhow::Result<mpsc::Receiver<Op>> {
+/// the thread stops when the receiver is dropped). The writer's ops come at most at the
+/// workload's source rate; the reader's (`Direction::Read`, regenerated to compare) at once.
+pub fn spawn_source(
+    workload: &Workload,
+    drive: usize,
+    direction: Direction,
+) -> anyhow::Result<mpsc::Receiver<Op>> {
     let mut stream = RecordStream::new(workload.generator(drive))?;
     let record_size = workload.record_size as usize;
     let every = workload.filemark_every;
     let immed = workload.filemark_immed;
     let total = workload.size;
-    let rate = workload.source_rate;
+    let rate = workload
+        .source_rate
+        .filter(|_| direction == Direction::Write);
     let (tx, rx) = mpsc::channel(workload.queue_depth as usize * 2 + 4);
     std::thread::Builder::new()
         .name(format!("datagen-{drive}"))
@@ -268,7 +275,7 @@ pub struct DrivePhase {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Direction {
+pub(crate) enum Direction {
     Write,
     Read,
 }
@@ -557,7 +564,7 @@ pub async fn write(
     index: usize,
     shared: &Shared,
 ) -> anyhow::Result<DrivePhase> {
-    let source = spawn_source(workload, index)?;
+    let source = spawn_source(workload, index, Direction::Write)?;
     let mut phase = pipeline(
         drive,
         Direction::Write,
@@ -596,7 +603,7 @@ pub async fn read(
     index: usize,
     shared: &Shared,
 ) -> anyhow::Result<DrivePhase> {
-    let source = spawn_source(workload, index)?;
+    let source = spawn_source(workload, index, Direction::Read)?;
     pipeline(
         drive,
         Direction::Read,
@@ -697,7 +704,7 @@ mod tests {
     }
 
     fn collect(w: &Workload, drive: usize) -> Vec<Op> {
-        let mut rx = spawn_source(w, drive).unwrap();
+        let mut rx = spawn_source(w, drive, Direction::Write).unwrap();
         let mut out = Vec::new();
         while let Some(op) = rx.blocking_recv() {
             out.push(op);
