@@ -81,7 +81,8 @@ err() { python3 -c "print(f'{($1/$2-1)*100:+.1f} %')"; }
 "$reel" model sweep --drive lto5-fh --vary record-size --svg "$here/lto5-fh-record-size.svg" >/dev/null
 "$reel" model sweep --drive lto5-fh --vary compressible --svg "$here/lto5-fh-compressible.svg" >/dev/null
 commit=$(git rev-parse --short HEAD)
-dirty=$(git status --porcelain --untracked-files=no | grep -q . && echo " (dirty tree)" || true)
+# The tree apart from this benchmark's own results (rewritten by every run).
+dirty=$(git status --porcelain --untracked-files=no -- . ':!bench/emulation' | grep -q . && echo " (dirty tree)" || true)
 {
   echo "# Emulated LTO-5 against the model"
   echo
