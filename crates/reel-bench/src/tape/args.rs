@@ -94,6 +94,11 @@ pub struct TapeArgs {
     /// step makes it back-hitch.
     #[arg(long, value_name = "RATE")]
     pub source_rate: Option<String>,
+    /// The reel this benchmark launches emulates this physical drive's timing
+    /// (`[iscsi.target.emulation]`; `reel model drives` lists them, e.g. lto5-fh): rehearse
+    /// a workload at real hardware speed. For a reel at --reel-addr, configure it there.
+    #[arg(long, value_name = "DRIVE")]
+    pub emulate: Option<String>,
     /// Also run the flat-throughput check: one drive per target writing (and reading back)
     /// SIZE at --flat-record-size, sampled every second.
     #[arg(long, value_name = "SIZE")]
@@ -255,6 +260,8 @@ pub struct Plan {
     pub reel_url: Option<String>,
     pub reel_token: Option<String>,
     pub report: ReportFlags,
+    /// A launched reel's library emulates this physical drive's timing (`--emulate`).
+    pub emulate: Option<&'static reel_drivemodel::DriveSpec>,
 }
 
 impl Plan {
@@ -583,6 +590,12 @@ pub fn validate(args: &TapeArgs) -> anyhow::Result<Plan> {
             .clone()
             .or_else(|| std::env::var("REEL_TOKEN").ok()),
         report: args.report.clone(),
+        emulate: match &args.emulate {
+            None => None,
+            Some(id) => Some(reel_drivemodel::drive(id).ok_or_else(|| {
+                anyhow!("--emulate {id:?}: not a modelled drive (`reel model drives` lists them)")
+            })?),
+        },
     })
 }
 

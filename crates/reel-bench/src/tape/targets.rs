@@ -258,8 +258,12 @@ fn start_reel(plan: &Plan, dir: &Path, drives: u32) -> anyhow::Result<Running> {
         max_sessions: Some((drives as usize + 8).max(64)),
         http: Some(http),
         targets: vec![format!(
-            "name = \"{REEL_IQN}\"\nkind = \"library\"\ndrives = {drives}\nslots = {}\n",
-            drives.max(8)
+            "name = \"{REEL_IQN}\"\nkind = \"library\"\ndrives = {drives}\nslots = {}\n{}",
+            drives.max(8),
+            plan.emulate.map_or(String::new(), |spec| format!(
+                "[iscsi.target.emulation]\ndrive = \"{}\"\n",
+                spec.id
+            ))
         )],
     }
     .write(&config)?;
