@@ -96,6 +96,8 @@ if [ ! -s "$base" ]; then
 	mmdebstrap --variant=minbase --include=adduser,systemd,man-db bookworm "$base.part.tar" "${sources[@]}" \
 		>"$W/mmdebstrap.log" 2>&1 || { tail -n 20 "$W/mmdebstrap.log" >&2; echo "test.sh: mmdebstrap failed" >&2; exit 1; }
 	mv "$base.part.tar" "$base"
+	# Roots of earlier versions of this script are not used again.
+	find "$CACHE" -maxdepth 1 -name 'deb-test-root-*.tar' ! -name "${base##*/}" -delete
 fi
 mkdir -p "$ROOT"
 tar -xf "$base" -C "$ROOT" || exit 1

@@ -39,6 +39,13 @@ fn series(name: &str, color: &str, dashed: bool, points: Vec<(f64, f64)>) -> Ser
 /// 2:1, unlimited source, and a source at half the slowest step), and throughput against the
 /// compressible share (2:1, unlimited source).
 pub fn curve_charts(spec: &'static DriveSpec) -> (String, String) {
+    let (by_size, by_share) = curve_line_charts(spec);
+    (by_size.render(), by_share.render())
+}
+
+/// The charts of [`curve_charts`], not yet rendered (a benchmark report writes them with its
+/// own).
+pub fn curve_line_charts(spec: &'static DriveSpec) -> (LineChart, LineChart) {
     let total = points_total(spec);
     let sizes: Vec<u64> = (12..=22).map(|p| 1u64 << p).collect();
     let run = |source: Source, record_size: u64, compressibility: Compressibility| {
@@ -127,7 +134,7 @@ pub fn curve_charts(spec: &'static DriveSpec) -> (String, String) {
         color: "#888888".to_string(),
         label: "native rate".to_string(),
     });
-    (by_size.render(), by_share.render())
+    (by_size, by_share)
 }
 
 /// A sweep's two charts: host throughput, and back-hitches, against the varied parameter.

@@ -17,7 +17,7 @@ use reel_drivemodel::{
 
 use crate::harness::{self, size_label, table::text_table};
 
-pub use charts::{curve_charts, sweep_charts};
+pub use charts::{curve_charts, curve_line_charts, sweep_charts};
 
 /// A source rate from the command line: bytes/s, or None for unlimited.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -119,6 +119,7 @@ pub fn measure(args: &TapeArgs) -> anyhow::Result<Report> {
         ),
         goals: report::goals(&cells),
         cells,
+        emulated: plan.emulate.map(|spec| spec.id.to_string()),
     })
 }
 
@@ -144,6 +145,12 @@ fn charts(report: &Report) -> Vec<(String, harness::chart::LineChart)> {
         if let Some(chart) = chart::over_time(&report.cells, write) {
             out.push((format!("flat-{word}.svg"), chart));
         }
+    }
+    // Against an emulated library: what the physical drive model predicts for its drive.
+    if let Some(spec) = report.emulated.as_deref().and_then(reel_drivemodel::drive) {
+        let (by_size, by_share) = crate::model::curve_line_charts(spec);
+        out.push((format!("model-{}-record-size.svg", spec.id), by_size));
+        out.push((format!("model-{}-compressible.svg", spec.id), by_share));
     }
     out
 }

@@ -405,6 +405,9 @@ pub struct Report {
     pub initiator: String,
     pub cells: Vec<CellReport>,
     pub goals: Vec<Goal>,
+    /// The physical drive a launched reel emulated (`--emulate`), by its model id.
+    #[serde(default)]
+    pub emulated: Option<String>,
 }
 
 impl Report {
@@ -976,6 +979,14 @@ pub fn markdown(report: &Report, charts: &[(String, String)]) -> String {
     let _ = writeln!(out, "Negotiated:\n");
     out.push_str(&markdown_table(&header, &rows, 1));
     out.push('\n');
+    if let Some(id) = &report.emulated {
+        let _ = writeln!(
+            out,
+            "reel emulated a physical `{id}` (`--emulate`): its drives answered when the drive \
+             model said the real drive would (docs/design/drive-model.md); the model's curves \
+             for that drive are among the charts.\n"
+        );
+    }
     if !charts.is_empty() {
         let _ = writeln!(out, "Charts:\n");
         for (title, path) in charts {
@@ -1265,6 +1276,7 @@ mod tests {
             "1 drive x 64K, compressible 50 %"
         );
         let (header, rows, first) = matrix_table(&Report {
+            emulated: None,
             tool: String::new(),
             command: String::new(),
             started_unix: 0,
@@ -1323,6 +1335,7 @@ mod tests {
             ],
         )];
         let report = Report {
+            emulated: None,
             tool: "reel-bench".into(),
             command: "reel-bench".into(),
             started_unix: 0,
