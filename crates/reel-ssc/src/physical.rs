@@ -75,11 +75,14 @@ impl Physical {
         model.set_compression(compression);
         let done = match command {
             PacedCommand::Write { data, block_length } => {
+                // One compressibility estimate per command, whatever the block count: the
+                // initiator's block length must not decide how much work the drive does.
+                let ratio = compressed_ratio(data, compression);
                 let mut done = arrived;
-                for record in records(data, block_length) {
-                    let compressed = estimate_compressed(record, compression);
-                    done = model.write(done, record.len() as u64, compressed);
-                    self.objects_written += 1;
+                for (len, blocks) in record_runs(data.len() as u64, block_length) {
+                    let compressed = ((len as f64 * ratio).ceil() as u64).max(1);
+                    done = model.write(done, len, compressed);
+                    self.objects_written += blocks;
                 }
                 done
             }
@@ -88,8 +91,10 @@ impl Physical {
                 if data.is_empty() {
                     return;
                 }
-                let compressed = estimate_compressed(data, compression);
-                model.read(arrived, data.len() as u64, compressed)
+                let len = data.len() as u64;
+                let compressed =
+                    ((len as f64 * compressed_ratio(data, compression)).ceil() as u64).max(1);
+                model.read(arrived, len, compressed)
             }
             PacedCommand::WriteFilemarks { count, immed } => {
                 self.objects_written += u64::from(count);
@@ -186,30 +191,43 @@ impl PacedCommand<'_> {
     }
 }
 
-/// The records of a WRITE: one in variable-block mode, `len / block_length` in fixed.
-fn records(data: &Bytes, block_length: u32) -> impl Iterator<Item = &[u8]> {
-    let size = match block_length {
-        0 => data.len().max(1),
-        n => n as usize,
+/// The most model writes one WRITE command makes: a fixed-block WRITE of many small blocks
+/// is modelled as this many equal records (the per-record overhead of the rest is not
+/// modelled), so a 1-byte block length cannot make one command cost millions of steps.
+const MAX_RECORDS_PER_COMMAND: u64 = 1024;
+
+/// The records of a WRITE of `total` bytes as (record length, blocks it stands for): one in
+/// variable-block mode, `total / block_length` in fixed, grouped to at most
+/// [`MAX_RECORDS_PER_COMMAND`].
+fn record_runs(total: u64, block_length: u32) -> impl Iterator<Item = (u64, u64)> {
+    let block = match block_length {
+        0 => total.max(1),
+        n => u64::from(n),
     };
-    data.chunks(size)
+    let blocks = total.div_ceil(block).max(1);
+    let per_record = blocks.div_ceil(MAX_RECORDS_PER_COMMAND);
+    let records = blocks.div_ceil(per_record);
+    (0..records).map(move |r| {
+        let first = r * per_record;
+        let count = per_record.min(blocks - first);
+        let len = (count * block)
+            .min(total - (first * block).min(total))
+            .max(1);
+        (len, count)
+    })
 }
 
-/// The record's length after the drive's compression, estimated from a sample with zstd at
-/// its fastest level (LTO's SLDC is an LZ77 coder of similar strength); the record's length when
-/// compression is off.
-fn estimate_compressed(record: &[u8], compression: bool) -> u64 {
-    let len = record.len() as u64;
-    if !compression || record.is_empty() {
-        return len;
+/// Compressed length over length of a transfer as the drive's compression would see it,
+/// estimated from a sample with zstd at its fastest level (LTO's SLDC is an LZ77 coder of
+/// similar strength); 1 when compression is off.
+fn compressed_ratio(data: &[u8], compression: bool) -> f64 {
+    if !compression || data.is_empty() {
+        return 1.0;
     }
-    let sample = &record[..record.len().min(COMPRESSION_SAMPLE)];
+    let sample = &data[..data.len().min(COMPRESSION_SAMPLE)];
     match zstd::bulk::compress(sample, 1) {
-        Ok(packed) => {
-            let ratio = packed.len() as f64 / sample.len() as f64;
-            ((len as f64 * ratio).ceil() as u64).max(1)
-        }
-        Err(_) => len,
+        Ok(packed) => packed.len() as f64 / sample.len() as f64,
+        Err(_) => 1.0,
     }
 }
 
@@ -233,16 +251,25 @@ mod tests {
     #[test]
     fn compressibility_is_estimated_from_the_record() {
         let zeros = vec![0u8; 256 << 10];
-        assert!(estimate_compressed(&zeros, true) < 4 << 10);
-        assert_eq!(estimate_compressed(&zeros, false), 256 << 10);
-        assert!(estimate_compressed(&noise(7, 256 << 10), true) >= 256 << 10);
+        assert!(compressed_ratio(&zeros, true) < 0.02);
+        assert_eq!(compressed_ratio(&zeros, false), 1.0);
+        assert!(compressed_ratio(&noise(7, 256 << 10), true) >= 1.0);
     }
 
     #[test]
-    fn fixed_block_writes_are_one_record_per_block() {
-        let data = Bytes::from(vec![1u8; 4096]);
-        assert_eq!(records(&data, 1024).count(), 4);
-        assert_eq!(records(&data, 0).count(), 1);
+    fn fixed_block_writes_are_one_record_per_block_up_to_a_bound() {
+        assert_eq!(record_runs(4096, 1024).collect::<Vec<_>>(), [(1024, 1); 4]);
+        assert_eq!(record_runs(4096, 0).collect::<Vec<_>>(), [(4096, 1)]);
+        // 16 MiB of 1-byte blocks: 1024 model records, every block and byte counted once.
+        let runs: Vec<_> = record_runs(16 << 20, 1).collect();
+        assert_eq!(runs.len() as u64, MAX_RECORDS_PER_COMMAND);
+        assert_eq!(runs.iter().map(|r| r.1).sum::<u64>(), 16 << 20);
+        assert_eq!(runs.iter().map(|r| r.0).sum::<u64>(), 16 << 20);
+        // A short last block.
+        assert_eq!(
+            record_runs(2500, 1000).collect::<Vec<_>>(),
+            [(1000, 1), (1000, 1), (500, 1)]
+        );
     }
 
     #[test]

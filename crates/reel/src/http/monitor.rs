@@ -518,11 +518,15 @@ impl Exposition {
 pub fn render_metrics(state: &AppState) -> Result<String, String> {
     let store = state.monitor.store_view(false)?;
     let mut m = Exposition(String::with_capacity(16 * 1024));
-    // (library, drive index, counters, loaded)
+    // (library, drive index, counters, loaded), and the physical model of emulated drives
     let mut drives = Vec::new();
+    let mut physical = Vec::new();
     for lib in &state.libraries {
         for (i, status) in lib.drive_statuses().into_iter().enumerate() {
             let (stats, st) = (status.stats, status.state);
+            if let Some((_, p)) = status.physical {
+                physical.push((lib.spec().name.clone(), i.to_string(), p));
+            }
             drives.push((
                 lib.spec().name.clone(),
                 i.to_string(),
@@ -616,19 +620,6 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
     }
 
     // The physical model of emulated drives (issue 17): samples only for those.
-    let physical: Vec<(String, String, reel_drivemodel::DriveStats)> = state
-        .libraries
-        .iter()
-        .flat_map(|lib| {
-            lib.drive_statuses()
-                .into_iter()
-                .enumerate()
-                .filter_map(|(i, s)| {
-                    s.physical
-                        .map(|(_, p)| (lib.spec().name.clone(), i.to_string(), p))
-                })
-        })
-        .collect();
     type PhysicalValue = fn(&reel_drivemodel::DriveStats) -> f64;
     let physical_families: [(&str, &str, &str, PhysicalValue); 3] = [
         (
