@@ -2,16 +2,23 @@
 //!
 //! The local redb catalog is fast to query but lives on one disk. With the journal on
 //! (`StoreConfig::journal`, the default for object storage), every change a catalog
-//! transaction makes is also recorded as an [`Op`]; at each durable commit the ops gathered
-//! since the previous one are written as **one journal object**
-//! `catalog/journal/<seq:016x>.jrnl`, with a create-only put, *before* the local commit that
-//! records `seq` in the catalog's `meta` table. So:
+//! transaction makes is also recorded as an [`Op`]; the ops gathered between two durable
+//! commits form **one group** of journal objects `catalog/journal/<seq:016x>.jrnl`, each
+//! written with a create-only put: *pieces* of about [`PIECE_BYTES`] while the ops
+//! accumulate (so a synchronising point uploads only the last piece, not everything since
+//! the previous one), and the group's last piece *before* the local commit that records its
+//! `seq` in the catalog's `meta` table. A piece's flags say whether it opens a group and
+//! whether more follow ([`Piece`]). So:
 //!
-//! - The bucket alone holds everything: replaying journals 1..=n into an empty catalog gives
-//!   the catalog as of the durable commit that wrote journal n ([`crate::ChunkStore::open`]
-//!   does this whenever the back end holds journals newer than the local catalog, which is
-//!   recovery on a fresh directory and the catch-up after a crash between the journal put and
-//!   the local commit).
+//! - The bucket alone holds everything: replaying the complete groups among journals 1..=n
+//!   into an empty catalog gives the catalog as of the durable commit that ended the last of
+//!   them ([`crate::ChunkStore::open`] does this whenever the back end holds journals newer
+//!   than the local catalog, which is recovery on a fresh directory and the catch-up after a
+//!   crash between the journal put and the local commit).
+//! - A group never ended (the node stopped between two synchronising points) is skipped
+//!   whole: its pieces describe a state no synchronising point acknowledged, and may name
+//!   chunks whose rows were never journaled. The next group starts with a piece flagged
+//!   first, after the skipped sequence numbers (they stay taken).
 //! - Sequence numbers are the fence between writers: two nodes that both saw journal n race
 //!   for n + 1 and exactly one create-only put wins (back-end contract); the loser stops.
 //! - Durable order: a journal names only packs stored before it was put (the store puts packs,
@@ -21,12 +28,14 @@
 //! Object layout (all integers little-endian):
 //!
 //! ```text
-//! journal = magic "REELJRNL" (8) | version u16 | flags u16 (0) | seq u64 | op count u32
+//! journal = magic "REELJRNL" (8) | version u16 | flags u16 | seq u64 | op count u32
 //!         | payload length u32 | payload (zstd of the ops) | BLAKE3 of everything before (32)
 //! op      = table u8 | kind u8 (0 put, 1 delete, 2 delete range) | key | value (puts only)
 //! key     = [u8; 32] (chunks, spans) | u64 (packs, pack_ids, streams; v2: foreign packs, pins)
 //!         | none (v3: the pack-id floor, table 11, whose value is a bare u64)
 //!         | (u64, u64) (extents, sidecar) | len u32 + bytes (records)
+//! flags   = 1 payload compressed | 2 more pieces of this group follow (v4)
+//!         | 4 continues a group opened by an earlier piece (v4); 0 = a whole group in one
 //! range   = u64 stream | u64 first | u64 last (inclusive; extents and sidecar only)
 //! value   = len u32 + bytes (streams: the length as 8 bytes)
 //! ```
@@ -42,9 +51,31 @@ use crate::catalog::{
 use crate::format::FormatError;
 
 const MAGIC: &[u8; 8] = b"REELJRNL";
-/// 2 added the foreign-pack and pin tables, 3 the pack-id floor; an older object is a newer one
-/// without them, so all are read.
-const VERSION: u16 = 3;
+/// 2 added the foreign-pack and pin tables, 3 the pack-id floor, 4 groups of pieces; an older
+/// object is a newer one without them, so all are read.
+const VERSION: u16 = 4;
+const F_COMPRESSED: u16 = 1;
+const F_MORE_FOLLOW: u16 = 2;
+const F_CONTINUES: u16 = 4;
+/// The store writes a piece once its pending ops encode to about this many bytes.
+pub const PIECE_BYTES: usize = 8 << 20;
+
+/// Where a journal object sits in its group (the ops between two durable commits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// Opens a group: any unended group before it was abandoned.
+    pub first: bool,
+    /// Ends the group: a durable commit.
+    pub last: bool,
+}
+
+impl Piece {
+    /// A group in one object (every object before version 4).
+    pub const WHOLE: Piece = Piece {
+        first: true,
+        last: true,
+    };
+}
 const HEADER_LEN: usize = 8 + 2 + 2 + 8 + 4 + 4;
 const HASH_LEN: usize = 32;
 /// Refuses absurd payloads before allocating for them.
@@ -443,32 +474,115 @@ pub fn dump(db: &redb::Database) -> Result<Vec<Op>> {
     Ok(out)
 }
 
-/// Encodes journal object `seq` holding `ops`.
+/// Appends `op`'s encoding to `raw`, the payload [`encode_raw`] takes.
+pub fn append_op(raw: &mut Vec<u8>, op: &Op) {
+    op.encode(raw);
+}
+
+/// Encodes journal object `seq` holding `ops`, a whole group.
 pub fn encode(seq: u64, ops: &[Op]) -> Vec<u8> {
     let mut raw = Vec::new();
     for op in ops {
         op.encode(&mut raw);
     }
+    encode_raw(seq, &raw, ops.len() as u32, Piece::WHOLE)
+}
+
+/// Encodes journal object `seq`: `count` ops already encoded into `raw` by [`append_op`].
+pub fn encode_raw(seq: u64, raw: &[u8], count: u32, piece: Piece) -> Vec<u8> {
     // Level 1: chunk ids do not compress, extent rows and records do; this is cheap either way.
-    let payload = zstd::bulk::compress(&raw, 1).unwrap_or_else(|_| raw.clone());
-    let compressed = payload.len() < raw.len();
-    let payload = if compressed { payload } else { raw };
+    let compressed_payload = zstd::bulk::compress(raw, 1).ok();
+    let (payload, compressed) = match &compressed_payload {
+        Some(c) if c.len() < raw.len() => (c.as_slice(), true),
+        _ => (raw, false),
+    };
+    let mut flags = if compressed { F_COMPRESSED } else { 0 };
+    if !piece.last {
+        flags |= F_MORE_FOLLOW;
+    }
+    if !piece.first {
+        flags |= F_CONTINUES;
+    }
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len() + HASH_LEN);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&u16::from(compressed).to_le_bytes());
+    out.extend_from_slice(&flags.to_le_bytes());
     out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&payload);
+    out.extend_from_slice(payload);
     let hash = blake3::hash(&out);
     out.extend_from_slice(hash.as_bytes());
     out
 }
 
-/// Decodes a journal object; `expected_seq` is the sequence its key names (an object stored
-/// under another number is refused: it would replay out of order).
+/// Decodes a journal object that is a whole group (an exported stream's bundle, or a test);
+/// `expected_seq` is the sequence its key names (an object stored under another number is
+/// refused: it would replay out of order).
 pub fn decode(bytes: &[u8], expected_seq: u64) -> Result<Vec<Op>, FormatError> {
+    let (ops, piece) = decode_piece(bytes, expected_seq)?;
+    if piece != Piece::WHOLE {
+        return Err(FormatError {
+            what: "catalog journal",
+            reason: format!("a piece of a larger group ({piece:?}), not a whole one"),
+        });
+    }
+    Ok(ops)
+}
+
+/// The header's fields: magic, version, flags and sequence checked.
+fn read_header(r: &mut Reader<'_>, expected_seq: u64) -> Result<(u16, Piece), FormatError> {
+    let bad = |reason: String| FormatError {
+        what: "catalog journal",
+        reason,
+    };
+    if r.take(8)? != MAGIC {
+        return Err(bad("bad magic".into()));
+    }
+    let version = r.u16()?;
+    if version == 0 || version > VERSION {
+        return Err(bad(format!(
+            "version {version} (this reel reads versions 1 to {VERSION})"
+        )));
+    }
+    let flags = r.u16()?;
+    let known = if version >= 4 {
+        F_COMPRESSED | F_MORE_FOLLOW | F_CONTINUES
+    } else {
+        F_COMPRESSED
+    };
+    if flags & !known != 0 {
+        return Err(bad(format!("unknown flags {flags:#x}")));
+    }
+    let seq = r.u64()?;
+    if seq != expected_seq {
+        return Err(bad(format!(
+            "holds sequence {seq} but is stored as {expected_seq}"
+        )));
+    }
+    let piece = Piece {
+        first: flags & F_CONTINUES == 0,
+        last: flags & F_MORE_FOLLOW == 0,
+    };
+    Ok((flags, piece))
+}
+
+/// Where journal object `expected_seq` sits in its group, from its first [`PEEK_LEN`] bytes
+/// (not checksummed here: [`decode_piece`] checks the whole object before its ops are used).
+pub fn peek_piece(header: &[u8], expected_seq: u64) -> Result<Piece, FormatError> {
+    let mut r = Reader {
+        data: header,
+        at: 0,
+        what: "catalog journal header",
+    };
+    Ok(read_header(&mut r, expected_seq)?.1)
+}
+
+/// Bytes [`peek_piece`] reads.
+pub const PEEK_LEN: usize = 8 + 2 + 2 + 8;
+
+/// Decodes a journal object and where it sits in its group.
+pub fn decode_piece(bytes: &[u8], expected_seq: u64) -> Result<(Vec<Op>, Piece), FormatError> {
     let bad = |reason: String| FormatError {
         what: "catalog journal",
         reason,
@@ -485,32 +599,14 @@ pub fn decode(bytes: &[u8], expected_seq: u64) -> Result<Vec<Op>, FormatError> {
         at: 0,
         what: "catalog journal",
     };
-    if r.take(8)? != MAGIC {
-        return Err(bad("bad magic".into()));
-    }
-    let version = r.u16()?;
-    if version == 0 || version > VERSION {
-        return Err(bad(format!(
-            "version {version} (this reel reads versions 1 to {VERSION})"
-        )));
-    }
-    let flags = r.u16()?;
-    if flags > 1 {
-        return Err(bad(format!("unknown flags {flags:#x}")));
-    }
-    let seq = r.u64()?;
-    if seq != expected_seq {
-        return Err(bad(format!(
-            "holds sequence {seq} but is stored as {expected_seq}"
-        )));
-    }
+    let (flags, piece) = read_header(&mut r, expected_seq)?;
     let count = r.u32()? as usize;
     let len = r.u32()? as usize;
     let payload = r.take(len)?;
     if r.at != body.len() {
         return Err(bad("bytes after the payload".into()));
     }
-    let raw = if flags == 1 {
+    let raw = if flags & F_COMPRESSED != 0 {
         zstd::bulk::decompress(payload, MAX_PAYLOAD).map_err(|e| bad(format!("payload: {e}")))?
     } else {
         payload.to_vec()
@@ -528,7 +624,7 @@ pub fn decode(bytes: &[u8], expected_seq: u64) -> Result<Vec<Op>, FormatError> {
     if r.at != raw.len() {
         return Err(bad(format!("{} bytes after {count} ops", raw.len() - r.at)));
     }
-    Ok(ops)
+    Ok((ops, piece))
 }
 
 /// Little-endian cursor over untrusted bytes.
@@ -586,7 +682,7 @@ impl<'a> Reader<'a> {
 /// Entry points for `fuzz/fuzz_targets/journal.rs` (not an API).
 #[doc(hidden)]
 pub mod fuzzing {
-    use super::{HEADER_LEN, decode, encode};
+    use super::{HEADER_LEN, decode, decode_piece, encode, encode_raw};
 
     /// Decodes `data` as stored, then again with a valid checksum appended (random bytes almost
     /// never carry a right BLAKE3, which would keep the fuzzer out of the parser behind it).
@@ -600,6 +696,18 @@ pub mod fuzzing {
         let _ = decode(data, seq(data));
         let mut sealed = data.to_vec();
         sealed.extend_from_slice(blake3::hash(data).as_bytes());
+        if let Ok((ops, piece)) = decode_piece(&sealed, seq(&sealed)) {
+            let mut raw = Vec::new();
+            for op in &ops {
+                super::append_op(&mut raw, op);
+            }
+            let again = decode_piece(
+                &encode_raw(seq(&sealed), &raw, ops.len() as u32, piece),
+                seq(&sealed),
+            )
+            .expect("a re-encoded piece decodes");
+            assert_eq!(again, (ops.clone(), piece), "round trip changed the piece");
+        }
         if let Ok(ops) = decode(&sealed, seq(&sealed)) {
             // A decodable header is at least HEADER_LEN bytes, so seq() read a real field.
             assert!(data.len() >= HEADER_LEN);
@@ -662,6 +770,25 @@ mod tests {
         }
 
         #[test]
+        fn pieces_roundtrip_with_their_place_in_the_group(
+            seq in any::<u64>(),
+            ops in proptest::collection::vec(arb_op(), 0..20),
+            first in any::<bool>(),
+            last in any::<bool>(),
+        ) {
+            let mut raw = Vec::new();
+            for op in &ops {
+                append_op(&mut raw, op);
+            }
+            let piece = Piece { first, last };
+            let bytes = encode_raw(seq, &raw, ops.len() as u32, piece);
+            prop_assert_eq!(peek_piece(&bytes[..PEEK_LEN], seq).unwrap(), piece);
+            prop_assert_eq!(decode_piece(&bytes, seq).unwrap(), (ops.clone(), piece));
+            // Only a whole group passes where one object must stand alone (bundles).
+            prop_assert_eq!(decode(&bytes, seq).is_ok(), piece == Piece::WHOLE);
+        }
+
+        #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600), seq in 0u64..4) {
             let _ = decode(&bytes, seq);
         }
@@ -690,6 +817,25 @@ mod tests {
         let meta = txn.open_table(META).unwrap();
         let floor = meta.get(META_PACK_ID_FLOOR).unwrap().map(|v| v.value());
         assert_eq!(floor, Some(10 << 32));
+    }
+
+    /// An object of versions 1 to 3 (flags 0 or 1) is a whole group; flags a version does
+    /// not define are refused.
+    #[test]
+    fn older_objects_are_whole_groups_and_unknown_flags_are_refused() {
+        let mut bytes = encode(5, &[Op::DelPack(1)]);
+        bytes[8..10].copy_from_slice(&3u16.to_le_bytes());
+        let reseal = |b: &mut Vec<u8>| {
+            let n = b.len() - HASH_LEN;
+            let hash = blake3::hash(&b[..n]);
+            b[n..].copy_from_slice(hash.as_bytes());
+        };
+        reseal(&mut bytes);
+        assert_eq!(decode_piece(&bytes, 5).unwrap().1, Piece::WHOLE);
+        bytes[10..12].copy_from_slice(&(F_COMPRESSED | F_MORE_FOLLOW).to_le_bytes());
+        reseal(&mut bytes);
+        let err = decode_piece(&bytes, 5).unwrap_err();
+        assert!(err.reason.contains("unknown flags"), "{err}");
     }
 
     #[test]

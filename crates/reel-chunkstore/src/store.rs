@@ -15,7 +15,7 @@ use crate::catalog::{
     RECORDS, SIDECAR, SPANS, STREAMS, pack_key,
 };
 use crate::chunker::ChunkerParams;
-use crate::format::{self, ChunkId, ChunkLoc};
+use crate::format::{self, ChunkId, ChunkLoc, FormatError};
 use crate::index::{Bloom, LocalityCache, is_hook};
 use crate::journal;
 use crate::packer::{PackBuilder, SealedPack};
@@ -46,6 +46,9 @@ pub struct StoreConfig {
     pub journal: bool,
     /// When a synchronising point is acknowledged (see [`DurableAt`]).
     pub durable_at: DurableAt,
+    /// Journal ops are written as a piece of their group once they encode to this many bytes
+    /// (`journal.rs`), so a synchronising point uploads only what came after the last piece.
+    pub journal_piece_bytes: usize,
 }
 
 /// Where data must be before a synchronising point (`sync`) returns.
@@ -81,6 +84,7 @@ impl Default for StoreConfig {
             upload_threads: 3,
             journal: false,
             durable_at: DurableAt::Local,
+            journal_piece_bytes: journal::PIECE_BYTES,
         }
     }
 }
@@ -214,11 +218,16 @@ pub(crate) struct Inner {
 /// The journal's writer side: ops not yet written, and the object being written.
 #[derive(Default)]
 struct JournalState {
-    ops: Vec<journal::Op>,
+    /// Ops not yet in a journal object, encoded (`journal::append_op`), and how many.
+    raw: Vec<u8>,
+    count: u32,
     /// The last sequence number in the back end (or staged there: see `write_journal`).
     seq: u64,
-    /// An object whose put failed: written again, byte for byte, before anything newer.
-    staged: Option<(u64, Vec<u8>)>,
+    /// A piece of the current group is in the back end: the next piece continues it.
+    group_open: bool,
+    /// An object whose put failed, and whether it ends its group: written again, byte for
+    /// byte, before anything newer.
+    staged: Option<(u64, Vec<u8>, bool)>,
 }
 
 /// A handle to an open store. Cheap to clone; all clones share one store.
@@ -430,7 +439,12 @@ impl ChunkStore {
             // its first journal object is the whole catalog, so the back end is complete.
             let base = journal::dump(&inner.db)?;
             if !base.is_empty() {
-                inner.journal.lock().ops = base;
+                let mut j = inner.journal.lock();
+                for op in &base {
+                    journal::append_op(&mut j.raw, op);
+                }
+                j.count = base.len() as u32;
+                drop(j);
                 inner.note_nondurable_commit();
                 inner.commit_durably()?;
             }
@@ -734,7 +748,8 @@ impl ChunkStore {
             .retain(|pack, _| keep(pack_key(*pack).as_str()));
     }
 
-    /// The last catalog journal object the local catalog includes (0 without a journal).
+    /// The last catalog journal object in the back end: the one the local catalog includes,
+    /// or a piece of a group never ended after it, skipped by replay (0 without a journal).
     pub fn journal_seq(&self) -> u64 {
         self.inner.journal.lock().seq
     }
@@ -834,8 +849,9 @@ fn init_catalog(db: &Database) -> Result<()> {
     Ok(())
 }
 
-/// Replays the back end's journal objects newer than the catalog's; returns the last sequence
-/// number the catalog now includes.
+/// Replays the complete groups among the back end's journal objects newer than the catalog's
+/// and skips the groups never ended (`journal.rs`); returns the last sequence number in the
+/// back end, which the next journal object follows.
 fn replay_journal(
     db: &Database,
     backend: &dyn Backend,
@@ -856,17 +872,8 @@ fn replay_journal(
         .filter(|&seq| seq > local)
         .collect();
     newer.sort_unstable();
-    let total = newer.len() as u64;
-    let mut report = RecoveryProgress {
-        done: 0,
-        total,
-        ops: 0,
-    };
-    if total > 0 {
-        progress(report);
-    }
     let mut seq = local;
-    for next in newer {
+    for &next in &newer {
         if next != seq + 1 {
             return Err(StoreError::Corrupt(format!(
                 "catalog journal {} is missing from {} (the catalog includes up to {seq}, the \
@@ -875,23 +882,77 @@ fn replay_journal(
                 backend.describe()
             )));
         }
+        seq = next;
+    }
+    let last_in_backend = seq;
+    let corrupt = |key: &reel_backend::Key, e: FormatError| {
+        StoreError::Corrupt(format!("{key} in {}: {e}", backend.describe()))
+    };
+    // Pass 1, headers only: which objects belong to a group that was ended. Leading pieces
+    // that continue a group are the rest of one whose replay an earlier open began (the
+    // catalog only ever records a group's end otherwise), which was ended, or it would not
+    // have been replayed.
+    let mut pieces = Vec::with_capacity(newer.len());
+    for &next in &newer {
+        let key = journal::journal_key(next);
+        let header = backend
+            .get_range(&key, 0..journal::PEEK_LEN as u64)
+            .map_err(StoreError::from_backend)?;
+        pieces.push(journal::peek_piece(&header, next).map_err(|e| corrupt(&key, e))?);
+    }
+    let mut apply = vec![false; pieces.len()];
+    // Where the group the next piece belongs to began; a first piece abandons what is before.
+    let mut group_start = 0;
+    for (i, piece) in pieces.iter().enumerate() {
+        if piece.first {
+            group_start = i;
+        } else if i > 0 && group_start == i {
+            return Err(StoreError::Corrupt(format!(
+                "catalog journal {} continues a group that {} ended, in {}",
+                journal::journal_key(newer[i]),
+                journal::journal_key(newer[i - 1]),
+                backend.describe()
+            )));
+        }
+        if piece.last {
+            apply[group_start..=i].fill(true);
+            group_start = i + 1;
+        }
+    }
+    let total = apply.iter().filter(|&&a| a).count() as u64;
+    let mut report = RecoveryProgress {
+        done: 0,
+        total,
+        ops: 0,
+    };
+    if total > 0 {
+        progress(report);
+    }
+    // Pass 2: apply them in order, each durably, so a crash mid-recovery resumes after it.
+    for (i, &next) in newer.iter().enumerate() {
+        if !apply[i] {
+            continue;
+        }
         let key = journal::journal_key(next);
         let bytes = backend.get(&key).map_err(StoreError::from_backend)?;
-        let ops = journal::decode(&bytes, next)
-            .map_err(|e| StoreError::Corrupt(format!("{key} in {}: {e}", backend.describe())))?;
+        let (ops, piece) = journal::decode_piece(&bytes, next).map_err(|e| corrupt(&key, e))?;
+        if piece != pieces[i] {
+            return Err(StoreError::Corrupt(format!(
+                "{key} in {} changed while it was read",
+                backend.describe()
+            )));
+        }
         let mut txn = db.begin_write()?;
-        // Each replayed object is committed durably: a crash mid-recovery resumes after it.
         txn.set_durability(Durability::Immediate)?;
         journal::apply(&txn, &ops)?;
         txn.open_table(META)?
             .insert(catalog::META_JOURNAL_SEQ, next)?;
         txn.commit()?;
-        seq = next;
         report.done += 1;
         report.ops += ops.len() as u64;
         progress(report);
     }
-    Ok(seq)
+    Ok(last_in_backend)
 }
 
 impl Inner {
@@ -1339,35 +1400,61 @@ impl Inner {
 
     /// Records catalog changes for the next journal object. Called while holding the write
     /// transaction that makes them, before its commit, so ops are in commit order.
+    /// Once the pending ops reach `journal::PIECE_BYTES` they are written as a piece of the
+    /// current group, so that a durable commit uploads only what came after (the sync tail on
+    /// object storage). A failed piece stays staged; the next piece or the durable commit
+    /// writes it again first and reports the error.
     pub(crate) fn journal(&self, ops: impl IntoIterator<Item = journal::Op>) {
         if self.config.journal {
-            self.journal.lock().ops.extend(ops);
+            let mut j = self.journal.lock();
+            for op in ops {
+                journal::append_op(&mut j.raw, &op);
+                j.count += 1;
+            }
+            if j.raw.len() >= self.config.journal_piece_bytes {
+                // An error leaves the piece staged; the durable commit retries and reports it.
+                let _ = self.write_journal_piece(&mut j, false);
+            }
         }
     }
 
-    /// Writes the pending ops as the next journal object; returns the last sequence number in
-    /// the back end. A failed put leaves the object staged, and the next call writes those same
-    /// bytes again before anything newer, so a sequence number never names two contents.
+    /// Writes the pending ops as the last piece of the current group (a durable commit);
+    /// returns the last sequence number in the back end.
     fn write_journal(&self) -> Result<u64> {
         let mut j = self.journal.lock();
-        if let Some((seq, bytes)) = j.staged.take() {
+        self.write_journal_piece(&mut j, true)
+    }
+
+    /// Writes the pending ops as the next journal object, ending the group if `last`. A failed
+    /// put leaves the object staged, and the next call writes those same bytes again before
+    /// anything newer, so a sequence number never names two contents.
+    fn write_journal_piece(&self, j: &mut JournalState, last: bool) -> Result<u64> {
+        if let Some((seq, bytes, ends_group)) = j.staged.take() {
             if let Err(e) = self.put_journal(seq, &bytes) {
-                j.staged = Some((seq, bytes));
+                j.staged = Some((seq, bytes, ends_group));
                 return Err(e);
             }
             j.seq = seq;
+            j.group_open = !ends_group;
         }
-        if j.ops.is_empty() {
+        // Nothing to write, unless a group written in pieces must be ended (if empty).
+        if j.count == 0 && !(last && j.group_open) {
             return Ok(j.seq);
         }
         let seq = j.seq + 1;
-        let bytes = journal::encode(seq, &j.ops);
-        j.ops.clear();
+        let piece = journal::Piece {
+            first: !j.group_open,
+            last,
+        };
+        let bytes = journal::encode_raw(seq, &j.raw, j.count, piece);
+        j.raw.clear();
+        j.count = 0;
         if let Err(e) = self.put_journal(seq, &bytes) {
-            j.staged = Some((seq, bytes));
+            j.staged = Some((seq, bytes, last));
             return Err(e);
         }
         j.seq = seq;
+        j.group_open = !last;
         Ok(seq)
     }
 

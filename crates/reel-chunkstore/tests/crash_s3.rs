@@ -152,6 +152,8 @@ fn store_config(durable_at: DurableAt, pack_target: usize) -> StoreConfig {
         journal: true,
         durable_at,
         pack_target,
+        // Groups of several pieces, so kills land between them (`journal.rs`).
+        journal_piece_bytes: 16 << 10,
         ..StoreConfig::default()
     }
 }

@@ -120,6 +120,63 @@ fn a_fresh_catalog_is_rebuilt_from_the_back_end_alone() {
     assert_eq!(stream.sidecar(2).unwrap(), Some(b"map 0 2".to_vec()));
 }
 
+/// Ops between two synchronising points go out in pieces; a group never ended (the node
+/// stopped between two synchronising points) is skipped by recovery, which gives the catalog
+/// as of the last synchronising point, and the next group written after it is replayed.
+#[test]
+fn a_catalog_written_in_pieces_recovers_to_its_last_synchronising_point() {
+    let config = || StoreConfig {
+        journal_piece_bytes: 2048,
+        ..journaled()
+    };
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let (fingerprint, contents, synced_keys) = {
+        let store = open(&dir.path().join("a"), &backend, config());
+        for round in 0..2 {
+            workload(&store, round);
+        }
+        let synced = (
+            store.catalog_fingerprint().unwrap(),
+            read_all(&store),
+            journal_keys(&backend).len(),
+        );
+        // Appended, never synced: pieces of a group that never ends.
+        let stream = store.open_stream(StreamId(0)).unwrap();
+        for r in 0..200u64 {
+            stream.append_record(&fill(1000 + r, 20_000)).unwrap();
+        }
+        stream.flush().unwrap();
+        // A crash: a clean close would sync (and end the group).
+        std::mem::forget(stream);
+        std::mem::forget(store);
+        synced
+    };
+    let pieces_after = journal_keys(&backend).len();
+    assert!(
+        pieces_after > synced_keys + 2,
+        "unsynced ops went out in pieces: {synced_keys} objects at the last sync, {pieces_after} now"
+    );
+    let recovered = open(&dir.path().join("fresh"), &backend, config());
+    assert_eq!(read_all(&recovered), contents);
+    assert_eq!(recovered.catalog_fingerprint().unwrap(), fingerprint);
+    assert!(recovered.scrub(&mut |_, _| {}).unwrap().is_clean());
+    // Numbers taken by the abandoned pieces stay taken: the next object follows them.
+    assert!(recovered.journal_seq() > pieces_after as u64);
+
+    // A new group after the abandoned one is replayed, the abandoned one still skipped.
+    workload(&recovered, 2);
+    let (fingerprint, contents) = (
+        recovered.catalog_fingerprint().unwrap(),
+        read_all(&recovered),
+    );
+    drop(recovered);
+    let again = open(&dir.path().join("again"), &backend, config());
+    assert_eq!(again.catalog_fingerprint().unwrap(), fingerprint);
+    assert_eq!(read_all(&again), contents);
+    assert!(again.scrub(&mut |_, _| {}).unwrap().is_clean());
+}
+
 #[test]
 fn a_catalog_behind_the_back_end_catches_up_on_open() {
     // As after a crash between a journal put and the local commit that records it.

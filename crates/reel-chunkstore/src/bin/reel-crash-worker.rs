@@ -832,6 +832,8 @@ pub fn config_for(seed: u64) -> StoreConfig {
         pack_target: [256 << 10, 1 << 20, 32 << 20][(splitmix(seed) % 3) as usize],
         // Fixed for a whole run (a store must not switch its journal off and on again).
         journal: journal_on(),
+        // Small pieces too, so kills land between the pieces of a group (`journal.rs`).
+        journal_piece_bytes: [4 << 10, 64 << 10, 8 << 20][(splitmix(seed ^ 0x5eed) % 3) as usize],
         ..StoreConfig::default()
     }
 }
