@@ -29,7 +29,11 @@ machine_md() {
   echo "- Kernel: $(uname -r)"
   echo "- Filesystem of the work directory: $(df -PT "${work_parent:-/var/tmp}" | awk 'NR==2 {print $2 " on " $1}')"
   echo "- Rust: $(rustc --version)"
-  echo "- tgt: $(tgtd --version 2>&1 | head -n 1 || echo 'not found')"
+  if command -v tgtd >/dev/null; then
+    echo "- tgt: $(tgtd --version 2>&1 | head -n 1)"
+  else
+    echo "- tgt: not installed"
+  fi
   echo "- Source: $(source_rev)"
 }
 
