@@ -112,14 +112,14 @@ if [ "$vm" -eq 1 ]; then
 fi
 
 if [ "$quick" -eq 0 ]; then
-  step "fuzz smoke run (${REEL_FUZZ_SECONDS:-10} s per target)"
+  step "fuzz smoke run (${REEL_FUZZ_SECONDS:-5} s per target)"
   if rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal >/dev/null 2>&1; then
     command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked -q
     for target in $(cd fuzz && cargo +nightly fuzz list); do
       # fuzz/seeds/<target> is the committed corpus; new finds go to the ignored fuzz/corpus.
       mkdir -p "fuzz/corpus/$target"
       seeds=""; [ -d "fuzz/seeds/$target" ] && seeds="seeds/$target"
-      (cd fuzz && cargo +nightly fuzz run "$target" "corpus/$target" $seeds -- -max_total_time="${REEL_FUZZ_SECONDS:-10}" -rss_limit_mb=2048 2>&1 | tail -n 3)
+      (cd fuzz && cargo +nightly fuzz run "$target" "corpus/$target" $seeds -- -max_total_time="${REEL_FUZZ_SECONDS:-5}" -rss_limit_mb=2048 2>&1 | tail -n 3)
     done
   else
     echo "no nightly toolchain available: fuzz smoke run skipped" >&2

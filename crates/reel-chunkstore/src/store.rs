@@ -34,7 +34,9 @@ pub struct StoreConfig {
     pub zstd_level: i32,
     /// Chunks whose locations the locality cache may hold.
     pub cache_chunks: usize,
-    /// redb page cache.
+    /// redb page cache. The chunk index is keyed by hash, so every new chunk's insert lands on
+    /// a random page: once the index outgrows this cache, unique-data ingest slows by a third
+    /// (docs/design/efficiency.md §4).
     pub catalog_cache_bytes: usize,
     /// Sealed packs queued for upload before writers wait.
     pub upload_queue: usize,
@@ -79,7 +81,7 @@ impl Default for StoreConfig {
             pack_target: 32 << 20,
             zstd_level: 1,
             cache_chunks: 1 << 20,
-            catalog_cache_bytes: 64 << 20,
+            catalog_cache_bytes: 512 << 20,
             upload_queue: 4,
             upload_threads: 3,
             journal: false,
