@@ -105,11 +105,9 @@ fn a_fresh_catalog_is_rebuilt_from_the_back_end_alone() {
         &mut |p| reports.push(p),
     )
     .unwrap();
-    assert_eq!(recovered.catalog_fingerprint().unwrap(), fingerprint);
-    assert_eq!(read_all(&recovered), contents);
+    assert_same_store(&recovered, fingerprint, &contents);
     // Recovery replays 1..=seq, then the opening's own pack-id floor is journal seq + 1.
     assert_eq!(recovered.journal_seq(), seq + 1);
-    assert!(recovered.scrub(&mut |_, _| {}).unwrap().is_clean());
     let last = reports.last().expect("progress was reported");
     assert_eq!((last.done, last.total), (seq, seq));
     assert_eq!(
@@ -158,9 +156,7 @@ fn a_catalog_written_in_pieces_recovers_to_its_last_synchronising_point() {
         "unsynced ops went out in pieces: {synced_keys} objects at the last sync, {pieces_after} now"
     );
     let recovered = open(&dir.path().join("fresh"), &backend, config());
-    assert_eq!(read_all(&recovered), contents);
-    assert_eq!(recovered.catalog_fingerprint().unwrap(), fingerprint);
-    assert!(recovered.scrub(&mut |_, _| {}).unwrap().is_clean());
+    assert_same_store(&recovered, fingerprint, &contents);
     // Numbers taken by the abandoned pieces stay taken: the next object follows them.
     assert!(recovered.journal_seq() > pieces_after as u64);
 
@@ -172,9 +168,14 @@ fn a_catalog_written_in_pieces_recovers_to_its_last_synchronising_point() {
     );
     drop(recovered);
     let again = open(&dir.path().join("again"), &backend, config());
-    assert_eq!(again.catalog_fingerprint().unwrap(), fingerprint);
-    assert_eq!(read_all(&again), contents);
-    assert!(again.scrub(&mut |_, _| {}).unwrap().is_clean());
+    assert_same_store(&again, fingerprint, &contents);
+}
+
+/// `store` holds exactly the catalog and stream contents given, and scrubs clean.
+fn assert_same_store(store: &ChunkStore, fingerprint: [u8; 32], contents: &[(u64, Vec<u8>)]) {
+    assert_eq!(read_all(store), contents);
+    assert_eq!(store.catalog_fingerprint().unwrap(), fingerprint);
+    assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
 }
 
 #[test]
