@@ -17,6 +17,6 @@ pub mod tape;
 pub mod volumes;
 
 pub use initiator::{check_condition, connect, good, login_config, ready};
-pub use serve::{Server, free_portal};
+pub use serve::{ANY_PORTAL, Server, free_portal};
 pub use tape::Tape;
 pub use volumes::memory_catalog;

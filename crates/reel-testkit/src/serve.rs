@@ -1,12 +1,18 @@
 //! `reel serve` as a child process: started on a free loopback portal with the console/API on
 //! a free loopback port, ready once its "Ctrl-C" banner line is out (after every portal and
 //! target is up), stopped with SIGTERM (or killed) by its PID.
+//!
+//! Unless a test names its portal, reel binds port 0 itself and the portal is read from its
+//! banner: a port picked by the test and released before reel binds it can be taken in between
+//! by another test running in parallel (a start-up failure CI once saw).
 
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long `reel serve` may take to print its banner.
@@ -15,7 +21,20 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// The banner line that says where the console and API listen.
 const HTTP_BANNER: &str = "web console and REST API: ";
 
-/// A loopback address with a port that was free a moment ago.
+/// The banner line that says which address an iSCSI portal bound.
+const PORTAL_BANNER: &str = "iSCSI portal: ";
+
+/// How many of the server's last standard-error lines a start-up failure shows.
+const STDERR_TAIL_LINES: usize = 40;
+
+/// "Any free loopback port": reel binds port 0 and [`Server::portal`] says which it got.
+pub const ANY_PORTAL: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    0,
+));
+
+/// A loopback address with a port that was free a moment ago (for a test that must know the
+/// port before the server starts; [`ANY_PORTAL`] otherwise).
 pub fn free_portal() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -44,15 +63,17 @@ pub struct ServeCommand {
     binary: PathBuf,
     /// `None`: the data directory comes from the configuration file.
     data: Option<PathBuf>,
-    portal: SocketAddr,
+    /// `None`: reel picks a free loopback port and says which in its banner.
+    portal: Option<SocketAddr>,
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
-    stderr: Stdio,
+    /// `None`: kept in memory (the last lines), shown if the server fails to start.
+    stderr: Option<Stdio>,
 }
 
 impl ServeCommand {
-    /// `reel serve` of [`reel_binary`] on a [`free_portal`] with its data in `data`, standard
-    /// error discarded.
+    /// `reel serve` of [`reel_binary`] on a free loopback portal with its data in `data`; its
+    /// standard error is shown only if it fails to start.
     pub fn new(data: &Path) -> Self {
         Self {
             data: Some(data.to_path_buf()),
@@ -66,16 +87,16 @@ impl ServeCommand {
         Self {
             binary: reel_binary(),
             data: None,
-            portal: free_portal(),
+            portal: None,
             args: Vec::new(),
             env: Vec::new(),
-            stderr: Stdio::null(),
+            stderr: None,
         }
     }
 
-    /// The iSCSI portal to listen on.
+    /// The iSCSI portal to listen on (port 0: reel picks one and the banner says which).
     pub fn portal(mut self, portal: SocketAddr) -> Self {
-        self.portal = portal;
+        self.portal = (portal.port() != 0).then_some(portal);
         self
     }
 
@@ -93,7 +114,7 @@ impl ServeCommand {
 
     /// Where the server's standard error goes.
     pub fn stderr(mut self, stderr: Stdio) -> Self {
-        self.stderr = stderr;
+        self.stderr = Some(stderr);
         self
     }
 
@@ -102,7 +123,10 @@ impl ServeCommand {
     pub fn start(self) -> Server {
         // reel refuses a data directory others can read; a test's temporary one may be.
         let mut command = Command::new(&self.binary);
-        command.args(["serve", "--listen", &self.portal.to_string()]);
+        let listen = self
+            .portal
+            .map_or_else(|| "127.0.0.1:0".to_string(), |p| p.to_string());
+        command.args(["serve", "--listen", &listen]);
         if let Some(data) = &self.data {
             if data.exists() {
                 use std::os::unix::fs::PermissionsExt;
@@ -115,13 +139,43 @@ impl ServeCommand {
         if !http_given {
             command.args(["--http", "127.0.0.1:0"]);
         }
+        let keep_stderr = self.stderr.is_none();
         let mut child = command
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
-            .stderr(self.stderr)
+            .stderr(self.stderr.unwrap_or_else(Stdio::piped))
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", self.binary.display()));
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        if keep_stderr {
+            let stderr = child.stderr.take().expect("stderr is piped");
+            let tail = stderr_tail.clone();
+            // Read for the server's whole life, so it never blocks on a full pipe.
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                    if tail.len() == STDERR_TAIL_LINES {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
+                }
+            });
+        }
+        // What the server said on standard error, for a failure message.
+        let said = |child: &mut Child| {
+            let _ = child.wait();
+            // The reader thread gets the last lines once the pipe closes.
+            std::thread::sleep(Duration::from_millis(100));
+            let tail = stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
+            if tail.is_empty() {
+                String::new()
+            } else {
+                let lines: Vec<&str> = tail.iter().map(String::as_str).collect();
+                format!("; its standard error ended with:\n{}", lines.join("\n"))
+            }
+        };
         let stdout = child.stdout.take().expect("stdout is piped");
         // A reader thread, so the deadline holds even when the server prints nothing; it keeps
         // reading after the banner so the server never blocks on a full pipe.
@@ -137,25 +191,35 @@ impl ServeCommand {
             }
         });
         let deadline = Instant::now() + START_TIMEOUT;
-        let (mut http, mut banner) = (None, String::new());
+        let (mut http, mut portal, mut banner) = (None, self.portal, String::new());
         loop {
             let wait = deadline.saturating_duration_since(Instant::now());
             let line = match lines.recv_timeout(wait) {
                 Ok(Ok(line)) => line,
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                     let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("reel serve did not start within {START_TIMEOUT:?}");
+                    panic!(
+                        "reel serve did not start within {START_TIMEOUT:?}{}",
+                        said(&mut child)
+                    );
                 }
                 Ok(Err(_)) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    let _ = child.wait();
-                    panic!("reel serve exited before serving");
+                    panic!(
+                        "reel serve exited before serving (banner so far:\n{banner}){}",
+                        said(&mut child)
+                    );
                 }
             };
             banner.push_str(&line);
             banner.push('\n');
             if line.starts_with("Ctrl-C") {
                 break;
+            }
+            if let Some(rest) = line.strip_prefix(PORTAL_BANNER) {
+                // The first portal is the one asked for (`--listen` names one).
+                if portal.is_none() {
+                    portal = rest.trim().parse().ok();
+                }
             }
             if let Some(rest) = line.strip_prefix(HTTP_BANNER) {
                 let url = rest
@@ -168,9 +232,13 @@ impl ServeCommand {
         }
         // The reader thread drains the rest of standard output until the server exits.
         drop(lines);
+        let Some(portal) = portal else {
+            let _ = child.kill();
+            panic!("reel serve did not say which iSCSI portal it bound:\n{banner}");
+        };
         Server {
             child,
-            portal: self.portal,
+            portal,
             http,
             banner,
         }

@@ -6,7 +6,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 
 use common::api::{Api, admin_password};
-use common::{Server, free_portal};
+use common::{ANY_PORTAL, Server, free_portal};
 use reel_scsi::initiator::{spc, ssc};
 use serde_json::{Value, json};
 
@@ -28,7 +28,7 @@ fn element<'a>(detail: &'a Value, kind: &str, index: u64) -> &'a Value {
 #[test]
 fn authentication_roles_and_tokens() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), free_portal(), &[]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &[]);
     let api = Api::of(&server);
     let password = admin_password(dir.path());
     let mode = std::os::unix::fs::PermissionsExt::mode(
@@ -350,7 +350,7 @@ fn authentication_roles_and_tokens() {
         !contains(token.split('.').nth(1).unwrap().as_bytes()),
         "no token secret in the catalog"
     );
-    let server = Server::start(dir.path(), free_portal(), &[]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &[]);
     let api = Api::of(&server);
     assert_eq!(admin_password(dir.path()), password);
     assert_eq!(
@@ -364,7 +364,7 @@ fn authentication_roles_and_tokens() {
 #[test]
 fn library_moves_cartridges_import_export_and_vault() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), free_portal(), &[]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &[]);
     let api = Api::of(&server);
     let admin = api.login("admin", &admin_password(dir.path()));
 
@@ -744,7 +744,7 @@ fn library_moves_cartridges_import_export_and_vault() {
 
     // The inventory the API changed is what the next start sees.
     server.stop();
-    let server = Server::start(dir.path(), free_portal(), &[]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &[]);
     let api = Api::of(&server);
     let admin = api.login("admin", &admin_password(dir.path()));
     let detail = api.ok("GET", &lib_path(""), &admin, None);
@@ -758,7 +758,7 @@ fn library_moves_cartridges_import_export_and_vault() {
 #[test]
 fn openapi_document_matches_the_routes() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), free_portal(), &[]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &[]);
     let api = Api::of(&server);
     let (status, doc) = api.call("GET", "/api/v1/openapi.json", None, None);
     assert_eq!(status, 200);
@@ -806,7 +806,7 @@ fn openapi_document_matches_the_routes() {
 #[test]
 fn ctl_talks_to_the_running_server() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), free_portal(), &[]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &[]);
     let url = server.http.clone().unwrap();
     let password = admin_password(dir.path());
     let ctl = |args: &[&str]| {
@@ -961,7 +961,7 @@ fn https_with_a_configured_certificate() {
     .unwrap();
     let server = Server::start(
         &dir.path().join("data"),
-        free_portal(),
+        ANY_PORTAL,
         &[
             "--http",
             "127.0.0.1:0",

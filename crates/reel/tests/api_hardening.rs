@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::api::{Api, admin_password};
-use common::{Server, free_portal};
+use common::{ANY_PORTAL, Server, free_portal};
 use serde_json::{Value, json};
 
 fn mode(path: &Path) -> u32 {
@@ -41,7 +41,7 @@ fn raw_status(base: &str, request_head: &str, body: Vec<u8>) -> Option<u16> {
 #[test]
 fn login_bodies_and_audited_usernames_are_bounded() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), free_portal(), &[]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &[]);
     let base = server.http.clone().unwrap();
     let api = Api::new(&base);
     let admin = api.login("admin", &admin_password(dir.path()));
@@ -92,7 +92,7 @@ fn login_bodies_and_audited_usernames_are_bounded() {
 #[test]
 fn failed_logins_are_rate_limited_per_client() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), free_portal(), &[]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &[]);
     let base = server.http.clone().unwrap();
     let api = Api::new(&base);
     let bad = json!({"username": "admin", "password": "wrong-password"}).to_string();
@@ -136,7 +136,7 @@ fn failed_logins_are_rate_limited_per_client() {
 #[test]
 fn events_are_paged() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), free_portal(), &[]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &[]);
     let api = Api::of(&server);
     let admin = api.login("admin", &admin_password(dir.path()));
     for i in 0..12 {
@@ -179,7 +179,7 @@ fn events_are_paged() {
 #[test]
 fn a_password_change_needs_the_current_one_and_ends_other_sessions() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), free_portal(), &[]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &[]);
     let api = Api::of(&server);
     let password = admin_password(dir.path());
     let admin = api.login("admin", &password);
@@ -244,7 +244,7 @@ fn a_password_change_needs_the_current_one_and_ends_other_sessions() {
 #[test]
 fn the_live_stream_ends_when_its_token_does() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), free_portal(), &[]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &[]);
     let base = server.http.clone().unwrap();
     let api = Api::new(&base);
     let token = api.login("admin", &admin_password(dir.path()));
@@ -304,7 +304,7 @@ fn metrics_answer_loopback_peers_only() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), free_portal(), &["--http", "0.0.0.0:0"]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &["--http", "0.0.0.0:0"]);
     let url = server.http.clone().unwrap();
     let port = url.rsplit(':').next().unwrap().to_string();
     let local = Api::new(&format!("http://127.0.0.1:{port}"));
@@ -324,7 +324,7 @@ fn metrics_answer_loopback_peers_only() {
     std::fs::write(&config, "[http]\nmetrics = \"token\"\n").unwrap();
     let server = Server::start(
         &dir.path().join("data"),
-        free_portal(),
+        ANY_PORTAL,
         &["--http", "0.0.0.0:0", "--config", config.to_str().unwrap()],
     );
     let port = server
@@ -461,7 +461,7 @@ fn the_data_directory_is_private() {
     let file = data.join("initial-admin-password");
     std::fs::write(&file, "stale\n").unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let server = Server::start(&data, free_portal(), &[]);
+    let server = Server::start(&data, ANY_PORTAL, &[]);
     assert_eq!(mode(&file), 0o600);
     assert_ne!(admin_password(&data), "stale");
     server.stop();
@@ -509,7 +509,7 @@ fn open_listeners_without_chap_or_tls_are_warned_about() {
 #[test]
 fn ctl_prints_the_drive_model_and_logs_out() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), free_portal(), &[]);
+    let server = Server::start(dir.path(), ANY_PORTAL, &[]);
     let url = server.http.clone().unwrap();
     let password = admin_password(dir.path());
     let out = Command::new(env!("CARGO_BIN_EXE_reel"))

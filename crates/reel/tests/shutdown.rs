@@ -1,14 +1,16 @@
 //! How `reel serve` stops: a drive whose buffered data cannot be made durable on shutdown makes
 //! it say so and exit non-zero, and the store opens again afterwards at its last durable state.
+//! And how it fails to start: the test kit shows what the server said.
 
 mod common;
 
 use std::process::Stdio;
 
 use common::tape::Tape;
-use common::{Server, free_portal};
+use common::{ANY_PORTAL, Server, free_portal};
 use reel_scsi::initiator::smc::move_medium;
 use reel_scsi::initiator::ssc::{Transfer, write6};
+use reel_testkit::serve::ServeCommand;
 
 const LIB: &str = "iqn.2026-11.org.reel:library";
 
@@ -52,6 +54,40 @@ fn a_failed_flush_on_shutdown_is_reported_and_exits_non_zero() {
 
     // The store is consistent: reel starts again on it and stops cleanly.
     let stderr = std::fs::File::create(dir.path().join("stderr2")).unwrap();
-    let server = Server::start_with_stderr(&data, free_portal(), &[], Stdio::from(stderr));
+    let server = Server::start_with_stderr(&data, ANY_PORTAL, &[], Stdio::from(stderr));
     server.stop();
+}
+
+/// A server that cannot start: the test kit's panic quotes the server's own error (a start-up
+/// failure with nothing to go on is what CI once reported), and a portal left to reel is the
+/// one its banner names.
+#[test]
+fn a_server_that_cannot_start_says_why_and_a_free_portal_is_read_from_the_banner() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("reel.toml");
+    std::fs::write(&config, "[store]\nno_such_setting = 1\n").unwrap();
+    let data = dir.path().join("data");
+    let failed = std::panic::catch_unwind(|| {
+        ServeCommand::new(&data)
+            .args(&[std::ffi::OsStr::new("--config"), config.as_os_str()])
+            .start()
+    })
+    .map(|_| ())
+    .expect_err("reel serve refuses an unknown setting");
+    let message = failed.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        message.contains("exited before serving") && message.contains("no_such_setting"),
+        "{message}"
+    );
+
+    let server = ServeCommand::new(&data).start();
+    assert_ne!(server.portal().port(), 0);
+    assert!(
+        server
+            .banner
+            .contains(&format!("iSCSI portal: {}", server.portal())),
+        "{}",
+        server.banner
+    );
+    Tape::connect(server.portal(), LIB, 0, 1).ready();
 }

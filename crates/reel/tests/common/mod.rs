@@ -6,4 +6,4 @@
 pub mod api;
 pub mod cartridges;
 
-pub use reel_testkit::{Server, free_portal, tape};
+pub use reel_testkit::{ANY_PORTAL, Server, free_portal, tape};
