@@ -155,7 +155,9 @@ impl ServeCommand {
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines() {
                     let Ok(line) = line else { break };
-                    let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut tail = tail
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     if tail.len() == STDERR_TAIL_LINES {
                         tail.pop_front();
                     }
@@ -168,7 +170,9 @@ impl ServeCommand {
             let _ = child.wait();
             // The reader thread gets the last lines once the pipe closes.
             std::thread::sleep(Duration::from_millis(100));
-            let tail = stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
+            let tail = stderr_tail
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if tail.is_empty() {
                 String::new()
             } else {
