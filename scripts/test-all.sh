@@ -14,7 +14,13 @@ for arg in "$@"; do
   esac
 done
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time is printed when the next one starts (CI's limit is on the whole run).
+step_name="" step_started=$SECONDS
+step() {
+  [ -z "$step_name" ] || printf '    (took %d s; %d s since the start)\n' $((SECONDS - step_started)) "$SECONDS"
+  step_name=$* step_started=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
 
 need_pkgs=()
 { command -v cc && command -v c++; } >/dev/null || need_pkgs+=(build-essential)
