@@ -366,6 +366,7 @@ pub fn recover(args: RecoverArgs) -> anyhow::Result<()> {
             .map(|path| crate::config::EncryptionSection {
                 key_file: Some(path),
             }),
+        catalog_cache: None,
     };
     crate::config::validate_store(&section)?;
     if let Some(s3) = &section.s3 {

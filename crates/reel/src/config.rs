@@ -201,6 +201,31 @@ pub struct StoreSection {
     pub cache: Option<CacheSection>,
     /// Client-side encryption of what goes to the bucket, for `backend = "s3"`.
     pub encryption: Option<EncryptionSection>,
+    /// Memory for the catalog's page cache (default 512M). The chunk index is looked up and
+    /// inserted at random keys: once it outgrows this, ingest of new data slows down
+    /// (docs/guide/sizing.md). Any back end.
+    pub catalog_cache: Option<String>,
+}
+
+/// The smallest `[store] catalog_cache`: below it every lookup of a large index reads the disk.
+pub const MIN_CATALOG_CACHE: u64 = 16 << 20;
+
+impl StoreSection {
+    /// `catalog_cache` in bytes (validated when the configuration is loaded); `None`: the
+    /// store's default.
+    pub fn catalog_cache_bytes(&self) -> anyhow::Result<Option<usize>> {
+        let Some(text) = &self.catalog_cache else {
+            return Ok(None);
+        };
+        let bytes = reel_datagen::parse_size(text)
+            .map_err(|e| anyhow::anyhow!("store.catalog_cache: {e}"))?;
+        if bytes < MIN_CATALOG_CACHE {
+            anyhow::bail!("store.catalog_cache: {text} is below the 16M minimum");
+        }
+        let bytes = usize::try_from(bytes)
+            .map_err(|_| anyhow::anyhow!("store.catalog_cache: {text} is too large"))?;
+        Ok(Some(bytes))
+    }
 }
 
 /// `[store.encryption]`: object bodies leaving the node are sealed with this key
@@ -1063,6 +1088,7 @@ pub fn exposure_warnings(config: &Config) -> Vec<String> {
 }
 
 pub fn validate_store(store: &StoreSection) -> anyhow::Result<()> {
+    store.catalog_cache_bytes()?;
     match store.backend {
         BackendKind::Local => {
             if store.s3.is_some() || store.cache.is_some() || store.encryption.is_some() {
@@ -1399,6 +1425,12 @@ mod tests {
             encrypted.store.encryption.unwrap().key_file.unwrap(),
             PathBuf::from("/etc/reel/store.key")
         );
+        let cached = parse("[store]\ncatalog_cache = \"2G\"\n").unwrap();
+        assert_eq!(cached.store.catalog_cache_bytes().unwrap(), Some(2 << 30));
+        assert_eq!(
+            parse("").unwrap().store.catalog_cache_bytes().unwrap(),
+            None
+        );
 
         for (text, needle) in [
             ("[store]\nbackend = \"s3\"\n", "needs a [store.s3]"),
@@ -1419,6 +1451,8 @@ mod tests {
                 "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\n[store.cache]\nsize = \"10M\"\n",
                 "256M minimum",
             ),
+            ("[store]\ncatalog_cache = \"8M\"\n", "16M minimum"),
+            ("[store]\ncatalog_cache = \"lots\"\n", "store.catalog_cache"),
             (
                 "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\nsecret_access_key = \"x\"\n",
                 "secret_access_key",

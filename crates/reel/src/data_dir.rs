@@ -172,6 +172,14 @@ pub fn open_with(
     progress: &mut dyn FnMut(RecoveryProgress),
 ) -> anyhow::Result<Opened> {
     ensure_private(dir)?;
+    let mut store_config = StoreConfig::default();
+    if let Some(bytes) = section
+        .map(StoreSection::catalog_cache_bytes)
+        .transpose()?
+        .flatten()
+    {
+        store_config.catalog_cache_bytes = bytes;
+    }
     let bound = BucketBinding::read(dir)?;
     let wanted = section.and_then(BucketBinding::from_section);
     let binding = match (bound, wanted) {
@@ -201,7 +209,7 @@ pub fn open_with(
     };
     let Some((mut binding, bound)) = binding else {
         return Ok(Opened {
-            carts: Cartridges::new(open_store(dir)?),
+            carts: Cartridges::new(open_local_store(dir, store_config)?),
             cache: None,
             bucket: None,
             binding: None,
@@ -267,7 +275,7 @@ pub fn open_with(
         } else {
             DurableAt::Local
         },
-        ..StoreConfig::default()
+        ..store_config
     };
     let store =
         ChunkStore::open_with_progress(&dir.join("catalog"), cache.clone(), store_config, progress)
@@ -438,18 +446,13 @@ pub fn ensure_private(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Opens (or creates) the chunk store in `dir` (the store benchmark's own scratch stores open
-/// it directly).
-pub fn open_store(dir: &Path) -> anyhow::Result<ChunkStore> {
+/// Opens (or creates) the chunk store of a data directory on the local back end.
+fn open_local_store(dir: &Path, config: StoreConfig) -> anyhow::Result<ChunkStore> {
     let objects = dir.join("objects");
     let backend = LocalBackend::open(&objects)
         .with_context(|| format!("opening the object directory {}", objects.display()))?;
-    let store = ChunkStore::open(
-        &dir.join("catalog"),
-        Arc::new(backend),
-        StoreConfig::default(),
-    )
-    .map_err(|e| in_use(dir, e))
-    .with_context(|| format!("opening the store in {}", dir.display()))?;
+    let store = ChunkStore::open(&dir.join("catalog"), Arc::new(backend), config)
+        .map_err(|e| in_use(dir, e))
+        .with_context(|| format!("opening the store in {}", dir.display()))?;
     Ok(store)
 }

@@ -332,6 +332,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             1.0
         }
     );
+    println!(
+        "catalog cache: up to {} MiB ([store] catalog_cache)",
+        carts.store().config().catalog_cache_bytes >> 20
+    );
     // Interrupted archive and restore jobs first: a half-archived cartridge goes back to the
     // vault as available before any library looks for newcomers (docs/design/archive.md).
     for (barcode, done) in reel_volume::Archive::recover(&carts)? {

@@ -59,35 +59,35 @@ fn a_failed_flush_on_shutdown_is_reported_and_exits_non_zero() {
 }
 
 /// A server that cannot start: the test kit's panic quotes the server's own error (a start-up
-/// failure with nothing to go on is what CI once reported), and a portal left to reel is the
-/// one its banner names.
+/// failure with nothing to go on is what CI once reported). One that starts: a portal left to
+/// reel is the one its banner names, and the banner says the configured catalog cache.
 #[test]
-fn a_server_that_cannot_start_says_why_and_a_free_portal_is_read_from_the_banner() {
+fn a_server_that_cannot_start_says_why_and_the_banner_names_its_portal_and_catalog_cache() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("reel.toml");
-    std::fs::write(&config, "[store]\nno_such_setting = 1\n").unwrap();
     let data = dir.path().join("data");
-    let failed = std::panic::catch_unwind(|| {
+    let start = |text: &str| {
+        std::fs::write(&config, text).unwrap();
         ServeCommand::new(&data)
             .args(&[std::ffi::OsStr::new("--config"), config.as_os_str()])
             .start()
-    })
-    .map(|_| ())
-    .expect_err("reel serve refuses an unknown setting");
+    };
+    let failed = std::panic::catch_unwind(|| start("[store]\nno_such_setting = 1\n"))
+        .map(|_| ())
+        .expect_err("reel serve refuses an unknown setting");
     let message = failed.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(
         message.contains("exited before serving") && message.contains("no_such_setting"),
         "{message}"
     );
 
-    let server = ServeCommand::new(&data).start();
+    let server = start("[store]\ncatalog_cache = \"64M\"\n");
     assert_ne!(server.portal().port(), 0);
-    assert!(
-        server
-            .banner
-            .contains(&format!("iSCSI portal: {}", server.portal())),
-        "{}",
-        server.banner
-    );
+    for line in [
+        format!("iSCSI portal: {}", server.portal()),
+        "catalog cache: up to 64 MiB".to_string(),
+    ] {
+        assert!(server.banner.contains(&line), "{line}: {}", server.banner);
+    }
     Tape::connect(server.portal(), LIB, 0, 1).ready();
 }
