@@ -40,6 +40,8 @@ pub enum BenchCommand {
     Iscsi(Box<iscsi::IscsiArgs>),
     /// The chunk store end to end on generated tapewrite-style data (bench/store/).
     Store(Box<store::StoreArgs>),
+    /// How the catalog grows over a long write, streamed (100 GiB and more; bench/store/).
+    Growth(Box<store::growth::GrowthArgs>),
     /// Management-surface latency of a big library, and the console while 256 drives stream
     /// (bench/library/).
     Library(Box<library::LibraryArgs>),
@@ -57,6 +59,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Tape(args) => tape::run(*args),
         BenchCommand::Iscsi(args) => iscsi::run(*args),
         BenchCommand::Store(args) => store::run(*args),
+        BenchCommand::Growth(args) => store::growth::run(*args),
         BenchCommand::Library(args) => library::run(*args),
         BenchCommand::Tgt(args) => tgt::run(args),
         BenchCommand::Soak(args) => soak::run(*args).and_then(|s| {

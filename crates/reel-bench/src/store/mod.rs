@@ -13,6 +13,7 @@
 //! resolution.
 
 mod chart;
+pub mod growth;
 mod s3;
 
 use std::collections::HashSet;
@@ -584,15 +585,16 @@ fn measure(args: &StoreArgs) -> Result<Report> {
 /// The store in `dir` as `reel serve` lays it out: packs under `objects/`, the catalog in
 /// `catalog/`, the default configuration.
 fn open_store(dir: &Path) -> Result<ChunkStore> {
+    open_store_with(dir, StoreConfig::default())
+}
+
+/// [`open_store`] with another configuration.
+fn open_store_with(dir: &Path, config: StoreConfig) -> Result<ChunkStore> {
     let objects = dir.join("objects");
     let backend = LocalBackend::open(&objects)
         .with_context(|| format!("opening the object directory {}", objects.display()))?;
-    ChunkStore::open(
-        &dir.join("catalog"),
-        Arc::new(backend),
-        StoreConfig::default(),
-    )
-    .with_context(|| format!("opening the store in {}", dir.display()))
+    ChunkStore::open(&dir.join("catalog"), Arc::new(backend), config)
+        .with_context(|| format!("opening the store in {}", dir.display()))
 }
 
 /// Record-aligned slices, one per stream, covering `data` in order.
