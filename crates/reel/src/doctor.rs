@@ -157,6 +157,17 @@ pub fn examine(args: &DoctorArgs) -> Vec<Finding> {
         std::time::SystemTime::now(),
         Path::new("/run/systemd/timesync/synchronized").exists(),
     ));
+    // Validated with the configuration; the store's default when not set.
+    let catalog_cache = config
+        .store
+        .catalog_cache_bytes()
+        .ok()
+        .flatten()
+        .unwrap_or(reel_chunkstore::StoreConfig::default().catalog_cache_bytes);
+    out.push(check_catalog_cache(
+        catalog_cache as u64,
+        reel_sysinfo::meminfo_bytes("MemTotal"),
+    ));
     if config.store.backend == BackendKind::S3 {
         out.push(check_bucket(&config));
     }
@@ -339,6 +350,32 @@ fn check_open_files(limits: Option<&str>) -> Finding {
     }
 }
 
+/// The catalog cache against the machine's memory: redb fills it as the catalog grows, so a
+/// cache near the RAM size ends with the kernel killing reel, not with a slower catalog.
+fn check_catalog_cache(cache: u64, mem_total: Option<u64>) -> Finding {
+    let check = "catalog cache";
+    let mib = |b: u64| b >> 20;
+    match mem_total {
+        Some(total) if cache > total / 2 => Finding::warn(
+            check,
+            format!(
+                "up to {} MiB, more than half of this machine's {} MiB of RAM",
+                mib(cache),
+                mib(total)
+            ),
+            "lower [store] catalog_cache: the chunk index needs about 45 MB per GB of unique data, and the rest of reel and the kernel's page cache need memory too (docs/guide/sizing.md)",
+        ),
+        Some(total) => Finding::ok(
+            check,
+            format!("up to {} MiB of {} MiB of RAM", mib(cache), mib(total)),
+        ),
+        None => Finding::ok(
+            check,
+            format!("up to {} MiB (the machine's RAM is unknown)", mib(cache)),
+        ),
+    }
+}
+
 fn check_clock(now: std::time::SystemTime, synchronized: bool) -> Finding {
     let check = "clock";
     let secs = now
@@ -416,6 +453,20 @@ mod tests {
         let high = low.replace("1024 ", "65536");
         assert_eq!(check_open_files(Some(&high)).level, Level::Ok);
         assert_eq!(check_open_files(None).level, Level::Warn);
+    }
+
+    #[test]
+    fn a_catalog_cache_over_half_the_ram_warns() {
+        let gib = 1u64 << 30;
+        let ok = check_catalog_cache(gib / 2, Some(8 * gib));
+        assert_eq!(ok.level, Level::Ok);
+        assert!(ok.detail.contains("512 MiB of 8192 MiB"), "{}", ok.detail);
+        assert_eq!(check_catalog_cache(4 * gib, Some(8 * gib)).level, Level::Ok);
+        let warn = check_catalog_cache(5 * gib, Some(8 * gib));
+        assert_eq!(warn.level, Level::Warn);
+        let fix = warn.fix.unwrap_or_default();
+        assert!(fix.contains("[store] catalog_cache"), "{fix}");
+        assert_eq!(check_catalog_cache(gib, None).level, Level::Ok);
     }
 
     #[test]
