@@ -34,6 +34,13 @@ pub enum Proc {
 }
 
 impl Proc {
+    fn status_path(self) -> String {
+        match self {
+            Proc::This => "/proc/self/status".into(),
+            Proc::Pid(pid) => format!("/proc/{pid}/status"),
+        }
+    }
+
     fn stat_path(self) -> String {
         match self {
             Proc::This => "/proc/self/stat".into(),
@@ -121,6 +128,18 @@ pub fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
+/// A field of the process's `/proc/…/status` in KiB (`VmRSS` now, `VmHWM` the peak so far).
+pub fn status_kib(proc: Proc, field: &str) -> Option<u64> {
+    let status = fs::read_to_string(proc.status_path()).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// A `/proc/meminfo` line's value in bytes (`MemTotal`, `MemAvailable`, …; the file says kB,
 /// meaning KiB).
 pub fn meminfo_bytes(key: &str) -> Option<u64> {
@@ -174,6 +193,16 @@ mod tests {
     const LINE: &str = "4242 (reel) S 1 4242 4242 0 -1 4194560 1500 0 0 0 1234 567 0 0 20 0 4 0 \
                         100 500000000 3000 18446744073709551615 1 1 0 0 0 0 0 4096 17664 0 0 0 17 \
                         1 0 0 0 0 0";
+
+    #[test]
+    fn status_fields_are_read_in_kib() {
+        let rss = status_kib(Proc::This, "VmRSS").expect("this process has a VmRSS");
+        let peak = status_kib(Proc::This, "VmHWM").expect("and a VmHWM");
+        assert!(rss > 0 && peak >= rss, "VmRSS {rss} KiB, VmHWM {peak} KiB");
+        // A prefix of a field's name is not the field.
+        assert_eq!(status_kib(Proc::This, "VmRS"), None);
+        assert_eq!(status_kib(Proc::Pid(u32::MAX), "VmRSS"), None);
+    }
 
     #[test]
     fn this_process_is_running_and_a_reaped_child_is_gone() {

@@ -148,7 +148,7 @@ impl ServeCommand {
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", self.binary.display()));
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
-        if keep_stderr {
+        let stderr_reader = keep_stderr.then(|| {
             let stderr = child.stderr.take().expect("stderr is piped");
             let tail = stderr_tail.clone();
             // Read for the server's whole life, so it never blocks on a full pipe.
@@ -163,13 +163,15 @@ impl ServeCommand {
                     }
                     tail.push_back(line);
                 }
-            });
-        }
-        // What the server said on standard error, for a failure message.
+            })
+        });
+        // What the server said on standard error, for a failure message: once it has exited,
+        // its reader has read the last line.
         let said = |child: &mut Child| {
             let _ = child.wait();
-            // The reader thread gets the last lines once the pipe closes.
-            std::thread::sleep(Duration::from_millis(100));
+            if let Some(reader) = stderr_reader {
+                let _ = reader.join();
+            }
             let tail = stderr_tail
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -341,14 +341,7 @@ fn prefix(i: usize) -> String {
 }
 
 fn vm_rss_kib(pid: u32) -> Option<u64> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
+    reel_sysinfo::status_kib(reel_sysinfo::Proc::Pid(pid), "VmRSS")
 }
 
 /// Samples the server's VmRSS four times a second; the largest since the last `take`.

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     GB, MB, MIB, TableSpaceJson, dir_bytes, open_store_with, parse_block_size, parse_fraction,
-    parse_record_size, parse_size, process_cpu_seconds, progress, ratio, thread_cpu_ns,
+    parse_record_size, parse_size, per_s, process_cpu_seconds, progress, ratio, thread_cpu_ns,
 };
 use crate::harness::{self, size_label};
 
@@ -114,10 +114,11 @@ impl Checkpoint {
     fn references_estimate(&self) -> f64 {
         ratio(self.written as f64, self.avg_chunk())
     }
-    fn table_bytes(&self, names: &[&str]) -> u64 {
+    /// Pages of the named tables (`None`: all of them).
+    fn table_bytes(&self, names: Option<&[&str]>) -> u64 {
         self.catalog_tables
             .iter()
-            .filter(|t| names.contains(&t.name.as_str()))
+            .filter(|t| names.is_none_or(|n| n.contains(&t.name.as_str())))
             .map(|t| t.stored_bytes + t.metadata_bytes + t.fragmented_bytes)
             .sum()
     }
@@ -263,12 +264,14 @@ fn measure(args: &GrowthArgs) -> Result<GrowthReport> {
                     .collect(),
                 filter_memory_bytes: stats.filter_memory_bytes,
                 cache_memory_bytes: stats.cache_memory_bytes,
-                resident_bytes: resident_bytes().unwrap_or(0),
+                resident_bytes: reel_sysinfo::status_kib(reel_sysinfo::Proc::This, "VmRSS")
+                    .unwrap_or(0)
+                    * 1024,
             };
             progress(format!(
                 "  {}: {:.0} MB/s, {:.2} store CPU-s/GB, catalog {:.1} MB ({:.1} B per unique chunk)",
                 size_label(written),
-                per_s(point.interval_bytes, wall),
+                per_s(point.interval_bytes, MB, wall),
                 point.interval_store_cpu_s / (point.interval_bytes as f64 / GB),
                 point.catalog_file_bytes as f64 / MB,
                 ratio(point.catalog_file_bytes as f64, point.unique_chunks as f64)
@@ -311,24 +314,6 @@ fn measure(args: &GrowthArgs) -> Result<GrowthReport> {
     })
 }
 
-fn per_s(bytes: u64, secs: f64) -> f64 {
-    ratio(bytes as f64 / MB, secs)
-}
-
-/// VmRSS of this process, in bytes.
-fn resident_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
-}
-
 fn render_markdown(r: &GrowthReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -357,11 +342,7 @@ fn render_markdown(r: &GrowthReport) -> String {
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for c in &r.checkpoints {
-        let tables: u64 = c
-            .catalog_tables
-            .iter()
-            .map(|t| t.stored_bytes + t.metadata_bytes + t.fragmented_bytes)
-            .sum();
+        let tables = c.table_bytes(None);
         let _ = writeln!(
             s,
             "| {} | {} | {:.2} GB | {:.1} MB | {:.2} % | {:.1} % | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} | {:.0} | {:.2} |",
@@ -374,12 +355,12 @@ fn render_markdown(r: &GrowthReport) -> String {
             ratio(c.catalog_file_bytes as f64, c.unique_chunks as f64),
             ratio(tables as f64, c.unique_chunks as f64),
             ratio(
-                c.table_bytes(&["spans", "extents"]) as f64,
+                c.table_bytes(Some(&["spans", "extents"])) as f64,
                 c.references_estimate()
             ),
             c.filter_memory_bytes as f64 / MB,
             c.resident_bytes as f64 / MB,
-            per_s(c.interval_bytes, c.interval_wall_s),
+            per_s(c.interval_bytes, MB, c.interval_wall_s),
             c.interval_store_cpu_s / (c.interval_bytes as f64 / GB),
         );
     }
@@ -443,7 +424,11 @@ mod tests {
         assert!(chunks.windows(2).all(|w| w[0] < w[1]), "{chunks:?}");
         for c in &report.checkpoints {
             assert!(c.catalog_file_bytes > 0 && c.packs_bytes > 0);
-            assert!(c.table_bytes(&["chunks"]) > 0, "{:?}", c.catalog_tables);
+            assert!(
+                c.table_bytes(Some(&["chunks"])) > 0,
+                "{:?}",
+                c.catalog_tables
+            );
         }
         let text = render_markdown(&report);
         assert_eq!(text.matches("\n| 24M |").count(), 1, "{text}");
