@@ -145,9 +145,7 @@ else
 fi
 
 # --- 4. run it as the unit does ----------------------------------------------------------------
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-ISCSI_PORT=$(free_port)
-HTTP_PORT=$(free_port)
+read -r ISCSI_PORT HTTP_PORT < <(python3 "$REPO/scripts/free-ports.py" 2)
 # The administrator's change to the conffile (ports free on this machine): kept on upgrade.
 sed -i -e "s/127.0.0.1:3260/127.0.0.1:$ISCSI_PORT/" -e "s/127.0.0.1:8080/127.0.0.1:$HTTP_PORT/" \
 	"$ROOT/etc/reel/reel.toml"

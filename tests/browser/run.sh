@@ -53,16 +53,7 @@ fi
 mkdir -p "$ARTIFACTS"
 rm -f "$ARTIFACTS"/*.png "$ARTIFACTS"/writer.json
 DATA="$(mktemp -d "${TMPDIR:-/tmp}/reel-browser.XXXXXX")"
-read -r ISCSI_PORT HTTP_PORT < <("$VENV/bin/python" - <<'PY'
-import socket
-socks = [socket.socket() for _ in range(2)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])
-for s in socks:
-    s.close()
-PY
-)
+read -r ISCSI_PORT HTTP_PORT < <(python3 "$ROOT/scripts/free-ports.py" 2)
 SERVER_PID=""
 cleanup() {
   if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then

@@ -650,13 +650,10 @@ fn find_on_path(program: &str, install: &str) -> Result<()> {
     }
 }
 
-/// A port that was free on 127.0.0.1 a moment ago.
+/// A free port on 127.0.0.1 outside the kernel's ephemeral range, so no connection made
+/// before the server binds it can take it ([`reel_sysinfo::ports`]).
 fn free_port() -> Result<u16> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| err(format!("finding a free port: {e}")))?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
+    reel_sysinfo::ports::unused_loopback_port()
         .map_err(|e| err(format!("finding a free port: {e}")))
 }
 

@@ -2,7 +2,10 @@
 //! CPU time (`utime + stime` of `/proc/PID/stat`), the load average and a description of the
 //! machine (cores, CPU model, memory, kernel). Used by the server (its own CPU time for the
 //! monitor) and by the benchmarks (the targets' and the initiator's CPU time, the machine in
-//! every report), so there is one parser of each file.
+//! every report), so there is one parser of each file. [`ports`] hands out loopback ports
+//! outside the kernel's ephemeral range for servers that tests and benchmarks start.
+
+pub mod ports;
 
 use std::fs;
 use std::process::Command;

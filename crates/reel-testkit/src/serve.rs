@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -33,12 +33,12 @@ pub const ANY_PORTAL: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
     0,
 ));
 
-/// A loopback address with a port that was free a moment ago (for a test that must know the
-/// port before the server starts; [`ANY_PORTAL`] otherwise).
+/// A loopback address with a free port outside the kernel's ephemeral range, so no
+/// connection made meanwhile can take it (for a test that must know the port before the
+/// server starts; [`ANY_PORTAL`] otherwise). See [`reel_sysinfo::ports`].
 pub fn free_portal() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
+    let port = reel_sysinfo::ports::unused_loopback_port().expect("a free loopback port");
+    SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 /// The `reel` binary of this build: `CARGO_BIN_EXE_reel` when Cargo set it, else `reel` next

@@ -4,7 +4,7 @@
 //! leave it running.
 
 use std::fs;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -58,10 +58,10 @@ pub fn reel_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody listens on right now, outside the kernel's ephemeral range so that
+/// no connection takes it before its server binds it ([`reel_sysinfo::ports`]).
 pub fn free_port() -> anyhow::Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
-    Ok(listener.local_addr()?.port())
+    reel_sysinfo::ports::unused_loopback_port().context("finding a free port")
 }
 
 /// `127.0.0.1:PORT` with a port that was free a moment ago.
@@ -809,7 +809,7 @@ mod tests {
             err.contains("unreachable") && err.contains(&addr.port().to_string()),
             "{err}"
         );
-        let listener = TcpListener::bind(addr).unwrap();
+        let listener = std::net::TcpListener::bind(addr).unwrap();
         check_reachable("the tgt target", listener.local_addr().unwrap()).unwrap();
     }
 
