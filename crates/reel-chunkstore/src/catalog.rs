@@ -41,8 +41,66 @@ pub const META_JOURNAL_SEQ: &str = "journal_seq";
 /// pack key is never used twice, even when a killed process's upload lands after the next
 /// process listed the back end (it then finds an orphan to delete, never its own key taken).
 pub const META_PACK_ID_FLOOR: &str = "pack_id_floor";
+/// The chunker parameters the store cuts with (`ChunkerParams`), recorded when the store is
+/// created and kept for its life: chunks cut differently would not dedup against the stored
+/// ones. A catalog without them was made before they were recorded, with
+/// `ChunkerParams::LEGACY`.
+pub const META_CHUNK_MIN: &str = "chunk_min";
+pub const META_CHUNK_AVG: &str = "chunk_avg";
+pub const META_CHUNK_MAX: &str = "chunk_max";
+pub const META_CHUNK_BOUNDARY_MIN: &str = "chunk_boundary_min";
 /// The pack ids one opening may give out (packs of at least a few KiB each: never exhausted).
 pub const PACK_IDS_PER_OPEN: u64 = 1 << 32;
+
+/// The chunker parameters recorded in the catalog's META table; `None` in a catalog made
+/// before they were recorded.
+pub fn get_chunker(
+    meta: &impl redb::ReadableTable<&'static str, u64>,
+) -> crate::Result<Option<crate::ChunkerParams>> {
+    let mut values = [0u32; 4];
+    for (key, value) in [
+        META_CHUNK_MIN,
+        META_CHUNK_AVG,
+        META_CHUNK_MAX,
+        META_CHUNK_BOUNDARY_MIN,
+    ]
+    .into_iter()
+    .zip(&mut values)
+    {
+        let Some(v) = meta.get(key)? else {
+            return Ok(None);
+        };
+        *value = u32::try_from(v.value()).map_err(|_| {
+            crate::StoreError::Corrupt(format!(
+                "catalog meta {key} = {} is not a chunk size",
+                v.value()
+            ))
+        })?;
+    }
+    let [min, avg, max, boundary_min] = values;
+    let params = crate::ChunkerParams {
+        min,
+        avg,
+        max,
+        boundary_min,
+    };
+    params.validate().map_err(|why| {
+        crate::StoreError::Corrupt(format!("the catalog's chunker parameters: {why}"))
+    })?;
+    Ok(Some(params))
+}
+
+/// Records `params` in the catalog's META table.
+pub fn put_chunker(
+    meta: &mut redb::Table<'_, &'static str, u64>,
+    params: crate::ChunkerParams,
+) -> crate::Result<()> {
+    meta.insert(META_CHUNK_MIN, u64::from(params.min))?;
+    meta.insert(META_CHUNK_AVG, u64::from(params.avg))?;
+    meta.insert(META_CHUNK_MAX, u64::from(params.max))?;
+    meta.insert(META_CHUNK_BOUNDARY_MIN, u64::from(params.boundary_min))?;
+    Ok(())
+}
 
 /// What the catalog knows of a pack: its size, and the raw bytes its chunks hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -32,7 +32,8 @@
 //!         | payload length u32 | payload (zstd of the ops) | BLAKE3 of everything before (32)
 //! op      = table u8 | kind u8 (0 put, 1 delete, 2 delete range) | key | value (puts only)
 //! key     = [u8; 32] (chunks, spans) | u64 (packs, pack_ids, streams; v2: foreign packs, pins)
-//!         | none (v3: the pack-id floor, table 11, whose value is a bare u64)
+//!         | none (v3: the pack-id floor, table 11, whose value is a bare u64;
+//!           v5: the chunker parameters, table 12, whose value is four bare u32)
 //!         | (u64, u64) (extents, sidecar) | len u32 + bytes (records)
 //! flags   = 1 payload compressed | 2 more pieces of this group follow (v4)
 //!         | 4 continues a group opened by an earlier piece (v4); 0 = a whole group in one
@@ -48,12 +49,13 @@ use crate::catalog::{
     CHUNKS, EXTENTS, FOREIGN_PACKS, META, META_PACK_ID_FLOOR, PACK_IDS, PACKS, PINS, RECORDS,
     SIDECAR, SPANS, STREAMS,
 };
+use crate::chunker::ChunkerParams;
 use crate::format::FormatError;
 
 const MAGIC: &[u8; 8] = b"REELJRNL";
-/// 2 added the foreign-pack and pin tables, 3 the pack-id floor, 4 groups of pieces; an older
-/// object is a newer one without them, so all are read.
-const VERSION: u16 = 4;
+/// 2 added the foreign-pack and pin tables, 3 the pack-id floor, 4 groups of pieces, 5 the
+/// chunker parameters; an older object is a newer one without them, so all are read.
+const VERSION: u16 = 5;
 const F_COMPRESSED: u16 = 1;
 const F_MORE_FOLLOW: u16 = 2;
 const F_CONTINUES: u16 = 4;
@@ -134,6 +136,8 @@ pub enum Op {
     DelPin(u64),
     /// Version 3: `meta.pack_id_floor` rises to at least this (`catalog::META_PACK_ID_FLOOR`).
     RaisePackIdFloor(u64),
+    /// Version 5: the chunker parameters the store cuts with (`catalog::META_CHUNK_AVG`).
+    SetChunker(ChunkerParams),
 }
 
 // Table tags on the wire: fixed forever (a new table gets a new tag).
@@ -148,6 +152,7 @@ const T_RECORDS: u8 = 8;
 const T_FOREIGN_PACKS: u8 = 9;
 const T_PINS: u8 = 10;
 const T_PACK_ID_FLOOR: u8 = 11;
+const T_CHUNKER: u8 = 12;
 const K_PUT: u8 = 0;
 const K_DEL: u8 = 1;
 const K_DEL_RANGE: u8 = 2;
@@ -274,6 +279,12 @@ impl Op {
                 out.extend_from_slice(&[T_PACK_ID_FLOOR, K_PUT]);
                 out.extend_from_slice(&floor.to_le_bytes());
             }
+            Op::SetChunker(p) => {
+                out.extend_from_slice(&[T_CHUNKER, K_PUT]);
+                for v in [p.min, p.avg, p.max, p.boundary_min] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+            }
         }
     }
 
@@ -319,6 +330,17 @@ impl Op {
             (T_PINS, K_PUT) => Op::PutPin(r.u64()?, r.value()?),
             (T_PINS, K_DEL) => Op::DelPin(r.u64()?),
             (T_PACK_ID_FLOOR, K_PUT) => Op::RaisePackIdFloor(r.u64()?),
+            (T_CHUNKER, K_PUT) => {
+                let p = ChunkerParams {
+                    min: r.u32()?,
+                    avg: r.u32()?,
+                    max: r.u32()?,
+                    boundary_min: r.u32()?,
+                };
+                p.validate()
+                    .map_err(|why| r.bad(format!("chunker parameters: {why}")))?;
+                Op::SetChunker(p)
+            }
             _ => return Err(r.bad(format!("unknown op: table {table}, kind {kind}"))),
         };
         Ok(op)
@@ -419,6 +441,7 @@ pub fn apply(txn: &WriteTransaction, ops: &[Op]) -> Result<()> {
                 let now = meta.get(META_PACK_ID_FLOOR)?.map_or(0, |v| v.value());
                 meta.insert(META_PACK_ID_FLOOR, now.max(*floor))?;
             }
+            Op::SetChunker(p) => crate::catalog::put_chunker(&mut txn.open_table(META)?, *p)?,
         }
     }
     Ok(())
@@ -759,6 +782,7 @@ mod tests {
             (any::<u64>(), bytes).prop_map(|(i, v)| Op::PutPin(i, v)),
             any::<u64>().prop_map(Op::DelPin),
             any::<u64>().prop_map(Op::RaisePackIdFloor),
+            (8u32..=20).prop_map(|bits| Op::SetChunker(ChunkerParams::with_avg(1 << bits))),
         ]
     }
 

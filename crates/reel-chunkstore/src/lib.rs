@@ -49,7 +49,9 @@ pub use journal::fuzzing as journal_fuzzing;
 pub use reclaim::ReclaimReport;
 pub use scrub::{Damage, ScrubReport};
 pub use space::{CatalogSpace, TableSpace};
-pub use store::{ChunkStore, DurableAt, RecoveryProgress, StoreConfig, StoreStats};
+pub use store::{
+    ChunkStore, DurableAt, READ_CACHE_STREAMS_MAX, RecoveryProgress, StoreConfig, StoreStats,
+};
 pub use stream::{Stream, StreamId};
 pub use usage::{EXACT_CHUNKS, Exclusive, ExclusiveUsage, StreamUsage};
 

@@ -51,7 +51,15 @@ pub struct StoreConfig {
     /// Journal ops are written as a piece of their group once they encode to this many bytes
     /// (`journal.rs`), so a synchronising point uploads only what came after the last piece.
     pub journal_piece_bytes: usize,
+    /// Decoded blobs kept for reads, per open stream (one to [`READ_CACHE_STREAMS_MAX`]): a
+    /// restore's repeats fall within its backup's dedup window, and a blob evicted before they
+    /// come round is read, decompressed and hash-checked again. 64 MiB holds the unique eighth
+    /// of a 512 MiB window at 8:1.
+    pub read_cache_per_stream: usize,
 }
+
+/// The open streams [`StoreConfig::read_cache_per_stream`] is counted for, at most.
+pub const READ_CACHE_STREAMS_MAX: usize = 16;
 
 /// Where data must be before a synchronising point (`sync`) returns.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -77,6 +85,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             chunker: ChunkerParams::DEFAULT,
+            read_cache_per_stream: 64 << 20,
             blob_target: 256 * 1024,
             pack_target: 32 << 20,
             zstd_level: 1,
@@ -129,11 +138,15 @@ fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 1.0 } else { a as f64 / b as f64 }
 }
 
-/// Decoded blobs, by (pack, offset), first in first out within a byte budget. Each remembers
-/// which of its chunks were already hash-checked, so repeats (dedup!) are not re-hashed.
+/// Decoded blobs, by (pack, offset), within a byte budget, evicted by CLOCK (second chance):
+/// a blob read again since the hand last passed it goes round once more, so the blobs a
+/// restore keeps coming back to (its dedup repeats) outlive those it read once. Each remembers
+/// which of its chunks were already hash-checked, so repeats are not re-hashed.
 #[derive(Default)]
 struct BlobCache {
-    map: HashMap<(u64, u64), Arc<Blob>>,
+    /// Each blob with its "read since the hand passed" bit.
+    map: HashMap<(u64, u64), (Arc<Blob>, bool)>,
+    /// The clock: keys in the order the hand visits them.
     order: VecDeque<(u64, u64)>,
     bytes: usize,
 }
@@ -143,24 +156,35 @@ pub(crate) struct Blob {
     verified: Mutex<HashSet<u32>>,
 }
 
-const BLOB_CACHE_BYTES: usize = 64 << 20;
-
 impl BlobCache {
-    fn get(&self, key: &(u64, u64)) -> Option<Arc<Blob>> {
-        self.map.get(key).cloned()
+    fn get(&mut self, key: &(u64, u64)) -> Option<Arc<Blob>> {
+        let (blob, read_again) = self.map.get_mut(key)?;
+        *read_again = true;
+        Some(blob.clone())
     }
 
-    fn insert(&mut self, key: (u64, u64), blob: Arc<Blob>) {
+    fn insert(&mut self, key: (u64, u64), blob: Arc<Blob>, budget: usize) {
         self.bytes += blob.data.len();
-        if self.map.insert(key, blob).is_none() {
-            self.order.push_back(key);
+        match self.map.insert(key, (blob, false)) {
+            None => self.order.push_back(key),
+            Some((old, _)) => self.bytes -= old.data.len(),
         }
-        while self.bytes > BLOB_CACHE_BYTES {
-            let Some(old) = self.order.pop_front() else {
+        // Every blob is passed at most twice: its bit is cleared on the first pass.
+        while self.bytes > budget {
+            let Some(oldest) = self.order.pop_front() else {
                 break;
             };
-            if let Some(b) = self.map.remove(&old) {
-                self.bytes -= b.data.len();
+            match self.map.get_mut(&oldest) {
+                Some((_, read_again)) if *read_again && oldest != key => {
+                    *read_again = false;
+                    self.order.push_back(oldest);
+                }
+                Some(_) => {
+                    if let Some((b, _)) = self.map.remove(&oldest) {
+                        self.bytes -= b.data.len();
+                    }
+                }
+                None => {}
             }
         }
     }
@@ -277,7 +301,7 @@ impl ChunkStore {
     pub fn open_with_progress(
         catalog_dir: &Path,
         backend: Arc<dyn Backend>,
-        config: StoreConfig,
+        mut config: StoreConfig,
         progress: &mut dyn FnMut(RecoveryProgress),
     ) -> Result<ChunkStore> {
         config.chunker.validate().map_err(StoreError::Invalid)?;
@@ -366,6 +390,15 @@ impl ChunkStore {
                 catalog_packs.insert(row?.0.value());
             }
             chunk_count = txn.open_table(CHUNKS)?.len()?;
+            // The chunker parameters are the store's, fixed at its creation (a different cut
+            // would not dedup against what is stored); `config.chunker` only chooses them for a
+            // new store. A store with data but none recorded predates recording them.
+            let fresh = chunk_count == 0 && txn.open_table(STREAMS)?.is_empty()?;
+            config.chunker = match catalog::get_chunker(&txn.open_table(META)?)? {
+                Some(recorded) => recorded,
+                None if fresh => config.chunker,
+                None => ChunkerParams::LEGACY,
+            };
         }
         let listed = backend.list("packs/").map_err(StoreError::from_backend)?;
         let mut max_id = catalog_packs.iter().copied().max().unwrap_or(0);
@@ -481,6 +514,12 @@ impl ChunkStore {
     /// IMMED, a rewind) calls this after flushing its stream.
     pub fn sync(&self) -> Result<()> {
         self.inner.sync()
+    }
+
+    /// The chunker parameters this store cuts with: those recorded at its creation
+    /// (`ChunkerParams::LEGACY` for a store made before they were recorded).
+    pub fn chunker(&self) -> ChunkerParams {
+        self.inner.config.chunker
     }
 
     pub fn stats(&self) -> Result<StoreStats> {
@@ -1385,13 +1424,21 @@ impl Inner {
     /// `bucket`: nothing acknowledged rests on it, and a write-back cache uploads this journal
     /// object before any pack queued after it, so no pack of this opening reaches the bucket
     /// without the floor that covers it.
+    /// The chunker parameters ride along (every opening, so a catalog recovered from the journal
+    /// has them however old its base is).
     fn reserve_pack_ids(&self, floor: u64) -> Result<()> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
-        txn.open_table(META)?
-            .insert(catalog::META_PACK_ID_FLOOR, floor)?;
+        {
+            let mut meta = txn.open_table(META)?;
+            meta.insert(catalog::META_PACK_ID_FLOOR, floor)?;
+            catalog::put_chunker(&mut meta, self.config.chunker)?;
+        }
         if self.config.journal {
-            self.journal([journal::Op::RaisePackIdFloor(floor)]);
+            self.journal([
+                journal::Op::RaisePackIdFloor(floor),
+                journal::Op::SetChunker(self.config.chunker),
+            ]);
             let seq = self.write_journal()?;
             txn.open_table(META)?
                 .insert(catalog::META_JOURNAL_SEQ, seq)?;
@@ -1541,7 +1588,8 @@ impl Inner {
                     data: raw,
                     verified: Mutex::new(HashSet::new()),
                 });
-                self.blob_cache.lock().insert(key, blob.clone());
+                let budget = self.read_cache_budget();
+                self.blob_cache.lock().insert(key, blob.clone(), budget);
                 blob
             }
         };
@@ -1560,6 +1608,19 @@ impl Inner {
             blob.verified.lock().insert(loc.offset);
         }
         Ok((blob, loc))
+    }
+
+    /// [`StoreConfig::read_cache_per_stream`] for each open stream.
+    fn read_cache_budget(&self) -> usize {
+        let open = self
+            .streams
+            .lock()
+            .values()
+            .filter(|s| s.strong_count() > 0)
+            .count();
+        self.config
+            .read_cache_per_stream
+            .saturating_mul(open.clamp(1, READ_CACHE_STREAMS_MAX))
     }
 
     /// A row's entries as chunk references, spans expanded (each checked to cover its length).
@@ -1629,6 +1690,45 @@ mod record_commit_tests {
 
     fn packs(store: &ChunkStore) -> usize {
         store.backend().list("packs/").unwrap().len()
+    }
+
+    /// CLOCK: a blob read again since it came in survives the next eviction; blobs read once
+    /// leave in the order they came; the budget holds.
+    #[test]
+    fn the_read_cache_keeps_the_blobs_read_again() {
+        let blob = || {
+            Arc::new(Blob {
+                data: vec![0; 100],
+                verified: Mutex::new(HashSet::new()),
+            })
+        };
+        let mut cache = BlobCache::default();
+        for k in 0..3 {
+            cache.insert((k, 0), blob(), 300);
+        }
+        assert!(cache.get(&(0, 0)).is_some());
+        cache.insert((3, 0), blob(), 300);
+        let held = |c: &BlobCache| {
+            let mut keys: Vec<u64> = c.map.keys().map(|k| k.0).collect();
+            keys.sort_unstable();
+            keys
+        };
+        assert_eq!(
+            held(&cache),
+            [0, 2, 3],
+            "1 was read once and is the oldest such"
+        );
+        cache.insert((4, 0), blob(), 300);
+        assert_eq!(held(&cache), [0, 3, 4]);
+        // 0 went round behind 3; with its second chance used it leaves after 3.
+        cache.insert((5, 0), blob(), 300);
+        assert_eq!(held(&cache), [0, 4, 5]);
+        cache.insert((6, 0), blob(), 300);
+        assert_eq!(held(&cache), [4, 5, 6]);
+        assert_eq!(cache.bytes, 300);
+        // Inserting a key again replaces it and counts it once.
+        cache.insert((6, 0), blob(), 300);
+        assert_eq!((held(&cache), cache.bytes), (vec![4, 5, 6], 300));
     }
 
     #[test]

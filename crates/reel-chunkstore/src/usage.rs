@@ -540,6 +540,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = StoreConfig {
             zstd_level: 0,
+            // Small chunks: more than the sampling budget in a few MiB.
+            chunker: ChunkerParams::LEGACY,
             ..StoreConfig::default()
         };
         let (store, _) = open(dir.path(), config);

@@ -118,6 +118,28 @@ fn a_fresh_catalog_is_rebuilt_from_the_back_end_alone() {
     assert_eq!(stream.sidecar(2).unwrap(), Some(b"map 0 2".to_vec()));
 }
 
+/// A catalog rebuilt from the journal cuts with the chunker its store was created with, not
+/// the one the recovering node would give a new store.
+#[test]
+fn a_recovered_catalog_keeps_the_stores_chunker() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let custom = reel_chunkstore::ChunkerParams::with_avg(4096);
+    {
+        let store = open(
+            &dir.path().join("a"),
+            &backend,
+            StoreConfig {
+                chunker: custom,
+                ..journaled()
+            },
+        );
+        workload(&store, 0);
+    }
+    let recovered = open(&dir.path().join("fresh"), &backend, journaled());
+    assert_eq!(recovered.chunker(), custom);
+}
+
 /// Ops between two synchronising points go out in pieces; a group never ended (the node
 /// stopped between two synchronising points) is skipped by recovery, which gives the catalog
 /// as of the last synchronising point, and the next group written after it is replayed.

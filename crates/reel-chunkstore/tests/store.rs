@@ -102,3 +102,61 @@ fn identical_records_dedup_across_streams_and_sidecars_commit_with_the_stream() 
     let s = store.open_stream(StreamId(2)).unwrap();
     assert_eq!(s.sidecar_range(0..100).unwrap(), vec![(7, vec![2u8; 3])]);
 }
+
+/// The chunker parameters belong to the store: recorded when it is created, kept whatever a
+/// later opening asks for (chunks cut differently would not dedup against the stored ones),
+/// and a store with data but none recorded (made before they were) keeps the 2 KiB ones it
+/// was written with.
+#[test]
+fn a_store_keeps_the_chunker_it_was_created_with() {
+    use reel_chunkstore::ChunkerParams;
+    let dir = tempfile::tempdir().unwrap();
+    let backend: Arc<dyn Backend> =
+        Arc::new(LocalBackend::open(&dir.path().join("objects")).unwrap());
+    let catalog = dir.path().join("catalog");
+    let with = |chunker| StoreConfig {
+        chunker,
+        ..StoreConfig::default()
+    };
+    let custom = ChunkerParams::with_avg(4096);
+    let data = fill(9, 3 << 20);
+    {
+        let store = ChunkStore::open(&catalog, backend.clone(), with(custom)).unwrap();
+        assert_eq!(store.chunker(), custom);
+        let s = store.open_stream(StreamId(1)).unwrap();
+        s.append_record(&data).unwrap();
+        s.sync().unwrap();
+    }
+    {
+        let store = ChunkStore::open(&catalog, backend.clone(), StoreConfig::default()).unwrap();
+        assert_eq!(store.chunker(), custom, "the recorded parameters win");
+        // Same cut, so the same bytes again add no chunk.
+        let before = store.stats().unwrap().chunks;
+        let s = store.open_stream(StreamId(2)).unwrap();
+        s.append_record(&data).unwrap();
+        s.sync().unwrap();
+        assert_eq!(store.stats().unwrap().chunks, before);
+    }
+    // As an older reel left it: data, and no parameters in the catalog's meta table.
+    {
+        let db = redb::Database::open(catalog.join("catalog.redb")).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let meta: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
+            let mut meta = txn.open_table(meta).unwrap();
+            for key in ["chunk_min", "chunk_avg", "chunk_max", "chunk_boundary_min"] {
+                assert!(meta.remove(key).unwrap().is_some(), "{key} was recorded");
+            }
+        }
+        txn.commit().unwrap();
+    }
+    for _ in 0..2 {
+        let store = ChunkStore::open(&catalog, backend.clone(), StoreConfig::default()).unwrap();
+        assert_eq!(store.chunker(), ChunkerParams::LEGACY);
+        assert_eq!(read_all(&store.open_stream(StreamId(1)).unwrap()), data);
+    }
+    // A new store takes what it is asked for.
+    let other = tempfile::tempdir().unwrap();
+    let store = open(other.path(), Arc::new(MemoryBackend::new()));
+    assert_eq!(store.chunker(), ChunkerParams::DEFAULT);
+}

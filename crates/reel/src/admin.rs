@@ -367,6 +367,7 @@ pub fn recover(args: RecoverArgs) -> anyhow::Result<()> {
                 key_file: Some(path),
             }),
         catalog_cache: None,
+        chunk_size: None,
     };
     crate::config::validate_store(&section)?;
     if let Some(s3) = &section.s3 {

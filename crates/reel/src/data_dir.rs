@@ -180,6 +180,9 @@ pub fn open_with(
     {
         store_config.catalog_cache_bytes = bytes;
     }
+    if let Some(chunker) = section.map(StoreSection::chunker).transpose()?.flatten() {
+        store_config.chunker = chunker;
+    }
     let bound = BucketBinding::read(dir)?;
     let wanted = section.and_then(BucketBinding::from_section);
     let binding = match (bound, wanted) {

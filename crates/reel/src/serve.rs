@@ -336,6 +336,20 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         "catalog cache: up to {} MiB ([store] catalog_cache)",
         carts.store().config().catalog_cache_bytes >> 20
     );
+    let chunker = carts.store().chunker();
+    println!(
+        "chunks: {} KiB on average (fixed when the store was created)",
+        chunker.avg >> 10
+    );
+    if let Some(asked) = config.store.chunker()?
+        && asked != chunker
+    {
+        println!(
+            "warning: [store] chunk_size = {} KiB applies to new stores only; this one keeps {} KiB",
+            asked.avg >> 10,
+            chunker.avg >> 10
+        );
+    }
     // Interrupted archive and restore jobs first: a half-archived cartridge goes back to the
     // vault as available before any library looks for newcomers (docs/design/archive.md).
     for (barcode, done) in reel_volume::Archive::recover(&carts)? {

@@ -15,13 +15,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, ensure};
-use reel_chunkstore::{StoreConfig, StreamId};
+use reel_chunkstore::{ChunkerParams, StoreConfig, StreamId};
 use reel_datagen::{GenConfig, Generator, Order};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    GB, MB, MIB, TableSpaceJson, dir_bytes, open_store_with, parse_block_size, parse_fraction,
-    parse_record_size, parse_size, per_s, process_cpu_seconds, progress, ratio, thread_cpu_ns,
+    GB, MB, MIB, TableSpaceJson, dir_bytes, open_store_with, parse_block_size, parse_chunk_size,
+    parse_fraction, parse_record_size, parse_size, per_s, process_cpu_seconds, progress, ratio,
+    thread_cpu_ns,
 };
 use crate::harness::{self, size_label};
 
@@ -56,6 +57,10 @@ pub struct GrowthArgs {
     /// Generator seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Average chunk size of the store (a power of two from 256 to 1M) [default: a new
+    /// store's, 2K].
+    #[arg(long, value_parser = parse_chunk_size)]
+    chunk_size: Option<u32>,
     /// The store's catalog cache (`[store] catalog_cache`) [default: the store's default].
     #[arg(long, value_parser = parse_size)]
     catalog_cache: Option<u64>,
@@ -82,6 +87,9 @@ pub struct GrowthReport {
     window_blocks: u64,
     seed: u64,
     catalog_cache_bytes: usize,
+    /// The store's average chunk size (2 KiB in results from before it was recorded).
+    #[serde(default = "super::legacy_chunk_avg")]
+    chunk_avg: u32,
     checkpoints: Vec<Checkpoint>,
 }
 
@@ -158,12 +166,16 @@ fn measure(args: &GrowthArgs) -> Result<GrowthReport> {
         total_bytes: args.total,
     };
     gen_cfg.validate().map_err(|e| anyhow!("{e}"))?;
-    let mut config = StoreConfig::default();
+    let mut config = StoreConfig {
+        chunker: ChunkerParams::with_avg(args.chunk_size.unwrap_or(ChunkerParams::DEFAULT.avg)),
+        ..StoreConfig::default()
+    };
     if let Some(bytes) = args.catalog_cache {
         config.catalog_cache_bytes =
             usize::try_from(bytes).map_err(|_| anyhow!("--catalog-cache is too large"))?;
     }
     let catalog_cache_bytes = config.catalog_cache_bytes;
+    let chunk_avg = config.chunker.avg;
     let loadavg_at_start = reel_sysinfo::load_average();
 
     let tmp = tempfile::Builder::new()
@@ -310,6 +322,7 @@ fn measure(args: &GrowthArgs) -> Result<GrowthReport> {
         window_blocks: args.window_blocks,
         seed: args.seed,
         catalog_cache_bytes,
+        chunk_avg,
         checkpoints,
     })
 }
@@ -320,7 +333,7 @@ fn render_markdown(r: &GrowthReport) -> String {
         s,
         "`reel bench growth`: one stream of {} records (randomness {}, R = {}, {} blocks in \
          {}-block windows, seed {}), a synchronising point and a measurement at each row; \
-         catalog cache {} MiB. Load average at start {}, at end {}.\n",
+         catalog cache {} MiB, chunks {} on average. Load average at start {}, at end {}.\n",
         size_label(r.record_size as u64),
         r.randomness,
         r.redundancy,
@@ -328,6 +341,7 @@ fn render_markdown(r: &GrowthReport) -> String {
         r.window_blocks,
         r.seed,
         r.catalog_cache_bytes >> 20,
+        size_label(u64::from(r.chunk_avg)),
         r.loadavg_at_start,
         r.loadavg_at_end
     );

@@ -28,7 +28,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use reel_backend::LocalBackend;
 use reel_chunkstore::chunker::chunk_lengths;
-use reel_chunkstore::{ChunkStore, StoreConfig, StoreStats, Stream, StreamId};
+use reel_chunkstore::{ChunkStore, ChunkerParams, StoreConfig, StoreStats, Stream, StreamId};
 use reel_datagen::{GenConfig, Generator, Order};
 use reel_sysinfo::Proc;
 use serde::{Deserialize, Serialize};
@@ -65,6 +65,10 @@ pub struct StoreArgs {
     /// Shortcut for `--randomness 1 --redundancy 1`: nothing to dedup or compress.
     #[arg(long, conflicts_with_all = ["randomness", "redundancy"])]
     incompressible: bool,
+    /// Average chunk size of the stores the benchmark makes (a power of two from 256 to 1M;
+    /// min a quarter, max eight times it) [default: a new store's, 2K].
+    #[arg(long, value_parser = parse_chunk_size)]
+    chunk_size: Option<u32>,
     /// Generator unique-block size (what repeats).
     #[arg(long, default_value = "256K", value_parser = parse_block_size)]
     block_size: usize,
@@ -133,6 +137,15 @@ fn parse_block_size(s: &str) -> Result<usize> {
     usize::try_from(v).map_err(|_| anyhow!("block size {s} is too large"))
 }
 
+fn parse_chunk_size(s: &str) -> Result<u32> {
+    let v = parse_size(s)?;
+    ensure!(
+        v.is_power_of_two() && (256..=1 << 20).contains(&v),
+        "chunk size {s} must be a power of two from 256 to 1M"
+    );
+    Ok(v as u32)
+}
+
 fn parse_streams(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n @ 1..=256) => Ok(n),
@@ -158,8 +171,22 @@ struct Workload {
     window_blocks: u64,
     total_bytes: u64,
     incompressible: bool,
+    /// The stores' average chunk size (`--chunk-size`; results from before it was recorded
+    /// were made with 2 KiB).
+    #[serde(default = "legacy_chunk_avg")]
+    chunk_avg: u32,
     /// The same stream as `reel-datagen` with these flags.
     datagen_flags: String,
+}
+
+fn legacy_chunk_avg() -> u32 {
+    ChunkerParams::LEGACY.avg
+}
+
+impl Workload {
+    fn chunker(&self) -> ChunkerParams {
+        ChunkerParams::with_avg(self.chunk_avg)
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug)]
@@ -425,6 +452,7 @@ fn measure(args: &StoreArgs) -> Result<Report> {
         window_blocks: args.window_blocks,
         total_bytes: args.total,
         incompressible: args.incompressible,
+        chunk_avg: args.chunk_size.unwrap_or(ChunkerParams::DEFAULT.avg),
         datagen_flags: format!(
             "--total {} --block-size {} --randomness {randomness} --redundancy {redundancy} --seed {} --window-blocks {}",
             args.total, args.block_size, args.seed, args.window_blocks
@@ -491,7 +519,12 @@ fn measure(args: &StoreArgs) -> Result<Report> {
     let data = bytes::Bytes::from(data);
 
     progress("ideal reduction: block-size dedup + zstd -1 of each distinct block");
-    let ideal = ideal_reduction(&data, args.block_size, expected.dedup_ratio)?;
+    let ideal = ideal_reduction(
+        &data,
+        args.block_size,
+        expected.dedup_ratio,
+        workload.chunker(),
+    )?;
 
     let stage_len = usize::try_from(args.stage_size)
         .unwrap_or(usize::MAX)
@@ -500,7 +533,7 @@ fn measure(args: &StoreArgs) -> Result<Report> {
         "stage speeds on one core ({})",
         size_label(stage_len as u64)
     ));
-    let stages = stage_speeds(&gen_cfg, &data[..stage_len])?;
+    let stages = stage_speeds(&gen_cfg, &data[..stage_len], workload.chunker())?;
 
     let s3_env = match args.backend.contains(&s3::BackendKind::S3) {
         true => {
@@ -511,6 +544,7 @@ fn measure(args: &StoreArgs) -> Result<Report> {
                 upload_threads: usize::from(args.upload_threads),
                 object_size: usize::try_from(args.object_size)
                     .map_err(|_| anyhow!("--object-size is too large"))?,
+                chunker: workload.chunker(),
             })
         }
         false => None,
@@ -522,8 +556,15 @@ fn measure(args: &StoreArgs) -> Result<Report> {
             let what = || format!("run with {} records, {n} streams", size_label(rs as u64));
             let mut local = None;
             if args.backend.contains(&s3::BackendKind::Local) {
-                let row =
-                    run_one(&data, rs, n, &args.dir, ideal.reduction_ratio).with_context(what)?;
+                let row = run_one(
+                    &data,
+                    rs,
+                    n,
+                    &args.dir,
+                    ideal.reduction_ratio,
+                    workload.chunker(),
+                )
+                .with_context(what)?;
                 progress(format!(
                     "  ingest {:.0} MB/s, read {:.0} MB/s, reduction {:.2}x",
                     row.ingest_mb_per_s, row.read_mb_per_s, row.reduction_ratio
@@ -583,12 +624,7 @@ fn measure(args: &StoreArgs) -> Result<Report> {
 }
 
 /// The store in `dir` as `reel serve` lays it out: packs under `objects/`, the catalog in
-/// `catalog/`, the default configuration.
-fn open_store(dir: &Path) -> Result<ChunkStore> {
-    open_store_with(dir, StoreConfig::default())
-}
-
-/// [`open_store`] with another configuration.
+/// `catalog/`.
 fn open_store_with(dir: &Path, config: StoreConfig) -> Result<ChunkStore> {
     let objects = dir.join("objects");
     let backend = LocalBackend::open(&objects)
@@ -625,7 +661,18 @@ fn join_all<T>(handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T>>>) -> Re
     Ok(out)
 }
 
-fn run_one(data: &[u8], rs: usize, n: usize, base: &Path, ideal: f64) -> Result<Row> {
+fn run_one(
+    data: &[u8],
+    rs: usize,
+    n: usize,
+    base: &Path,
+    ideal: f64,
+    chunker: ChunkerParams,
+) -> Result<Row> {
+    let config = || StoreConfig {
+        chunker,
+        ..StoreConfig::default()
+    };
     let slices = split(data, rs, n);
     let tmp = tempfile::Builder::new()
         .prefix("reel-store-bench.")
@@ -638,7 +685,7 @@ fn run_one(data: &[u8], rs: usize, n: usize, base: &Path, ideal: f64) -> Result<
         size_label(rs as u64),
         size_label(data.len() as u64)
     ));
-    let store = open_store(root)?;
+    let store = open_store_with(root, config())?;
     let streams: Vec<Stream> = (0..n)
         .map(|i| store.open_stream(StreamId(i as u64)))
         .collect::<Result<_, _>>()
@@ -690,7 +737,7 @@ fn run_one(data: &[u8], rs: usize, n: usize, base: &Path, ideal: f64) -> Result<
 
     progress("read-back: reopen and verify");
     let t = Instant::now();
-    let store = open_store(root)?;
+    let store = open_store_with(root, config())?;
     let streams: Vec<Stream> = (0..n)
         .map(|i| store.open_stream(StreamId(i as u64)))
         .collect::<Result<_, _>>()
@@ -849,7 +896,12 @@ fn verify_stream(stream: &Stream, expect: &[u8], rs: usize) -> Result<()> {
 }
 
 /// Dedup by hashing the data in block-size pieces, then zstd level 1 of each distinct piece.
-fn ideal_reduction(data: &[u8], block_size: usize, generator_dedup: f64) -> Result<Ideal> {
+fn ideal_reduction(
+    data: &[u8],
+    block_size: usize,
+    generator_dedup: f64,
+    chunker: ChunkerParams,
+) -> Result<Ideal> {
     let t = Instant::now();
     let mut seen = HashSet::new();
     let mut zstd = zstd::bulk::Compressor::new(1)?;
@@ -867,7 +919,7 @@ fn ideal_reduction(data: &[u8], block_size: usize, generator_dedup: f64) -> Resu
     let mut chunk_ids = HashSet::new();
     let mut cdc_unique = 0u64;
     let mut offset = 0;
-    for len in chunk_lengths(StoreConfig::default().chunker, data) {
+    for len in chunk_lengths(chunker, data) {
         let chunk = &data[offset..offset + len];
         if chunk_ids.insert(*blake3::hash(chunk).as_bytes()) {
             cdc_unique += len as u64;
@@ -889,7 +941,7 @@ fn ideal_reduction(data: &[u8], block_size: usize, generator_dedup: f64) -> Resu
 }
 
 /// Single-threaded speed of each stage of the ingest pipeline on `data`.
-fn stage_speeds(cfg: &GenConfig, data: &[u8]) -> Result<Vec<StageSpeed>> {
+fn stage_speeds(cfg: &GenConfig, data: &[u8], params: ChunkerParams) -> Result<Vec<StageSpeed>> {
     let len = data.len() as u64;
     let stage = |stage: &str, bytes: u64, took: Timing, note: String| StageSpeed {
         stage: stage.to_string(),
@@ -931,7 +983,6 @@ fn stage_speeds(cfg: &GenConfig, data: &[u8]) -> Result<Vec<StageSpeed>> {
     ));
     drop(buf);
 
-    let params = StoreConfig::default().chunker;
     let t = ThreadTimer::start();
     let lengths = chunk_lengths(params, black_box(data));
     let took = t.elapsed();
@@ -1082,14 +1133,15 @@ fn render_markdown(r: &Report, charts: &[(String, String)]) -> String {
         s,
         "Data: `reel-datagen {}`. Ideal: dedup {:.2}x (generator promises {:.2}x), zstd -1 per distinct \
          {} block {:.2}x, reduction {:.2}x. Plain CDC of the whole stream (store chunker, no record \
-         boundaries) dedups {:.2}x.\n",
+         boundaries) dedups {:.2}x. Chunks: {} on average.\n",
         w.datagen_flags,
         r.ideal.dedup_ratio,
         r.ideal.generator_dedup,
         size_label(w.block_size as u64),
         r.ideal.compression_ratio,
         r.ideal.reduction_ratio,
-        r.ideal.cdc_dedup_ratio
+        r.ideal.cdc_dedup_ratio,
+        size_label(u64::from(w.chunk_avg))
     );
     let _ = writeln!(
         s,
@@ -1250,7 +1302,7 @@ mod tests {
         let mut generator = Generator::new(cfg).unwrap();
         let mut data = vec![0u8; 8 << 20];
         assert_eq!(generator.fill(&mut data), data.len());
-        let row = run_one(&data, 64 << 10, 2, dir.path(), 1.0).unwrap();
+        let row = run_one(&data, 64 << 10, 2, dir.path(), 1.0, ChunkerParams::DEFAULT).unwrap();
         assert_eq!(row.stats.logical_bytes, data.len() as u64);
         assert!(row.dedup_ratio > 2.0, "dedup {}", row.dedup_ratio);
     }
@@ -1268,6 +1320,7 @@ mod tests {
             gw: harness::procs::S3Gateway::start(&bin, dir.path(), "reel-bench-test").unwrap(),
             upload_threads: 2,
             object_size: 1 << 20,
+            chunker: ChunkerParams::DEFAULT,
         };
         let pid = env.gw.pid();
         let mut generator = Generator::new(GenConfig {
@@ -1279,7 +1332,7 @@ mod tests {
         let mut data = vec![0u8; 4 << 20];
         assert_eq!(generator.fill(&mut data), data.len());
         let data = bytes::Bytes::from(data);
-        let local = run_one(&data, 64 << 10, 1, dir.path(), 1.0).unwrap();
+        let local = run_one(&data, 64 << 10, 1, dir.path(), 1.0, ChunkerParams::DEFAULT).unwrap();
         let row = s3::run_cell(&env, &data, 64 << 10, 2, dir.path(), 0, Some(&local)).unwrap();
         assert!(row.ingest_requests.puts >= 2, "{:?}", row.ingest_requests);
         assert!(row.cold_read_requests.bytes_down >= row.stored_bytes);

@@ -32,7 +32,7 @@ use object_store::{ObjectStoreExt, PutPayload};
 use reel_backend::{
     Backend, CacheConfig, S3Backend, S3Config, S3Counters, S3Credentials, WriteBackCache,
 };
-use reel_chunkstore::{ChunkStore, DurableAt, StoreConfig, Stream, StreamId};
+use reel_chunkstore::{ChunkStore, ChunkerParams, DurableAt, StoreConfig, Stream, StreamId};
 use reel_sysinfo::Proc;
 use serde::{Deserialize, Serialize};
 
@@ -54,6 +54,8 @@ pub struct S3Env {
     pub gw: S3Gateway,
     pub upload_threads: usize,
     pub object_size: usize,
+    /// The stores' chunker (`--chunk-size`).
+    pub chunker: ChunkerParams,
 }
 
 /// Requests and bytes of one phase (a difference of [`S3Counters`]).
@@ -192,8 +194,9 @@ fn cache_config(env: &S3Env) -> CacheConfig {
     }
 }
 
-fn store_config() -> StoreConfig {
+fn store_config(env: &S3Env) -> StoreConfig {
     StoreConfig {
+        chunker: env.chunker,
         journal: true,
         durable_at: DurableAt::Bucket,
         ..StoreConfig::default()
@@ -223,7 +226,7 @@ fn open(
     let store = ChunkStore::open(
         &root.join("catalog"),
         cache.clone() as Arc<dyn Backend>,
-        store_config(),
+        store_config(env),
     )
     .context("opening the store on S3")?;
     Ok((store, cache, backend))

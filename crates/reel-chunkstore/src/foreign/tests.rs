@@ -20,6 +20,8 @@ fn open(dir: &Path, catalog: &str) -> ChunkStore {
     let config = StoreConfig {
         journal: true,
         pack_target: 256 << 10,
+        // Small chunks: the tests count on many chunks per pack and many rows per stream.
+        chunker: crate::ChunkerParams::LEGACY,
         ..StoreConfig::default()
     };
     ChunkStore::open(&dir.join(catalog), backend(dir), config).unwrap()
