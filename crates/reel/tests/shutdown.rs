@@ -91,3 +91,43 @@ fn a_server_that_cannot_start_says_why_and_the_banner_names_its_portal_and_catal
     }
     Tape::connect(server.portal(), LIB, 0, 1).ready();
 }
+
+/// `[store] chunk_size` chooses a new store's chunk size; the store keeps it for its life, and
+/// reel says so at start when a later configuration asks for another.
+#[test]
+fn a_new_store_takes_the_chunk_size_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("reel.toml");
+    let data = dir.path().join("data");
+    let start = |text: &str| {
+        std::fs::write(&config, text).unwrap();
+        ServeCommand::new(&data)
+            .args(&[std::ffi::OsStr::new("--config"), config.as_os_str()])
+            .start()
+    };
+    let warning = "warning: [store] chunk_size";
+    let server = start("[store]\nchunk_size = \"8K\"\n");
+    assert!(
+        server.banner.contains("chunks: 8 KiB on average") && !server.banner.contains(warning),
+        "{}",
+        server.banner
+    );
+    server.stop();
+    let server = start("[store]\nchunk_size = \"4K\"\n");
+    assert!(
+        server.banner.contains("chunks: 8 KiB on average")
+            && server.banner.contains(
+                "warning: [store] chunk_size = 4 KiB applies to new stores only; this one keeps 8 KiB"
+            ),
+        "{}",
+        server.banner
+    );
+    server.stop();
+    let server = start("");
+    assert!(
+        server.banner.contains("chunks: 8 KiB on average") && !server.banner.contains(warning),
+        "{}",
+        server.banner
+    );
+    Tape::connect(server.portal(), LIB, 0, 1).ready();
+}
