@@ -577,7 +577,10 @@ impl ChunkStore {
                 id.0
             )));
         }
-        if let Some(open) = inner.streams.lock().get(&id).and_then(Weak::upgrade) {
+        // The map's lock is let go before the stream's is taken: a reader holds its stream's
+        // lock and then takes the map's (`read_cache_budget`, `Stream::drop`).
+        let open = inner.streams.lock().get(&id).and_then(Weak::upgrade);
+        if let Some(open) = open {
             open.lock().reset_after_delete();
         }
         let _commit = inner.commit_lock.read();
@@ -1610,7 +1613,8 @@ impl Inner {
         Ok((blob, loc))
     }
 
-    /// [`StoreConfig::read_cache_per_stream`] for each open stream.
+    /// [`StoreConfig::read_cache_per_stream`] for each open stream. Lock order: a stream's
+    /// state, then the stream map (the caller may hold its stream's lock).
     fn read_cache_budget(&self) -> usize {
         let open = self
             .streams
