@@ -58,20 +58,23 @@ fn a_failed_flush_on_shutdown_is_reported_and_exits_non_zero() {
     server.stop();
 }
 
+/// `reel serve` on the data directory `dir/data`, configured by `text` (written to
+/// `dir/reel.toml`): each call rewrites the file and starts the server again.
+fn serve_with_config(dir: &std::path::Path, text: &str) -> Server {
+    let config = dir.join("reel.toml");
+    std::fs::write(&config, text).unwrap();
+    ServeCommand::new(&dir.join("data"))
+        .args(&[std::ffi::OsStr::new("--config"), config.as_os_str()])
+        .start()
+}
+
 /// A server that cannot start: the test kit's panic quotes the server's own error (a start-up
 /// failure with nothing to go on is what CI once reported). One that starts: a portal left to
 /// reel is the one its banner names, and the banner says the configured catalog cache.
 #[test]
 fn a_server_that_cannot_start_says_why_and_the_banner_names_its_portal_and_catalog_cache() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("reel.toml");
-    let data = dir.path().join("data");
-    let start = |text: &str| {
-        std::fs::write(&config, text).unwrap();
-        ServeCommand::new(&data)
-            .args(&[std::ffi::OsStr::new("--config"), config.as_os_str()])
-            .start()
-    };
+    let start = |text: &str| serve_with_config(dir.path(), text);
     let failed = std::panic::catch_unwind(|| start("[store]\nno_such_setting = 1\n"))
         .map(|_| ())
         .expect_err("reel serve refuses an unknown setting");
@@ -97,14 +100,7 @@ fn a_server_that_cannot_start_says_why_and_the_banner_names_its_portal_and_catal
 #[test]
 fn a_new_store_takes_the_chunk_size_and_keeps_it() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("reel.toml");
-    let data = dir.path().join("data");
-    let start = |text: &str| {
-        std::fs::write(&config, text).unwrap();
-        ServeCommand::new(&data)
-            .args(&[std::ffi::OsStr::new("--config"), config.as_os_str()])
-            .start()
-    };
+    let start = |text: &str| serve_with_config(dir.path(), text);
     let warning = "warning: [store] chunk_size";
     let server = start("[store]\nchunk_size = \"8K\"\n");
     assert!(
