@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::aws::{AmazonS3, AmazonS3Builder, Checksum};
 use object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse,
     HttpResponseBody, HttpService, ReqwestConnector,
@@ -418,6 +418,12 @@ impl S3Backend {
             .with_secret_access_key(&creds.secret_access_key)
             .with_virtual_hosted_style_request(false)
             .with_unsigned_payload(config.payload_unsigned())
+            // Every PUT carries `x-amz-checksum-crc64nvme` of its body, so a server that
+            // received fewer bytes than sent (the node killed, the network cut mid-upload)
+            // refuses the object instead of storing a shorter one under the key — which
+            // versitygw 1.8 does when nothing covers the body, and which would then fence the
+            // node at its next create of that key. CRC64-NVME costs ~0.05 CPU-s per GB here.
+            .with_checksum_algorithm(Checksum::CRC64NVME)
             .with_retry(retry)
             // Carries `allow_http`; it replaces the builder's own client options.
             .with_client_options(client)

@@ -387,6 +387,10 @@ pub enum Fault {
     /// Forward requests, but close the connection instead of passing on the answer to a PUT:
     /// the server stored the object, the client saw the connection drop.
     DropPutAnswers,
+    /// Forward a PUT's head and at most this many bytes of its body, then close the connection
+    /// both ways: a client killed (or a network lost) in the middle of an upload. The server
+    /// sees a body shorter than its `Content-Length`, and must store nothing.
+    CutPutBodies(usize),
 }
 
 /// A TCP proxy on a free loopback port in front of a server on `127.0.0.1:upstream`, injecting
@@ -505,7 +509,10 @@ impl ProxyShared {
                 return;
             }
             Fault::Delay(d) => std::thread::sleep(d),
-            Fault::None | Fault::DelayPutAnswers(_) | Fault::DropPutAnswers => {}
+            Fault::None
+            | Fault::DelayPutAnswers(_)
+            | Fault::DropPutAnswers
+            | Fault::CutPutBodies(_) => {}
         }
         let (watch_puts, put_delay) = match fault {
             Fault::DelayPutAnswers(d) => (true, Some(d)),
@@ -528,14 +535,51 @@ impl ProxyShared {
         // before the request is forwarded, so the answer cannot overtake it.
         let put_pending = Arc::new(AtomicBool::new(false));
         let pending = Arc::clone(&put_pending);
+        let cut_after = match fault {
+            Fault::CutPutBodies(n) => Some(n),
+            _ => None,
+        };
         let up = std::thread::spawn(move || {
+            // Body bytes of the current PUT forwarded so far, once its head has been seen.
+            let mut put_body: Option<usize> = None;
             pump(c2, u2, |chunk| {
                 // A client writes a request head in one piece; a body chunk starting with
                 // "PUT " is not expected from the tests' data.
-                if watch_puts && chunk.starts_with(b"PUT ") {
+                let starts_put = chunk.starts_with(b"PUT ");
+                if watch_puts && starts_put {
                     pending.store(true, Ordering::SeqCst);
                 }
-                Pass::Forward
+                let Some(limit) = cut_after else {
+                    return Pass::Forward;
+                };
+                let body_in_chunk = if starts_put {
+                    match chunk.windows(4).position(|w| w == b"\r\n\r\n") {
+                        Some(end) => chunk.len() - (end + 4),
+                        None => 0,
+                    }
+                } else {
+                    chunk.len()
+                };
+                if starts_put {
+                    put_body = Some(0);
+                } else if [&b"GET "[..], b"HEAD ", b"POST ", b"DELETE "]
+                    .iter()
+                    .any(|m| chunk.starts_with(m))
+                {
+                    put_body = None; // another request on a kept-alive connection
+                }
+                match put_body.as_mut() {
+                    Some(sent) => {
+                        *sent += body_in_chunk;
+                        if *sent > limit {
+                            let keep = chunk.len() - (*sent - limit);
+                            Pass::ForwardThenClose(keep)
+                        } else {
+                            Pass::Forward
+                        }
+                    }
+                    None => Pass::Forward,
+                }
             });
         });
         pump(upstream, client, |_| {
@@ -556,6 +600,8 @@ impl ProxyShared {
 enum Pass {
     Forward,
     Close,
+    /// Forward the chunk's first bytes, then close.
+    ForwardThenClose(usize),
 }
 
 /// Copies `from` to `to` until either side closes, then closes both directions. `before` sees
@@ -567,7 +613,13 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mut before: impl FnMut(&[u8]) ->
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if before(&buf[..n]) == Pass::Close || to.write_all(&buf[..n]).is_err() {
+        let pass = before(&buf[..n]);
+        let forward = match pass {
+            Pass::Forward => n,
+            Pass::Close => break,
+            Pass::ForwardThenClose(keep) => keep.min(n),
+        };
+        if to.write_all(&buf[..forward]).is_err() || pass != Pass::Forward {
             break;
         }
     }
