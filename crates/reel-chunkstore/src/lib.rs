@@ -30,6 +30,7 @@ pub mod format;
 mod hasher;
 mod index;
 mod journal;
+pub mod multihash;
 mod packer;
 mod reclaim;
 mod scrub;

@@ -1556,8 +1556,46 @@ impl Inner {
         )))
     }
 
-    /// The blob holding chunk `id`, with the chunk hash-checked, and where the chunk is in it.
-    pub(crate) fn read_chunk(&self, id: &ChunkId) -> Result<(Arc<Blob>, ChunkLoc)> {
+    /// The blobs holding chunks `ids`, with every chunk hash-checked, and where each chunk is
+    /// in its blob. Chunks not yet checked in their cached blob are hashed in one batch
+    /// (`multihash`), each at most once while its blob stays cached.
+    pub(crate) fn read_chunks(&self, ids: &[ChunkId]) -> Result<Vec<(Arc<Blob>, ChunkLoc)>> {
+        let fetched = ids
+            .iter()
+            .map(|id| self.fetch_chunk(id))
+            .collect::<Result<Vec<_>>>()?;
+        let mut unchecked: Vec<(usize, &[u8])> = Vec::new();
+        for (i, (blob, loc)) in fetched.iter().enumerate() {
+            if blob.verified.lock().contains(&loc.offset) {
+                continue;
+            }
+            let end = loc.offset as usize + loc.len as usize;
+            let bytes = blob.data.get(loc.offset as usize..end).ok_or_else(|| {
+                StoreError::Corrupt(format!("chunk {} lies outside its blob", ids[i]))
+            })?;
+            unchecked.push((i, bytes));
+        }
+        if !unchecked.is_empty() {
+            let inputs: Vec<&[u8]> = unchecked.iter().map(|&(_, bytes)| bytes).collect();
+            let mut hashes = Vec::with_capacity(inputs.len());
+            crate::multihash::hash_all(&inputs, &mut hashes);
+            for (&(i, _), hash) in unchecked.iter().zip(&hashes) {
+                let (blob, loc) = &fetched[i];
+                if *hash != ids[i] {
+                    return Err(StoreError::Corrupt(format!(
+                        "chunk {} in pack {} does not match its hash",
+                        ids[i], loc.pack
+                    )));
+                }
+                blob.verified.lock().insert(loc.offset);
+            }
+        }
+        Ok(fetched)
+    }
+
+    /// The blob holding chunk `id` (fetched and decoded if not cached), and where the chunk is
+    /// in it; the chunk is not hash-checked here ([`Inner::read_chunks`] does).
+    fn fetch_chunk(&self, id: &ChunkId) -> Result<(Arc<Blob>, ChunkLoc)> {
         let loc = self.locate(id)?;
         let key = (loc.pack, loc.blob_offset);
         let cached = self.blob_cache.lock().get(&key);
@@ -1596,20 +1634,6 @@ impl Inner {
                 blob
             }
         };
-        if !blob.verified.lock().contains(&loc.offset) {
-            let end = loc.offset as usize + loc.len as usize;
-            let bytes = blob
-                .data
-                .get(loc.offset as usize..end)
-                .ok_or_else(|| StoreError::Corrupt(format!("chunk {id} lies outside its blob")))?;
-            if ChunkId::of(bytes) != *id {
-                return Err(StoreError::Corrupt(format!(
-                    "chunk {id} in pack {} does not match its hash",
-                    loc.pack
-                )));
-            }
-            blob.verified.lock().insert(loc.offset);
-        }
         Ok((blob, loc))
     }
 

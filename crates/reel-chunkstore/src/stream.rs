@@ -444,16 +444,21 @@ impl StreamState {
             let Some((start, refs, ends)) = &self.read_row else {
                 unreachable!("row just loaded")
             };
-            let i = ends.partition_point(|&e| e <= offset);
-            let chunk_start = if i == 0 { *start } else { ends[i - 1] };
-            let r = refs[i];
-            let (blob, loc) = inner.read_chunk(&r.id)?;
-            let within = (offset - chunk_start) as usize;
-            let n = out.len().min(r.len as usize - within);
-            let from = loc.offset as usize + within;
-            out[..n].copy_from_slice(&blob.data[from..from + n]);
-            out = &mut out[n..];
-            offset += n as u64;
+            // The row's chunks this read touches, fetched and checked together.
+            let first = ends.partition_point(|&e| e <= offset);
+            let read_end = offset + out.len() as u64;
+            let last = ends.partition_point(|&e| e < read_end).min(refs.len() - 1);
+            let ids: Vec<ChunkId> = refs[first..=last].iter().map(|r| r.id).collect();
+            let chunks = inner.read_chunks(&ids)?;
+            for (i, (blob, loc)) in (first..=last).zip(chunks) {
+                let chunk_start = if i == 0 { *start } else { ends[i - 1] };
+                let within = (offset - chunk_start) as usize;
+                let n = out.len().min(refs[i].len as usize - within);
+                let from = loc.offset as usize + within;
+                out[..n].copy_from_slice(&blob.data[from..from + n]);
+                out = &mut out[n..];
+                offset += n as u64;
+            }
         }
         Ok(())
     }
