@@ -446,21 +446,45 @@ pub fn decode_pack_ids(bytes: &[u8]) -> Result<Vec<ChunkId>, FormatError> {
 /// Decodes a blob's stored bytes into exactly `raw` bytes.
 pub fn decode_blob(codec: Codec, stored: &[u8], raw: u32) -> Result<Vec<u8>, FormatError> {
     match codec {
+        Codec::Raw => decode_blob_owned(codec, stored.to_vec(), raw),
+        Codec::Zstd => decompress(stored, raw),
+    }
+}
+
+/// [`decode_blob`] of bytes the caller no longer needs: a raw blob is returned as it is, not
+/// copied (the read path's fetched ranges).
+pub fn decode_blob_owned(codec: Codec, stored: Vec<u8>, raw: u32) -> Result<Vec<u8>, FormatError> {
+    match codec {
         Codec::Raw => {
             if stored.len() != raw as usize {
                 return Err(malformed("blob", "raw blob length mismatch"));
             }
-            Ok(stored.to_vec())
+            Ok(stored)
         }
-        Codec::Zstd => {
-            let out = zstd::bulk::decompress(stored, raw as usize)
-                .map_err(|e| malformed("blob", format!("zstd: {e}")))?;
-            if out.len() != raw as usize {
-                return Err(malformed("blob", "decompressed length mismatch"));
-            }
-            Ok(out)
-        }
+        Codec::Zstd => decompress(&stored, raw),
     }
+}
+
+fn decompress(stored: &[u8], raw: u32) -> Result<Vec<u8>, FormatError> {
+    thread_local! {
+        // One decompression context per thread, not one per blob (creating one costs more than
+        // decoding a small blob).
+        static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let out = DECOMPRESSOR.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let d = match cell.as_mut() {
+            Some(d) => d,
+            None => cell.insert(zstd::bulk::Decompressor::new()?),
+        };
+        d.decompress(stored, raw as usize)
+    });
+    let out = out.map_err(|e| malformed("blob", format!("zstd: {e}")))?;
+    if out.len() != raw as usize {
+        return Err(malformed("blob", "decompressed length mismatch"));
+    }
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ use crate::chunker::ChunkerParams;
 use crate::format::{self, ChunkId, ChunkLoc, FormatError};
 use crate::index::{Bloom, LocalityCache, is_hook};
 use crate::journal;
-use crate::packer::{PackBuilder, SealedPack};
+use crate::packer::{PackBuffers, PackBuilder, SealedPack};
 use crate::stream::{StreamId, StreamState};
 use crate::{Result, StoreError};
 
@@ -225,6 +225,8 @@ pub(crate) struct Inner {
     /// Set to make the catalog file refuse all writes (see `catalog_file`).
     fenced: Arc<AtomicBool>,
     pub(crate) hash_pool: crate::hasher::HashPool,
+    /// Buffers of stored packs, for the streams' next packs.
+    pack_buffers: Arc<PackBuffers>,
     /// Non-durable catalog commits made, and how many of them the last durable commit covered.
     nondurable_commits: AtomicU64,
     durable_covers: AtomicU64,
@@ -441,6 +443,7 @@ impl ChunkStore {
             backend,
             db,
             hash_pool,
+            pack_buffers: Arc::default(),
             cache: Mutex::new(LocalityCache::new(config.cache_chunks)),
             config,
             filter: RwLock::new(filter),
@@ -1047,7 +1050,8 @@ impl Inner {
                 self.config.pack_target,
                 self.config.zstd_level,
             )
-            .with_owner(stream),
+            .with_owner(stream)
+            .with_buffers(self.pack_buffers.clone()),
         ));
         let mut builders = self.builders.lock();
         builders.retain(|w| w.strong_count() > 0);
@@ -1270,10 +1274,13 @@ impl Inner {
             .and_then(|()| self.index_pack(&pack));
         let mut u = self.uploads.lock();
         u.in_flight -= 1;
-        if let Err(e) = result {
-            u.error_is_space = matches!(e, StoreError::NoSpace(_));
-            u.error = Some(e.to_string());
-            u.failed.push(pack);
+        match result {
+            Ok(()) => self.pack_buffers.give(pack.bytes),
+            Err(e) => {
+                u.error_is_space = matches!(e, StoreError::NoSpace(_));
+                u.error = Some(e.to_string());
+                u.failed.push(pack);
+            }
         }
         self.uploads_done.notify_all();
     }
@@ -1619,12 +1626,13 @@ impl Inner {
                         }
                         other => StoreError::from_backend(other),
                     })?;
-                let raw = format::decode_blob(loc.codec, &stored, loc.blob_raw).map_err(|e| {
-                    StoreError::Corrupt(format!(
-                        "pack {} blob at {}: {e}",
-                        loc.pack, loc.blob_offset
-                    ))
-                })?;
+                let raw =
+                    format::decode_blob_owned(loc.codec, stored, loc.blob_raw).map_err(|e| {
+                        StoreError::Corrupt(format!(
+                            "pack {} blob at {}: {e}",
+                            loc.pack, loc.blob_offset
+                        ))
+                    })?;
                 let blob = Arc::new(Blob {
                     data: raw,
                     verified: Mutex::new(HashSet::new()),
