@@ -136,13 +136,14 @@ impl RecentCuts {
         // The low bits pick the slot; the whole fingerprint (which also covers the length,
         // since the lengths must add up to it) decides a hit.
         let slot = &self.slots[(fingerprint as usize) % Self::SLOTS];
-        let known = slot.lock().as_ref().and_then(|cuts| {
-            (cuts.fingerprint == fingerprint).then(|| cuts.lengths.clone())
-        });
-        if let Some(lengths) = known {
-            if lengths.iter().map(|&n| n as usize).sum::<usize>() == data.len() {
-                return hash_pieces(data, &lengths);
-            }
+        let known = slot
+            .lock()
+            .as_ref()
+            .and_then(|cuts| (cuts.fingerprint == fingerprint).then(|| cuts.lengths.clone()));
+        if let Some(lengths) = known
+            && lengths.iter().map(|&n| n as usize).sum::<usize>() == data.len()
+        {
+            return hash_pieces(data, &lengths);
         }
         let chunks = chunk_and_hash(params, data);
         if chunks.len() <= Self::MAX_CHUNKS {

@@ -37,7 +37,8 @@ impl PackBuffers {
         }
     }
 
-    /// Idle buffers (for tests).
+    /// Idle buffers.
+    #[cfg(test)]
     pub fn idle(&self) -> usize {
         self.free.lock().len()
     }
