@@ -421,20 +421,35 @@ impl StreamState {
         Ok(())
     }
 
-    fn read_at(&mut self, inner: &Inner, mut offset: u64, mut out: &mut [u8]) -> Result<()> {
-        let end = offset.checked_add(out.len() as u64);
+    fn read_at(&mut self, inner: &Inner, offset: u64, out: &mut [u8]) -> Result<()> {
+        let mut rest = &mut *out;
+        self.read_pieces(inner, offset, rest.len(), &mut |piece| {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(piece.len());
+            head.copy_from_slice(piece);
+            rest = tail;
+        })
+    }
+
+    /// Reads `len` bytes at `offset`, handing them to `sink` in order, one piece per chunk.
+    fn read_pieces(
+        &mut self,
+        inner: &Inner,
+        mut offset: u64,
+        len: usize,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> Result<()> {
+        let mut left = len;
+        let end = offset.checked_add(len as u64);
         if end.is_none_or(|e| e > self.len) {
             return Err(StoreError::Invalid(format!(
-                "read of {} bytes at {offset} past the end of stream {} ({} bytes)",
-                out.len(),
-                self.id.0,
-                self.len
+                "read of {len} bytes at {offset} past the end of stream {} ({} bytes)",
+                self.id.0, self.len
             )));
         }
         if self.dirty || !self.buf.is_empty() || !self.in_flight.is_empty() {
             self.flush(inner)?;
         }
-        while !out.is_empty() {
+        while left > 0 {
             let hit = self.read_row.as_ref().is_some_and(|(start, _, ends)| {
                 *start <= offset && ends.last().is_some_and(|&e| offset < e)
             });
@@ -446,17 +461,17 @@ impl StreamState {
             };
             // The row's chunks this read touches, fetched and checked together.
             let first = ends.partition_point(|&e| e <= offset);
-            let read_end = offset + out.len() as u64;
+            let read_end = offset + left as u64;
             let last = ends.partition_point(|&e| e < read_end).min(refs.len() - 1);
             let ids: Vec<ChunkId> = refs[first..=last].iter().map(|r| r.id).collect();
             let chunks = inner.read_chunks(&ids)?;
             for (i, (blob, loc)) in (first..=last).zip(chunks) {
                 let chunk_start = if i == 0 { *start } else { ends[i - 1] };
                 let within = (offset - chunk_start) as usize;
-                let n = out.len().min(refs[i].len as usize - within);
+                let n = left.min(refs[i].len as usize - within);
                 let from = loc.offset as usize + within;
-                out[..n].copy_from_slice(&blob.data[from..from + n]);
-                out = &mut out[n..];
+                sink(&blob.data[from..from + n]);
+                left -= n;
                 offset += n as u64;
             }
         }
@@ -626,6 +641,21 @@ impl Stream {
         let _ingest = self.inner.ingest_lock.read();
         let _commit = self.inner.commit_lock.read();
         let r = self.state.lock().read_at(&self.inner, offset, out);
+        self.inner.stop_on_catalog_error(r)
+    }
+
+    /// Appends the `len` bytes at `offset` to `out` (as [`Stream::read_at`], without a
+    /// zero-filled buffer to copy into first). On error `out` may hold part of them.
+    pub fn read_at_append(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
+        let _ingest = self.inner.ingest_lock.read();
+        let _commit = self.inner.commit_lock.read();
+        out.reserve(len);
+        let r = self
+            .state
+            .lock()
+            .read_pieces(&self.inner, offset, len, &mut |piece| {
+                out.extend_from_slice(piece);
+            });
         self.inner.stop_on_catalog_error(r)
     }
 

@@ -51,6 +51,25 @@ fn bytes_round_trip_across_reopen() {
         s.read_at(expect.len() as u64 - 10, &mut mid).is_err(),
         "read past end must fail"
     );
+    // The appending read gives the same bytes after whatever `out` held, across chunk, record
+    // and row boundaries.
+    for (at, len) in [
+        (0, expect.len()),
+        (65000, 1000),
+        (100, 262144 + 70000),
+        (7, 0),
+    ] {
+        let mut out = b"kept".to_vec();
+        s.read_at_append(at as u64, len, &mut out).unwrap();
+        assert_eq!(&out[..4], b"kept");
+        assert_eq!(out[4..], expect[at..at + len], "{len} bytes at {at}");
+    }
+    let mut out = Vec::new();
+    assert!(
+        s.read_at_append(expect.len() as u64 - 10, 11, &mut out)
+            .is_err(),
+        "appending read past end must fail"
+    );
     assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
 }
 

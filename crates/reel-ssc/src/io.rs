@@ -78,7 +78,8 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         let outcome = read_one(cartridge, encryption, length, &mut buf);
         let result = match outcome {
             Ok(ReadOutcome::Record { data_len, .. }) => {
-                let data = buf.clone();
+                // The record goes to the host as it is; the next READ gets a fresh buffer.
+                let data = std::mem::take(&mut buf);
                 // SSC-4 READ(6): with SILI = 1 and FIXED = 0 an underlength record is never
                 // reported, an overlength one only when the mode block length is non-zero.
                 let suppressed = sili && (data_len < length || self.block_length == 0);

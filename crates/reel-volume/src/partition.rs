@@ -180,13 +180,19 @@ impl PartitionStore for ChunkPartition {
             )));
         };
         buf.clear();
-        buf.resize(len as usize, 0);
-        // `Stream::read_at` commits unflushed appends before reading: the record map must be
+        // `Stream::read_at_append` commits unflushed appends before reading: the record map must be
         // staged to go with them, or a crash after the next durable commit leaves bytes no
         // run describes and the partition no longer opens.
         self.stage_map();
-        self.stream
-            .read_at(run.offset + (n - run.first) * u64::from(len), buf)
+        let r = self.stream.read_at_append(
+            run.offset + (n - run.first) * u64::from(len),
+            len as usize,
+            buf,
+        );
+        if r.is_err() {
+            buf.clear();
+        }
+        r
     }
 
     fn append_record(&mut self, data: &[u8]) -> Result<(), StoreError> {
