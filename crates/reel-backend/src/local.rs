@@ -49,9 +49,28 @@ pub(crate) fn write_direct(path: &Path, parts: &[&[u8]], sync: bool) -> io::Resu
         }
         Err(e) => return Err(e),
     };
-    let mut backing = vec![0u8; DIRECT_BUFFER + DIRECT_ALIGN];
-    let start = backing.as_ptr().align_offset(DIRECT_ALIGN);
-    let buffer = &mut backing[start..start + DIRECT_BUFFER];
+    // Each thread keeps its bounce buffer: a fresh 4 MiB allocation per pack is a fresh
+    // mapping, and the kernel zeroed its pages at first touch on every put.
+    thread_local! {
+        static BOUNCE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BOUNCE.with_borrow_mut(|backing| {
+        if backing.len() < DIRECT_BUFFER + DIRECT_ALIGN {
+            *backing = vec![0u8; DIRECT_BUFFER + DIRECT_ALIGN];
+        }
+        let start = backing.as_ptr().align_offset(DIRECT_ALIGN);
+        fill_direct(
+            &mut f,
+            &mut backing[start..start + DIRECT_BUFFER],
+            parts,
+            sync,
+        )
+    })?;
+    Ok(true)
+}
+
+/// Writes `parts` to `f` (opened with `O_DIRECT`) through the aligned `buffer`.
+fn fill_direct(f: &mut File, buffer: &mut [u8], parts: &[&[u8]], sync: bool) -> io::Result<()> {
     let mut filled = 0;
     let mut total = 0u64;
     for part in parts {
@@ -79,7 +98,7 @@ pub(crate) fn write_direct(path: &Path, parts: &[&[u8]], sync: bool) -> io::Resu
     if sync {
         f.sync_all()?;
     }
-    Ok(true)
+    Ok(())
 }
 
 pub struct LocalBackend {
