@@ -69,7 +69,8 @@ pub fn hash_all(inputs: &[&[u8]], out: &mut Vec<ChunkId>) {
         for (i, input) in inputs.iter().enumerate() {
             let start = leaf * LEAF_LEN;
             if leaf_count(input.len()) > 1 && start + LEAF_LEN <= input.len() {
-                batch.push(&input[start..start + LEAF_LEN]);
+                // The rest of the input, not just the leaf: see `OVERREAD`.
+                batch.push(&input[start..]);
                 owners.push(first_cv[i] + leaf);
             }
         }
@@ -235,6 +236,15 @@ fn compress_prefixes(
     by_blocks!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
 }
 
+/// blake3's SIMD kernels load some lanes in pieces wider than they use: the AVX-512 4-way pass
+/// reads a block's last 16 bytes with a 64-byte load (`vmovups zmm, [ptr + end - 0x10]`), the
+/// AVX2 passes with 32-byte loads; up to 48 bytes past the block. blake3 itself only passes
+/// blocks inside larger buffers, but a chunk can end where its buffer's mapping ends, and the
+/// read faulted (a hash thread's SIGSEGV in a 4-drive benchmark). So every input handed to the
+/// kernels has at least this many readable bytes of its own after the hashed prefix; one that
+/// does not is copied to a padded scratch buffer first.
+const OVERREAD: usize = 64;
+
 fn lanes<const N: usize>(
     platform: &Platform,
     inputs: &[&[u8]],
@@ -242,7 +252,8 @@ fn lanes<const N: usize>(
     flags_end: u8,
     out: &mut [u8],
 ) {
-    let arrays: Vec<&[u8; N]> = inputs
+    let padded = pad_short(inputs, N);
+    let arrays: Vec<&[u8; N]> = padded
         .iter()
         .map(|input| {
             input[..N]
@@ -260,6 +271,24 @@ fn lanes<const N: usize>(
         flags_end,
         out,
     );
+}
+
+/// `inputs` (each at least `n` bytes), where each one with fewer than `n + OVERREAD` bytes is
+/// replaced by a copy of its first `n` bytes followed by `OVERREAD` zeros.
+fn pad_short<'a>(inputs: &[&'a [u8]], n: usize) -> Vec<std::borrow::Cow<'a, [u8]>> {
+    inputs
+        .iter()
+        .map(|&input| {
+            if input.len() >= n + OVERREAD {
+                std::borrow::Cow::Borrowed(input)
+            } else {
+                let mut copy = Vec::with_capacity(n + OVERREAD);
+                copy.extend_from_slice(&input[..n]);
+                copy.resize(n + OVERREAD, 0);
+                std::borrow::Cow::Owned(copy)
+            }
+        })
+        .collect()
 }
 
 fn words(bytes: &[u8]) -> [u32; 8] {
@@ -324,6 +353,95 @@ mod tests {
             check(group);
         }
         check(&[]);
+    }
+
+    /// Bytes that end where an inaccessible page begins: reading one byte past them faults.
+    struct Guarded {
+        map: *mut libc::c_void,
+        map_len: usize,
+        len: usize,
+    }
+
+    impl Guarded {
+        // Test-only: an anonymous mapping with a PROT_NONE page after the bytes, the situation
+        // of a record buffer whose end is the end of its mapping.
+        #[allow(unsafe_code)]
+        fn new(data: &[u8]) -> Guarded {
+            let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+            let pages = data.len().div_ceil(page) + 1;
+            let map_len = pages * page;
+            let map = unsafe {
+                let map = libc::mmap(
+                    std::ptr::null_mut(),
+                    map_len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                assert_ne!(map, libc::MAP_FAILED);
+                let guard = map.cast::<u8>().add((pages - 1) * page);
+                assert_eq!(libc::mprotect(guard.cast(), page, libc::PROT_NONE), 0);
+                std::ptr::copy_nonoverlapping(data.as_ptr(), guard.sub(data.len()), data.len());
+                map
+            };
+            Guarded {
+                map,
+                map_len,
+                len: data.len(),
+            }
+        }
+
+        #[allow(unsafe_code)]
+        fn bytes(&self) -> &[u8] {
+            let end = self.map_len - self.page();
+            unsafe {
+                std::slice::from_raw_parts(self.map.cast::<u8>().add(end - self.len), self.len)
+            }
+        }
+
+        #[allow(unsafe_code)]
+        fn page(&self) -> usize {
+            usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap()
+        }
+    }
+
+    impl Drop for Guarded {
+        #[allow(unsafe_code)]
+        fn drop(&mut self) {
+            unsafe { libc::munmap(self.map, self.map_len) };
+        }
+    }
+
+    /// blake3's AVX-512 and AVX2 kernels read past the end of a lane's block (a 64-byte load
+    /// of which 16 bytes are used); an input at the end of its mapping must still hash, in
+    /// every lane position and pass width.
+    #[test]
+    fn inputs_that_end_at_a_mapping_end_hash_without_reading_past_it() {
+        let data = pattern(20_000, 3);
+        for len in [
+            16,
+            48,
+            64,
+            100,
+            128,
+            1000,
+            1024,
+            1024 + 192,
+            1024 + 197,
+            2048,
+            2900,
+            4096,
+        ] {
+            let guarded = Guarded::new(&data[..len]);
+            for lanes in 1..=20 {
+                for position in [0, lanes / 2, lanes - 1] {
+                    let mut inputs: Vec<&[u8]> = (0..lanes).map(|k| &data[k..k + len]).collect();
+                    inputs[position] = guarded.bytes();
+                    check(&inputs);
+                }
+            }
+        }
     }
 
     proptest! {
