@@ -36,6 +36,11 @@ pub const META_FORMAT: &str = "format_version";
 pub const CATALOG_VERSION: u64 = 2;
 /// The last catalog journal object this catalog includes (0: none; see `journal.rs`).
 pub const META_JOURNAL_SEQ: &str = "journal_seq";
+/// Set while a checkpoint (`checkpoint.rs`) is restored into this catalog: the checkpoint's
+/// sequence, and how many of its parts are applied. The tables were emptied when it was set;
+/// until it is cleared the catalog is incomplete and the next open resumes the restore.
+pub const META_RESTORING: &str = "checkpoint_restoring";
+pub const META_RESTORED_PARTS: &str = "checkpoint_restored_parts";
 /// Pack ids below this may have been given out by an earlier opening of the store: each open
 /// starts at or above it and raises it by [`PACK_IDS_PER_OPEN`] before storing any pack, so a
 /// pack key is never used twice, even when a killed process's upload lands after the next

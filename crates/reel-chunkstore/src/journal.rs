@@ -454,47 +454,76 @@ pub fn dump(db: &redb::Database) -> Result<Vec<Op>> {
     use redb::ReadableDatabase;
     let txn = db.begin_read()?;
     let mut out = Vec::new();
+    dump_into(&txn, &mut |op| {
+        out.push(op);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Hands every row of every journaled table of `txn` to `sink` as a put op, in table then key
+/// order, one at a time (a checkpoint of a large catalog never holds it whole).
+pub fn dump_into(
+    txn: &redb::ReadTransaction,
+    sink: &mut dyn FnMut(Op) -> Result<()>,
+) -> Result<()> {
     for row in txn.open_table(CHUNKS)?.iter()? {
         let (k, v) = row?;
-        out.push(Op::PutChunk(*k.value(), v.value().to_vec()));
+        sink(Op::PutChunk(*k.value(), v.value().to_vec()))?;
     }
     for row in txn.open_table(PACKS)?.iter()? {
         let (k, v) = row?;
-        out.push(Op::PutPack(k.value(), v.value().to_vec()));
+        sink(Op::PutPack(k.value(), v.value().to_vec()))?;
     }
     for row in txn.open_table(PACK_IDS)?.iter()? {
         let (k, v) = row?;
-        out.push(Op::PutPackIds(k.value(), v.value().to_vec()));
+        sink(Op::PutPackIds(k.value(), v.value().to_vec()))?;
     }
     for row in txn.open_table(STREAMS)?.iter()? {
         let (k, v) = row?;
-        out.push(Op::PutStream(k.value(), v.value()));
+        sink(Op::PutStream(k.value(), v.value()))?;
     }
     for row in txn.open_table(EXTENTS)?.iter()? {
         let (k, v) = row?;
-        out.push(Op::PutExtent(k.value(), v.value().to_vec()));
+        sink(Op::PutExtent(k.value(), v.value().to_vec()))?;
     }
     for row in txn.open_table(SPANS)?.iter()? {
         let (k, v) = row?;
-        out.push(Op::PutSpan(*k.value(), v.value().to_vec()));
+        sink(Op::PutSpan(*k.value(), v.value().to_vec()))?;
     }
     for row in txn.open_table(SIDECAR)?.iter()? {
         let (k, v) = row?;
-        out.push(Op::PutSidecar(k.value(), v.value().to_vec()));
+        sink(Op::PutSidecar(k.value(), v.value().to_vec()))?;
     }
     for row in txn.open_table(RECORDS)?.iter()? {
         let (k, v) = row?;
-        out.push(Op::PutRecord(k.value().to_vec(), v.value().to_vec()));
+        sink(Op::PutRecord(k.value().to_vec(), v.value().to_vec()))?;
     }
     for row in txn.open_table(FOREIGN_PACKS)?.iter()? {
         let (k, v) = row?;
-        out.push(Op::PutForeignPack(k.value(), v.value().to_vec()));
+        sink(Op::PutForeignPack(k.value(), v.value().to_vec()))?;
     }
     for row in txn.open_table(PINS)?.iter()? {
         let (k, v) = row?;
-        out.push(Op::PutPin(k.value(), v.value().to_vec()));
+        sink(Op::PutPin(k.value(), v.value().to_vec()))?;
     }
-    Ok(out)
+    Ok(())
+}
+
+/// Empties every journaled table of `txn` (a checkpoint is restored into an empty catalog, so
+/// rows a stale local catalog holds and the checkpoint does not cannot survive it).
+pub fn clear(txn: &WriteTransaction) -> Result<()> {
+    txn.open_table(CHUNKS)?.retain(|_, _| false)?;
+    txn.open_table(PACKS)?.retain(|_, _| false)?;
+    txn.open_table(PACK_IDS)?.retain(|_, _| false)?;
+    txn.open_table(STREAMS)?.retain(|_, _| false)?;
+    txn.open_table(EXTENTS)?.retain(|_, _| false)?;
+    txn.open_table(SPANS)?.retain(|_, _| false)?;
+    txn.open_table(SIDECAR)?.retain(|_, _| false)?;
+    txn.open_table(RECORDS)?.retain(|_, _| false)?;
+    txn.open_table(FOREIGN_PACKS)?.retain(|_, _| false)?;
+    txn.open_table(PINS)?.retain(|_, _| false)?;
+    Ok(())
 }
 
 /// Appends `op`'s encoding to `raw`, the payload [`encode_raw`] takes.

@@ -24,6 +24,7 @@
 
 mod catalog;
 mod catalog_file;
+mod checkpoint;
 pub mod chunker;
 mod foreign;
 pub mod format;
@@ -41,6 +42,7 @@ mod stream;
 mod test_support;
 mod usage;
 
+pub use checkpoint::fuzz_manifest as checkpoint_fuzzing;
 pub use chunker::ChunkerParams;
 pub use foreign::{ForeignStores, ImportReport};
 pub use format::{ChunkId, FormatError};
@@ -51,7 +53,8 @@ pub use reclaim::ReclaimReport;
 pub use scrub::{Damage, ScrubReport};
 pub use space::{CatalogSpace, TableSpace};
 pub use store::{
-    ChunkStore, DurableAt, READ_CACHE_STREAMS_MAX, RecoveryProgress, StoreConfig, StoreStats,
+    CheckpointReport, ChunkStore, DurableAt, JournalStatus, READ_CACHE_STREAMS_MAX,
+    RecoveryProgress, StoreConfig, StoreStats,
 };
 pub use stream::{Stream, StreamId};
 pub use usage::{EXACT_CHUNKS, Exclusive, ExclusiveUsage, StreamUsage};

@@ -14,6 +14,7 @@ use crate::catalog::{
     self, CHUNKS, EXTENTS, FOREIGN_PACKS, ForeignPack, META, PACK_IDS, PACKS, PINS, PackRow,
     RECORDS, SIDECAR, SPANS, STREAMS, pack_key,
 };
+use crate::checkpoint;
 use crate::chunker::ChunkerParams;
 use crate::format::{self, ChunkId, ChunkLoc, FormatError};
 use crate::index::{Bloom, LocalityCache, is_hook};
@@ -56,6 +57,14 @@ pub struct StoreConfig {
     /// come round is read, decompressed and hash-checked again. 64 MiB holds the unique eighth
     /// of a 512 MiB window at 8:1.
     pub read_cache_per_stream: usize,
+    /// With the journal on, a checkpoint of the whole catalog is written in the background
+    /// (and the journal objects it covers deleted) once the journal objects since the last
+    /// checkpoint weigh at least this much, or as much as that checkpoint if it was larger:
+    /// their bytes plus [`checkpoint::JOURNAL_OBJECT_WEIGHT`] each (`checkpoint.rs`).
+    /// `u64::MAX` turns automatic checkpoints off.
+    pub checkpoint_min_bytes: u64,
+    /// A checkpoint is cut into objects of about this many bytes of catalog rows.
+    pub checkpoint_part_bytes: usize,
 }
 
 /// The open streams [`StoreConfig::read_cache_per_stream`] is counted for, at most.
@@ -74,7 +83,7 @@ pub enum DurableAt {
 /// Progress of replaying the catalog journal on open (recovery from the back end).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecoveryProgress {
-    /// Journal objects replayed so far, of `total`.
+    /// Checkpoint parts and journal objects applied so far, of `total`.
     pub done: u64,
     pub total: u64,
     /// Catalog changes applied so far.
@@ -96,6 +105,8 @@ impl Default for StoreConfig {
             journal: false,
             durable_at: DurableAt::Local,
             journal_piece_bytes: journal::PIECE_BYTES,
+            checkpoint_min_bytes: 64 << 20,
+            checkpoint_part_bytes: checkpoint::PART_RAW_BYTES,
         }
     }
 }
@@ -241,6 +252,13 @@ pub(crate) struct Inner {
     /// Opens other stores' back ends for foreign packs (`ChunkStore::set_foreign_stores`).
     pub(crate) foreign_stores: RwLock<Option<Arc<dyn crate::ForeignStores>>>,
     foreign_backends: Mutex<HashMap<String, Arc<dyn Backend>>>,
+    /// Wakes the checkpoint thread after a durable commit made a checkpoint due.
+    checkpoint_tx: Mutex<Option<crossbeam_channel::Sender<()>>>,
+    checkpointer: Mutex<Option<JoinHandle<()>>>,
+    /// One checkpoint at a time (the thread's and `ChunkStore::checkpoint`'s).
+    checkpoint_lock: Mutex<()>,
+    /// The store is closing: a checkpoint being written gives up between rows.
+    closing: AtomicBool,
 }
 
 /// The journal's writer side: ops not yet written, and the object being written.
@@ -256,6 +274,49 @@ struct JournalState {
     /// An object whose put failed, and whether it ends its group: written again, byte for
     /// byte, before anything newer.
     staged: Option<(u64, Vec<u8>, bool)>,
+    /// Journal objects in the back end after the newest checkpoint, and their bytes.
+    since_checkpoint_objects: u64,
+    since_checkpoint_bytes: u64,
+    /// The newest checkpoint in the back end (0: none), and its parts' bytes.
+    checkpoint_seq: u64,
+    checkpoint_bytes: u64,
+}
+
+impl JournalState {
+    /// Whether the journal since the last checkpoint weighs enough for a new one.
+    fn checkpoint_due(&self, min_bytes: u64) -> bool {
+        let weight = self.since_checkpoint_bytes.saturating_add(
+            self.since_checkpoint_objects
+                .saturating_mul(checkpoint::JOURNAL_OBJECT_WEIGHT),
+        );
+        self.seq > self.checkpoint_seq && weight >= min_bytes.max(self.checkpoint_bytes)
+    }
+}
+
+/// The journal's state, for metrics (`ChunkStore::journal_status`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JournalStatus {
+    /// The last journal object's sequence number.
+    pub seq: u64,
+    /// The newest checkpoint's sequence (0: none) and size.
+    pub checkpoint_seq: u64,
+    pub checkpoint_bytes: u64,
+    /// Journal objects after it (what a recovery replays on top of it), and their bytes.
+    pub objects_since_checkpoint: u64,
+    pub bytes_since_checkpoint: u64,
+}
+
+/// What [`ChunkStore::checkpoint`] wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckpointReport {
+    /// The journal sequence it stands for.
+    pub seq: u64,
+    pub parts: u32,
+    pub bytes: u64,
+    /// Catalog rows in it.
+    pub ops: u64,
+    /// Journal objects and older checkpoint objects deleted after it.
+    pub deleted_objects: u64,
 }
 
 /// A handle to an open store. Cheap to clone; all clones share one store.
@@ -276,6 +337,11 @@ struct ShutdownGuard {
 
 impl Drop for ShutdownGuard {
     fn drop(&mut self) {
+        self.inner.closing.store(true, Ordering::Release);
+        self.inner.checkpoint_tx.lock().take();
+        if let Some(h) = self.inner.checkpointer.lock().take() {
+            let _ = h.join();
+        }
         self.inner.upload_tx.lock().take();
         let uploaders = std::mem::take(&mut *self.inner.uploaders.lock());
         for h in uploaders {
@@ -363,11 +429,12 @@ impl ChunkStore {
         init_catalog(&db)?;
         // Before the orphan scan below: on a fresh directory every pack is an orphan until the
         // journal that names it is replayed.
-        let journal_seq = if config.journal {
-            replay_journal(&db, &*backend, progress)?
+        let journal_start = if config.journal {
+            Some(replay_journal(&db, &*backend, progress)?)
         } else {
-            0
+            None
         };
+        let journal_seq = journal_start.as_ref().map_or(0, |j| j.seq);
 
         let mut catalog_packs = HashSet::new();
         let mut foreign = HashMap::new();
@@ -469,8 +536,20 @@ impl ChunkStore {
             foreign_backends: Mutex::new(HashMap::new()),
             journal: Mutex::new(JournalState {
                 seq: journal_seq,
+                since_checkpoint_objects: journal_start
+                    .as_ref()
+                    .map_or(0, |j| j.since_checkpoint_objects),
+                since_checkpoint_bytes: journal_start
+                    .as_ref()
+                    .map_or(0, |j| j.since_checkpoint_bytes),
+                checkpoint_seq: journal_start.as_ref().map_or(0, |j| j.checkpoint_seq),
+                checkpoint_bytes: journal_start.as_ref().map_or(0, |j| j.checkpoint_bytes),
                 ..JournalState::default()
             }),
+            checkpoint_tx: Mutex::new(None),
+            checkpointer: Mutex::new(None),
+            checkpoint_lock: Mutex::new(()),
+            closing: AtomicBool::new(false),
         });
         if inner.config.journal && journal_seq == 0 {
             // A catalog that has rows but no journal yet (a store that starts journaling):
@@ -502,6 +581,25 @@ impl ChunkStore {
                 })
                 .map_err(|e| StoreError::Catalog(format!("starting uploader: {e}")))?;
             inner.uploaders.lock().push(handle);
+        }
+        if inner.config.journal {
+            let (tx, rx) = crossbeam_channel::bounded::<()>(1);
+            let weak = Arc::downgrade(&inner);
+            let handle = std::thread::Builder::new()
+                .name("reel-checkpoint".into())
+                .spawn(move || {
+                    for () in rx {
+                        let Some(inner) = weak.upgrade() else { return };
+                        // A failed checkpoint changes nothing acknowledged: the journal it
+                        // would have replaced stays, and the next durable commit tries again.
+                        if let Err(e) = inner.write_checkpoint() {
+                            tracing::warn!("catalog checkpoint failed: {e}");
+                        }
+                    }
+                })
+                .map_err(|e| StoreError::Catalog(format!("starting checkpointer: {e}")))?;
+            *inner.checkpoint_tx.lock() = Some(tx);
+            *inner.checkpointer.lock() = Some(handle);
         }
         let guard = Arc::new(ShutdownGuard {
             inner: inner.clone(),
@@ -801,6 +899,25 @@ impl ChunkStore {
         self.inner.journal.lock().seq
     }
 
+    /// The journal and its newest checkpoint (all zero with the journal off).
+    pub fn journal_status(&self) -> JournalStatus {
+        let j = self.inner.journal.lock();
+        JournalStatus {
+            seq: j.seq,
+            checkpoint_seq: j.checkpoint_seq,
+            checkpoint_bytes: j.checkpoint_bytes,
+            objects_since_checkpoint: j.since_checkpoint_objects,
+            bytes_since_checkpoint: j.since_checkpoint_bytes,
+        }
+    }
+
+    /// Writes a checkpoint of the catalog now (the store also does on its own, see
+    /// `StoreConfig::checkpoint_min_bytes`), then deletes the journal objects it covers.
+    /// `None` when nothing was journaled since the last one. Refused with the journal off.
+    pub fn checkpoint(&self) -> Result<Option<CheckpointReport>> {
+        self.inner.write_checkpoint()
+    }
+
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.inner.backend
     }
@@ -896,30 +1013,102 @@ fn init_catalog(db: &Database) -> Result<()> {
     Ok(())
 }
 
-/// Replays the complete groups among the back end's journal objects newer than the catalog's
-/// and skips the groups never ended (`journal.rs`); returns the last sequence number in the
-/// back end, which the next journal object follows.
+/// Where the journal stands after [`replay_journal`].
+struct JournalStart {
+    /// The last sequence number in the back end, which the next journal object follows.
+    seq: u64,
+    since_checkpoint_objects: u64,
+    since_checkpoint_bytes: u64,
+    checkpoint_seq: u64,
+    checkpoint_bytes: u64,
+}
+
+/// Brings the catalog up to the back end: restores the newest checkpoint if the catalog is
+/// empty, behind the journal objects still present, or half-restored (`checkpoint.rs`), then
+/// replays the complete groups among the journal objects newer than the catalog and skips
+/// the groups never ended (`journal.rs`).
 fn replay_journal(
     db: &Database,
     backend: &dyn Backend,
     progress: &mut dyn FnMut(RecoveryProgress),
-) -> Result<u64> {
-    let local = {
+) -> Result<JournalStart> {
+    let (local, restoring, restored_parts) = {
         let txn = db.begin_read()?;
         let meta = txn.open_table(META)?;
-        meta.get(catalog::META_JOURNAL_SEQ)?
-            .map_or(0, |v| v.value())
+        let get = |key: &str| -> Result<Option<u64>> { Ok(meta.get(key)?.map(|v| v.value())) };
+        (
+            get(catalog::META_JOURNAL_SEQ)?.unwrap_or(0),
+            get(catalog::META_RESTORING)?,
+            get(catalog::META_RESTORED_PARTS)?.unwrap_or(0),
+        )
+    };
+    let corrupt = |key: &reel_backend::Key, e: FormatError| {
+        StoreError::Corrupt(format!("{key} in {}: {e}", backend.describe()))
     };
     let listed = backend
         .list(journal::JOURNAL_PREFIX)
         .map_err(StoreError::from_backend)?;
-    let mut newer: Vec<u64> = listed
+    let mut journals: Vec<(u64, u64)> = listed
         .iter()
-        .filter_map(|o| journal::parse_journal_key(o.key.as_str()))
-        .filter(|&seq| seq > local)
+        .filter_map(|o| Some((journal::parse_journal_key(o.key.as_str())?, o.size)))
         .collect();
-    newer.sort_unstable();
-    let mut seq = local;
+    journals.sort_unstable();
+    let mut manifests: Vec<u64> = backend
+        .list(checkpoint::CHECKPOINT_PREFIX)
+        .map_err(StoreError::from_backend)?
+        .iter()
+        .filter_map(|o| match checkpoint::parse_key(o.key.as_str())? {
+            checkpoint::CheckpointKey::Manifest { seq } => Some(seq),
+            checkpoint::CheckpointKey::Part { .. } => None,
+        })
+        .collect();
+    manifests.sort_unstable();
+    let newest = manifests.last().copied();
+    let has_journal = |seq: u64| journals.binary_search_by_key(&seq, |j| j.0).is_ok();
+    // Which checkpoint to restore, and from which part.
+    let restore = match restoring {
+        Some(c) if manifests.contains(&c) => Some((c, restored_parts)),
+        Some(c) => match newest {
+            // The one being restored was replaced by a newer one (another node compacted).
+            Some(n) => Some((n, 0)),
+            None => {
+                return Err(StoreError::Corrupt(format!(
+                    "restoring catalog checkpoint {} was interrupted, and {} holds no \
+                     checkpoint any more",
+                    checkpoint::manifest_key(c),
+                    backend.describe()
+                )));
+            }
+        },
+        // Restoring beats replaying every journal into an empty catalog, and is the only way
+        // once the journal objects after the catalog are gone.
+        None => newest
+            .filter(|&n| {
+                n > local
+                    && (local == 0
+                        || !has_journal(local + 1)
+                        || journals.last().is_none_or(|j| j.0 < n))
+            })
+            .map(|n| (n, 0)),
+    };
+    let manifest = match restore.or(newest.map(|n| (n, 0))) {
+        Some((c, _)) => {
+            let key = checkpoint::manifest_key(c);
+            let bytes = backend.get(&key).map_err(StoreError::from_backend)?;
+            Some(checkpoint::Manifest::decode(&bytes, c).map_err(|e| corrupt(&key, e))?)
+        }
+        None => None,
+    };
+    let base = match restore {
+        Some((c, _)) => c,
+        None => local,
+    };
+    let newer: Vec<u64> = journals
+        .iter()
+        .map(|j| j.0)
+        .filter(|&seq| seq > base)
+        .collect();
+    let mut seq = base;
     for &next in &newer {
         if next != seq + 1 {
             return Err(StoreError::Corrupt(format!(
@@ -931,9 +1120,14 @@ fn replay_journal(
         }
         seq = next;
     }
-    let last_in_backend = seq;
-    let corrupt = |key: &reel_backend::Key, e: FormatError| {
-        StoreError::Corrupt(format!("{key} in {}: {e}", backend.describe()))
+    let checkpoint_seq = manifest.as_ref().map_or(0, |m| m.seq);
+    let since: Vec<&(u64, u64)> = journals.iter().filter(|j| j.0 > checkpoint_seq).collect();
+    let start = JournalStart {
+        seq: seq.max(checkpoint_seq),
+        since_checkpoint_objects: since.len() as u64,
+        since_checkpoint_bytes: since.iter().map(|j| j.1).sum(),
+        checkpoint_seq,
+        checkpoint_bytes: manifest.as_ref().map_or(0, checkpoint::Manifest::bytes),
     };
     // Pass 1, headers only: which objects belong to a group that was ended. Leading pieces
     // that continue a group are the rest of one whose replay an earlier open began (the
@@ -966,14 +1160,30 @@ fn replay_journal(
             group_start = i + 1;
         }
     }
-    let total = apply.iter().filter(|&&a| a).count() as u64;
+    let parts_left = match (restore, &manifest) {
+        (Some((_, from)), Some(m)) => (m.parts.len() as u64).saturating_sub(from),
+        _ => 0,
+    };
     let mut report = RecoveryProgress {
         done: 0,
-        total,
+        total: parts_left + apply.iter().filter(|&&a| a).count() as u64,
         ops: 0,
     };
-    if total > 0 {
+    if report.total > 0 {
         progress(report);
+    }
+    if let (Some((c, from)), Some(m)) = (restore, &manifest) {
+        restore_checkpoint(
+            db,
+            backend,
+            m,
+            if restoring == Some(c) { from } else { 0 },
+            &mut |ops| {
+                report.done += 1;
+                report.ops += ops;
+                progress(report);
+            },
+        )?;
     }
     // Pass 2: apply them in order, each durably, so a crash mid-recovery resumes after it.
     for (i, &next) in newer.iter().enumerate() {
@@ -999,7 +1209,114 @@ fn replay_journal(
         report.ops += ops.len() as u64;
         progress(report);
     }
-    Ok(last_in_backend)
+    Ok(start)
+}
+
+/// Restores checkpoint `manifest` into the catalog from part `from` on: part 0 first empties
+/// the catalog's tables; each part is applied in its own durable transaction with the count
+/// of parts applied, so a restore interrupted half way resumes after the last one.
+fn restore_checkpoint(
+    db: &Database,
+    backend: &dyn Backend,
+    manifest: &checkpoint::Manifest,
+    from: u64,
+    applied: &mut dyn FnMut(u64),
+) -> Result<()> {
+    let c = manifest.seq;
+    if from == 0 {
+        let mut txn = db.begin_write()?;
+        txn.set_durability(Durability::Immediate)?;
+        journal::clear(&txn)?;
+        {
+            let mut meta = txn.open_table(META)?;
+            meta.insert(catalog::META_JOURNAL_SEQ, 0)?;
+            meta.insert(catalog::META_RESTORING, c)?;
+            meta.insert(catalog::META_RESTORED_PARTS, 0)?;
+        }
+        txn.commit()?;
+    }
+    for (k, info) in manifest.parts.iter().enumerate().skip(from as usize) {
+        let key = checkpoint::part_key(c, k as u32);
+        let bytes = backend.get(&key).map_err(StoreError::from_backend)?;
+        if checkpoint::PartInfo::of(&bytes) != *info {
+            return Err(StoreError::Corrupt(format!(
+                "{key} in {} is not the part its manifest names ({} bytes, expected {})",
+                backend.describe(),
+                bytes.len(),
+                info.bytes
+            )));
+        }
+        let ops = journal::decode(&bytes, k as u64)
+            .map_err(|e| StoreError::Corrupt(format!("{key} in {}: {e}", backend.describe())))?;
+        let mut txn = db.begin_write()?;
+        txn.set_durability(Durability::Immediate)?;
+        journal::apply(&txn, &ops)?;
+        txn.open_table(META)?
+            .insert(catalog::META_RESTORED_PARTS, k as u64 + 1)?;
+        txn.commit()?;
+        applied(ops.len() as u64);
+    }
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::Immediate)?;
+    {
+        let mut meta = txn.open_table(META)?;
+        meta.insert(catalog::META_JOURNAL_SEQ, c)?;
+        meta.remove(catalog::META_RESTORING)?;
+        meta.remove(catalog::META_RESTORED_PARTS)?;
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+/// Cuts a checkpoint's ops into parts and stores each as it fills.
+struct PartWriter<'a> {
+    inner: &'a Inner,
+    seq: u64,
+    raw: Vec<u8>,
+    count: u32,
+    ops: u64,
+    parts: Vec<checkpoint::PartInfo>,
+}
+
+impl PartWriter<'_> {
+    fn push(&mut self, op: &journal::Op) -> Result<()> {
+        if self.inner.closing.load(Ordering::Acquire) {
+            return Err(StoreError::Stopped(
+                "the store is closing: checkpoint abandoned".into(),
+            ));
+        }
+        journal::append_op(&mut self.raw, op);
+        self.count += 1;
+        self.ops += 1;
+        if self.raw.len() >= self.inner.config.checkpoint_part_bytes.max(1) {
+            self.store_part()?;
+        }
+        Ok(())
+    }
+
+    fn store_part(&mut self) -> Result<()> {
+        let part = self.parts.len() as u32;
+        let bytes = journal::encode_raw(
+            u64::from(part),
+            &self.raw,
+            self.count,
+            journal::Piece::WHOLE,
+        );
+        self.inner
+            .put_checkpoint_object(&checkpoint::part_key(self.seq, part), &bytes)?;
+        self.parts.push(checkpoint::PartInfo::of(&bytes));
+        self.raw.clear();
+        self.count = 0;
+        Ok(())
+    }
+
+    /// Stores the last part (an empty catalog still has one part, with no ops).
+    fn finish(&mut self) -> Result<()> {
+        if self.count > 0 || self.parts.is_empty() {
+            self.store_part()?;
+        }
+        Ok(())
+    }
 }
 
 impl Inner {
@@ -1413,20 +1730,188 @@ impl Inner {
     /// the changes since the last journal object are first written as the next one (and, for
     /// [`DurableAt::Bucket`], flushed to the back end's final home), and its number goes into
     /// this commit: the local catalog never gets ahead of the back end's journal.
-    pub(crate) fn commit_txn_durably(&self, mut txn: redb::WriteTransaction) -> Result<()> {
+    pub(crate) fn commit_txn_durably(&self, txn: redb::WriteTransaction) -> Result<()> {
+        self.commit_txn_durably_with_snapshot(txn, false)
+            .map(|_| ())
+    }
+
+    /// [`Inner::commit_txn_durably`]; with `snapshot`, also a read snapshot of the catalog as
+    /// of the journal object that ended the group, and that object's sequence: opened while
+    /// `txn` still held off every other catalog change and after every change before it was
+    /// journaled, so it is exactly what replaying journals `..=seq` builds (what a
+    /// checkpoint must hold).
+    fn commit_txn_durably_with_snapshot(
+        &self,
+        mut txn: redb::WriteTransaction,
+        snapshot: bool,
+    ) -> Result<Option<(u64, redb::ReadTransaction)>> {
         txn.set_durability(Durability::Immediate)?;
         txn.set_quick_repair(true);
+        let mut seq = 0;
         if self.config.journal {
             // Holding a write transaction: no other catalog change can add ops meanwhile.
-            let seq = self.write_journal()?;
+            seq = self.write_journal()?;
             txn.open_table(META)?
                 .insert(catalog::META_JOURNAL_SEQ, seq)?;
         }
         if self.config.durable_at == DurableAt::Bucket {
             self.backend.flush().map_err(StoreError::from_backend)?;
         }
+        let view = if snapshot {
+            Some((seq, self.db.begin_read()?))
+        } else {
+            None
+        };
         txn.commit()?;
-        Ok(())
+        if self.config.journal
+            && self
+                .journal
+                .lock()
+                .checkpoint_due(self.config.checkpoint_min_bytes)
+        {
+            if let Some(tx) = self.checkpoint_tx.lock().as_ref() {
+                // Full: the thread is already asked to run.
+                let _ = tx.try_send(());
+            }
+        }
+        Ok(view)
+    }
+
+    /// Writes a checkpoint of the catalog to the back end and deletes the journal objects
+    /// and older checkpoints it replaces (`checkpoint.rs`). `None` when nothing was journaled
+    /// since the last checkpoint.
+    pub(crate) fn write_checkpoint(&self) -> Result<Option<CheckpointReport>> {
+        if !self.config.journal {
+            return Err(StoreError::Invalid(
+                "the catalog journal is off (a local store): there is nothing to checkpoint".into(),
+            ));
+        }
+        let _one = self.checkpoint_lock.lock();
+        self.check_stopped()?;
+        let (seq, snapshot, since_objects, since_bytes) = {
+            let _commit = self.commit_lock.write();
+            self.seal_and_store_all()?;
+            let covers = self.nondurable_commits.load(Ordering::Acquire);
+            let result = self
+                .db
+                .begin_write()
+                .map_err(StoreError::from)
+                .and_then(|txn| self.commit_txn_durably_with_snapshot(txn, true));
+            let Some((seq, snapshot)) = self.stop_on_catalog_error(result)? else {
+                return Ok(None);
+            };
+            self.durable_covers.fetch_max(covers, Ordering::AcqRel);
+            let j = self.journal.lock();
+            if seq == 0 || seq <= j.checkpoint_seq {
+                return Ok(None);
+            }
+            (
+                seq,
+                snapshot,
+                j.since_checkpoint_objects,
+                j.since_checkpoint_bytes,
+            )
+        };
+        let mut parts = PartWriter {
+            inner: self,
+            seq,
+            raw: Vec::new(),
+            count: 0,
+            ops: 0,
+            parts: Vec::new(),
+        };
+        journal::dump_into(&snapshot, &mut |op| parts.push(&op))?;
+        {
+            // The store-wide values a recovered catalog needs (`reserve_pack_ids`).
+            let meta = snapshot.open_table(META)?;
+            if let Some(floor) = meta.get(catalog::META_PACK_ID_FLOOR)? {
+                parts.push(&journal::Op::RaisePackIdFloor(floor.value()))?;
+            }
+            if let Some(chunker) = catalog::get_chunker(&meta)? {
+                parts.push(&journal::Op::SetChunker(chunker))?;
+            }
+        }
+        drop(snapshot);
+        parts.finish()?;
+        let manifest = checkpoint::Manifest {
+            seq,
+            ops: parts.ops,
+            parts: parts.parts,
+        };
+        self.put_checkpoint_object(&checkpoint::manifest_key(seq), &manifest.encode())?;
+        {
+            let mut j = self.journal.lock();
+            j.checkpoint_seq = seq;
+            j.checkpoint_bytes = manifest.bytes();
+            j.since_checkpoint_objects = j.since_checkpoint_objects.saturating_sub(since_objects);
+            j.since_checkpoint_bytes = j.since_checkpoint_bytes.saturating_sub(since_bytes);
+        }
+        let deleted_objects = self.delete_replaced_by_checkpoint(seq)?;
+        Ok(Some(CheckpointReport {
+            seq,
+            parts: manifest.parts.len() as u32,
+            bytes: manifest.bytes(),
+            ops: manifest.ops,
+            deleted_objects,
+        }))
+    }
+
+    /// Creates a checkpoint object; one already there with the same bytes (an earlier attempt
+    /// of this checkpoint) counts as written.
+    fn put_checkpoint_object(&self, key: &reel_backend::Key, bytes: &[u8]) -> Result<()> {
+        match self.backend.put(key, bytes, PutMode::Create) {
+            Ok(()) => Ok(()),
+            Err(reel_backend::BackendError::AlreadyExists(_)) => match self.backend.get(key) {
+                Ok(existing) if existing == bytes => Ok(()),
+                Ok(_) => Err(StoreError::Corrupt(format!(
+                    "{key} in {} holds other bytes than this checkpoint",
+                    self.backend.describe()
+                ))),
+                Err(e) => Err(StoreError::from_backend(e)),
+            },
+            Err(e) => Err(StoreError::from_backend(e)),
+        }
+    }
+
+    /// Deletes, once checkpoint `seq`'s manifest is stored, the older checkpoints (manifests
+    /// first, so none is left half) and the journal objects `..=seq`; returns how many.
+    /// Debris of interrupted checkpoints older than `seq` goes too.
+    fn delete_replaced_by_checkpoint(&self, seq: u64) -> Result<u64> {
+        let backend = &self.backend;
+        let listed = backend
+            .list(checkpoint::CHECKPOINT_PREFIX)
+            .map_err(StoreError::from_backend)?;
+        let old: Vec<(checkpoint::CheckpointKey, &reel_backend::Key)> = listed
+            .iter()
+            .filter_map(|o| Some((checkpoint::parse_key(o.key.as_str())?, &o.key)))
+            .filter(|(k, _)| k.seq() < seq)
+            .collect();
+        let mut deleted = 0;
+        let manifests_first = old
+            .iter()
+            .filter(|(k, _)| matches!(k, checkpoint::CheckpointKey::Manifest { .. }))
+            .chain(
+                old.iter()
+                    .filter(|(k, _)| matches!(k, checkpoint::CheckpointKey::Part { .. })),
+            );
+        for (_, key) in manifests_first {
+            backend.delete(key).map_err(StoreError::from_backend)?;
+            deleted += 1;
+        }
+        let mut journals: Vec<(u64, reel_backend::Key)> = backend
+            .list(journal::JOURNAL_PREFIX)
+            .map_err(StoreError::from_backend)?
+            .into_iter()
+            .filter_map(|o| Some((journal::parse_journal_key(o.key.as_str())?, o.key)))
+            .filter(|(s, _)| *s <= seq)
+            .collect();
+        // Oldest first: an interrupted deletion leaves a run that still ends at `seq`.
+        journals.sort_unstable_by_key(|j| j.0);
+        for (_, key) in journals {
+            backend.delete(&key).map_err(StoreError::from_backend)?;
+            deleted += 1;
+        }
+        Ok(deleted)
     }
 
     /// Records that this opening gives out pack ids below `floor` (`catalog::META_PACK_ID_FLOOR`),
@@ -1495,6 +1980,8 @@ impl Inner {
             }
             j.seq = seq;
             j.group_open = !ends_group;
+            j.since_checkpoint_objects += 1;
+            j.since_checkpoint_bytes += bytes.len() as u64;
         }
         // Nothing to write, unless a group written in pieces must be ended (if empty).
         if j.count == 0 && !(last && j.group_open) {
@@ -1514,6 +2001,8 @@ impl Inner {
         }
         j.seq = seq;
         j.group_open = !last;
+        j.since_checkpoint_objects += 1;
+        j.since_checkpoint_bytes += bytes.len() as u64;
         Ok(seq)
     }
 

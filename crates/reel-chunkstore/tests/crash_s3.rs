@@ -154,6 +154,10 @@ fn store_config(durable_at: DurableAt, pack_target: usize) -> StoreConfig {
         pack_target,
         // Groups of several pieces, so kills land between them (`journal.rs`).
         journal_piece_bytes: 16 << 10,
+        // Checkpoints every few journal objects, in parts, so kills land in them and in the
+        // deletion of the journal they replace (`checkpoint.rs`).
+        checkpoint_min_bytes: 1 << 20,
+        checkpoint_part_bytes: 64 << 10,
         ..StoreConfig::default()
     }
 }

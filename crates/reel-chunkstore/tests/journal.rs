@@ -421,3 +421,267 @@ fn pack_ids_are_never_reused_across_openings_or_recovery() {
         "{first:?} then {second:?}"
     );
 }
+
+fn checkpoint_keys(backend: &MemoryBackend) -> Vec<String> {
+    backend
+        .list("catalog/checkpoint/")
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key.as_str().to_string())
+        .collect()
+}
+
+fn journal_seqs(backend: &MemoryBackend) -> Vec<u64> {
+    journal_keys(backend)
+        .iter()
+        .map(|k| {
+            let hex = k
+                .strip_prefix("catalog/journal/")
+                .and_then(|k| k.strip_suffix(".jrnl"))
+                .unwrap();
+            u64::from_str_radix(hex, 16).unwrap()
+        })
+        .collect()
+}
+
+/// Checkpoints by hand only, in parts of 4 KiB of rows.
+fn checkpointed() -> StoreConfig {
+    StoreConfig {
+        checkpoint_min_bytes: u64::MAX,
+        checkpoint_part_bytes: 4 << 10,
+        ..journaled()
+    }
+}
+
+#[test]
+fn a_checkpoint_replaces_the_journal_it_covers_and_recovery_starts_from_it() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let (fingerprint, contents, report, status) = {
+        let store = open(&dir.path().join("a"), &backend, checkpointed());
+        for round in 0..3 {
+            workload(&store, round);
+        }
+        let report = store
+            .checkpoint()
+            .unwrap()
+            .expect("a checkpoint was written");
+        assert!(report.parts > 1, "several parts: {report:?}");
+        assert!(report.deleted_objects >= 3, "{report:?}");
+        // Every journal object it covers is gone; what is written after it is journaled.
+        assert!(
+            journal_seqs(&backend).is_empty(),
+            "{:?}",
+            journal_keys(&backend)
+        );
+        assert_eq!(
+            store.checkpoint().unwrap(),
+            None,
+            "nothing new to checkpoint"
+        );
+        workload(&store, 3);
+        assert!(journal_seqs(&backend).iter().all(|&s| s > report.seq));
+        assert!(!journal_seqs(&backend).is_empty());
+        (
+            store.catalog_fingerprint().unwrap(),
+            read_all(&store),
+            report,
+            store.journal_status(),
+        )
+    };
+    assert_eq!(status.checkpoint_seq, report.seq);
+    assert_eq!(
+        status.objects_since_checkpoint,
+        journal_seqs(&backend).len() as u64
+    );
+    let parts = checkpoint_keys(&backend)
+        .iter()
+        .filter(|k| k.ends_with(".part"))
+        .count();
+    assert_eq!(parts as u32, report.parts);
+
+    let mut reports = Vec::new();
+    let recovered = ChunkStore::open_with_progress(
+        &dir.path().join("fresh"),
+        backend.clone(),
+        checkpointed(),
+        &mut |p| reports.push(p),
+    )
+    .unwrap();
+    assert_same_store(&recovered, fingerprint, &contents);
+    let last = reports.last().expect("progress was reported");
+    assert_eq!(last.done, last.total);
+    assert_eq!(
+        last.total,
+        u64::from(report.parts) + journal_seqs(&backend).len() as u64 - 1,
+        "the checkpoint's parts and the journal after it (not the opening's own object)"
+    );
+    assert_eq!(recovered.journal_status().checkpoint_seq, report.seq);
+    // The next checkpoint replaces this one.
+    workload(&recovered, 4);
+    let second = recovered.checkpoint().unwrap().unwrap();
+    assert!(second.seq > report.seq);
+    assert!(
+        checkpoint_keys(&backend)
+            .iter()
+            .all(|k| k.contains(&format!("{:016x}", second.seq))),
+        "older checkpoints are deleted: {:?}",
+        checkpoint_keys(&backend)
+    );
+}
+
+#[test]
+fn a_catalog_behind_a_checkpoint_is_rebuilt_from_it_without_its_stale_rows() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("node");
+    let stale = dir.path().join("stale");
+    {
+        let store = open(&node, &backend, checkpointed());
+        workload(&store, 0);
+        workload(&store, 1);
+    }
+    copy_dir(&node, &stale);
+    let (fingerprint, contents) = {
+        let store = open(&node, &backend, checkpointed());
+        // Deletes and reclaims rows the stale copy still has.
+        for round in 2..5 {
+            workload(&store, round);
+        }
+        store.delete_stream(StreamId(0)).unwrap();
+        store.sync().unwrap();
+        store.checkpoint().unwrap().unwrap();
+        (store.catalog_fingerprint().unwrap(), read_all(&store))
+    };
+    // The stale copy's next journal object is gone: only the checkpoint can bring it up.
+    let caught_up = open(&stale, &backend, checkpointed());
+    assert_same_store(&caught_up, fingerprint, &contents);
+}
+
+/// Fails reads of checkpoint parts after `budget` of them, as a node killed mid-restore.
+struct FailingParts {
+    inner: Arc<MemoryBackend>,
+    budget: std::sync::atomic::AtomicI64,
+}
+
+impl Backend for FailingParts {
+    fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> reel_backend::Result<()> {
+        self.inner.put(key, data, mode)
+    }
+    fn get(&self, key: &Key) -> reel_backend::Result<Vec<u8>> {
+        if key.as_str().ends_with(".part")
+            && self
+                .budget
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+                <= 0
+        {
+            return Err(reel_backend::BackendError::io(
+                key,
+                std::io::Error::other("injected: killed mid-restore"),
+            ));
+        }
+        self.inner.get(key)
+    }
+    fn get_range(&self, key: &Key, range: std::ops::Range<u64>) -> reel_backend::Result<Vec<u8>> {
+        self.inner.get_range(key, range)
+    }
+    fn delete(&self, key: &Key) -> reel_backend::Result<()> {
+        self.inner.delete(key)
+    }
+    fn list(&self, prefix: &str) -> reel_backend::Result<Vec<reel_backend::ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    fn describe(&self) -> String {
+        "a back end that fails checkpoint reads".into()
+    }
+}
+
+#[test]
+fn an_interrupted_restore_resumes_where_it_stopped() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let (fingerprint, contents, parts) = {
+        let store = open(&dir.path().join("a"), &backend, checkpointed());
+        for round in 0..3 {
+            workload(&store, round);
+        }
+        let report = store.checkpoint().unwrap().unwrap();
+        workload(&store, 3);
+        (
+            store.catalog_fingerprint().unwrap(),
+            read_all(&store),
+            report.parts,
+        )
+    };
+    assert!(parts >= 3, "{parts} parts");
+    let fresh = dir.path().join("fresh");
+    let failing = Arc::new(FailingParts {
+        inner: backend.clone(),
+        budget: 2.into(),
+    });
+    let err = ChunkStore::open(&fresh, failing.clone(), checkpointed())
+        .err()
+        .expect("the restore fails after two parts");
+    assert!(err.to_string().contains("killed mid-restore"), "{err}");
+    // Resumes at part 2: it needs only the parts it has not applied.
+    failing
+        .budget
+        .store(i64::from(parts) - 2, std::sync::atomic::Ordering::SeqCst);
+    let mut reports = Vec::new();
+    let store =
+        ChunkStore::open_with_progress(&fresh, failing, checkpointed(), &mut |p| reports.push(p))
+            .unwrap();
+    assert_same_store(&store, fingerprint, &contents);
+}
+
+#[test]
+fn checkpoints_are_written_on_their_own_once_the_journal_weighs_enough() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let config = || StoreConfig {
+        // Every journal object weighs more than this: a checkpoint after each durable commit.
+        checkpoint_min_bytes: 1,
+        ..journaled()
+    };
+    let (fingerprint, contents, seq) = {
+        let store = open(&dir.path().join("a"), &backend, config());
+        for round in 0..4 {
+            workload(&store, round);
+        }
+        // The checkpoint thread runs behind the commits: wait for it to catch up.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while store.journal_status().checkpoint_seq == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no checkpoint was written"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        (
+            store.catalog_fingerprint().unwrap(),
+            read_all(&store),
+            store.journal_seq(),
+        )
+    };
+    assert!(
+        (journal_seqs(&backend).len() as u64) < seq,
+        "checkpoints deleted journal objects: {} of {seq} left",
+        journal_seqs(&backend).len()
+    );
+    assert!(
+        checkpoint_keys(&backend)
+            .iter()
+            .any(|k| k.ends_with(".ckpt"))
+    );
+    let recovered = open(&dir.path().join("fresh"), &backend, config());
+    assert_same_store(&recovered, fingerprint, &contents);
+}
+
+#[test]
+fn a_local_store_refuses_to_checkpoint() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), &backend, StoreConfig::default());
+    let err = store.checkpoint().unwrap_err();
+    assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+}

@@ -834,6 +834,9 @@ pub fn config_for(seed: u64) -> StoreConfig {
         journal: journal_on(),
         // Small pieces too, so kills land between the pieces of a group (`journal.rs`).
         journal_piece_bytes: [4 << 10, 64 << 10, 8 << 20][(splitmix(seed ^ 0x5eed) % 3) as usize],
+        // Checkpoints never, every few journal objects, or after every one (`checkpoint.rs`).
+        checkpoint_min_bytes: [u64::MAX, 1 << 20, 1][(splitmix(seed ^ 0xc4e) % 3) as usize],
+        checkpoint_part_bytes: 64 << 10,
         ..StoreConfig::default()
     }
 }
