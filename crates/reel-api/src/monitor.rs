@@ -97,6 +97,16 @@ pub struct BucketView {
     pub failed: Option<String>,
     /// Bytes not yet in the bucket per cartridge (only cartridges with some).
     pub by_cartridge: Vec<PendingCartridge>,
+    /// The catalog in the bucket: the newest checkpoint's journal sequence (0: none) and
+    /// size, and the journal objects after it (what a recovery replays on top of it).
+    #[serde(default)]
+    pub catalog_checkpoint_seq: u64,
+    #[serde(default)]
+    pub catalog_checkpoint_bytes: u64,
+    #[serde(default)]
+    pub catalog_journal_objects: u64,
+    #[serde(default)]
+    pub catalog_journal_bytes: u64,
 }
 
 /// One cartridge's data not yet in the bucket.

@@ -252,8 +252,10 @@ pub(crate) struct Inner {
     /// Opens other stores' back ends for foreign packs (`ChunkStore::set_foreign_stores`).
     pub(crate) foreign_stores: RwLock<Option<Arc<dyn crate::ForeignStores>>>,
     foreign_backends: Mutex<HashMap<String, Arc<dyn Backend>>>,
-    /// Wakes the checkpoint thread after a durable commit made a checkpoint due.
-    checkpoint_tx: Mutex<Option<crossbeam_channel::Sender<()>>>,
+    /// Hands the checkpoint thread the snapshot of a durable commit that found one due.
+    checkpoint_tx: Mutex<Option<crossbeam_channel::Sender<CatalogSnapshot>>>,
+    /// The checkpoint thread holds a snapshot: no other is taken meanwhile.
+    checkpoint_busy: AtomicBool,
     checkpointer: Mutex<Option<JoinHandle<()>>>,
     /// One checkpoint at a time (the thread's and `ChunkStore::checkpoint`'s).
     checkpoint_lock: Mutex<()>,
@@ -549,6 +551,7 @@ impl ChunkStore {
             checkpoint_tx: Mutex::new(None),
             checkpointer: Mutex::new(None),
             checkpoint_lock: Mutex::new(()),
+            checkpoint_busy: AtomicBool::new(false),
             closing: AtomicBool::new(false),
         });
         if inner.config.journal && journal_seq == 0 {
@@ -583,16 +586,23 @@ impl ChunkStore {
             inner.uploaders.lock().push(handle);
         }
         if inner.config.journal {
-            let (tx, rx) = crossbeam_channel::bounded::<()>(1);
+            let (tx, rx) = crossbeam_channel::bounded::<CatalogSnapshot>(1);
             let weak = Arc::downgrade(&inner);
             let handle = std::thread::Builder::new()
                 .name("reel-checkpoint".into())
                 .spawn(move || {
-                    for () in rx {
+                    for view in rx {
                         let Some(inner) = weak.upgrade() else { return };
+                        let result = {
+                            let _one = inner.checkpoint_lock.lock();
+                            inner.write_checkpoint_of(view)
+                        };
+                        inner.checkpoint_busy.store(false, Ordering::Release);
                         // A failed checkpoint changes nothing acknowledged: the journal it
-                        // would have replaced stays, and the next durable commit tries again.
-                        if let Err(e) = inner.write_checkpoint() {
+                        // would have replaced stays, and a later durable commit tries again.
+                        if let Err(e) = result
+                            && !inner.closing.load(Ordering::Acquire)
+                        {
                             tracing::warn!("catalog checkpoint failed: {e}");
                         }
                     }
@@ -1268,6 +1278,17 @@ fn restore_checkpoint(
     Ok(())
 }
 
+/// The catalog exactly as replaying journals `..=seq` builds it: a read transaction opened
+/// at the durable commit that ended group `seq`, when no catalog change after it had been
+/// made (see `Inner::commit_txn_durably_with_snapshot` for how each path makes sure).
+struct CatalogSnapshot {
+    seq: u64,
+    txn: redb::ReadTransaction,
+    /// The journal objects since the last checkpoint at that moment (what this one replaces).
+    since_objects: u64,
+    since_bytes: u64,
+}
+
 /// Cuts a checkpoint's ops into parts and stores each as it fills.
 struct PartWriter<'a> {
     inner: &'a Inner,
@@ -1735,51 +1756,82 @@ impl Inner {
             .map(|_| ())
     }
 
-    /// [`Inner::commit_txn_durably`]; with `snapshot`, also a read snapshot of the catalog as
-    /// of the journal object that ended the group, and that object's sequence: opened while
-    /// `txn` still held off every other catalog change and after every change before it was
-    /// journaled, so it is exactly what replaying journals `..=seq` builds (what a
-    /// checkpoint must hold).
+    /// [`Inner::commit_txn_durably`]; with `snapshot` (for a `txn` that changes nothing but
+    /// the journal sequence), also a read snapshot of the catalog as of the journal object
+    /// that ended the group (see [`CatalogSnapshot`]). Without, when a
+    /// checkpoint is due and none is being written, the same snapshot goes to the checkpoint
+    /// thread: checkpoints are taken at the durable commits the store makes anyway (its
+    /// synchronising points), never by a durable commit of their own, which would make the
+    /// streams' flushed but unsynchronised changes durable at a moment no caller chose.
     fn commit_txn_durably_with_snapshot(
         &self,
         mut txn: redb::WriteTransaction,
         snapshot: bool,
-    ) -> Result<Option<(u64, redb::ReadTransaction)>> {
+    ) -> Result<Option<CatalogSnapshot>> {
         txn.set_durability(Durability::Immediate)?;
         txn.set_quick_repair(true);
         let mut seq = 0;
+        let mut view = None;
         if self.config.journal {
             // Holding a write transaction: no other catalog change can add ops meanwhile.
             seq = self.write_journal()?;
             txn.open_table(META)?
                 .insert(catalog::META_JOURNAL_SEQ, seq)?;
+            let j = self.journal.lock();
+            // Only for a transaction without changes of its own (`write_checkpoint`'s): a
+            // snapshot opened before the commit does not see them, though `seq` holds them.
+            if snapshot && seq > j.checkpoint_seq {
+                view = Some(CatalogSnapshot {
+                    seq,
+                    txn: self.db.begin_read()?,
+                    since_objects: j.since_checkpoint_objects,
+                    since_bytes: j.since_checkpoint_bytes,
+                });
+            }
         }
         if self.config.durable_at == DurableAt::Bucket {
             self.backend.flush().map_err(StoreError::from_backend)?;
         }
-        let view = if snapshot {
-            Some((seq, self.db.begin_read()?))
-        } else {
-            None
-        };
         txn.commit()?;
-        if self.config.journal
-            && self
-                .journal
-                .lock()
-                .checkpoint_due(self.config.checkpoint_min_bytes)
-        {
-            if let Some(tx) = self.checkpoint_tx.lock().as_ref() {
-                // Full: the thread is already asked to run.
-                let _ = tx.try_send(());
+        if snapshot || !self.config.journal {
+            return Ok(view);
+        }
+        let due = self
+            .journal
+            .lock()
+            .checkpoint_due(self.config.checkpoint_min_bytes);
+        if due && !self.checkpoint_busy.load(Ordering::Acquire) {
+            // Opened after the commit, so another writer may have committed in between; it
+            // journals its ops before its commit, so a journal unchanged since `seq` (checked
+            // after the snapshot is open) proves the snapshot is the catalog as of `seq`.
+            let read = self.db.begin_read()?;
+            let j = self.journal.lock();
+            let clean = j.seq == seq
+                && j.count == 0
+                && !j.group_open
+                && j.staged.is_none()
+                && seq > j.checkpoint_seq;
+            if clean && let Some(tx) = self.checkpoint_tx.lock().as_ref() {
+                let view = CatalogSnapshot {
+                    seq,
+                    txn: read,
+                    since_objects: j.since_checkpoint_objects,
+                    since_bytes: j.since_checkpoint_bytes,
+                };
+                // Busy before the thread can see the snapshot, so its "done" is never
+                // overwritten.
+                self.checkpoint_busy.store(true, Ordering::Release);
+                if tx.try_send(view).is_err() {
+                    self.checkpoint_busy.store(false, Ordering::Release);
+                }
             }
         }
-        Ok(view)
+        Ok(None)
     }
 
-    /// Writes a checkpoint of the catalog to the back end and deletes the journal objects
-    /// and older checkpoints it replaces (`checkpoint.rs`). `None` when nothing was journaled
-    /// since the last checkpoint.
+    /// Writes a checkpoint of the catalog now, at a durable commit of its own (a
+    /// synchronising point, as `sync`), and deletes the journal objects and older checkpoints
+    /// it replaces (`checkpoint.rs`). `None` when nothing was journaled since the last one.
     pub(crate) fn write_checkpoint(&self) -> Result<Option<CheckpointReport>> {
         if !self.config.journal {
             return Err(StoreError::Invalid(
@@ -1788,7 +1840,7 @@ impl Inner {
         }
         let _one = self.checkpoint_lock.lock();
         self.check_stopped()?;
-        let (seq, snapshot, since_objects, since_bytes) = {
+        let view = {
             let _commit = self.commit_lock.write();
             self.seal_and_store_all()?;
             let covers = self.nondurable_commits.load(Ordering::Acquire);
@@ -1797,21 +1849,29 @@ impl Inner {
                 .begin_write()
                 .map_err(StoreError::from)
                 .and_then(|txn| self.commit_txn_durably_with_snapshot(txn, true));
-            let Some((seq, snapshot)) = self.stop_on_catalog_error(result)? else {
-                return Ok(None);
-            };
+            let view = self.stop_on_catalog_error(result)?;
             self.durable_covers.fetch_max(covers, Ordering::AcqRel);
-            let j = self.journal.lock();
-            if seq == 0 || seq <= j.checkpoint_seq {
-                return Ok(None);
-            }
-            (
-                seq,
-                snapshot,
-                j.since_checkpoint_objects,
-                j.since_checkpoint_bytes,
-            )
+            view
         };
+        match view {
+            Some(view) => self.write_checkpoint_of(view),
+            None => Ok(None),
+        }
+    }
+
+    /// Writes checkpoint `view` (parts, then the manifest) and deletes what it replaces;
+    /// `None` if a newer checkpoint was written since the snapshot was taken. The caller holds
+    /// the checkpoint lock.
+    fn write_checkpoint_of(&self, view: CatalogSnapshot) -> Result<Option<CheckpointReport>> {
+        let CatalogSnapshot {
+            seq,
+            txn: snapshot,
+            since_objects,
+            since_bytes,
+        } = view;
+        if seq <= self.journal.lock().checkpoint_seq {
+            return Ok(None);
+        }
         let mut parts = PartWriter {
             inner: self,
             seq,

@@ -82,6 +82,8 @@ struct Tally {
     max_store_bytes: u64,
     /// Cycles whose catalog was also rebuilt from the objects alone (journal runs).
     recovered: u64,
+    /// Of those, rebuilt from a catalog checkpoint (`checkpoint.rs`) and the journal after it.
+    from_checkpoint: u64,
 }
 
 /// One kill-and-check cycle. Returns an error describing what is wrong with the store.
@@ -153,6 +155,15 @@ fn cycle(
         });
         let backend: Arc<dyn Backend> =
             Arc::new(LocalBackend::open(&objects).expect("open objects"));
+        let manifests = backend
+            .list("catalog/checkpoint/")
+            .map_err(|e| e.to_string())?
+            .iter()
+            .filter(|o| o.key.as_str().ends_with(".ckpt"))
+            .count();
+        if manifests > 0 {
+            tally.from_checkpoint += 1;
+        }
         let recovered = open_catalog(backend, &fresh, true)
             .map_err(|e| format!("recovery from the objects alone: {e}"))?;
         let again = recovered.catalog_fingerprint().map_err(|e| e.to_string())?;
@@ -226,6 +237,12 @@ fn kill_run(kills: u64, mode: Mode) {
     // The final state is still readable by a fresh store.
     if mode != Mode::Plain {
         assert_eq!(tally.recovered, kills, "every cycle was recovered");
+        if kills >= 50 {
+            assert!(
+                tally.from_checkpoint > 0,
+                "no recovery started from a catalog checkpoint"
+            );
+        }
     }
     let store = open_store(dir, mode);
     compare(&store, &read_state(dir)).expect("final state");

@@ -294,6 +294,10 @@ struct Tally {
     node_lost: u64,
     /// Restart cycles also recovered from the bucket alone and compared.
     recovered_after_restart: u64,
+    /// Cycles after whose kill the bucket held a catalog checkpoint (so the recoveries
+    /// restored one) and, of those, journal objects the checkpoint covers not yet deleted.
+    with_checkpoint: u64,
+    checkpoint_debris: u64,
     stores: u64,
 }
 
@@ -421,6 +425,38 @@ impl Run {
             let reclaims = std::fs::read_to_string(node.join("reclaims")).unwrap_or_default();
             if reclaims.lines().any(|l| l == view.intents.to_string()) {
                 self.tally.killed_in_reclaim += 1;
+            }
+        }
+        // What checkpoints the killed child left in the bucket (`checkpoint.rs`).
+        let catalog_keys = |prefix: &str| -> Result<Vec<String>, String> {
+            Ok(self
+                .bucket
+                .backend()
+                .list(prefix)
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|o| o.key.as_str().to_string())
+                .collect())
+        };
+        let newest_checkpoint = catalog_keys("catalog/checkpoint/")?
+            .iter()
+            .filter_map(|k| {
+                let hex = k
+                    .strip_prefix("catalog/checkpoint/")?
+                    .strip_suffix(".ckpt")?;
+                u64::from_str_radix(hex, 16).ok()
+            })
+            .max();
+        if let Some(c) = newest_checkpoint {
+            self.tally.with_checkpoint += 1;
+            let covered = catalog_keys("catalog/journal/")?.iter().any(|k| {
+                k.strip_prefix("catalog/journal/")
+                    .and_then(|k| k.strip_suffix(".jrnl"))
+                    .and_then(|h| u64::from_str_radix(h, 16).ok())
+                    .is_some_and(|s| s <= c)
+            });
+            if covered {
+                self.tally.checkpoint_debris += 1;
             }
         }
         let queued = count_pending(&node.join("cache"));
@@ -603,6 +639,10 @@ fn kill_run(durable_at: DurableAt) {
         assert!(t.killed_in_sync > 0, "no kill landed inside a sync point");
         assert!(t.killed_with_queue > 0, "no kill left queued uploads");
         assert!(t.killed_in_reclaim > 0, "no kill landed inside a reclaim");
+        assert!(
+            t.with_checkpoint > 0,
+            "no recovery started from a catalog checkpoint"
+        );
     }
     if durable_at == DurableAt::Bucket && kills >= 20 {
         assert!(t.node_lost > 0 && t.recovered_after_restart > 0);

@@ -391,7 +391,7 @@ pub fn recover(args: RecoverArgs) -> anyhow::Result<()> {
         if p.done == p.total || last_report.elapsed().as_secs() >= 1 {
             last_report = std::time::Instant::now();
             println!(
-                "catalog journal: {}/{} objects replayed, {} changes",
+                "catalog from the bucket: {}/{} objects (checkpoint parts, then journal), {} changes",
                 p.done, p.total, p.ops
             );
         }

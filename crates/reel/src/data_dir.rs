@@ -369,18 +369,26 @@ fn check_bound_key(
     }
 }
 
-/// The key against the bucket: the first catalog journal object's header says whether the
-/// store there is encrypted, and with which key.
+/// The key against the bucket: the header of a catalog journal object (or, once a checkpoint
+/// replaced the journal, of a checkpoint object) says whether the store there is encrypted,
+/// and with which key.
 fn check_bucket_key(
     bucket: &S3Backend,
     binding: &BucketBinding,
     key: Option<&StoreKey>,
 ) -> anyhow::Result<()> {
-    // The chunk store's journal prefix (reel-chunkstore journal.rs, JOURNAL_PREFIX).
-    let journal = bucket
-        .list("catalog/journal/")
-        .with_context(|| format!("listing the catalog journal in {}", binding.describe()))?;
-    let Some(first) = journal.first() else {
+    // The chunk store's catalog prefixes (reel-chunkstore journal.rs and checkpoint.rs).
+    let mut first = None;
+    for prefix in ["catalog/journal/", "catalog/checkpoint/"] {
+        let listed = bucket
+            .list(prefix)
+            .with_context(|| format!("listing {prefix} in {}", binding.describe()))?;
+        if let Some(object) = listed.into_iter().next() {
+            first = Some(object);
+            break;
+        }
+    }
+    let Some(first) = first else {
         // A new store (or one whose first journal is not uploaded yet): nothing to compare.
         return Ok(());
     };

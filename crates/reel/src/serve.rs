@@ -277,7 +277,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         if p.done == p.total || last_report.elapsed().as_secs() >= 1 {
             last_report = std::time::Instant::now();
             println!(
-                "catching up with the bucket's catalog journal: {}/{} objects, {} changes",
+                "catching up with the bucket's catalog (checkpoint parts, then journal): {}/{} objects, {} changes",
                 p.done, p.total, p.ops
             );
         }

@@ -155,6 +155,7 @@ fn at_durability_local_a_killed_node_uploads_its_queue_after_the_restart() {
         "# TYPE reel_bucket_oldest_pending_seconds gauge",
         "# TYPE reel_bucket_cartridge_pending_bytes gauge",
         "# TYPE reel_bucket_uploaded_bytes_total counter",
+        "# TYPE reel_bucket_catalog_journal_objects gauge",
     ] {
         assert!(metrics.contains(family), "{family} in {metrics}");
     }

@@ -94,7 +94,12 @@ impl BucketSource {
                     .collect()
             })
             .unwrap_or_default();
+        let journal = store.journal_status();
         BucketView {
+            catalog_checkpoint_seq: journal.checkpoint_seq,
+            catalog_checkpoint_bytes: journal.checkpoint_bytes,
+            catalog_journal_objects: journal.objects_since_checkpoint,
+            catalog_journal_bytes: journal.bytes_since_checkpoint,
             location: self.location.clone(),
             durability: self.durability.clone(),
             pending_bytes: stats.pending_bytes,
@@ -828,7 +833,7 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
         m.sample::<&str>(name, &[], value);
     }
     if let Some(b) = &store.bucket {
-        let bucket: [(&str, &str, &str, f64); 8] = [
+        let bucket: [(&str, &str, &str, f64); 11] = [
             (
                 "reel_bucket_pending_bytes",
                 "gauge",
@@ -876,6 +881,24 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
                 "gauge",
                 "1 when uploads stopped for good (another node wrote this store's journal).",
                 f64::from(u8::from(b.failed.is_some())),
+            ),
+            (
+                "reel_bucket_catalog_checkpoint_bytes",
+                "gauge",
+                "Size of the newest catalog checkpoint in the bucket; 0 before the first.",
+                b.catalog_checkpoint_bytes as f64,
+            ),
+            (
+                "reel_bucket_catalog_journal_objects",
+                "gauge",
+                "Catalog journal objects after the newest checkpoint: what a recovery replays.",
+                b.catalog_journal_objects as f64,
+            ),
+            (
+                "reel_bucket_catalog_journal_bytes",
+                "gauge",
+                "Bytes of the catalog journal objects after the newest checkpoint.",
+                b.catalog_journal_bytes as f64,
             ),
         ];
         for (name, kind, help, value) in bucket {
