@@ -257,8 +257,8 @@ impl Header {
         })
     }
 
-    /// Parses and checks a header against this back end's key and segment size.
-    fn parse(key: &Key, head: &[u8], ours: KeyId, segment: u32) -> Result<Header> {
+    /// Parses and checks a header against this back end's keys and segment size.
+    fn parse(key: &Key, head: &[u8], ours: &[KeyId], segment: u32) -> Result<Header> {
         let damaged = |detail: String| BackendError::Damaged {
             key: key.clone(),
             detail,
@@ -274,11 +274,15 @@ impl Header {
             ));
         }
         let found = KeyId(bytes[OFF_KEY_ID..OFF_NONCE].try_into().expect("8 bytes"));
-        if found != ours {
+        if !ours.contains(&found) {
             return Err(BackendError::WrongKey {
                 key: key.clone(),
                 found: found.to_string(),
-                ours: ours.to_string(),
+                ours: ours
+                    .iter()
+                    .map(KeyId::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         }
         if bytes[OFF_VERSION] != VERSION || bytes[OFF_CIPHER] != CIPHER_AES256_GCM {
@@ -306,6 +310,10 @@ impl Header {
 
     fn nonce(&self) -> &[u8; OBJECT_NONCE_LEN] {
         self.bytes[OFF_NONCE..].try_into().expect("nonce length")
+    }
+
+    fn key_id(&self) -> KeyId {
+        KeyId(self.bytes[OFF_KEY_ID..OFF_NONCE].try_into().expect("8 bytes"))
     }
 
     fn segments(&self) -> u64 {
@@ -346,8 +354,13 @@ fn segment_nonce(i: u64) -> aes_gcm::aead::Nonce<Aes256Gcm> {
 /// listings are plaintext sizes.
 pub struct EncryptedBackend<B> {
     inner: B,
+    /// Seals everything put.
     key: StoreKey,
     key_id: KeyId,
+    /// Open what older keys sealed (key rotation: `with_previous_keys`, `reseal`).
+    previous: Vec<StoreKey>,
+    /// `key_id` first, then the previous keys' ids.
+    key_ids: Vec<KeyId>,
     segment: u32,
     /// Headers by object name. Only saves a request: a stale entry (an object replaced by
     /// someone else) fails authentication and is read again.
@@ -359,7 +372,9 @@ impl<B: Backend> EncryptedBackend<B> {
         EncryptedBackend {
             inner,
             key_id: key.id(),
+            key_ids: vec![key.id()],
             key,
+            previous: Vec::new(),
             segment: SEGMENT_SIZE,
             headers: Mutex::new(HashMap::new()),
         }
@@ -374,8 +389,59 @@ impl<B: Backend> EncryptedBackend<B> {
         self
     }
 
+    /// Also opens objects sealed with `previous` keys (key rotation): what is put is sealed
+    /// with the key given to [`EncryptedBackend::new`] only; [`EncryptedBackend::reseal`]
+    /// moves an older object to it.
+    pub fn with_previous_keys(mut self, previous: Vec<StoreKey>) -> EncryptedBackend<B> {
+        for key in previous {
+            let id = key.id();
+            if !self.key_ids.contains(&id) {
+                self.key_ids.push(id);
+                self.previous.push(key);
+            }
+        }
+        self
+    }
+
     pub fn key_id(&self) -> KeyId {
         self.key_id
+    }
+
+    /// The ids of every key this back end opens: the sealing key first.
+    pub fn key_ids(&self) -> &[KeyId] {
+        &self.key_ids
+    }
+
+    /// Seals object `key` with the current key if a previous key sealed it: read, opened
+    /// (authenticated) and written back in place. The plaintext is unchanged, so readers see
+    /// the same object before and after; a reader holding the old header fails authentication
+    /// once and reads the header again. Returns whether it was rewritten.
+    pub fn reseal(&self, key: &Key) -> Result<bool> {
+        match sealed_key_id(&self.inner, key)? {
+            Some(id) if id == self.key_id => Ok(false),
+            None => Err(damaged(
+                key,
+                "not an encrypted object (no reelSEAL header): was it written without encryption?"
+                    .into(),
+            )),
+            Some(_) => {
+                let plain = self.get(key)?;
+                self.put(key, &plain, PutMode::Overwrite)?;
+                Ok(true)
+            }
+        }
+    }
+
+    fn key_for(&self, header: &Header) -> &StoreKey {
+        let id = header.key_id();
+        if id == self.key_id {
+            return &self.key;
+        }
+        // `Header::parse` accepted only ids of `key_ids`.
+        self.previous
+            .iter()
+            .find(|k| k.id() == id)
+            .unwrap_or(&self.key)
     }
 
     pub fn inner(&self) -> &B {
@@ -406,7 +472,7 @@ impl<B: Backend> EncryptedBackend<B> {
     /// Opens segments `first..` whose ciphertexts (with tags) are `sealed`, in order; returns
     /// their plaintext. Fails unless every segment authenticates.
     fn open(&self, key: &Key, header: &Header, first: u64, sealed: &[u8]) -> Result<Vec<u8>> {
-        let cipher = self.key.object_cipher(header.nonce());
+        let cipher = self.key_for(header).object_cipher(header.nonce());
         let mut out = Vec::with_capacity(sealed.len());
         let mut at = 0usize;
         let mut i = first;
@@ -454,7 +520,7 @@ impl<B: Backend> EncryptedBackend<B> {
             }
             r => r?,
         };
-        let header = Header::parse(key, &head, self.key_id, self.segment)?;
+        let header = Header::parse(key, &head, &self.key_ids, self.segment)?;
         self.remember(key, header);
         Ok(header)
     }
@@ -524,7 +590,7 @@ impl<B: Backend> Backend for EncryptedBackend<B> {
 
     fn get(&self, key: &Key) -> Result<Vec<u8>> {
         let sealed = self.inner.get(key)?;
-        let header = Header::parse(key, &sealed, self.key_id, self.segment)?;
+        let header = Header::parse(key, &sealed, &self.key_ids, self.segment)?;
         let expected = sealed_len(header.plain_len, header.segment);
         if sealed.len() as u64 != expected {
             return Err(damaged(
@@ -616,6 +682,41 @@ mod tests {
     #[test]
     fn conformance_with_small_segments() {
         crate::conformance::run_all(&|| Box::new(small(1000)));
+    }
+
+    #[test]
+    fn a_rotated_key_opens_old_objects_seals_new_ones_and_reseals_the_old() {
+        let bucket = Mem::default();
+        let old = EncryptedBackend::new(bucket.clone(), store_key(1)).with_segment_size(64);
+        let body = b"sealed under the first key, read after the rotation".repeat(5);
+        old.put(&key("old"), &body, PutMode::Create).unwrap();
+
+        let rotated = EncryptedBackend::new(bucket.clone(), store_key(2))
+            .with_segment_size(64)
+            .with_previous_keys(vec![store_key(1), store_key(2)]);
+        assert_eq!(rotated.key_ids(), &[store_key(2).id(), store_key(1).id()]);
+        assert_eq!(rotated.get(&key("old")).unwrap(), body);
+        assert_eq!(rotated.get_range(&key("old"), 70..90).unwrap(), &body[70..90]);
+        rotated.put(&key("new"), b"after", PutMode::Create).unwrap();
+        let id_of = |k: &str| sealed_key_id(&bucket, &key(k)).unwrap();
+        assert_eq!(id_of("new"), Some(store_key(2).id()));
+        // The new key alone cannot open the old object yet; the old key alone not the new one.
+        let only_new = EncryptedBackend::new(bucket.clone(), store_key(2)).with_segment_size(64);
+        assert!(matches!(
+            only_new.get(&key("old")),
+            Err(BackendError::WrongKey { .. })
+        ));
+
+        assert!(rotated.reseal(&key("old")).unwrap());
+        assert!(!rotated.reseal(&key("old")).unwrap(), "already current");
+        assert!(!rotated.reseal(&key("new")).unwrap());
+        assert_eq!(id_of("old"), Some(store_key(2).id()));
+        assert_eq!(only_new.get(&key("old")).unwrap(), body);
+        let err = old.get(&key("old")).unwrap_err();
+        assert!(matches!(err, BackendError::WrongKey { .. }), "{err}");
+        // A plaintext object is not resealed (it would be encrypted under a false claim).
+        bucket.put(&key("plain"), b"clear", PutMode::Create).unwrap();
+        assert!(rotated.reseal(&key("plain")).is_err());
     }
 
     #[test]

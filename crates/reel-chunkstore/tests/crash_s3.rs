@@ -61,9 +61,8 @@ use worker::{
 /// below carry the rest of its parameters.
 const CHILD_DIR: &str = "REEL_KILL_CHILD_DIR";
 
-/// A fresh prefix (an empty store) every this many cycles: the journal is never compacted, so
-/// recovery replays every journal object since the store began, and a run of thousands of
-/// cycles on one prefix would spend its time replaying.
+/// A fresh prefix (an empty store) every this many cycles, so a run covers the first openings
+/// of a store (no checkpoint yet, the whole journal replayed) as well as later ones.
 const CYCLES_PER_STORE: u64 = 30;
 
 /// Percent of completed sync points after which the child runs a reclaim as its next sync point.
