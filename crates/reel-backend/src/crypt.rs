@@ -313,7 +313,11 @@ impl Header {
     }
 
     fn key_id(&self) -> KeyId {
-        KeyId(self.bytes[OFF_KEY_ID..OFF_NONCE].try_into().expect("8 bytes"))
+        KeyId(
+            self.bytes[OFF_KEY_ID..OFF_NONCE]
+                .try_into()
+                .expect("8 bytes"),
+        )
     }
 
     fn segments(&self) -> u64 {
@@ -347,6 +351,16 @@ fn segment_nonce(i: u64) -> aes_gcm::aead::Nonce<Aes256Gcm> {
     let mut nonce = [0u8; 12];
     nonce[..8].copy_from_slice(&i.to_le_bytes());
     nonce.into()
+}
+
+/// What [`EncryptedBackend::reseal`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resealed {
+    /// Sealed with a previous key; now sealed with the current one.
+    Rewritten,
+    AlreadyCurrent,
+    /// Not in the sealed format (a lease, or a store written without encryption): untouched.
+    NotEncrypted,
 }
 
 /// A back end that seals object bodies before they reach `inner` and opens them on the way
@@ -415,19 +429,15 @@ impl<B: Backend> EncryptedBackend<B> {
     /// Seals object `key` with the current key if a previous key sealed it: read, opened
     /// (authenticated) and written back in place. The plaintext is unchanged, so readers see
     /// the same object before and after; a reader holding the old header fails authentication
-    /// once and reads the header again. Returns whether it was rewritten.
-    pub fn reseal(&self, key: &Key) -> Result<bool> {
+    /// once and reads the header again. An object not in the sealed format is left alone.
+    pub fn reseal(&self, key: &Key) -> Result<Resealed> {
         match sealed_key_id(&self.inner, key)? {
-            Some(id) if id == self.key_id => Ok(false),
-            None => Err(damaged(
-                key,
-                "not an encrypted object (no reelSEAL header): was it written without encryption?"
-                    .into(),
-            )),
+            Some(id) if id == self.key_id => Ok(Resealed::AlreadyCurrent),
+            None => Ok(Resealed::NotEncrypted),
             Some(_) => {
                 let plain = self.get(key)?;
                 self.put(key, &plain, PutMode::Overwrite)?;
-                Ok(true)
+                Ok(Resealed::Rewritten)
             }
         }
     }
@@ -696,7 +706,10 @@ mod tests {
             .with_previous_keys(vec![store_key(1), store_key(2)]);
         assert_eq!(rotated.key_ids(), &[store_key(2).id(), store_key(1).id()]);
         assert_eq!(rotated.get(&key("old")).unwrap(), body);
-        assert_eq!(rotated.get_range(&key("old"), 70..90).unwrap(), &body[70..90]);
+        assert_eq!(
+            rotated.get_range(&key("old"), 70..90).unwrap(),
+            &body[70..90]
+        );
         rotated.put(&key("new"), b"after", PutMode::Create).unwrap();
         let id_of = |k: &str| sealed_key_id(&bucket, &key(k)).unwrap();
         assert_eq!(id_of("new"), Some(store_key(2).id()));
@@ -707,16 +720,28 @@ mod tests {
             Err(BackendError::WrongKey { .. })
         ));
 
-        assert!(rotated.reseal(&key("old")).unwrap());
-        assert!(!rotated.reseal(&key("old")).unwrap(), "already current");
-        assert!(!rotated.reseal(&key("new")).unwrap());
+        assert_eq!(rotated.reseal(&key("old")).unwrap(), Resealed::Rewritten);
+        assert_eq!(
+            rotated.reseal(&key("old")).unwrap(),
+            Resealed::AlreadyCurrent
+        );
+        assert_eq!(
+            rotated.reseal(&key("new")).unwrap(),
+            Resealed::AlreadyCurrent
+        );
         assert_eq!(id_of("old"), Some(store_key(2).id()));
         assert_eq!(only_new.get(&key("old")).unwrap(), body);
         let err = old.get(&key("old")).unwrap_err();
         assert!(matches!(err, BackendError::WrongKey { .. }), "{err}");
-        // A plaintext object is not resealed (it would be encrypted under a false claim).
-        bucket.put(&key("plain"), b"clear", PutMode::Create).unwrap();
-        assert!(rotated.reseal(&key("plain")).is_err());
+        // A plaintext object is left as it is.
+        bucket
+            .put(&key("plain"), b"clear", PutMode::Create)
+            .unwrap();
+        assert_eq!(
+            rotated.reseal(&key("plain")).unwrap(),
+            Resealed::NotEncrypted
+        );
+        assert_eq!(bucket.get(&key("plain")).unwrap(), b"clear");
     }
 
     #[test]

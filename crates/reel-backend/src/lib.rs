@@ -34,7 +34,7 @@ mod s3;
 mod versioned;
 
 pub use cache::{CacheConfig, CacheStats, PendingItem, RemoteCheck, WriteBackCache};
-pub use crypt::{EncryptedBackend, KeyId, StoreKey, StoreKeyError};
+pub use crypt::{EncryptedBackend, KeyId, Resealed, StoreKey, StoreKeyError};
 pub use fault::{CrashBackend, FaultRates, FlakyBackend, QuotaBackend};
 pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use local::LocalBackend;

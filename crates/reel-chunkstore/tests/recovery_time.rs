@@ -47,7 +47,13 @@ fn recover(server: &S3Server, dir: &std::path::Path) -> (Duration, u64, u64, u64
     let took = started.elapsed();
     let p = last.expect("progress");
     let c = s3.counters();
-    (took, c.requests(), p.total, c.bytes_down, store.catalog_fingerprint().unwrap())
+    (
+        took,
+        c.requests(),
+        p.total,
+        c.bytes_down,
+        store.catalog_fingerprint().unwrap(),
+    )
 }
 
 #[test]

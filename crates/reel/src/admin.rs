@@ -309,6 +309,10 @@ pub struct RecoverArgs {
     /// The store key file, for an encrypted bucket (else `REEL_STORE_KEY` is used if set).
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<std::path::PathBuf>,
+    /// A key the bucket was sealed with before the current one, while objects sealed with it
+    /// remain (a rotation not finished by `reel key reseal`); repeatable.
+    #[arg(long = "previous-key-file", value_name = "FILE")]
+    pub previous_key_files: Vec<std::path::PathBuf>,
     /// The new data directory: missing or empty. Credentials come from the environment or the
     /// AWS credentials file, never from here.
     #[arg(long = "data", value_name = "DIR")]
@@ -365,6 +369,7 @@ pub fn recover(args: RecoverArgs) -> anyhow::Result<()> {
             .clone()
             .map(|path| crate::config::EncryptionSection {
                 key_file: Some(path),
+                previous_key_files: args.previous_key_files.clone(),
             }),
         catalog_cache: None,
         chunk_size: None,

@@ -256,6 +256,11 @@ pub struct EncryptionSection {
     /// A file holding the 32-byte key as 64 hex digits (`reel key generate FILE` makes one),
     /// readable by its owner only. Without it the key comes from `REEL_STORE_KEY` (hex).
     pub key_file: Option<PathBuf>,
+    /// Key rotation: files of keys the store was sealed with before `key_file`'s. Objects
+    /// they sealed stay readable; everything written is sealed with the current key, and
+    /// `reel key reseal` moves the older objects to it, after which these can go.
+    #[serde(default)]
+    pub previous_key_files: Vec<PathBuf>,
 }
 
 #[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]

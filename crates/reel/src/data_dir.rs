@@ -12,11 +12,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::store_key::StoreKeys;
 use anyhow::Context;
-use reel_backend::{
-    Backend, CacheConfig, EncryptedBackend, LocalBackend, S3Backend, S3Config, StoreKey,
-    WriteBackCache,
-};
+use reel_backend::{Backend, CacheConfig, LocalBackend, S3Backend, S3Config, WriteBackCache};
 use reel_chunkstore::{ChunkStore, DurableAt, RecoveryProgress, StoreConfig, StoreError};
 
 use crate::config::{BackendKind, DurabilityLevel, S3Section, StoreSection};
@@ -48,8 +46,8 @@ pub struct Opened {
     pub bucket: Option<Arc<S3Backend>>,
     /// Which bucket, and how (from `bucket.toml`).
     pub binding: Option<BucketBinding>,
-    /// The store key, when the bucket is encrypted.
-    pub key: Option<StoreKey>,
+    /// The store keys, when the bucket is encrypted.
+    pub key: Option<StoreKeys>,
 }
 
 /// Opens the other stores of the bucket whose packs adopted cartridges are read from (the
@@ -57,7 +55,7 @@ pub struct Opened {
 /// objects are sealed with the same key as ours (one key per bucket).
 struct BucketStores {
     s3: S3Section,
-    key: Option<StoreKey>,
+    key: Option<StoreKeys>,
 }
 
 impl reel_chunkstore::ForeignStores for BucketStores {
@@ -66,7 +64,7 @@ impl reel_chunkstore::ForeignStores for BucketStores {
         let bucket: Arc<dyn Backend> =
             Arc::new(open_bucket(&self.s3, prefix, None).map_err(|e| format!("{e:#}"))?);
         Ok(match &self.key {
-            Some(key) => Arc::new(EncryptedBackend::new(bucket, key.clone())),
+            Some(keys) => Arc::new(keys.seal(bucket)),
             None => bucket,
         })
     }
@@ -76,11 +74,11 @@ impl reel_chunkstore::ForeignStores for BucketStores {
 pub fn sealed_bucket(
     s3: &S3Section,
     prefix: &str,
-    key: Option<&StoreKey>,
+    key: Option<&StoreKeys>,
 ) -> anyhow::Result<Arc<dyn Backend>> {
     let bucket: Arc<dyn Backend> = Arc::new(open_bucket(s3, prefix, None)?);
     Ok(match key {
-        Some(key) => Arc::new(EncryptedBackend::new(bucket, key.clone())),
+        Some(keys) => Arc::new(keys.seal(bucket)),
         None => bucket,
     })
 }
@@ -110,6 +108,9 @@ pub struct EncryptionBinding {
     pub key_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_file: Option<PathBuf>,
+    /// Keys of objects not yet resealed with the current one (key rotation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_key_files: Vec<PathBuf>,
 }
 
 impl BucketBinding {
@@ -221,15 +222,21 @@ pub fn open_with(
     };
     // The key: from the configured key file, else the one this directory was set up with
     // (offline tools), else REEL_STORE_KEY. Only the binary reads the environment.
-    let key_file = match section.filter(|s| s.backend == BackendKind::S3) {
-        Some(store) => store.encryption.as_ref().and_then(|e| e.key_file.clone()),
+    let (key_file, previous_key_files) = match section.filter(|s| s.backend == BackendKind::S3) {
+        Some(store) => store.encryption.as_ref().map_or((None, Vec::new()), |e| {
+            (e.key_file.clone(), e.previous_key_files.clone())
+        }),
         // No bucket configured (the offline tools, `reel serve` without `[store]`).
         None => bound
             .as_ref()
             .and_then(|b| b.encryption.as_ref())
-            .and_then(|e| e.key_file.clone()),
+            .map_or((None, Vec::new()), |e| {
+                (e.key_file.clone(), e.previous_key_files.clone())
+            }),
     };
-    let key = crate::store_key::load(key_file.as_deref(), &|name| std::env::var(name).ok())?;
+    let key = crate::store_key::load(key_file.as_deref(), &previous_key_files, &|name| {
+        std::env::var(name).ok()
+    })?;
     if section.is_some_and(|s| s.encryption.is_some()) && key.is_none() {
         anyhow::bail!(
             "[store.encryption] without key_file needs the key in {}",
@@ -241,18 +248,18 @@ pub fn open_with(
     // Before anything is written (here or in the bucket): a key that does not fit the bucket
     // is refused with a clear message, not a journal decode error later.
     check_bucket_key(&bucket, &binding, key.as_ref())?;
+    let absolute = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     binding.encryption = key.as_ref().map(|key| EncryptionBinding {
         key_id: key.id().to_string(),
-        key_file: key_file
-            .as_deref()
-            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())),
+        key_file: key_file.as_deref().map(absolute),
+        previous_key_files: previous_key_files.iter().map(|p| absolute(p)).collect(),
     });
     if bound.as_ref() != Some(&binding) {
         binding.write(dir)?;
     }
     // Encryption sits between the cache (plaintext on this node's disk) and the bucket.
     let remote: Arc<dyn Backend> = match &key {
-        Some(key) => Arc::new(EncryptedBackend::new(bucket.clone(), key.clone())),
+        Some(keys) => Arc::new(keys.seal(bucket.clone())),
         None => bucket.clone(),
     };
     let capacity = reel_datagen::parse_size(&binding.cache_size)
@@ -304,6 +311,92 @@ pub fn open_with(
     })
 }
 
+/// What `reel key reseal` did.
+pub struct ResealReport {
+    pub key_id: String,
+    pub objects: u64,
+    pub resealed: u64,
+    /// Objects not in the sealed format (leases, when a prefix holds them), left alone.
+    pub not_encrypted: u64,
+}
+
+/// `reel key reseal`: every object under the store's prefix (and `extra_prefixes` of the same
+/// bucket) that a previous key sealed is rewritten sealed with the current key. The data
+/// directory's binding names the keys (written when `reel serve` opened it with them), so a
+/// node still running with the old key as its current one is refused: it could not read what
+/// this rewrites.
+pub fn reseal(
+    dir: &Path,
+    extra_prefixes: &[String],
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> anyhow::Result<ResealReport> {
+    let bound = BucketBinding::read(dir)?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "{} is not a data directory on a bucket (no {BUCKET_FILE})",
+            dir.display()
+        )
+    })?;
+    let enc = bound.encryption.as_ref().ok_or_else(|| {
+        anyhow::anyhow!(
+            "{} is not encrypted: there is nothing to reseal",
+            bound.describe()
+        )
+    })?;
+    let keys = crate::store_key::load(enc.key_file.as_deref(), &enc.previous_key_files, &|name| {
+        std::env::var(name).ok()
+    })?
+    .ok_or_else(|| {
+        anyhow::anyhow!(
+            "no store key: {} names no key file and {} is not set",
+            dir.join(BUCKET_FILE).display(),
+            crate::store_key::KEY_ENV
+        )
+    })?;
+    if keys.id().to_string() != enc.key_id {
+        anyhow::bail!(
+            "{} records key {} as the current one, but its key file holds {}: restart `reel serve` with the new key first",
+            dir.join(BUCKET_FILE).display(),
+            enc.key_id,
+            keys.id()
+        );
+    }
+    let mut report = ResealReport {
+        key_id: keys.id().to_string(),
+        objects: 0,
+        resealed: 0,
+        not_encrypted: 0,
+    };
+    let prefixes = std::iter::once(bound.s3.prefix.clone()).chain(extra_prefixes.iter().cloned());
+    for prefix in prefixes {
+        let bucket = Arc::new(open_bucket(&bound.s3, &prefix, None)?);
+        let sealed = keys.seal(bucket.clone());
+        let objects = bucket
+            .list("")
+            .with_context(|| format!("listing s3://{}/{prefix}", bound.s3.bucket))?;
+        let total = objects.len() as u64;
+        for (n, object) in objects.iter().enumerate() {
+            match sealed.reseal(&object.key) {
+                Ok(reel_backend::Resealed::Rewritten) => report.resealed += 1,
+                Ok(reel_backend::Resealed::AlreadyCurrent) => {}
+                Ok(reel_backend::Resealed::NotEncrypted) => report.not_encrypted += 1,
+                // Deleted since the listing (the node reclaimed a pack, compacted its journal).
+                Err(reel_backend::BackendError::NotFound(_)) => {}
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!(
+                            "resealing {} in s3://{}/{prefix}",
+                            object.key, bound.s3.bucket
+                        )
+                    });
+                }
+            }
+            report.objects += 1;
+            progress(&prefix, n as u64 + 1, total);
+        }
+    }
+    Ok(report)
+}
+
 /// The bucket of `s3`, with keys under `prefix` (the store's own, the cluster's or the
 /// archive's); every PUT in `storage_class` when one is given (the bucket's default otherwise).
 pub fn open_bucket(
@@ -336,12 +429,21 @@ pub fn open_bucket(
 fn check_bound_key(
     dir: &Path,
     bound: Option<&BucketBinding>,
-    key: Option<&StoreKey>,
+    key: Option<&StoreKeys>,
 ) -> anyhow::Result<()> {
     let Some(bound) = bound else { return Ok(()) };
     match (&bound.encryption, key) {
         (None, None) => Ok(()),
-        (Some(enc), Some(key)) if enc.key_id == key.id().to_string() => Ok(()),
+        // The current key, or the one being rotated away from (a previous key).
+        (Some(enc), Some(key))
+            if enc.key_id == key.id().to_string()
+                || key
+                    .previous
+                    .iter()
+                    .any(|k| enc.key_id == k.id().to_string()) =>
+        {
+            Ok(())
+        }
         (Some(enc), Some(key)) => anyhow::bail!(
             "the data directory {} caches {}, encrypted with key {}; the configured key is {}: \
              configure the key the store was written with (keys cannot be changed yet)",
@@ -375,7 +477,7 @@ fn check_bound_key(
 fn check_bucket_key(
     bucket: &S3Backend,
     binding: &BucketBinding,
-    key: Option<&StoreKey>,
+    key: Option<&StoreKeys>,
 ) -> anyhow::Result<()> {
     // The chunk store's catalog prefixes (reel-chunkstore journal.rs and checkpoint.rs).
     let mut first = None;
@@ -396,7 +498,7 @@ fn check_bucket_key(
         .with_context(|| format!("reading {} in {}", first.key, binding.describe()))?;
     match (found, key) {
         (None, None) => Ok(()),
-        (Some(found), Some(key)) if found == key.id() => Ok(()),
+        (Some(found), Some(key)) if key.opens(found) => Ok(()),
         (Some(found), Some(key)) => anyhow::bail!(
             "{} was encrypted with key {found}, this node has key {}: configure the key the \
              store was written with (nothing was changed)",

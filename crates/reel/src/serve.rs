@@ -90,7 +90,7 @@ fn null_disk(target: usize, lun: u32) -> NullDisk {
 fn open_shared_vault(
     config: &Config,
     binding: &data_dir::BucketBinding,
-    key: Option<&reel_backend::StoreKey>,
+    key: Option<&crate::store_key::StoreKeys>,
     carts: &Arc<Cartridges>,
 ) -> anyhow::Result<reel_volume::SharedVault> {
     let cluster_prefix = config

@@ -9,7 +9,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use reel_backend::StoreKey;
+use reel_backend::{Backend, EncryptedBackend, KeyId, StoreKey};
 
 /// The environment variable holding the key as hex when no key file is configured.
 pub const KEY_ENV: &str = "REEL_STORE_KEY";
@@ -21,6 +21,20 @@ pub enum KeyCommand {
     Generate {
         #[arg(value_name = "FILE")]
         file: PathBuf,
+    },
+    /// Finish a key rotation: rewrite every object of the store's bucket prefix that a
+    /// previous key sealed, sealed with the current key (the node may keep serving). First
+    /// configure the new key as `key_file` and the old one in `previous_key_files`, and
+    /// restart `reel serve` so the data directory records them; afterwards the previous key
+    /// can be removed from the configuration.
+    Reseal {
+        /// The node's data directory (its `bucket.toml` names the bucket and the key files).
+        #[arg(long = "data", value_name = "DIR")]
+        dir: PathBuf,
+        /// Another prefix of the same bucket to reseal too (the shared vault,
+        /// `<cluster prefix>/vault`, or an archive prefix); repeatable.
+        #[arg(long = "prefix", value_name = "PREFIX")]
+        prefixes: Vec<String>,
     },
 }
 
@@ -36,6 +50,30 @@ pub fn run(cmd: KeyCommand) -> anyhow::Result<()> {
                 key.id(),
                 file.display(),
                 file.display()
+            );
+            Ok(())
+        }
+        KeyCommand::Reseal { dir, prefixes } => {
+            let started = std::time::Instant::now();
+            let mut last = std::time::Instant::now();
+            let report = crate::data_dir::reseal(&dir, &prefixes, &mut |prefix, done, total| {
+                if done == total || last.elapsed().as_secs() >= 1 {
+                    last = std::time::Instant::now();
+                    println!("{prefix}: {done}/{total} objects checked");
+                }
+            })?;
+            println!(
+                "resealed {} of {} objects with key {} in {:.1?} ({} already sealed with it, {} not encrypted)",
+                report.resealed,
+                report.objects,
+                report.key_id,
+                started.elapsed(),
+                report.objects - report.resealed - report.not_encrypted,
+                report.not_encrypted
+            );
+            println!(
+                "every object is now sealed with key {}: the previous keys can be removed from [store.encryption] previous_key_files",
+                report.key_id
             );
             Ok(())
         }
@@ -79,29 +117,88 @@ pub fn read_key_file(path: &Path) -> anyhow::Result<StoreKey> {
     StoreKey::from_hex(&text).with_context(|| format!("the store key file {}", path.display()))
 }
 
-/// The configured key: the key file if one is given, else `REEL_STORE_KEY`, else none.
-/// `env` is the environment (only the binary reads it).
+/// A store's keys: the one that seals what is written, and older ones that still open what
+/// they sealed (key rotation).
+#[derive(Clone, Debug)]
+pub struct StoreKeys {
+    pub current: StoreKey,
+    pub previous: Vec<StoreKey>,
+}
+
+impl StoreKeys {
+    pub fn id(&self) -> KeyId {
+        self.current.id()
+    }
+
+    /// Whether objects sealed with key `id` open with these keys.
+    pub fn opens(&self, id: KeyId) -> bool {
+        self.current.id() == id || self.previous.iter().any(|k| k.id() == id)
+    }
+
+    /// `inner` sealed with the current key, opening with any of them.
+    pub fn seal<B: Backend>(&self, inner: B) -> EncryptedBackend<B> {
+        EncryptedBackend::new(inner, self.current.clone()).with_previous_keys(self.previous.clone())
+    }
+}
+
+/// The configured keys: the key file if one is given, else `REEL_STORE_KEY`, else none; and
+/// the previous keys' files. `env` is the environment (only the binary reads it).
 pub fn load(
     key_file: Option<&Path>,
+    previous_key_files: &[PathBuf],
     env: &dyn Fn(&str) -> Option<String>,
-) -> anyhow::Result<Option<StoreKey>> {
-    if let Some(path) = key_file {
-        return read_key_file(path).map(Some);
-    }
-    match env(KEY_ENV) {
-        Some(text) => {
-            let text = zeroize::Zeroizing::new(text);
-            Ok(Some(StoreKey::from_hex(&text).with_context(|| {
-                format!("the environment variable {KEY_ENV}")
-            })?))
+) -> anyhow::Result<Option<StoreKeys>> {
+    let current = if let Some(path) = key_file {
+        Some(read_key_file(path)?)
+    } else {
+        match env(KEY_ENV) {
+            Some(text) => {
+                let text = zeroize::Zeroizing::new(text);
+                Some(
+                    StoreKey::from_hex(&text)
+                        .with_context(|| format!("the environment variable {KEY_ENV}"))?,
+                )
+            }
+            None => None,
         }
-        None => Ok(None),
+    };
+    let previous = previous_key_files
+        .iter()
+        .map(|p| read_key_file(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    match current {
+        Some(current) => Ok(Some(StoreKeys { current, previous })),
+        None if previous.is_empty() => Ok(None),
+        None => anyhow::bail!(
+            "previous_key_files are set but no current store key is configured ([store.encryption] key_file, or {KEY_ENV})"
+        ),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn previous_keys_open_but_only_the_current_one_seals() {
+        let dir = tempfile::tempdir().unwrap();
+        let (new, old) = (dir.path().join("new"), dir.path().join("old"));
+        let (new_key, old_key) = (StoreKey::generate().unwrap(), StoreKey::generate().unwrap());
+        write_key_file(&new, &new_key).unwrap();
+        write_key_file(&old, &old_key).unwrap();
+        let none = |_: &str| None;
+        let keys = load(Some(&new), std::slice::from_ref(&old), &none)
+            .unwrap()
+            .unwrap();
+        assert_eq!(keys.id(), new_key.id());
+        assert!(keys.opens(old_key.id()) && keys.opens(new_key.id()));
+        assert!(!keys.opens(StoreKey::generate().unwrap().id()));
+        let err = load(None, &[old], &none).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("no current store key"),
+            "{err:#}"
+        );
+    }
 
     #[test]
     fn a_generated_key_file_is_private_reads_back_and_is_never_overwritten() {
@@ -132,13 +229,13 @@ mod tests {
         let env = |name: &str| (name == KEY_ENV).then(|| env_hex.clone());
         let none = |_: &str| None;
         assert_eq!(
-            load(Some(&path), &env).unwrap().unwrap().id(),
+            load(Some(&path), &[], &env).unwrap().unwrap().id(),
             file_key.id()
         );
-        assert_eq!(load(None, &env).unwrap().unwrap().id(), env_key.id());
-        assert!(load(None, &none).unwrap().is_none());
+        assert_eq!(load(None, &[], &env).unwrap().unwrap().id(), env_key.id());
+        assert!(load(None, &[], &none).unwrap().is_none());
         let bad = |_: &str| Some("xyz".to_string());
-        let err = load(None, &bad).unwrap_err();
+        let err = load(None, &[], &bad).unwrap_err();
         assert!(format!("{err:#}").contains(KEY_ENV), "{err:#}");
     }
 }

@@ -302,3 +302,141 @@ fn serve_once(data: &Path, config: &Path, s3: &S3Server) -> String {
     assert!(!out.status.success(), "reel serve started");
     String::from_utf8_lossy(&out.stderr).to_string()
 }
+
+/// The key id in the header of every object under `dir` (versitygw's files of a prefix).
+fn sealing_keys(dir: &Path) -> std::collections::BTreeMap<String, usize> {
+    let mut ids = std::collections::BTreeMap::new();
+    for path in files_under(dir) {
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            bytes.starts_with(b"reelSEAL"),
+            "{} is not sealed",
+            path.display()
+        );
+        let id: String = bytes[24..32].iter().map(|b| format!("{b:02x}")).collect();
+        *ids.entry(id).or_insert(0) += 1;
+    }
+    ids
+}
+
+#[test]
+fn a_key_rotation_reseals_the_bucket_and_then_retires_the_old_key() {
+    let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
+    let dir = tempfile::tempdir().unwrap();
+    let old_key = dir.path().join("old.key");
+    let old_id = generate_key(&old_key, &s3);
+    let new_key = dir.path().join("new.key");
+    let new_id = generate_key(&new_key, &s3);
+    let data = dir.path().join("node");
+    let bucket_dir = s3.data_dir().join(s3.bucket()).join("node-a");
+
+    let old_config = dir.path().join("old.toml");
+    write_config(&old_config, &s3, &old_key);
+    let server = serve(&data, Some(&old_config), &s3);
+    {
+        let (changer, drive) = sessions(server.portal(), LIB);
+        for c in 0..CARTRIDGES {
+            WORKLOAD.write(&changer, &drive, c);
+        }
+    }
+    server.stop();
+    assert_eq!(
+        sealing_keys(&bucket_dir).keys().collect::<Vec<_>>(),
+        [&old_id]
+    );
+
+    // Rotation: the new key seals what is written from now on, the old one still opens the
+    // rest, and the data directory records both.
+    let rotating = dir.path().join("rotating.toml");
+    write_config(&rotating, &s3, &new_key);
+    let mut text = std::fs::read_to_string(&rotating).unwrap();
+    text.push_str(&format!(
+        "previous_key_files = [\"{}\"]\n",
+        old_key.display()
+    ));
+    std::fs::write(&rotating, text).unwrap();
+    let server = serve(&data, Some(&rotating), &s3);
+    {
+        let (changer, drive) = sessions(server.portal(), LIB);
+        WORKLOAD.write(&changer, &drive, CARTRIDGES);
+        for c in 0..=CARTRIDGES {
+            WORKLOAD.read(&changer, &drive, c);
+        }
+    }
+    server.stop();
+    let mixed = sealing_keys(&bucket_dir);
+    assert!(
+        mixed.contains_key(&old_id) && mixed.contains_key(&new_id),
+        "{mixed:?}"
+    );
+    let bound = std::fs::read_to_string(data.join("bucket.toml")).unwrap();
+    assert!(
+        bound.contains(&new_id) && bound.contains("previous_key_files"),
+        "{bound}"
+    );
+
+    let out = reel(
+        &[
+            "key".as_ref(),
+            "reseal".as_ref(),
+            "--data".as_ref(),
+            data.as_os_str(),
+        ],
+        &s3,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "reel key reseal: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resealed: u64 = stdout
+        .split("resealed ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(resealed as usize, mixed[&old_id], "{stdout}");
+    assert_eq!(
+        sealing_keys(&bucket_dir).keys().collect::<Vec<_>>(),
+        [&new_id],
+        "every object is sealed with the new key"
+    );
+
+    // The old key retired: the new one alone serves every cartridge; the old one alone is
+    // refused, naming both.
+    let new_config = dir.path().join("new.toml");
+    write_config(&new_config, &s3, &new_key);
+    let server = serve(&data, Some(&new_config), &s3);
+    {
+        let (changer, drive) = sessions(server.portal(), LIB);
+        for c in 0..=CARTRIDGES {
+            WORKLOAD.read(&changer, &drive, c);
+        }
+    }
+    server.stop();
+    let out = serve_once(&data, &old_config, &s3);
+    assert!(
+        out.contains(&format!(
+            "encrypted with key {new_id}; the configured key is {old_id}"
+        )),
+        "{out}"
+    );
+    // And a node recovered from the bucket with the new key alone reads it all.
+    let recovered = dir.path().join("recovered");
+    let out = recover(&s3, &recovered, Some(&new_key));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let server = serve(&recovered, None, &s3);
+    {
+        let (changer, drive) = sessions(server.portal(), LIB);
+        for c in 0..=CARTRIDGES {
+            WORKLOAD.read(&changer, &drive, c);
+        }
+    }
+    server.stop();
+}
