@@ -899,7 +899,9 @@ impl TargetConnection {
             }
             self.dispatch_order.pop_front();
             task.state = TaskState::Executing;
-            let data_out = if task.refused {
+            // A command without the W bit has no Data-Out, whatever its expected length (which
+            // for a READ is the Data-In length, §11.3.1: not a buffer to fill with zeros).
+            let data_out = if task.refused || !task.write {
                 Bytes::new()
             } else {
                 assemble(std::mem::take(&mut task.data), task.expected_length)

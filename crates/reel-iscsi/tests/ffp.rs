@@ -51,6 +51,8 @@ impl Device {
         }
         match command.cdb[0] {
             0x28 => {
+                // No W bit, no Data-Out: the expected length is the Data-In's.
+                assert!(command.data_out.is_empty(), "a READ carries Data-Out");
                 let len = self.short_read.unwrap_or(command.data_in_len as usize);
                 ScsiOutcome {
                     status: 0,
