@@ -1781,12 +1781,14 @@ impl Inner {
             // Only for a transaction without changes of its own (`write_checkpoint`'s): a
             // snapshot opened before the commit does not see them, though `seq` holds them.
             if snapshot && seq > j.checkpoint_seq {
-                view = Some(CatalogSnapshot {
+                // A failure is reported after the commit, which must happen either way: the
+                // journal object it records is already in the back end.
+                view = Some(self.db.begin_read().map(|txn| CatalogSnapshot {
                     seq,
-                    txn: self.db.begin_read()?,
+                    txn,
                     since_objects: j.since_checkpoint_objects,
                     since_bytes: j.since_checkpoint_bytes,
-                });
+                }));
             }
         }
         if self.config.durable_at == DurableAt::Bucket {
@@ -1794,7 +1796,7 @@ impl Inner {
         }
         txn.commit()?;
         if snapshot || !self.config.journal {
-            return Ok(view);
+            return Ok(view.transpose()?);
         }
         let due = self
             .journal
@@ -1804,7 +1806,10 @@ impl Inner {
             // Opened after the commit, so another writer may have committed in between; it
             // journals its ops before its commit, so a journal unchanged since `seq` (checked
             // after the snapshot is open) proves the snapshot is the catalog as of `seq`.
-            let read = self.db.begin_read()?;
+            // The commit succeeded: a snapshot that cannot be opened only skips a checkpoint.
+            let Ok(read) = self.db.begin_read() else {
+                return Ok(None);
+            };
             let j = self.journal.lock();
             let clean = j.seq == seq
                 && j.count == 0

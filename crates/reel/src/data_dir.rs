@@ -446,7 +446,7 @@ fn check_bound_key(
         }
         (Some(enc), Some(key)) => anyhow::bail!(
             "the data directory {} caches {}, encrypted with key {}; the configured key is {}: \
-             configure the key the store was written with (keys cannot be changed yet)",
+             configure the key the store was written with (to change keys, keep the old one in previous_key_files until `reel key reseal` has run)",
             dir.display(),
             bound.describe(),
             enc.key_id,

@@ -167,6 +167,7 @@ fn the_dashboard_and_the_alerts_name_only_metrics_reel_exports() {
         "reel_verify_damaged_chunks",
         "reel_drive_command_seconds",
         "reel_bucket_oldest_pending_seconds",
+        "reel_bucket_catalog_journal_objects",
     ] {
         assert!(alerted.contains(needed), "no alert watches {needed}");
     }
