@@ -432,7 +432,7 @@ impl ChunkStore {
         // Before the orphan scan below: on a fresh directory every pack is an orphan until the
         // journal that names it is replayed.
         let journal_start = if config.journal {
-            Some(replay_journal(&db, &*backend, progress)?)
+            Some(replay_journal_listing_again(&db, &*backend, progress)?)
         } else {
             None
         };
@@ -1037,6 +1037,53 @@ struct JournalStart {
 /// empty, behind the journal objects still present, or half-restored (`checkpoint.rs`), then
 /// replays the complete groups among the journal objects newer than the catalog and skips
 /// the groups never ended (`journal.rs`).
+/// How many times a recovery lists the bucket's catalog objects again when they changed
+/// under an attempt that failed.
+const REPLAY_ATTEMPTS: u32 = 5;
+
+/// [`replay_journal`], again from a new listing when an attempt fails while the catalog
+/// objects in the back end changed: another node compacting (a checkpoint, then the deletion
+/// of the journal it covers) can delete what an attempt listed before it reads it. Each
+/// attempt resumes where the last left the catalog (every step it applies is durable), and the
+/// next one sees the new checkpoint. A failure on an unchanged listing is returned as it is.
+fn replay_journal_listing_again(
+    db: &Database,
+    backend: &dyn Backend,
+    progress: &mut dyn FnMut(RecoveryProgress),
+) -> Result<JournalStart> {
+    let catalog_objects = || -> Result<Vec<(String, u64)>> {
+        let mut keys = Vec::new();
+        for prefix in [journal::JOURNAL_PREFIX, checkpoint::CHECKPOINT_PREFIX] {
+            let listed = backend.list(prefix).map_err(StoreError::from_backend)?;
+            keys.extend(
+                listed
+                    .into_iter()
+                    .map(|o| (o.key.as_str().to_string(), o.size)),
+            );
+        }
+        keys.sort_unstable();
+        Ok(keys)
+    };
+    let mut attempt = 1;
+    loop {
+        let before = catalog_objects()?;
+        let err = match replay_journal(db, backend, progress) {
+            Ok(start) => return Ok(start),
+            Err(e) => e,
+        };
+        if attempt >= REPLAY_ATTEMPTS || catalog_objects()? == before {
+            return Err(err);
+        }
+        tracing::warn!(
+            "recovering the catalog from {}: {err}; its catalog objects changed meanwhile \
+             (another node compacting?), listing again (attempt {} of {REPLAY_ATTEMPTS})",
+            backend.describe(),
+            attempt + 1
+        );
+        attempt += 1;
+    }
+}
+
 fn replay_journal(
     db: &Database,
     backend: &dyn Backend,

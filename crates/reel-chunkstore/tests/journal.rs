@@ -685,3 +685,81 @@ fn a_local_store_refuses_to_checkpoint() {
     let err = store.checkpoint().unwrap_err();
     assert!(matches!(err, StoreError::Invalid(_)), "{err}");
 }
+
+/// Runs `compact` (once) just before the first read of a journal object: another node
+/// checkpointing, and deleting the journal it covers, while this one recovers from the listing
+/// it took before.
+struct CompactsUnderTheReader {
+    inner: Arc<MemoryBackend>,
+    compact: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl CompactsUnderTheReader {
+    fn before_read(&self, key: &Key) {
+        if key.as_str().starts_with("catalog/journal/") {
+            let compact = self.compact.lock().unwrap().take();
+            if let Some(compact) = compact {
+                compact();
+            }
+        }
+    }
+}
+
+impl Backend for CompactsUnderTheReader {
+    fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> reel_backend::Result<()> {
+        self.inner.put(key, data, mode)
+    }
+    fn get(&self, key: &Key) -> reel_backend::Result<Vec<u8>> {
+        self.before_read(key);
+        self.inner.get(key)
+    }
+    fn get_range(&self, key: &Key, range: std::ops::Range<u64>) -> reel_backend::Result<Vec<u8>> {
+        self.before_read(key);
+        self.inner.get_range(key, range)
+    }
+    fn delete(&self, key: &Key) -> reel_backend::Result<()> {
+        self.inner.delete(key)
+    }
+    fn list(&self, prefix: &str) -> reel_backend::Result<Vec<reel_backend::ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    fn describe(&self) -> String {
+        "a bucket another node compacts".into()
+    }
+}
+
+#[test]
+fn a_recovery_whose_journal_is_compacted_under_it_lists_again_and_restores_the_checkpoint() {
+    let backend = Arc::new(MemoryBackend::new());
+    let dir = tempfile::tempdir().unwrap();
+    let node = open(&dir.path().join("node"), &backend, checkpointed());
+    for round in 0..3 {
+        workload(&node, round);
+    }
+    let (fingerprint, contents) = (node.catalog_fingerprint().unwrap(), read_all(&node));
+    let listed_before = journal_seqs(&backend);
+    assert!(listed_before.len() >= 3, "{listed_before:?}");
+    let compacted = Arc::new(std::sync::Mutex::new(None));
+    let report_slot = Arc::clone(&compacted);
+    let racing = Arc::new(CompactsUnderTheReader {
+        inner: backend.clone(),
+        compact: std::sync::Mutex::new(Some(Box::new(move || {
+            *report_slot.lock().unwrap() = Some(node.checkpoint().unwrap().unwrap());
+            drop(node);
+        }))),
+    });
+    let recovered = ChunkStore::open(&dir.path().join("fresh"), racing, checkpointed())
+        .expect("the recovery lists the bucket again and restores the new checkpoint");
+    let report = compacted
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the other node compacted during the recovery");
+    assert!(
+        journal_seqs(&backend).iter().all(|&s| s > report.seq),
+        "the journal the recovery listed first is gone: {:?}",
+        journal_keys(&backend)
+    );
+    assert_eq!(recovered.journal_status().checkpoint_seq, report.seq);
+    assert_same_store(&recovered, fingerprint, &contents);
+}
