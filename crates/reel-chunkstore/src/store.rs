@@ -1033,10 +1033,6 @@ struct JournalStart {
     checkpoint_bytes: u64,
 }
 
-/// Brings the catalog up to the back end: restores the newest checkpoint if the catalog is
-/// empty, behind the journal objects still present, or half-restored (`checkpoint.rs`), then
-/// replays the complete groups among the journal objects newer than the catalog and skips
-/// the groups never ended (`journal.rs`).
 /// How many times a recovery lists the bucket's catalog objects again when they changed
 /// under an attempt that failed.
 const REPLAY_ATTEMPTS: u32 = 5;
@@ -1084,6 +1080,10 @@ fn replay_journal_listing_again(
     }
 }
 
+/// Brings the catalog up to the back end: restores the newest checkpoint if the catalog is
+/// empty, behind the journal objects still present, or half-restored (`checkpoint.rs`), then
+/// replays the complete groups among the journal objects newer than the catalog and skips
+/// the groups never ended (`journal.rs`).
 fn replay_journal(
     db: &Database,
     backend: &dyn Backend,
