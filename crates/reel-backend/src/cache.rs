@@ -221,6 +221,8 @@ struct Item {
 /// Bytes of queued puts held in memory for their uploads (see `Item::data`): enough for every
 /// upload thread's pack and the next ones; beyond it an upload reads its entry from disk.
 const UPLOAD_MEMORY: u64 = 512 << 20;
+/// Buffers kept in `State::spare_copies` at most, beyond the upload threads' count.
+const SPARE_COPIES_EXTRA: usize = 2;
 
 /// A file in the clean cache: object bytes `len` long at `offset` in `path`.
 struct CleanFile {
@@ -260,6 +262,9 @@ struct State {
     pending_bytes: u64,
     /// Bytes held by items' `data`.
     memory_bytes: u64,
+    /// Buffers of copies whose upload is done, for the next copies: a fresh buffer of a pack's
+    /// size is a fresh mapping whose pages the kernel faults in and zeroes on every put.
+    spare_copies: Vec<Vec<u8>>,
     /// Clean blocks holding `memory`, oldest first (entries of blocks since removed are
     /// skipped), and the bytes they hold.
     block_memory: VecDeque<(Key, u64)>,
@@ -296,6 +301,17 @@ struct RemoteFacts {
     ancestors: Vec<String>,
     descendants: Vec<Key>,
 }
+
+impl RemoteFacts {
+    /// Whether the remote said some key exists: a fact our own delete, completing while it was
+    /// asked, can make stale.
+    fn has_existing(&self) -> bool {
+        self.exists || !self.ancestors.is_empty() || !self.descendants.is_empty()
+    }
+}
+
+/// Times a put asks the remote again when the queue changed while it asked (see `reserve`).
+const REMOTE_FACTS_ATTEMPTS: usize = 3;
 
 /// A located source of an object's bytes.
 enum Source {
@@ -837,12 +853,23 @@ impl Shared {
     /// Reserves a sequence for a put (after the checks and, if needed, waiting for capacity) or
     /// a delete, as a `Writing` item.
     fn reserve(&self, key: &Key, op: Op) -> Result<(u64, SystemTime)> {
-        let facts = match op {
-            Op::Put(mode, _) => self.remote_facts(key, mode),
-            Op::Delete => RemoteFacts::default(),
-        };
-        let cap = self.config.capacity_bytes;
+        // What the remote says is asked outside the lock. A delete of ours that completes
+        // meanwhile leaves the queue without its item and the remote's "exists" stale, and the
+        // put would be refused for a key that is gone: ask again when the queue changed.
+        let mut facts = RemoteFacts::default();
         let mut st = self.lock();
+        if let Op::Put(mode, _) = op {
+            for _ in 0..REMOTE_FACTS_ATTEMPTS {
+                let generation = st.generation;
+                drop(st);
+                facts = self.remote_facts(key, mode);
+                st = self.lock();
+                if !facts.has_existing() || st.generation == generation {
+                    break;
+                }
+            }
+        }
+        let cap = self.config.capacity_bytes;
         let mut blocked = false;
         loop {
             self.check_running(&st, key)?;
@@ -909,14 +936,28 @@ impl Shared {
     /// from here; the item holds it from its commit).
     fn hold_copy(&self, data: &[u8]) -> Option<Arc<Vec<u8>>> {
         let len = data.len() as u64;
-        {
+        let mut buffer = {
             let mut st = self.lock();
             if data.len() < DIRECT_MIN || st.memory_bytes + len > UPLOAD_MEMORY {
                 return None;
             }
             st.memory_bytes += len;
+            st.spare_copies.pop().unwrap_or_default()
+        };
+        buffer.clear();
+        buffer.extend_from_slice(data);
+        Some(Arc::new(buffer))
+    }
+
+    /// Keeps the buffer of an uploaded item's copy for the next copy, if nothing else holds it
+    /// (a back end that gave up waiting on a request may still).
+    fn recycle_copy(&self, copy: Arc<Vec<u8>>) {
+        if let Ok(buffer) = Arc::try_unwrap(copy) {
+            let mut st = self.lock();
+            if st.spare_copies.len() < self.config.upload_threads + SPARE_COPIES_EXTRA {
+                st.spare_copies.push(buffer);
+            }
         }
-        Some(Arc::new(data.to_vec()))
     }
 
     /// Makes a reserved item visible and uploadable, or undoes the reservation.
@@ -1028,8 +1069,13 @@ impl Shared {
                     item.data.clone(),
                 );
                 drop(st);
-                let run = || self.upload(seq, &key, op, &path, copy.as_deref(), attempted);
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).is_err() {
+                let run = || self.upload(seq, &key, op, &path, copy.as_ref(), attempted);
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+                if let Some(copy) = copy {
+                    // Done with it here; the item still holds it if the upload did not finish.
+                    self.recycle_copy(copy);
+                }
+                if outcome.is_err() {
                     // A panicking remote must not leave the item in flight forever (a flush
                     // would hang): stop, as for any unexplained permanent failure.
                     let mut st = self.lock();
@@ -1081,17 +1127,16 @@ impl Shared {
         key: &Key,
         op: Op,
         path: &Path,
-        copy: Option<&Vec<u8>>,
+        copy: Option<&Arc<Vec<u8>>>,
         mut attempted: bool,
     ) {
-        // The entry's data for each attempt: the copy in memory, else read (and checked) afresh
-        // from disk. The remote takes the bytes without a copy; failures are rare enough that
-        // copying again costs nothing.
+        // The entry's data for each attempt: the copy in memory (the remote holds a handle on
+        // it, no copy), else read (and checked) afresh from disk.
         let load = || {
             if let Some(copy) = copy {
-                return Some(copy.clone());
+                return Some(Arc::clone(copy));
             }
-            let data = read_entry(path);
+            let data = read_entry(path).map(Arc::new);
             if let Err(reason) = &data {
                 let mut st = self.lock();
                 if let Some(item) = st.queue.get_mut(&seq) {
@@ -1107,7 +1152,7 @@ impl Shared {
                 Op::Delete => self.remote.delete(key),
                 Op::Put(mode, _) => {
                     let Some(data) = load() else { return };
-                    self.remote.put_vec(key, data, mode)
+                    self.remote.put_shared(key, data, mode)
                 }
             };
             let permanent = match result {
@@ -1116,7 +1161,7 @@ impl Shared {
                     // An earlier attempt may have stored it: it is ours if the bytes match.
                     let Some(data) = load() else { return };
                     match self.remote.get(key) {
-                        Ok(remote) if remote == data => break,
+                        Ok(remote) if remote == *data => break,
                         Ok(_) => Some(format!(
                             "uploading {key} (create) found other bytes already in {}: another \
                              writer owns this key space (fenced)",

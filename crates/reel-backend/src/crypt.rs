@@ -593,7 +593,7 @@ impl<B: Backend> Backend for EncryptedBackend<B> {
         // A create retried below us (S3 after a lost answer) compares the sealed bytes it sent,
         // which are the same on every retry. A caller that retries a put seals it anew: it
         // compares plaintext through `get` (the write-back cache does), which still matches.
-        self.inner.put(key, &sealed, mode)?;
+        self.inner.put_vec(key, sealed, mode)?;
         self.remember(key, header);
         Ok(())
     }

@@ -137,6 +137,12 @@ pub trait Backend: Send + Sync + 'static {
     fn put_vec(&self, key: &Key, data: Vec<u8>, mode: PutMode) -> Result<()> {
         self.put(key, &data, mode)
     }
+    /// [`Backend::put`] of bytes the caller keeps a handle on (the write-back cache's copy of
+    /// a pack, which it reuses once the upload is done): a back end that must own its request
+    /// body (S3) holds the handle instead of copying. Same contract as `put`.
+    fn put_shared(&self, key: &Key, data: Arc<Vec<u8>>, mode: PutMode) -> Result<()> {
+        self.put(key, &data, mode)
+    }
     fn get(&self, key: &Key) -> Result<Vec<u8>>;
     fn get_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>>;
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>>;
@@ -161,6 +167,9 @@ macro_rules! forward_backend {
             }
             fn put_vec(&self, key: &Key, data: Vec<u8>, mode: PutMode) -> Result<()> {
                 (**self).put_vec(key, data, mode)
+            }
+            fn put_shared(&self, key: &Key, data: Arc<Vec<u8>>, mode: PutMode) -> Result<()> {
+                (**self).put_shared(key, data, mode)
             }
             fn get(&self, key: &Key) -> Result<Vec<u8>> {
                 (**self).get(key)

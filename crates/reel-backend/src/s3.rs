@@ -898,6 +898,15 @@ fn is_no_space(answer: &str) -> bool {
         || answer.contains("QuotaExceeded")
 }
 
+/// A shared buffer as a request body ([`Bytes::from_owner`] wants the bytes as `AsRef<[u8]>`).
+struct SharedBody(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedBody {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 impl Backend for S3Backend {
     fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> Result<()> {
         // The request task must own its body; one copy per put.
@@ -907,6 +916,12 @@ impl Backend for S3Backend {
     fn put_vec(&self, key: &Key, data: Vec<u8>, mode: PutMode) -> Result<()> {
         // Owned already: the body is handed over without a copy.
         let (k, data) = (key.clone(), Bytes::from(data));
+        self.run(key, move |s| async move { s.put(k, data, mode).await })
+    }
+
+    fn put_shared(&self, key: &Key, data: Arc<Vec<u8>>, mode: PutMode) -> Result<()> {
+        // The body holds the caller's handle; the bytes are not copied.
+        let (k, data) = (key.clone(), Bytes::from_owner(SharedBody(data)));
         self.run(key, move |s| async move { s.put(k, data, mode).await })
     }
 
