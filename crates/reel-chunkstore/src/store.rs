@@ -928,6 +928,15 @@ impl ChunkStore {
         self.inner.write_checkpoint()
     }
 
+    /// Waits until a checkpoint the store started on its own (after a synchronising point) is
+    /// written: its objects are then in the back end, for a caller that counts what is there
+    /// (a benchmark's final flush, a test).
+    pub fn wait_for_background_checkpoint(&self) {
+        while self.inner.checkpoint_busy.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.inner.backend
     }
