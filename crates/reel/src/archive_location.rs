@@ -9,6 +9,7 @@ use reel_backend::{Backend, LocalBackend};
 use reel_volume::{Archive, Cartridges};
 
 use crate::config::ArchiveSection;
+use crate::store_key::StoreKeys;
 
 /// `dir/…` or `s3://bucket/prefix at endpoint`, for messages.
 pub fn describe(section: &ArchiveSection) -> String {
@@ -34,12 +35,30 @@ pub fn describe(section: &ArchiveSection) -> String {
 
 /// The archive tier over `cartridges`, on the configured location. `data_dir` is refused as
 /// (or around) a directory location: the store and the archive must not share files.
+/// With the store's `keys` (an encrypted store), every image object is sealed with them, as
+/// the store's own objects are: a cartridge's data leaves the node encrypted on its way to
+/// the archive too.
 pub fn open(
     section: &ArchiveSection,
     cartridges: &Cartridges,
     data_dir: &Path,
+    keys: Option<&StoreKeys>,
 ) -> anyhow::Result<Archive> {
-    let location: Arc<dyn Backend> = match (&section.directory, &section.s3) {
+    let location = sealed(location(section, data_dir)?, keys);
+    Ok(Archive::new(cartridges.clone(), location).with_piece_size(section.piece_size_bytes()?))
+}
+
+/// The location's objects through the store's keys, when it has some.
+pub fn sealed(location: Arc<dyn Backend>, keys: Option<&StoreKeys>) -> Arc<dyn Backend> {
+    match keys {
+        Some(keys) => Arc::new(keys.seal(location)),
+        None => location,
+    }
+}
+
+/// The configured location itself (objects as stored: sealed or not).
+pub fn location(section: &ArchiveSection, data_dir: &Path) -> anyhow::Result<Arc<dyn Backend>> {
+    Ok(match (&section.directory, &section.s3) {
         (Some(dir), _) => {
             let (a, b) = (absolute(dir), absolute(data_dir));
             if a.starts_with(&b) || b.starts_with(&a) {
@@ -59,8 +78,7 @@ pub fn open(
                 .context("opening the archive location")?,
         ),
         (None, None) => anyhow::bail!("archive: no location (validated at load)"),
-    };
-    Ok(Archive::new(cartridges.clone(), location).with_piece_size(section.piece_size_bytes()?))
+    })
 }
 
 fn absolute(p: &Path) -> std::path::PathBuf {

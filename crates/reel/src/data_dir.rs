@@ -321,13 +321,15 @@ pub struct ResealReport {
 }
 
 /// `reel key reseal`: every object under the store's prefix (and `extra_prefixes` of the same
-/// bucket) that a previous key sealed is rewritten sealed with the current key. The data
+/// bucket, and the `extra_locations` elsewhere: an archive location, named for messages) that a
+/// previous key sealed is rewritten sealed with the current key. The data
 /// directory's binding names the keys (written when `reel serve` opened it with them), so a
 /// node still running with the old key as its current one is refused: it could not read what
 /// this rewrites.
 pub fn reseal(
     dir: &Path,
     extra_prefixes: &[String],
+    extra_locations: &[(String, Arc<dyn Backend>)],
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> anyhow::Result<ResealReport> {
     let bound = BucketBinding::read(dir)?.ok_or_else(|| {
@@ -366,13 +368,17 @@ pub fn reseal(
         resealed: 0,
         not_encrypted: 0,
     };
-    let prefixes = std::iter::once(bound.s3.prefix.clone()).chain(extra_prefixes.iter().cloned());
-    for prefix in prefixes {
-        let bucket = Arc::new(open_bucket(&bound.s3, &prefix, None)?);
-        let sealed = keys.seal(bucket.clone());
-        let objects = bucket
+    let mut locations: Vec<(String, Arc<dyn Backend>)> = Vec::new();
+    for prefix in std::iter::once(&bound.s3.prefix).chain(extra_prefixes) {
+        let name = format!("s3://{}/{prefix}", bound.s3.bucket);
+        locations.push((name, Arc::new(open_bucket(&bound.s3, prefix, None)?)));
+    }
+    locations.extend(extra_locations.iter().cloned());
+    for (name, location) in &locations {
+        let sealed = keys.seal(location.clone());
+        let objects = location
             .list("")
-            .with_context(|| format!("listing s3://{}/{prefix}", bound.s3.bucket))?;
+            .with_context(|| format!("listing {name}"))?;
         let total = objects.len() as u64;
         for (n, object) in objects.iter().enumerate() {
             match sealed.reseal(&object.key) {
@@ -382,16 +388,11 @@ pub fn reseal(
                 // Deleted since the listing (the node reclaimed a pack, compacted its journal).
                 Err(reel_backend::BackendError::NotFound(_)) => {}
                 Err(e) => {
-                    return Err(e).with_context(|| {
-                        format!(
-                            "resealing {} in s3://{}/{prefix}",
-                            object.key, bound.s3.bucket
-                        )
-                    });
+                    return Err(e).with_context(|| format!("resealing {} in {name}", object.key));
                 }
             }
             report.objects += 1;
-            progress(&prefix, n as u64 + 1, total);
+            progress(name, n as u64 + 1, total);
         }
     }
     Ok(report)

@@ -374,10 +374,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let archive = match &config.archive {
         Some(section) => {
-            let archive = crate::archive_location::open(section, &carts, dir)?;
+            let archive = crate::archive_location::open(section, &carts, dir, opened.key.as_ref())?;
             println!(
-                "archive location: {}",
-                crate::archive_location::describe(section)
+                "archive location: {}{}",
+                crate::archive_location::describe(section),
+                if opened.key.is_some() {
+                    " (sealed with the store key)"
+                } else {
+                    ""
+                }
             );
             Some(archive)
         }

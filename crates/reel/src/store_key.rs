@@ -32,9 +32,13 @@ pub enum KeyCommand {
         #[arg(long = "data", value_name = "DIR")]
         dir: PathBuf,
         /// Another prefix of the same bucket to reseal too (the shared vault,
-        /// `<cluster prefix>/vault`, or an archive prefix); repeatable.
+        /// `<cluster prefix>/vault`); repeatable.
         #[arg(long = "prefix", value_name = "PREFIX")]
         prefixes: Vec<String>,
+        /// The node's configuration file: its `[archive]` location (another bucket, a prefix
+        /// or a directory), whose images are sealed with the store key, is resealed too.
+        #[arg(long = "config", value_name = "FILE")]
+        config: Option<PathBuf>,
     },
 }
 
@@ -53,15 +57,34 @@ pub fn run(cmd: KeyCommand) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        KeyCommand::Reseal { dir, prefixes } => {
+        KeyCommand::Reseal {
+            dir,
+            prefixes,
+            config,
+        } => {
+            let mut locations: Vec<(String, std::sync::Arc<dyn Backend>)> = Vec::new();
+            if let Some(path) = &config {
+                let config = crate::config::load(path)?;
+                match &config.archive {
+                    Some(section) => locations.push((
+                        format!("archive {}", crate::archive_location::describe(section)),
+                        crate::archive_location::location(section, &dir)?,
+                    )),
+                    None => println!(
+                        "{}: no [archive] location, nothing more to reseal",
+                        path.display()
+                    ),
+                }
+            }
             let started = std::time::Instant::now();
             let mut last = std::time::Instant::now();
-            let report = crate::data_dir::reseal(&dir, &prefixes, &mut |prefix, done, total| {
-                if done == total || last.elapsed().as_secs() >= 1 {
-                    last = std::time::Instant::now();
-                    println!("{prefix}: {done}/{total} objects checked");
-                }
-            })?;
+            let report =
+                crate::data_dir::reseal(&dir, &prefixes, &locations, &mut |name, done, total| {
+                    if done == total || last.elapsed().as_secs() >= 1 {
+                        last = std::time::Instant::now();
+                        println!("{name}: {done}/{total} objects checked");
+                    }
+                })?;
             println!(
                 "resealed {} of {} objects with key {} in {:.1?} ({} already sealed with it, {} not encrypted)",
                 report.resealed,

@@ -408,3 +408,144 @@ fn ctl_archives_restores_and_shows_the_state() {
     let (ok, _, err) = ctl(&["restore", BARCODE]);
     assert!(!ok && err.contains("available"), "{err}");
 }
+
+/// `reel key generate FILE`, returning the new key's id.
+fn generate_key(path: &Path) -> String {
+    let out = std::process::Command::new(reel_testkit::serve::reel_binary())
+        .args([
+            std::ffi::OsStr::new("key"),
+            "generate".as_ref(),
+            path.as_os_str(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    // "wrote store key <id> to …"
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    stdout.split_whitespace().nth(3).unwrap().to_string()
+}
+
+/// A store on the S3 server, encrypted with `key_file` (and `previous`), archiving to the
+/// prefix `cold` of the same bucket.
+fn encrypted_config(path: &Path, s3: &S3Server, key_file: &Path, previous: Option<&Path>) {
+    let previous = previous
+        .map(|p| format!("previous_key_files = [\"{}\"]\n", p.display()))
+        .unwrap_or_default();
+    let section = |name: &str, prefix: &str| {
+        format!(
+            "[{name}]\nendpoint = \"{}\"\nbucket = \"{}\"\nprefix = \"{prefix}\"\nregion = \"{}\"\n",
+            s3.endpoint(),
+            s3.bucket(),
+            s3.region()
+        )
+    };
+    let text = format!(
+        "[store]\nbackend = \"s3\"\ndurability = \"bucket\"\n{}[store.encryption]\nkey_file = \"{}\"\n{previous}[archive]\npiece_size = \"64K\"\n{}",
+        section("store.s3", "node-a"),
+        key_file.display(),
+        section("archive.s3", "cold"),
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+/// The key ids in the headers of the image objects (files of the S3 server under `cold/`),
+/// after checking that none holds a piece of a record in the clear.
+fn archive_key_ids(s3: &S3Server, records: u64) -> Vec<String> {
+    let root = s3.data_dir().join(s3.bucket()).join("cold");
+    let mut files = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if entry.path().is_dir() {
+                dirs.push(entry.path());
+            } else {
+                files.push(std::fs::read(entry.path()).unwrap());
+            }
+        }
+    }
+    let needles: Vec<Vec<u8>> = (0..records + 3)
+        .map(|r| record(r)[1000..1032].to_vec())
+        .collect();
+    files
+        .iter()
+        .map(|f| {
+            assert!(f.starts_with(b"reelSEAL"), "an image object is not sealed");
+            assert!(
+                !needles
+                    .iter()
+                    .any(|n| f.windows(n.len()).any(|w| w == &n[..])),
+                "an image object holds a record in the clear"
+            );
+            // The header: magic 8, version, cipher, reserved 2, segment 4, length 8, key id 8.
+            f[24..32].iter().map(|b| format!("{b:02x}")).collect()
+        })
+        .collect()
+}
+
+/// With `[store.encryption]`, the archive image leaves the node sealed with the store key;
+/// after a key rotation `reel key reseal --config` reseals it with the new key, and the new
+/// key alone restores it and reads it back.
+#[test]
+fn an_encrypted_stores_archive_is_sealed_and_resealed_with_a_new_key() {
+    let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
+    let dir = tempfile::tempdir().unwrap();
+    let (old_key, new_key) = (dir.path().join("old.key"), dir.path().join("new.key"));
+    let old_id = generate_key(&old_key);
+    let new_id = generate_key(&new_key);
+    let (data, config) = (dir.path().join("data"), dir.path().join("reel.toml"));
+    encrypted_config(&config, &s3, &old_key, None);
+    let records = 24;
+
+    let server = serve(&data, &config, Some(&s3));
+    let api = admin(&server, &data);
+    let slot0 = slot0(&api);
+    write_tape(&server, slot0, records);
+    let (slot0, mail0) = to_vault(&api);
+    api.archive(BARCODE).unwrap();
+    assert_eq!(wait_job(&api).progress.state, "done");
+    let ids = archive_key_ids(&s3, records);
+    assert!(ids.len() > 10, "pieces of 64K: {}", ids.len());
+    assert!(ids.iter().all(|id| *id == old_id), "{ids:?} vs {old_id}");
+    server.stop();
+
+    // Rotation: the new key current, the old one previous; the node serves while resealing.
+    encrypted_config(&config, &s3, &new_key, Some(&old_key));
+    let server = serve(&data, &config, Some(&s3));
+    let out = std::process::Command::new(reel_testkit::serve::reel_binary())
+        .args([
+            std::ffi::OsStr::new("key"),
+            "reseal".as_ref(),
+            "--data".as_ref(),
+            data.as_os_str(),
+            "--config".as_ref(),
+            config.as_os_str(),
+        ])
+        .env("AWS_ACCESS_KEY_ID", s3.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("archive s3://"), "{stdout}");
+    let ids = archive_key_ids(&s3, records);
+    assert!(ids.iter().all(|id| *id == new_id), "{ids:?} vs {new_id}");
+    server.stop();
+
+    // The new key alone: restored, imported and read back.
+    encrypted_config(&config, &s3, &new_key, None);
+    let server = serve(&data, &config, Some(&s3));
+    let api = admin(&server, &data);
+    api.restore(BARCODE).unwrap();
+    assert_eq!(wait_job(&api).progress.state, "done");
+    api.import(LIB, BARCODE, Some(mail0)).unwrap();
+    api.move_medium(LIB, mail0, slot0).unwrap();
+    read_tape(&server, slot0, records);
+}
