@@ -1063,7 +1063,7 @@ fn reused_upload_buffers_carry_only_their_own_bytes() {
     };
     let cache = WriteBackCache::open(dir.path(), mem.clone(), cfg).unwrap();
     let size = |i: u64| {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             (5 << 20) + 7
         } else {
             (2 << 20) + 4099 * i as usize
