@@ -430,8 +430,9 @@ impl WriteBackCache {
         };
         for i in 0..threads {
             let shared = Arc::clone(&cache.shared);
+            // Not `reel-upload-N`, the store's pack uploaders: profiles split by thread name.
             let handle = std::thread::Builder::new()
-                .name(format!("reel-upload-{i}"))
+                .name(format!("reel-bucket-{i}"))
                 .spawn(move || shared.worker())
                 .map_err(|e| BackendError::io(dir.display(), e))?;
             cache.workers.push(handle);
