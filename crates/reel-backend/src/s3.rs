@@ -898,6 +898,13 @@ fn is_no_space(answer: &str) -> bool {
         || answer.contains("QuotaExceeded")
 }
 
+impl S3Backend {
+    fn put_body(&self, key: &Key, body: Bytes, mode: PutMode) -> Result<()> {
+        let k = key.clone();
+        self.run(key, move |s| async move { s.put(k, body, mode).await })
+    }
+}
+
 /// A shared buffer as a request body ([`Bytes::from_owner`] wants the bytes as `AsRef<[u8]>`).
 struct SharedBody(Arc<Vec<u8>>);
 
@@ -915,14 +922,12 @@ impl Backend for S3Backend {
 
     fn put_vec(&self, key: &Key, data: Vec<u8>, mode: PutMode) -> Result<()> {
         // Owned already: the body is handed over without a copy.
-        let (k, data) = (key.clone(), Bytes::from(data));
-        self.run(key, move |s| async move { s.put(k, data, mode).await })
+        self.put_body(key, Bytes::from(data), mode)
     }
 
     fn put_shared(&self, key: &Key, data: Arc<Vec<u8>>, mode: PutMode) -> Result<()> {
         // The body holds the caller's handle; the bytes are not copied.
-        let (k, data) = (key.clone(), Bytes::from_owner(SharedBody(data)));
-        self.run(key, move |s| async move { s.put(k, data, mode).await })
+        self.put_body(key, Bytes::from_owner(SharedBody(data)), mode)
     }
 
     fn get(&self, key: &Key) -> Result<Vec<u8>> {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::api::admin;
+use common::keys::{generate_key, reel};
 use common::tape::Tape;
 use reel_api::Client;
 use reel_api::maintenance::ArchiveStatus;
@@ -409,22 +410,6 @@ fn ctl_archives_restores_and_shows_the_state() {
     assert!(!ok && err.contains("available"), "{err}");
 }
 
-/// `reel key generate FILE`, returning the new key's id.
-fn generate_key(path: &Path) -> String {
-    let out = std::process::Command::new(reel_testkit::serve::reel_binary())
-        .args([
-            std::ffi::OsStr::new("key"),
-            "generate".as_ref(),
-            path.as_os_str(),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    // "wrote store key <id> to …"
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    stdout.split_whitespace().nth(3).unwrap().to_string()
-}
-
 /// A store on the S3 server, encrypted with `key_file` (and `previous`), archiving to the
 /// prefix `cold` of the same bucket.
 fn encrypted_config(path: &Path, s3: &S3Server, key_file: &Path, previous: Option<&Path>) {
@@ -494,8 +479,8 @@ fn an_encrypted_stores_archive_is_sealed_and_resealed_with_a_new_key() {
     let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
     let dir = tempfile::tempdir().unwrap();
     let (old_key, new_key) = (dir.path().join("old.key"), dir.path().join("new.key"));
-    let old_id = generate_key(&old_key);
-    let new_id = generate_key(&new_key);
+    let old_id = generate_key(&old_key, &s3);
+    let new_id = generate_key(&new_key, &s3);
     let (data, config) = (dir.path().join("data"), dir.path().join("reel.toml"));
     encrypted_config(&config, &s3, &old_key, None);
     let records = 24;
@@ -515,19 +500,17 @@ fn an_encrypted_stores_archive_is_sealed_and_resealed_with_a_new_key() {
     // Rotation: the new key current, the old one previous; the node serves while resealing.
     encrypted_config(&config, &s3, &new_key, Some(&old_key));
     let server = serve(&data, &config, Some(&s3));
-    let out = std::process::Command::new(reel_testkit::serve::reel_binary())
-        .args([
-            std::ffi::OsStr::new("key"),
+    let out = reel(
+        &[
+            "key".as_ref(),
             "reseal".as_ref(),
             "--data".as_ref(),
             data.as_os_str(),
             "--config".as_ref(),
             config.as_os_str(),
-        ])
-        .env("AWS_ACCESS_KEY_ID", s3.access_key())
-        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
-        .output()
-        .unwrap();
+        ],
+        &s3,
+    );
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),

@@ -6,11 +6,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use common::cartridges::{Workload, noise, sessions};
+use common::keys::{generate_key, reel};
 use reel_s3test::{Kind, S3Server};
-use reel_testkit::serve::{ServeCommand, reel_binary};
+use reel_testkit::serve::ServeCommand;
 
 const LIB: &str = "iqn.2026-11.org.reel:library";
 const RECORD: usize = 128 << 10;
@@ -104,29 +105,6 @@ fn serve(data: &Path, config: Option<&Path>, s3: &S3Server) -> common::Server {
         command = command.args(&[std::ffi::OsStr::new("--config"), config.as_os_str()]);
     }
     command.start()
-}
-
-fn reel(args: &[&std::ffi::OsStr], s3: &S3Server) -> Output {
-    Command::new(reel_binary())
-        .args(args)
-        .env("AWS_ACCESS_KEY_ID", s3.access_key())
-        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
-        .env_remove("REEL_STORE_KEY")
-        .output()
-        .unwrap()
-}
-
-fn generate_key(path: &Path, s3: &S3Server) -> String {
-    let out = reel(&["key".as_ref(), "generate".as_ref(), path.as_os_str()], s3);
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("without the key"), "{stdout}");
-    // "wrote store key <id> to …"
-    stdout.split_whitespace().nth(3).unwrap().to_string()
 }
 
 fn recover(s3: &S3Server, into: &Path, key_file: Option<&Path>) -> Output {

@@ -535,7 +535,7 @@ pub fn render(r: &S3Report, incompressible: bool, s: &mut String) {
          S3 = store (catalog journal on, durability `bucket`) → write-back cache ({} uploads in flight, \
          packs of up to {}) → `S3Backend` → the server. **S3 ingest is timed from the first append \
          until everything is in the bucket** (every stream's `sync()` at `DurableAt::Bucket`, then a \
-         final cache `flush()`). Plain PUT = the `object_store` client putting the same bytes as \
+         final cache `flush()`; a checkpoint the last `sync()` started is waited for afterwards, untimed). Plain PUT = the `object_store` client putting the same bytes as \
          {} objects, {} in flight{}. Cold read = the store reopened with an empty cache directory \
          (catalog local), every byte fetched from the bucket in {} ranged GETs{} and verified. \
          Local columns are the local cell just before, on the same data.\n",

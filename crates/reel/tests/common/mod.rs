@@ -5,5 +5,6 @@
 
 pub mod api;
 pub mod cartridges;
+pub mod keys;
 
 pub use reel_testkit::{ANY_PORTAL, Server, free_portal, tape};
