@@ -303,15 +303,17 @@ struct RemoteFacts {
 }
 
 impl RemoteFacts {
-    /// Whether the remote said some key exists: a fact our own delete, completing while it was
-    /// asked, can make stale.
-    fn has_existing(&self) -> bool {
-        self.exists || !self.ancestors.is_empty() || !self.descendants.is_empty()
+    /// Drops what the remote said exists of keys whose delete was queued when it was asked
+    /// (`deleting`) and has since completed: the answer may predate the delete.
+    fn forget_completed_deletes(&mut self, st: &State, key: &Key, deleting: &HashSet<Key>) {
+        let gone = |k: &str| deleting.contains(k) && !st.by_key.contains_key(k);
+        if gone(key.as_str()) {
+            self.exists = false;
+        }
+        self.ancestors.retain(|a| !gone(a));
+        self.descendants.retain(|d| !gone(d.as_str()));
     }
 }
-
-/// Times a put asks the remote again when the queue changed while it asked (see `reserve`).
-const REMOTE_FACTS_ATTEMPTS: usize = 3;
 
 /// A located source of an object's bytes.
 enum Source {
@@ -542,6 +544,31 @@ impl State {
             .find(|(_, i)| {
                 i.state != ItemState::Writing || (matches!(i.op, Op::Put(..)) && !skip_writing_puts)
             })
+    }
+
+    /// The keys among `key`, its ancestors and its descendants whose newest queued item is a
+    /// delete.
+    fn queued_deletes_around(&self, key: &Key) -> HashSet<Key> {
+        let inside = format!("{key}/");
+        let below = self
+            .by_key
+            .range::<str, _>((Included(inside.as_str()), Unbounded))
+            .map(|(k, _)| k)
+            .take_while(|k| k.as_str().starts_with(&inside));
+        let around = self.by_key.get_key_value(key.as_str()).map(|(k, _)| k);
+        let above = key
+            .ancestors()
+            .filter_map(|a| self.by_key.get_key_value(a).map(|(k, _)| k));
+        around
+            .into_iter()
+            .chain(above)
+            .chain(below)
+            .filter(|k| {
+                self.last_op(k.as_str(), true)
+                    .is_some_and(|(_, i)| i.op == Op::Delete)
+            })
+            .cloned()
+            .collect()
     }
 
     /// Whether `key` exists, as far as a put's checks can tell: the queue decides, else what the
@@ -855,20 +882,18 @@ impl Shared {
     /// a delete, as a `Writing` item.
     fn reserve(&self, key: &Key, op: Op) -> Result<(u64, SystemTime)> {
         // What the remote says is asked outside the lock. A delete of ours that completes
-        // meanwhile leaves the queue without its item and the remote's "exists" stale, and the
-        // put would be refused for a key that is gone: ask again when the queue changed.
+        // meanwhile leaves the queue without its item and the remote's "exists" possibly
+        // older than the delete, and the put would be refused for a key that is gone: such
+        // answers are dropped. (Asking again until the queue stood still was not enough: other
+        // uploads completing kept it moving, seen as a rare conflict over versitygw.)
         let mut facts = RemoteFacts::default();
         let mut st = self.lock();
         if let Op::Put(mode, _) = op {
-            for _ in 0..REMOTE_FACTS_ATTEMPTS {
-                let generation = st.generation;
-                drop(st);
-                facts = self.remote_facts(key, mode);
-                st = self.lock();
-                if !facts.has_existing() || st.generation == generation {
-                    break;
-                }
-            }
+            let deleting = st.queued_deletes_around(key);
+            drop(st);
+            facts = self.remote_facts(key, mode);
+            st = self.lock();
+            facts.forget_completed_deletes(&st, key, &deleting);
         }
         let cap = self.config.capacity_bytes;
         let mut blocked = false;
