@@ -878,8 +878,11 @@ impl ChunkStore {
     /// records): equal for two catalogs with the same content, e.g. a catalog and the one
     /// recovered from the back end's journal.
     pub fn catalog_fingerprint(&self) -> Result<[u8; 32]> {
-        let rows = journal::dump(&self.inner.db)?;
-        Ok(*blake3::hash(&journal::encode(0, &rows)).as_bytes())
+        let mut raw = Vec::new();
+        for row in journal::dump(&self.inner.db)? {
+            journal::append_op(&mut raw, &row);
+        }
+        Ok(*blake3::hash(&raw).as_bytes())
     }
 
     /// The stream whose new chunks pack object `key` holds, for packs this process stored
