@@ -12,7 +12,8 @@
 //!   pack is no longer cached are stored twice. This keeps RAM at about 1.6 bits per chunk
 //!   (at most 3.2 bits, under 200 MB per TB of unique data at the default chunk size) instead of a full index.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::format::{ChunkId, ChunkLoc};
@@ -95,9 +96,93 @@ impl Bloom {
     }
 }
 
+/// Hashes for maps keyed by chunk id. The id is already a uniform hash (BLAKE3), so SipHash
+/// over its 32 bytes (and their length) only costs time on the hot paths (every chunk written
+/// is looked up and reserved, every chunk read is looked up): this takes its first 8 bytes
+/// through a folded multiply by a per-map random key and a finaliser with full avalanche.
+/// Keyed, so data crafted to give ids with equal low bits does not pile into one bucket.
+#[derive(Clone, Copy, Debug)]
+pub struct IdHashBuilder {
+    key: u64,
+}
+
+impl IdHashBuilder {
+    pub fn new() -> IdHashBuilder {
+        // std's per-process random keys, through SipHash: an odd 64-bit multiplier.
+        let key = std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64) | 1;
+        IdHashBuilder { key }
+    }
+}
+
+impl Default for IdHashBuilder {
+    fn default() -> Self {
+        IdHashBuilder::new()
+    }
+}
+
+impl BuildHasher for IdHashBuilder {
+    type Hasher = IdHasher;
+    fn build_hasher(&self) -> IdHasher {
+        IdHasher {
+            key: self.key,
+            state: 0,
+        }
+    }
+}
+
+/// See [`IdHashBuilder`]. Correct (if not fast) for any key type: every write is mixed in.
+pub struct IdHasher {
+    key: u64,
+    state: u64,
+}
+
+impl IdHasher {
+    fn mix(&mut self, word: u64) {
+        let product = u128::from(self.state ^ word) * u128::from(self.key);
+        self.state = (product as u64) ^ ((product >> 64) as u64);
+    }
+}
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // A chunk id arrives as one 32-byte write: its first 8 bytes are enough. Other
+        // writes are mixed in whole, 8 bytes at a time.
+        if bytes.len() == 32 {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&bytes[..8]);
+            self.mix(u64::from_le_bytes(word));
+            return;
+        }
+        for piece in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..piece.len()].copy_from_slice(piece);
+            self.mix(u64::from_le_bytes(word) ^ ((piece.len() as u64) << 59));
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        // A folded multiply leaves the low bits of its result weakly tied to input bits that
+        // only reach the high half (ids equal in their low bits would share a few buckets):
+        // a finaliser with full avalanche (MurmurHash3's fmix64, a bijection) spreads them.
+        let mut h = self.state;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+}
+
+/// A set of chunk ids hashed with [`IdHashBuilder`].
+pub type IdSet = HashSet<ChunkId, IdHashBuilder>;
+
 /// Tables of contents of recently written or recently hit packs, evicted a pack at a time.
 pub struct LocalityCache {
-    map: HashMap<ChunkId, ChunkLoc>,
+    map: HashMap<ChunkId, ChunkLoc, IdHashBuilder>,
     packs: VecDeque<(u64, Vec<ChunkId>)>,
     capacity_chunks: usize,
 }
@@ -105,7 +190,7 @@ pub struct LocalityCache {
 impl LocalityCache {
     pub fn new(capacity_chunks: usize) -> LocalityCache {
         LocalityCache {
-            map: HashMap::new(),
+            map: HashMap::with_hasher(IdHashBuilder::new()),
             packs: VecDeque::new(),
             capacity_chunks,
         }
@@ -182,6 +267,35 @@ mod tests {
     fn about_one_chunk_in_five_is_a_hook() {
         let hooks = (0..50_000).filter(|&n| is_hook(&id(n))).count();
         assert!((9_000..11_000).contains(&hooks), "{hooks} hooks in 50000");
+    }
+
+    /// Ids that agree in their low 20 bits (as crafted data could make them) still spread
+    /// over the buckets of a map: the key reaches every output bit.
+    #[test]
+    fn ids_with_equal_low_bits_get_spread_hashes() {
+        let build = IdHashBuilder::new();
+        let mut buckets = HashSet::new();
+        for n in 0u64..4096 {
+            let mut id = [0u8; 32];
+            id[..8].copy_from_slice(&((n << 20) | 0xabcde).to_le_bytes());
+            buckets.insert(build.hash_one(ChunkId(id)) & 0xfff);
+        }
+        assert!(
+            buckets.len() > 2400,
+            "{} of 4096 buckets used",
+            buckets.len()
+        );
+    }
+
+    #[test]
+    fn id_hashes_differ_per_map_and_agree_within_one() {
+        let (a, b) = (IdHashBuilder::new(), IdHashBuilder::new());
+        let ids: Vec<ChunkId> = (0..64).map(id).collect();
+        assert!(ids.iter().all(|i| a.hash_one(i) == a.hash_one(i)));
+        assert!(ids.iter().any(|i| a.hash_one(i) != b.hash_one(i)));
+        let set: IdSet = ids.iter().copied().collect();
+        assert!(ids.iter().all(|i| set.contains(i)));
+        assert!(!set.contains(&id(64)));
     }
 
     #[test]
