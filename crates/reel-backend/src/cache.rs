@@ -797,17 +797,23 @@ impl Shared {
 
     // ----- puts and deletes -----
 
-    /// Asks the remote what [`RemoteCheck`] says to ask. Errors (remote down) leave the facts
-    /// unknown: a put never waits for the remote; the upload is the final check.
-    fn remote_facts(&self, key: &Key, mode: PutMode) -> RemoteFacts {
-        let mut facts = RemoteFacts::default();
-        let (head, tree) = match self.config.remote_check {
+    /// What [`RemoteCheck`] says to ask the remote before a put of `key`: whether the key
+    /// exists (`head`), and which of its ancestors and descendants do (`tree`).
+    fn remote_questions(&self, key: &Key, mode: PutMode) -> (bool, bool) {
+        match self.config.remote_check {
             RemoteCheck::Never => (false, false),
             RemoteCheck::BarrierPrefixes => {
                 (mode == PutMode::Create && self.is_barrier_key(key), false)
             }
             RemoteCheck::Always => (mode == PutMode::Create, true),
-        };
+        }
+    }
+
+    /// Asks the remote the questions of [`Shared::remote_questions`]. Errors (remote down)
+    /// leave the facts unknown: a put never waits for the remote; the upload is the final
+    /// check.
+    fn remote_facts(&self, key: &Key, head: bool, tree: bool) -> RemoteFacts {
+        let mut facts = RemoteFacts::default();
         let known_locally = {
             let st = self.lock();
             st.last_op(key.as_str(), false).is_some() || st.known.contains_key(key.as_str())
@@ -889,11 +895,15 @@ impl Shared {
         let mut facts = RemoteFacts::default();
         let mut st = self.lock();
         if let Op::Put(mode, _) = op {
-            let deleting = st.queued_deletes_around(key);
-            drop(st);
-            facts = self.remote_facts(key, mode);
-            st = self.lock();
-            facts.forget_completed_deletes(&st, key, &deleting);
+            let (head, tree) = self.remote_questions(key, mode);
+            // Most puts (packs) ask nothing, and need no note of the queued deletes.
+            if head || tree {
+                let deleting = st.queued_deletes_around(key);
+                drop(st);
+                facts = self.remote_facts(key, head, tree);
+                st = self.lock();
+                facts.forget_completed_deletes(&st, key, &deleting);
+            }
         }
         let cap = self.config.capacity_bytes;
         let mut blocked = false;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::api::admin;
-use common::keys::{generate_key, reel};
+use common::keys::{generate_key, reel, succeeded};
 use common::tape::Tape;
 use reel_api::Client;
 use reel_api::maintenance::ArchiveStatus;
@@ -511,12 +511,7 @@ fn an_encrypted_stores_archive_is_sealed_and_resealed_with_a_new_key() {
         ],
         &s3,
     );
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(&out, "reel key reseal");
     assert!(stdout.contains("archive s3://"), "{stdout}");
     let ids = archive_key_ids(&s3, records);
     assert!(ids.iter().all(|id| *id == new_id), "{ids:?} vs {new_id}");

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::cartridges::{Workload, noise, sessions};
-use common::keys::{generate_key, reel};
+use common::keys::{generate_key, reel, succeeded};
 use reel_s3test::{Kind, S3Server};
 use reel_testkit::serve::ServeCommand;
 
@@ -214,13 +214,7 @@ fn an_encrypted_bucket_holds_no_plaintext_and_recovers_only_with_its_key() {
 
     // With the key: every cartridge back, byte for byte, on a node with no configuration file
     // (the directory remembers its bucket and its key file).
-    let out = recover(&s3, &recovered, Some(&key_file));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "reel recover: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(&recover(&s3, &recovered, Some(&key_file)), "reel recover");
     // The ten blank cartridges a new node gets, three of them written.
     assert!(stdout.contains("recovered 10 cartridges"), "{stdout}");
     let server = serve(&recovered, None, &s3);
@@ -362,12 +356,7 @@ fn a_key_rotation_reseals_the_bucket_and_then_retires_the_old_key() {
         ],
         &s3,
     );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "reel key reseal: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = succeeded(&out, "reel key reseal");
     let resealed: u64 = stdout
         .split("resealed ")
         .nth(1)
@@ -402,13 +391,7 @@ fn a_key_rotation_reseals_the_bucket_and_then_retires_the_old_key() {
     );
     // And a node recovered from the bucket with the new key alone reads it all.
     let recovered = dir.path().join("recovered");
-    let out = recover(&s3, &recovered, Some(&new_key));
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&recover(&s3, &recovered, Some(&new_key)), "reel recover");
     let server = serve(&recovered, None, &s3);
     {
         let (changer, drive) = sessions(server.portal(), LIB);

@@ -19,15 +19,22 @@ pub fn reel(args: &[&OsStr], s3: &S3Server) -> Output {
         .unwrap()
 }
 
-/// `reel key generate FILE`, returning the new key's id.
-pub fn generate_key(path: &Path, s3: &S3Server) -> String {
-    let out = reel(&["key".as_ref(), "generate".as_ref(), path.as_os_str()], s3);
+/// The standard output of a `reel` run that must have succeeded (`what` names it in the
+/// failure, with both outputs).
+pub fn succeeded(out: &Output, what: &str) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
-        "{stdout}{}",
+        "{what}: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    stdout
+}
+
+/// `reel key generate FILE`, returning the new key's id.
+pub fn generate_key(path: &Path, s3: &S3Server) -> String {
+    let out = reel(&["key".as_ref(), "generate".as_ref(), path.as_os_str()], s3);
+    let stdout = succeeded(&out, "reel key generate");
     assert!(stdout.contains("without the key"), "{stdout}");
     // "wrote store key <id> to …"
     stdout.split_whitespace().nth(3).unwrap().to_string()
