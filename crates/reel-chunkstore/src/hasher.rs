@@ -5,9 +5,12 @@
 //!
 //! Backup streams repeat whole records (the same file block written again), so the pool also
 //! remembers where recent records were cut ([`RecentCuts`]): a record whose fingerprint was seen
-//! is split at the same lengths without scanning it again, and only hashed. The ids are always
-//! hashed from the bytes themselves, so a fingerprint collision could only give a record other
-//! cut points (it would dedup worse), never a wrong id.
+//! is split at the same lengths without scanning it again, and only hashed. A record that does
+//! not repeat whole often repeats in pieces (a 1 MiB record of blocks seen before in another
+//! order), so the pool also remembers where recently scanned chunks ended, by the bytes they
+//! start with ([`ChunkCuts`]). The ids are always hashed from the bytes themselves, so a
+//! fingerprint collision could only give a record other cut points (it would dedup worse),
+//! never a wrong id.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -104,6 +107,7 @@ impl Drop for HashPool {
 /// chunks each (16 MiB at worst, ~3 MiB for 256 KiB records).
 pub struct RecentCuts {
     slots: Box<[Mutex<Option<Cuts>>]>,
+    chunks: ChunkCuts,
 }
 
 struct Cuts {
@@ -127,6 +131,7 @@ impl RecentCuts {
     pub fn new() -> RecentCuts {
         RecentCuts {
             slots: (0..Self::SLOTS).map(|_| Mutex::new(None)).collect(),
+            chunks: ChunkCuts::new(),
         }
     }
 
@@ -145,14 +150,118 @@ impl RecentCuts {
         {
             return hash_pieces(data, &lengths);
         }
-        let chunks = chunk_and_hash(params, data);
-        if chunks.len() <= Self::MAX_CHUNKS {
+        let lengths = self.chunks.cut(params, data);
+        if lengths.len() <= Self::MAX_CHUNKS {
             *slot.lock() = Some(Cuts {
                 fingerprint,
-                lengths: chunks.iter().map(|&(_, n)| n).collect(),
+                lengths: lengths.clone().into(),
             });
         }
-        chunks
+        hash_pieces(data, &lengths)
+    }
+}
+
+/// Where recently scanned chunks ended, keyed by a fingerprint of their first `min` bytes.
+///
+/// Why a remembered cut is exact: a record sent to the pool starts on a chunk boundary, and the
+/// chunker starts afresh at every cut, so where a chunk ends depends only on its own bytes
+/// (`Chunker::scan` returns `Some(n)` after the first n bytes that pass the cut test, or at
+/// `max`). A chunk whose bytes equal those of a chunk the scan once ended at n therefore ends
+/// at n again. Equality is decided by a 128-bit xxh3 of the whole candidate chunk: as for whole
+/// records, a collision could only give other cut points, never a wrong id. Only chunks the scan
+/// cut are remembered, not a record's last piece (that one ended where its record did).
+///
+/// Direct-mapped like [`RecentCuts`] (a newer chunk takes the slot), in shards so the hash
+/// threads seldom wait for each other; bounded at [`ChunkCuts::SLOTS`] × 32 bytes.
+pub(crate) struct ChunkCuts {
+    shards: Box<[Mutex<Box<[ChunkCut]>>]>,
+    /// Chunks cut where a remembered one ended (tests check the table is used).
+    #[cfg(test)]
+    hits: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct ChunkCut {
+    /// xxh3-64 of the chunk's first `min` bytes (the key; the low bits chose the slot).
+    start: u64,
+    /// 0: an empty slot.
+    len: u32,
+    /// xxh3-128 of the whole chunk.
+    whole: u128,
+}
+
+impl ChunkCuts {
+    /// About 1.5 GiB of 2 KiB-average chunks (the tapewrite workload's 256 MiB repeat window
+    /// for several streams, with room for slot collisions); 16 MiB.
+    pub const SLOTS: usize = 1 << 19;
+    const SHARDS: usize = 64;
+
+    fn new() -> ChunkCuts {
+        let per_shard = Self::SLOTS / Self::SHARDS;
+        ChunkCuts {
+            shards: (0..Self::SHARDS)
+                .map(|_| Mutex::new(vec![ChunkCut::default(); per_shard].into_boxed_slice()))
+                .collect(),
+            #[cfg(test)]
+            hits: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn slot(start: u64) -> (usize, usize) {
+        let per_shard = Self::SLOTS / Self::SHARDS;
+        let i = (start as usize) % Self::SLOTS;
+        (i / per_shard, i % per_shard)
+    }
+
+    fn get(&self, start: u64) -> Option<(u32, u128)> {
+        let (shard, i) = Self::slot(start);
+        let cut = self.shards[shard].lock()[i];
+        (cut.len > 0 && cut.start == start).then_some((cut.len, cut.whole))
+    }
+
+    fn put(&self, start: u64, len: u32, whole: u128) {
+        let (shard, i) = Self::slot(start);
+        self.shards[shard].lock()[i] = ChunkCut { start, len, whole };
+    }
+
+    /// The chunk lengths of a record that starts on a chunk boundary: exactly those of
+    /// [`chunk_and_hash`], taken from remembered chunks where the bytes match one and scanned
+    /// elsewhere.
+    fn cut(&self, params: ChunkerParams, data: &[u8]) -> Vec<u32> {
+        // Every chunk the scan cuts is at least `min` long (the last piece of a record may be
+        // shorter: it is never looked up).
+        let key_len = params.min as usize;
+        let mut lengths = Vec::with_capacity(data.len() / params.avg as usize + 2);
+        let mut rest = data;
+        while rest.len() >= key_len {
+            let start = xxhash_rust::xxh3::xxh3_64(&rest[..key_len]);
+            let known = self.get(start).filter(|&(len, whole)| {
+                let len = len as usize;
+                len <= rest.len() && xxhash_rust::xxh3::xxh3_128(&rest[..len]) == whole
+            });
+            let n = match known {
+                Some((len, _)) => {
+                    #[cfg(test)]
+                    self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    len as usize
+                }
+                None => match Chunker::new(params).scan(rest) {
+                    Some(n) => {
+                        let whole = xxhash_rust::xxh3::xxh3_128(&rest[..n]);
+                        // `n` ≤ `max` ≤ 16 MiB (`ChunkerParams::validate`).
+                        self.put(start, n as u32, whole);
+                        n
+                    }
+                    None => break,
+                },
+            };
+            lengths.push(n as u32);
+            rest = &rest[n..];
+        }
+        if !rest.is_empty() {
+            lengths.push(rest.len() as u32);
+        }
+        lengths
     }
 }
 
@@ -172,7 +281,9 @@ fn hash_pieces(data: &[u8], lengths: &[u32]) -> Vec<(ChunkId, u32)> {
 
 /// Cuts a record that starts on a chunk boundary and ends on one (its end is a cut because it
 /// is at least `params.avg` long, see `Chunker::boundary`), then hashes all its chunks in one
-/// batch (`multihash`: twice the rate of hashing them one by one).
+/// batch (`multihash`: twice the rate of hashing them one by one). The reference the pool's
+/// remembered cuts must agree with.
+#[cfg(test)]
 pub fn chunk_and_hash(params: ChunkerParams, data: &[u8]) -> Vec<(ChunkId, u32)> {
     let mut chunker = Chunker::new(params);
     let mut chunks: Vec<&[u8]> = Vec::with_capacity(data.len() / params.avg as usize + 2);
@@ -218,6 +329,87 @@ mod tests {
             assert!(scanned.len() > 1, "the record must span several chunks");
             assert_eq!(recent.chunk_and_hash(params, &data), scanned, "first time");
             assert_eq!(recent.chunk_and_hash(params, &data), scanned, "repeat");
+        }
+    }
+
+    /// Records made of the same blocks in other orders, shifted by a few bytes, and of
+    /// low-entropy runs (where many chunks start with the same bytes): remembered chunk cuts
+    /// must give exactly the scan's cuts and ids.
+    #[test]
+    fn records_of_reordered_blocks_are_cut_exactly_as_a_scan_cuts_them() {
+        let params = ChunkerParams::with_avg(256);
+        let recent = RecentCuts::new();
+        let blocks: Vec<Vec<u8>> = (0..6)
+            .map(|i| record(100 + i, 3000 + 700 * i as usize))
+            .collect();
+        let mut order = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            order ^= order << 13;
+            order ^= order >> 7;
+            order ^= order << 17;
+            order
+        };
+        for round in 0..200 {
+            let mut data = Vec::new();
+            for _ in 0..4 {
+                let b = &blocks[(next() % blocks.len() as u64) as usize];
+                // Sometimes a block starts a few bytes in: the cuts then differ until the
+                // chunker finds its way back onto the block's own cut points.
+                let skip = if next() % 4 == 0 {
+                    (next() % 50) as usize
+                } else {
+                    0
+                };
+                data.extend_from_slice(&b[skip..]);
+            }
+            match round % 10 {
+                3 => data.extend(std::iter::repeat_n(0u8, 5000)),
+                7 => data.extend((0..4000u32).map(|i| (i % 7) as u8)),
+                _ => {}
+            }
+            let expected = chunk_and_hash(params, &data);
+            assert_eq!(
+                recent.chunk_and_hash(params, &data),
+                expected,
+                "round {round}"
+            );
+        }
+        // The reordered blocks' chunks were found again: the test exercised remembered cuts,
+        // not just the scan.
+        let hits = recent
+            .chunks
+            .hits
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            hits > 5000,
+            "only {hits} chunks were cut where a remembered one ended"
+        );
+    }
+
+    #[test]
+    fn a_remembered_chunk_is_used_only_when_its_whole_bytes_match() {
+        let params = ChunkerParams::DEFAULT;
+        let recent = RecentCuts::new();
+        let data = record(11, 100_000);
+        let start = xxhash_rust::xxh3::xxh3_64(&data[..params.min as usize]);
+        // A planted cut the chunker would not make, with the fingerprint of those bytes: used
+        // (which shows the table is consulted), and the ids still name the bytes.
+        recent
+            .chunks
+            .put(start, 40_000, xxhash_rust::xxh3::xxh3_128(&data[..40_000]));
+        let lengths = recent.chunks.cut(params, &data);
+        assert_eq!(lengths[0], 40_000);
+        assert_eq!(
+            lengths.iter().map(|&n| n as usize).sum::<usize>(),
+            data.len()
+        );
+        let got = hash_pieces(&data, &lengths);
+        assert_eq!(got[0], (ChunkId::of(&data[..40_000]), 40_000));
+        // The same key with bytes that do not match, or a length past the record: scanned.
+        for (len, whole) in [(40_000, 1u128), (200_000, 0)] {
+            recent.chunks.put(start, len, whole);
+            let scanned: Vec<u32> = chunk_and_hash(params, &data).iter().map(|c| c.1).collect();
+            assert_eq!(recent.chunks.cut(params, &data), scanned);
         }
     }
 
