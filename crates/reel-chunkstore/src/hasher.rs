@@ -22,14 +22,32 @@ use crossbeam_channel::{Receiver, Sender};
 use crate::chunker::{Chunker, ChunkerParams};
 use crate::format::ChunkId;
 
+/// A record's bytes on their way through the pool: a copy the stream made (into a buffer it
+/// reuses), or the caller's own bytes, shared without a copy.
+pub enum RecordBytes {
+    Copied(Vec<u8>),
+    Shared(bytes::Bytes),
+}
+
+impl std::ops::Deref for RecordBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            RecordBytes::Copied(v) => v,
+            RecordBytes::Shared(b) => b,
+        }
+    }
+}
+
 /// A record and its chunks: (id, length) in order, covering the record exactly.
 pub struct Hashed {
-    pub data: Vec<u8>,
+    pub data: RecordBytes,
     pub chunks: Vec<(ChunkId, u32)>,
 }
 
 struct Job {
-    data: Vec<u8>,
+    data: RecordBytes,
     reply: Sender<Hashed>,
 }
 
@@ -71,7 +89,7 @@ impl HashPool {
     }
 
     /// Queues a record; the result arrives on the returned channel.
-    pub fn submit(&self, data: Vec<u8>) -> Receiver<Hashed> {
+    pub fn submit(&self, data: RecordBytes) -> Receiver<Hashed> {
         let (reply, rx) = crossbeam_channel::bounded(1);
         let job = Job { data, reply };
         let unsent = match &self.tx {

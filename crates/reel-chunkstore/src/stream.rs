@@ -17,6 +17,7 @@ use crate::chunker::Chunker;
 use crate::format::{
     ChunkId, ChunkRef, Entry, SpanId, decode_extent_row, encode_extent_row, encode_refs,
 };
+use crate::hasher::RecordBytes;
 use crate::journal::Op;
 use crate::packer::PackBuilder;
 use crate::store::{ChunkStore, Inner};
@@ -180,7 +181,15 @@ impl StreamState {
 
     /// Appends a whole record. A record that starts on a chunk boundary and is long enough to
     /// end on one goes to the hash threads; the rest is chunked here, in order, after them.
-    fn append_record(&mut self, inner: &Inner, data: &[u8]) -> Result<()> {
+    ///
+    /// `shared`, when given, holds the same bytes as `data`: a record the hash threads take is
+    /// then passed on as it is instead of copied.
+    fn append_record(
+        &mut self,
+        inner: &Inner,
+        data: &[u8],
+        shared: Option<&bytes::Bytes>,
+    ) -> Result<()> {
         // Span lengths are u32; tape records are at most 8 MiB anyway.
         let whole =
             data.len() >= inner.config.chunker.avg as usize && u32::try_from(data.len()).is_ok();
@@ -188,10 +197,19 @@ impl StreamState {
             while self.in_flight_bytes + data.len() > MAX_IN_FLIGHT && !self.in_flight.is_empty() {
                 self.apply_next(inner, true)?;
             }
-            let mut copy = self.spare.pop().unwrap_or_default();
-            copy.clear();
-            copy.extend_from_slice(data);
-            self.in_flight.push_back(inner.hash_pool.submit(copy));
+            let record = match shared {
+                Some(bytes) => {
+                    debug_assert_eq!(bytes.len(), data.len());
+                    RecordBytes::Shared(bytes.clone())
+                }
+                None => {
+                    let mut copy = self.spare.pop().unwrap_or_default();
+                    copy.clear();
+                    copy.extend_from_slice(data);
+                    RecordBytes::Copied(copy)
+                }
+            };
+            self.in_flight.push_back(inner.hash_pool.submit(record));
             self.in_flight_bytes += data.len();
             self.len += data.len() as u64;
             while self.apply_next(inner, false)? {}
@@ -254,8 +272,10 @@ impl StreamState {
                 });
             }
         }
-        if self.spare.len() < 8 {
-            self.spare.push(hashed.data);
+        if let RecordBytes::Copied(buffer) = hashed.data
+            && self.spare.len() < 8
+        {
+            self.spare.push(buffer);
         }
         Ok(true)
     }
@@ -607,7 +627,13 @@ impl Stream {
     /// Appends one whole record: `append` then `boundary`, but large records are chunked and
     /// hashed on the store's hash threads while the caller goes on (results apply in order).
     pub fn append_record(&self, data: &[u8]) -> Result<()> {
-        self.admit(|st, inner| st.append_record(inner, data))
+        self.admit(|st, inner| st.append_record(inner, data, None))
+    }
+
+    /// [`Stream::append_record`] of bytes the caller shares (e.g. a SCSI Data-Out buffer): a
+    /// record the hash threads take is not copied; they hold a reference until it is applied.
+    pub fn append_record_shared(&self, data: bytes::Bytes) -> Result<()> {
+        self.admit(|st, inner| st.append_record(inner, &data, Some(&data)))
     }
 
     /// Writes the appended bytes and sidecar changes to the catalog (not yet durably: call

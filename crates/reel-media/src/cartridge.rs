@@ -321,7 +321,13 @@ impl<S: PartitionStore> Cartridge<S> {
     /// and not at EOD), [`MediaError::RecordTooLarge`],
     /// [`MediaError::EndOfMedium`] (after truncation; nothing is written).
     pub fn write_record(&mut self, data: &[u8]) -> Res<WriteOutcome, S> {
-        self.write_object(data, false)
+        self.write_object(data, false, None)
+    }
+
+    /// [`Cartridge::write_record`] of bytes the caller shares (a Data-Out buffer): the store
+    /// may keep them without a copy.
+    pub fn write_record_shared(&mut self, data: bytes::Bytes) -> Res<WriteOutcome, S> {
+        self.write_object(&data, false, Some(&data))
     }
 
     /// WRITE of a record the drive encrypted: `sealed` is the drive's sealed form, kept as it
@@ -329,10 +335,15 @@ impl<S: PartitionStore> Cartridge<S> {
     /// [`Cartridge::write_record`], with room for [`MAX_SEALING_OVERHEAD`]; capacity and the
     /// write counters count the sealed bytes.
     pub fn write_encrypted_record(&mut self, sealed: &[u8]) -> Res<WriteOutcome, S> {
-        self.write_object(sealed, true)
+        self.write_object(sealed, true, None)
     }
 
-    fn write_object(&mut self, data: &[u8], encrypted: bool) -> Res<WriteOutcome, S> {
+    fn write_object(
+        &mut self,
+        data: &[u8],
+        encrypted: bool,
+        shared: Option<&bytes::Bytes>,
+    ) -> Res<WriteOutcome, S> {
         self.require_loaded()?;
         if data.is_empty() {
             return Ok(WriteOutcome {
@@ -366,6 +377,8 @@ impl<S: PartitionStore> Cartridge<S> {
         let store = &mut self.partitions[p];
         if encrypted {
             store.append_encrypted_record(data)
+        } else if let Some(bytes) = shared {
+            store.append_record_shared(bytes.clone())
         } else {
             store.append_record(data)
         }

@@ -75,6 +75,11 @@ pub trait PartitionStore {
     fn read_record(&mut self, n: u64, buf: &mut Vec<u8>) -> Result<(), Self::Error>;
     /// Append a data record (non-empty) at EOD.
     fn append_record(&mut self, data: &[u8]) -> Result<(), Self::Error>;
+    /// [`PartitionStore::append_record`] of bytes the caller shares (a Data-Out buffer): a
+    /// store that keeps them past the call may take them without a copy.
+    fn append_record_shared(&mut self, data: bytes::Bytes) -> Result<(), Self::Error> {
+        self.append_record(&data)
+    }
     /// Append an encrypted record (non-empty: the drive's sealed form) at EOD; `object` then
     /// reports it as [`ObjectKind::EncryptedRecord`] and `read_record` returns these bytes.
     fn append_encrypted_record(&mut self, data: &[u8]) -> Result<(), Self::Error>;

@@ -226,6 +226,9 @@ pub fn check_partition_store<S: PartitionStore>(make: impl Fn() -> S, ops: &[Par
                 let data = record_bytes(*seed, len as usize);
                 if *encrypted {
                     s.append_encrypted_record(&data)
+                } else if seed % 2 == 0 {
+                    // Half the records as shared bytes, the way the drive hands on Data-Out.
+                    s.append_record_shared(bytes::Bytes::from(data))
                 } else {
                     s.append_record(&data)
                 }
@@ -957,7 +960,13 @@ pub fn run_reference_model<S: PartitionStore>(
         let got = match op {
             CartridgeOp::Write { len, seed } => {
                 let data = record_bytes(*seed, *len as usize);
-                observe(cart.write_record(&data), Obs::Write)
+                // Half the records as shared bytes, the way the drive hands on Data-Out.
+                let written = if seed % 2 == 0 {
+                    cart.write_record_shared(bytes::Bytes::from(data))
+                } else {
+                    cart.write_record(&data)
+                };
+                observe(written, Obs::Write)
             }
             CartridgeOp::WriteFill { .. } => unreachable!("resolved before use"),
             CartridgeOp::WriteFilemarks(c) => observe(cart.write_filemarks(*c), Obs::Write),

@@ -167,10 +167,15 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         self.activity = Activity::Writing;
         self.stats.write_commands += 1;
         self.writable_cartridge()?;
-        let records: Vec<&[u8]> = if fixed {
-            data_out.chunks(block as usize).collect()
+        // Where each record lies in the Data-Out buffer: handed on as shared slices of it, so
+        // the store need not copy a record it keeps past the call.
+        let records: Vec<Bytes> = if fixed {
+            (0..data_out.len())
+                .step_by(block as usize)
+                .map(|start| data_out.slice(start..(start + block as usize).min(data_out.len())))
+                .collect()
         } else {
-            vec![&data_out[..]]
+            vec![data_out.clone()]
         };
         // SSC-4 §4.2.27: with ENCRYPTION MODE ENCRYPT every record goes to the medium sealed.
         let sealed: Option<Vec<Vec<u8>>> = if self.encryption.encrypting() {
@@ -192,7 +197,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
         for (i, record) in records.iter().enumerate() {
             let outcome = match &sealed {
                 Some(sealed) => cartridge.write_encrypted_record(&sealed[i]),
-                None => cartridge.write_record(record),
+                None => cartridge.write_record_shared(record.clone()),
             };
             match outcome {
                 Ok(outcome) => {

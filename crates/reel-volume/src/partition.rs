@@ -142,12 +142,21 @@ impl ChunkPartition {
         Ok(())
     }
 
-    fn append(&mut self, data: &[u8], kind: fn(u32) -> RunKind) -> Result<(), StoreError> {
+    /// `shared`, when given, holds the same bytes as `data` (the store may keep them uncopied).
+    fn append(
+        &mut self,
+        data: &[u8],
+        kind: fn(u32) -> RunKind,
+        shared: Option<&bytes::Bytes>,
+    ) -> Result<(), StoreError> {
         let len = u32::try_from(data.len())
             .ok()
             .filter(|&l| l > 0)
             .ok_or_else(|| StoreError::Invalid(format!("record of {} bytes", data.len())))?;
-        self.stream.append_record(data)?;
+        match shared {
+            Some(bytes) => self.stream.append_record_shared(bytes.clone())?,
+            None => self.stream.append_record(data)?,
+        }
         self.push(kind(len), 1);
         self.unflushed += u64::from(len);
         if self.unflushed >= FLUSH_EVERY {
@@ -196,11 +205,15 @@ impl PartitionStore for ChunkPartition {
     }
 
     fn append_record(&mut self, data: &[u8]) -> Result<(), StoreError> {
-        self.append(data, RunKind::Records)
+        self.append(data, RunKind::Records, None)
+    }
+
+    fn append_record_shared(&mut self, data: bytes::Bytes) -> Result<(), StoreError> {
+        self.append(&data, RunKind::Records, Some(&data))
     }
 
     fn append_encrypted_record(&mut self, data: &[u8]) -> Result<(), StoreError> {
-        self.append(data, RunKind::EncryptedRecords)
+        self.append(data, RunKind::EncryptedRecords, None)
     }
 
     fn append_filemarks(&mut self, count: u32) -> Result<(), StoreError> {
