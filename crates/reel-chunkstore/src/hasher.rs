@@ -242,9 +242,9 @@ impl ChunkCuts {
         self.shards[shard].lock()[i] = ChunkCut { start, len, whole };
     }
 
-    /// The chunk lengths of a record that starts on a chunk boundary: exactly those of
-    /// [`chunk_and_hash`], taken from remembered chunks where the bytes match one and scanned
-    /// elsewhere.
+    /// The chunk lengths of a record that starts on a chunk boundary: exactly those a plain scan
+    /// gives (`chunk_and_hash`, the tests' reference), taken from remembered chunks where the
+    /// bytes match one and scanned elsewhere.
     fn cut(&self, params: ChunkerParams, data: &[u8]) -> Vec<u32> {
         // Every chunk the scan cuts is at least `min` long (the last piece of a record may be
         // shorter: it is never looked up).
