@@ -2553,20 +2553,10 @@ mod pack_owner_tests {
     /// back exactly as copied ones, large (hash threads) and small (the stream's own chunker).
     #[test]
     fn shared_records_are_stored_as_copied_ones_are() {
-        let mut x = 0x9e37_79b9_u64;
-        let mut noise = |n: usize| -> Vec<u8> {
-            (0..n)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect()
-        };
         let records: Vec<Vec<u8>> = [300_000, 100, 65_536, 1_000, 262_144]
             .into_iter()
-            .map(&mut noise)
+            .zip(1u64..)
+            .map(|(n, seed)| crate::test_support::noise(n, seed))
             .collect();
         let mut streams = Vec::new();
         let dir = tempfile::tempdir().unwrap();
