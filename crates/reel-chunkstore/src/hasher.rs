@@ -172,7 +172,7 @@ impl RecentCuts {
         if lengths.len() <= Self::MAX_CHUNKS {
             *slot.lock() = Some(Cuts {
                 fingerprint,
-                lengths: lengths.clone().into(),
+                lengths: Box::from(lengths.as_slice()),
             });
         }
         hash_pieces(data, &lengths)

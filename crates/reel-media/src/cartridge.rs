@@ -63,6 +63,15 @@ fn signed_residue(forward: bool, remaining: u64) -> i64 {
     }
 }
 
+/// What [`Cartridge::write_object`] appends: a record the caller lends, one it shares (the store
+/// may keep it without a copy), or the drive's sealed form of an encrypted record.
+#[derive(Clone, Copy)]
+enum Payload<'a> {
+    Lent(&'a [u8]),
+    Shared(&'a bytes::Bytes),
+    Sealed(&'a [u8]),
+}
+
 impl<S: PartitionStore> Cartridge<S> {
     /// Assemble a cartridge from its persistent state and one store per
     /// partition. The cartridge starts unloaded.
@@ -321,13 +330,13 @@ impl<S: PartitionStore> Cartridge<S> {
     /// and not at EOD), [`MediaError::RecordTooLarge`],
     /// [`MediaError::EndOfMedium`] (after truncation; nothing is written).
     pub fn write_record(&mut self, data: &[u8]) -> Res<WriteOutcome, S> {
-        self.write_object(data, false, None)
+        self.write_object(Payload::Lent(data))
     }
 
     /// [`Cartridge::write_record`] of bytes the caller shares (a Data-Out buffer): the store
     /// may keep them without a copy.
     pub fn write_record_shared(&mut self, data: bytes::Bytes) -> Res<WriteOutcome, S> {
-        self.write_object(&data, false, Some(&data))
+        self.write_object(Payload::Shared(&data))
     }
 
     /// WRITE of a record the drive encrypted: `sealed` is the drive's sealed form, kept as it
@@ -335,15 +344,15 @@ impl<S: PartitionStore> Cartridge<S> {
     /// [`Cartridge::write_record`], with room for [`MAX_SEALING_OVERHEAD`]; capacity and the
     /// write counters count the sealed bytes.
     pub fn write_encrypted_record(&mut self, sealed: &[u8]) -> Res<WriteOutcome, S> {
-        self.write_object(sealed, true, None)
+        self.write_object(Payload::Sealed(sealed))
     }
 
-    fn write_object(
-        &mut self,
-        data: &[u8],
-        encrypted: bool,
-        shared: Option<&bytes::Bytes>,
-    ) -> Res<WriteOutcome, S> {
+    fn write_object(&mut self, payload: Payload<'_>) -> Res<WriteOutcome, S> {
+        let (data, encrypted) = match payload {
+            Payload::Lent(data) => (data, false),
+            Payload::Shared(bytes) => (&bytes[..], false),
+            Payload::Sealed(sealed) => (sealed, true),
+        };
         self.require_loaded()?;
         if data.is_empty() {
             return Ok(WriteOutcome {
@@ -375,12 +384,10 @@ impl<S: PartitionStore> Cartridge<S> {
             });
         }
         let store = &mut self.partitions[p];
-        if encrypted {
-            store.append_encrypted_record(data)
-        } else if let Some(bytes) = shared {
-            store.append_record_shared(bytes.clone())
-        } else {
-            store.append_record(data)
+        match payload {
+            Payload::Lent(data) => store.append_record(data),
+            Payload::Shared(bytes) => store.append_record_shared(bytes.clone()),
+            Payload::Sealed(sealed) => store.append_encrypted_record(sealed),
         }
         .map_err(MediaError::Store)?;
         self.object += 1;
