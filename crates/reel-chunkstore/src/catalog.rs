@@ -31,9 +31,11 @@ pub const PINS: TableDefinition<u64, &[u8]> = TableDefinition::new("pins");
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 pub const META_FORMAT: &str = "format_version";
-/// The catalog's format: 1 = the tables up to RECORDS; 2 adds FOREIGN_PACKS and PINS (a
-/// version-1 catalog is upgraded on open: the new tables start empty).
-pub const CATALOG_VERSION: u64 = 2;
+/// The catalog's format: 1 = the tables up to RECORDS; 2 adds FOREIGN_PACKS and PINS; 3 lets a
+/// span's body hold pieces (`format.rs`), which a reel reading version 2 would take for a
+/// damaged row. Older catalogs are upgraded on open: the new tables start empty, and rows
+/// written before stay as they are (a flat span is still a valid body).
+pub const CATALOG_VERSION: u64 = 3;
 /// The last catalog journal object this catalog includes (0: none; see `journal.rs`).
 pub const META_JOURNAL_SEQ: &str = "journal_seq";
 /// Set while a checkpoint (`checkpoint.rs`) is restored into this catalog: the checkpoint's

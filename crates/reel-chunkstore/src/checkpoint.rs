@@ -28,7 +28,8 @@ use reel_backend::Key;
 use crate::format::FormatError;
 
 const MAGIC: &[u8; 8] = b"REELCKPT";
-const VERSION: u16 = 1;
+/// 2: span bodies may hold pieces (catalog format 3); a version-1 checkpoint is read as well.
+const VERSION: u16 = 2;
 const HASH_LEN: usize = 32;
 const PART_LEN: usize = 8 + HASH_LEN;
 /// A checkpoint is cut into parts once their encoded ops reach about this many bytes.
@@ -159,9 +160,9 @@ impl Manifest {
             u64::from_le_bytes(a)
         };
         let version = u16::from_le_bytes([body[8], body[9]]);
-        if version != VERSION {
+        if version == 0 || version > VERSION {
             return Err(bad(format!(
-                "version {version} (this reel reads version {VERSION})"
+                "version {version} (this reel reads versions 1 to {VERSION})"
             )));
         }
         let seq = u64_at(10);

@@ -217,13 +217,25 @@ impl Bundle {
         }
         let chunk_ids: HashSet<ChunkId> = chunks.iter().map(|c| c.0).collect();
         let span_ids: HashSet<[u8; 32]> = spans.iter().map(|s| s.0).collect();
-        for (_, refs) in &spans {
-            for r in format::decode_refs(refs)? {
-                if !chunk_ids.contains(&r.id) {
-                    return Err(invalid(format!(
-                        "a span references chunk {} it lacks",
-                        r.id
-                    )));
+        let flat_span_ids: HashSet<[u8; 32]> = spans
+            .iter()
+            .filter(|s| format::span_is_flat(&s.1))
+            .map(|s| s.0)
+            .collect();
+        for (_, body) in &spans {
+            for e in format::decode_extent_row(body)? {
+                match e {
+                    Entry::Chunk(r) if !chunk_ids.contains(&r.id) => {
+                        return Err(invalid(format!(
+                            "a span references chunk {} it lacks",
+                            r.id
+                        )));
+                    }
+                    // Spans nest one level: a piece is a flat span of the bundle.
+                    Entry::Span { id, .. } if !flat_span_ids.contains(&id.0) => {
+                        return Err(invalid(format!("a span references piece {id} it lacks")));
+                    }
+                    _ => {}
                 }
             }
         }
@@ -353,14 +365,33 @@ impl ChunkStore {
                     Entry::Chunk(r) => part.chunk(r.id, &chunks, &foreign, stream)?,
                     Entry::Span { id, .. } => {
                         if part.spans.insert(id) {
+                            for e in crate::spans::span_entries(&spans, id)? {
+                                match e {
+                                    Entry::Chunk(r) => {
+                                        part.chunk(r.id, &chunks, &foreign, stream)?;
+                                    }
+                                    Entry::Span { id: piece, len } => {
+                                        if part.spans.insert(piece) {
+                                            let refs =
+                                                crate::spans::piece_refs(&spans, piece, len)?;
+                                            for r in &refs {
+                                                part.chunk(r.id, &chunks, &foreign, stream)?;
+                                            }
+                                            // A piece is a version-1 list: encoding its
+                                            // references again gives its stored bytes.
+                                            part.push(Op::PutSpan(
+                                                piece.0,
+                                                format::encode_refs(&refs),
+                                            ));
+                                        }
+                                    }
+                                }
+                            }
                             let row = spans.get(&id.0)?.ok_or_else(|| {
                                 StoreError::Corrupt(format!(
                                     "span {id} is referenced but not stored"
                                 ))
                             })?;
-                            for r in format::decode_refs(row.value())? {
-                                part.chunk(r.id, &chunks, &foreign, stream)?;
-                            }
                             part.push(Op::PutSpan(id.0, row.value().to_vec()));
                         }
                     }

@@ -497,6 +497,12 @@ fn decompress(stored: &[u8], raw: u32) -> Result<Vec<u8>, FormatError> {
 // where kind 0 is a chunk and kind 1 a span: a whole record's reference list, stored once in the
 // catalog under the BLAKE3 of its encoding, so a record that repeats costs one entry, not one per
 // chunk. A chunk reference's `len` may be shorter than its chunk (a stream truncated inside it).
+//
+// A span's body is a version-1 reference list or (catalog format 3) a version-2 row: the record
+// split into *pieces* at content-defined points ([`split_into_pieces`]), each piece a span of
+// its own (whose body must be a version-1 list: spans nest one level) or, when it is one chunk,
+// a chunk entry. Known blocks in a new order then cost the record a few piece entries and the
+// pieces around the seams, not a 36-byte reference for every chunk again.
 // ---------------------------------------------------------------------------------------------
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -581,6 +587,40 @@ fn decode_ref_body(mut r: Reader<'_>) -> Result<Vec<ChunkRef>, FormatError> {
         refs.push(ChunkRef { id, len });
     }
     Ok(refs)
+}
+
+/// A piece ends after a chunk whose id byte 30 (a byte neither the hook filter nor the id
+/// hasher uses) is a multiple of this, once it holds [`PIECE_MIN_REFS`]: ~16 chunks, ~40 KiB at
+/// the default chunk size, so a 256 KiB block of a record holds several whole pieces.
+pub const PIECE_ANCHOR_ONE_IN: u8 = 16;
+pub const PIECE_MIN_REFS: usize = 4;
+/// A piece without an anchor ends here (bounds a piece's row; the next anchor resynchronises).
+pub const PIECE_MAX_REFS: usize = 64;
+
+/// Splits a record's references into pieces whose ends depend only on the chunks themselves, so
+/// the same run of chunks in another record (another order of blocks, another record size)
+/// yields the same pieces once the first anchor inside it is passed.
+pub fn split_into_pieces(refs: &[ChunkRef]) -> Vec<&[ChunkRef]> {
+    let mut pieces = Vec::with_capacity(refs.len() / usize::from(PIECE_ANCHOR_ONE_IN) + 1);
+    let mut start = 0;
+    for (i, r) in refs.iter().enumerate() {
+        let held = i + 1 - start;
+        if held >= PIECE_MAX_REFS
+            || (held >= PIECE_MIN_REFS && r.id.0[30].is_multiple_of(PIECE_ANCHOR_ONE_IN))
+        {
+            pieces.push(&refs[start..=i]);
+            start = i + 1;
+        }
+    }
+    if start < refs.len() {
+        pieces.push(&refs[start..]);
+    }
+    pieces
+}
+
+/// A span's body is flat (a version-1 reference list) or holds pieces (a version-2 row).
+pub fn span_is_flat(body: &[u8]) -> bool {
+    body.first() == Some(&REFS_VERSION)
 }
 
 pub fn encode_extent_row(entries: &[Entry]) -> Vec<u8> {
@@ -752,6 +792,36 @@ mod tests {
             prop_assert_eq!(&decode_refs(&encoded).unwrap(), &refs);
             let as_row: Vec<Entry> = refs.iter().copied().map(Entry::Chunk).collect();
             prop_assert_eq!(decode_extent_row(&encoded).unwrap(), as_row);
+        }
+
+        #[test]
+        fn pieces_tile_the_record_and_resynchronise_after_an_anchor(
+            ids in proptest::collection::vec(any::<[u8; 32]>(), 0..300),
+            cut in 0usize..300,
+        ) {
+            let refs: Vec<ChunkRef> = ids.iter().map(|id| ChunkRef { id: ChunkId(*id), len: 1 }).collect();
+            let pieces = split_into_pieces(&refs);
+            prop_assert_eq!(pieces.concat(), refs.clone());
+            prop_assert!(pieces.iter().all(|p| !p.is_empty() && p.len() <= PIECE_MAX_REFS));
+            // The same chunks behind other leading chunks: once an anchor that ends a piece in
+            // both is passed, the pieces after it are the same.
+            let cut = cut.min(refs.len());
+            let tail = &refs[cut..];
+            let alone = split_into_pieces(tail);
+            let ends = |ps: &[&[ChunkRef]], offset: usize| -> Vec<usize> {
+                let mut at = offset;
+                ps.iter().map(|p| { at += p.len(); at }).collect()
+            };
+            let whole_ends: std::collections::HashSet<usize> = ends(&pieces, 0).into_iter().collect();
+            let alone_ends = ends(&alone, cut);
+            if let Some(first_shared) = alone_ends.iter().position(|e| whole_ends.contains(e)) {
+                let after: std::collections::HashSet<usize> = alone_ends[first_shared..].iter().copied().collect();
+                let whole_after: std::collections::HashSet<usize> = ends(&pieces, 0)
+                    .into_iter()
+                    .filter(|e| *e >= alone_ends[first_shared])
+                    .collect();
+                prop_assert_eq!(after, whole_after);
+            }
         }
 
         #[test]

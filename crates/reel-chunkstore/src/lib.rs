@@ -36,6 +36,7 @@ mod packer;
 mod reclaim;
 mod scrub;
 mod space;
+mod spans;
 mod store;
 mod stream;
 #[cfg(test)]

@@ -20,7 +20,7 @@ use reel_backend::PutMode;
 use crate::catalog::{
     CHUNKS, EXTENTS, FOREIGN_PACKS, PACK_IDS, PACKS, PINS, PackRow, SPANS, pack_key,
 };
-use crate::format::{ChunkId, ChunkLoc, Entry, decode_extent_row, decode_refs};
+use crate::format::{ChunkId, ChunkLoc, Entry, decode_extent_row};
 use crate::journal::Op;
 use crate::packer::PackBuilder;
 use crate::store::ChunkStore;
@@ -106,15 +106,43 @@ impl ChunkStore {
                     }
                 }
             }
-            for row in txn.open_table(SPANS)?.iter()? {
+            let spans = txn.open_table(SPANS)?;
+            // The pieces of live spans are live (and pinned with them): found before the scan
+            // below, which meets pieces and the spans holding them in key order.
+            let mut pieces = Vec::new();
+            for &id in &live_spans {
+                // A span referenced but missing is the reader's error to report, not reclaim's.
+                let Some(row) = spans.get(&id.0)? else {
+                    continue;
+                };
+                if !crate::format::span_is_flat(row.value()) {
+                    for e in decode_extent_row(row.value())? {
+                        if let Entry::Span { id: piece, .. } = e {
+                            pieces.push((piece, pinned_spans.contains(&id)));
+                        }
+                    }
+                }
+            }
+            for (piece, pinned) in pieces {
+                live_spans.insert(piece);
+                if pinned {
+                    pinned_spans.insert(piece);
+                }
+            }
+            for row in spans.iter()? {
                 let (k, v) = row?;
                 let id = crate::format::SpanId(*k.value());
                 if live_spans.contains(&id) {
-                    let refs = decode_refs(v.value())?;
-                    if pinned_spans.contains(&id) {
-                        pinned_chunks.extend(refs.iter().map(|r| r.id));
+                    // A span's chunk entries; its pieces were counted live above and add
+                    // their own chunks when the scan reaches them.
+                    for e in decode_extent_row(v.value())? {
+                        if let Entry::Chunk(r) = e {
+                            if pinned_spans.contains(&id) {
+                                pinned_chunks.insert(r.id);
+                            }
+                            live.insert(r.id);
+                        }
                     }
-                    live.extend(refs.into_iter().map(|r| r.id));
                 } else {
                     dead_spans.push(id);
                 }

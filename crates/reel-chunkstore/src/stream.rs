@@ -16,6 +16,7 @@ use crate::catalog::{EXTENTS, SIDECAR, SPANS, STREAMS};
 use crate::chunker::Chunker;
 use crate::format::{
     ChunkId, ChunkRef, Entry, SpanId, decode_extent_row, encode_extent_row, encode_refs,
+    split_into_pieces,
 };
 use crate::hasher::RecordBytes;
 use crate::journal::Op;
@@ -28,6 +29,51 @@ pub const ROW_CHUNKS: usize = 1024;
 
 /// Record bytes a stream may have queued for the hash threads before it waits.
 const MAX_IN_FLIGHT: usize = 16 << 20;
+
+/// Records shorter than this many pieces (~330 KiB at the default chunk size) stay flat. Each
+/// piece costs a row (key and header) and an entry in the record's body, ~13 % more than a
+/// flat list when nothing is shared, and short records tend to repeat whole, which a flat
+/// span already stores once (measured in `docs/design/efficiency.md` §21: at 64 KiB and
+/// 256 KiB records pieces made the spans 13-14 % larger; at 1 MiB, 54 % smaller).
+const PIECES_MIN: usize = 8;
+
+/// A record's span as it will be stored: its body, and the pieces (flat spans) the body names.
+struct NewSpan {
+    body: Vec<u8>,
+    pieces: Vec<(SpanId, Vec<u8>)>,
+}
+
+impl NewSpan {
+    /// A record of fewer than [`PIECES_MIN`] pieces is a flat reference list, as before
+    /// pieces; a longer one is stored as its pieces (`format::split_into_pieces`), one-chunk
+    /// pieces as chunk entries.
+    fn of_record(refs: &[ChunkRef]) -> NewSpan {
+        let split = split_into_pieces(refs);
+        if split.len() < PIECES_MIN {
+            return NewSpan {
+                body: encode_refs(refs),
+                pieces: Vec::new(),
+            };
+        }
+        let mut entries = Vec::with_capacity(split.len());
+        let mut pieces = Vec::with_capacity(split.len());
+        for piece in split {
+            if let [one] = piece {
+                entries.push(Entry::Chunk(*one));
+                continue;
+            }
+            let body = encode_refs(piece);
+            let id = SpanId::of(&body);
+            let len = piece.iter().map(|r| r.len).sum();
+            entries.push(Entry::Span { id, len });
+            pieces.push((id, body));
+        }
+        NewSpan {
+            body: encode_extent_row(&entries),
+            pieces,
+        }
+    }
+}
 
 /// Names a stream. Callers choose ids (e.g. cartridge number and partition).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -43,8 +89,9 @@ pub(crate) struct StreamState {
     full_rows: Vec<(u64, Vec<Entry>)>,
     row_start: u64,
     tail: Vec<Entry>,
-    /// Spans this stream referenced since its last flush, written with it unless present.
-    new_spans: std::collections::HashMap<SpanId, Vec<u8>>,
+    /// Spans this stream referenced since its last flush, written with it unless present:
+    /// each record's body with the pieces it holds (see [`NewSpan`]).
+    new_spans: std::collections::HashMap<SpanId, NewSpan>,
     tail_bytes: u64,
     dirty: bool,
     sidecar: BTreeMap<u64, Option<Vec<u8>>>,
@@ -261,11 +308,12 @@ impl StreamState {
         match refs.as_slice() {
             [single] => self.push_entry(Entry::Chunk(*single)),
             _ => {
-                // A whole record: one span entry, whose reference list is stored once for every
-                // stream and every repeat of the record.
-                let encoded = encode_refs(&refs);
-                let id = SpanId::of(&encoded);
-                self.new_spans.entry(id).or_insert(encoded);
+                // A whole record: one span entry, whose body is stored once for every stream
+                // and every repeat of the record, and whose pieces are shared with every other
+                // record that holds the same runs of chunks.
+                let span = NewSpan::of_record(&refs);
+                let id = SpanId::of(&span.body);
+                self.new_spans.entry(id).or_insert(span);
                 self.push_entry(Entry::Span {
                     id,
                     len: hashed.data.len() as u32,
@@ -343,11 +391,20 @@ impl StreamState {
             ops.push(Op::PutStream(id, self.len));
             apply_sidecar(&txn, id, &self.sidecar, &mut ops)?;
             let mut spans = txn.open_table(SPANS)?;
-            for (span, refs) in &self.new_spans {
-                if spans.get(&span.0)?.is_none() {
-                    spans.insert(&span.0, refs.as_slice())?;
-                    ops.push(Op::PutSpan(span.0, refs.clone()));
+            for (span, new) in &self.new_spans {
+                // A stored span has its pieces stored (reclaim keeps a live span's pieces), so
+                // a repeated record costs one lookup, not one per piece.
+                if spans.get(&span.0)?.is_some() {
+                    continue;
                 }
+                for (piece, body) in &new.pieces {
+                    if spans.get(&piece.0)?.is_none() {
+                        spans.insert(&piece.0, body.as_slice())?;
+                        ops.push(Op::PutSpan(piece.0, body.clone()));
+                    }
+                }
+                spans.insert(&span.0, new.body.as_slice())?;
+                ops.push(Op::PutSpan(span.0, new.body.clone()));
             }
         }
         inner.journal(ops);

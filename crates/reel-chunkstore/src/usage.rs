@@ -14,11 +14,11 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use redb::{ReadOnlyTable, ReadableDatabase, ReadableTable};
 
+use crate::Result;
 use crate::catalog::{CHUNKS, EXTENTS, SPANS, STREAMS};
-use crate::format::{ChunkId, ChunkLoc, ChunkRef, Entry, SpanId, decode_extent_row, decode_refs};
+use crate::format::{ChunkId, ChunkLoc, ChunkRef, Entry, SpanId, decode_extent_row};
 use crate::store::ChunkStore;
 use crate::stream::StreamId;
-use crate::{Result, StoreError};
 
 /// Distinct chunks counted one by one (about 2 GiB of unique data at the default chunk size,
 /// about 50 MB of memory); beyond that the chunk sums are estimated from a sample.
@@ -178,19 +178,20 @@ fn refs_of(
 ) -> Result<Vec<ChunkRef>> {
     match entry {
         Entry::Chunk(r) => Ok(vec![r]),
-        Entry::Span { id, len } => {
+        Entry::Span { id, .. } => {
             if !memo.first_time(id) {
                 return Ok(Vec::new());
             }
-            let row = spans.get(&id.0)?.ok_or_else(|| {
-                StoreError::Corrupt(format!("span {id} is referenced but not stored"))
-            })?;
-            let refs = decode_refs(row.value())?;
-            let total: u64 = refs.iter().map(|r| u64::from(r.len)).sum();
-            if total != u64::from(len) {
-                return Err(StoreError::Corrupt(format!(
-                    "span {id} holds {total} bytes, not {len}"
-                )));
+            let mut refs = Vec::new();
+            for entry in crate::spans::span_entries(spans, id)? {
+                match entry {
+                    Entry::Chunk(r) => refs.push(r),
+                    // A piece shared with other records is counted the first time only.
+                    Entry::Span { id: piece, len } if memo.first_time(piece) => {
+                        refs.extend(crate::spans::piece_refs(spans, piece, len)?);
+                    }
+                    Entry::Span { .. } => {}
+                }
             }
             Ok(refs)
         }
