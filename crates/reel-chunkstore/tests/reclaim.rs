@@ -241,9 +241,9 @@ fn dedup_never_trusts_an_unindexed_duplicate_copy() {
 }
 
 /// Records made of the same blocks in other orders share their *pieces* (catalog format 3), not
-/// whole spans: the second stream's reference lists cost a fraction of the first's, every
-/// stream reads back exactly, and the pieces outlive the records that first stored them
-/// through a reclaim and a reopen.
+/// whole spans: once a reordering stored the pieces, another costs a fraction of the first
+/// copy's reference lists, an exact repeat costs none, every stream reads back exactly, and
+/// the pieces outlive the records that first stored them through a reclaim and a reopen.
 #[test]
 fn pieces_shared_between_records_outlive_the_records_that_stored_them() {
     const BLOCK: usize = 256 << 10;
@@ -257,12 +257,16 @@ fn pieces_shared_between_records_outlive_the_records_that_stored_them() {
             .flat_map(|&b| blocks[b].iter().copied())
             .collect()
     };
-    // Stream 1: the blocks in order, four to a 1 MiB record. Stream 2: the same blocks, shuffled
-    // within each record and across records.
+    // Stream 1: the blocks in order, four to a 1 MiB record (new chunks: stored flat). Streams
+    // 2 and 3: the same blocks in two other orders, shuffled within and across records.
     let first: Vec<Vec<u8>> = (0..4)
         .map(|r| record(&[4 * r, 4 * r + 1, 4 * r + 2, 4 * r + 3]))
         .collect();
     let second: Vec<Vec<u8>> = [[5, 0, 10, 15], [3, 12, 6, 9], [14, 1, 8, 7], [11, 2, 13, 4]]
+        .iter()
+        .map(|order| record(order))
+        .collect();
+    let third: Vec<Vec<u8>> = [[9, 4, 15, 2], [0, 13, 7, 10], [6, 11, 1, 12], [8, 3, 14, 5]]
         .iter()
         .map(|order| record(order))
         .collect();
@@ -291,32 +295,47 @@ fn pieces_shared_between_records_outlive_the_records_that_stored_them() {
     let h1 = write_all(1, &first);
     store.sync().unwrap();
     let after_first = spans_bytes(&store);
+    // Known chunks in a new order: the records are cut into pieces, stored now.
     let h2 = write_all(2, &second);
     store.sync().unwrap();
-    drop((h1, h2));
-    let second_cost = spans_bytes(&store) - after_first;
-    // Flat lists would cost the second stream as much as the first (36 bytes per chunk); its
-    // records hold the first's pieces, so it adds the pieces around the block seams and a
-    // short body per record (measured: 28 KB against 71 KB).
+    let after_second = spans_bytes(&store);
+    let h3 = write_all(3, &third);
+    store.sync().unwrap();
+    let third_cost = spans_bytes(&store) - after_second;
+    // Flat lists would cost the third stream as much as the first (36 bytes per chunk); its
+    // records hold the second's pieces, so it adds the pieces around the block seams and a
+    // short body per record.
     assert!(
-        second_cost * 2 < after_first,
-        "the reordered records added {second_cost} bytes of spans against {after_first} for \
+        third_cost * 2 < after_first,
+        "the reordered records added {third_cost} bytes of spans against {after_first} for \
          the first copy"
     );
-    read_all(&store, 1, &first, "both written");
-    read_all(&store, 2, &second, "both written");
+    // An exact repeat of flat records names the flat spans again: no new span, no pieces.
+    let h4 = write_all(4, &first);
+    store.sync().unwrap();
+    assert_eq!(
+        spans_bytes(&store),
+        after_second + third_cost,
+        "repeated records stored spans again"
+    );
+    drop((h1, h2, h3, h4));
+    for (id, records) in [(1, &first), (2, &second), (3, &third), (4, &first)] {
+        read_all(&store, id, records, "all written");
+    }
 
-    // The records that stored the pieces go; the pieces stay for stream 2.
-    store.delete_stream(StreamId(1)).unwrap();
+    // The records that stored the pieces go; the pieces stay for stream 3.
+    for id in [1, 2, 4] {
+        store.delete_stream(StreamId(id)).unwrap();
+    }
     store.reclaim(0.5, &mut |_, _| {}).unwrap();
     store.sync().unwrap();
-    read_all(&store, 2, &second, "after reclaim");
+    read_all(&store, 3, &third, "after reclaim");
     assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
     drop(store);
     let store = open(dir.path(), mem.clone());
-    read_all(&store, 2, &second, "after reopen");
-    // And with stream 2 gone too, reclaim frees the pieces with everything else.
-    store.delete_stream(StreamId(2)).unwrap();
+    read_all(&store, 3, &third, "after reopen");
+    // And with stream 3 gone too, reclaim frees the pieces with everything else.
+    store.delete_stream(StreamId(3)).unwrap();
     store.reclaim(0.5, &mut |_, _| {}).unwrap();
     store.sync().unwrap();
     assert_eq!(spans_bytes(&store), 0, "no span outlives every reference");
