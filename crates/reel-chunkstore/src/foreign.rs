@@ -71,6 +71,36 @@ impl Part {
         self.ops.push(op);
     }
 
+    /// Adds span `id` with its pieces and every chunk they name. Each row is read once and
+    /// carried as stored.
+    fn span(
+        &mut self,
+        id: SpanId,
+        len: u32,
+        spans: &impl ReadableTable<&'static [u8; 32], &'static [u8]>,
+        chunks: &impl ReadableTable<&'static [u8; 32], &'static [u8]>,
+        foreign: &HashSet<u64>,
+        stream: StreamId,
+    ) -> Result<()> {
+        let body = crate::spans::stored(spans, id)?;
+        for e in crate::spans::decode_span(id, body.value(), len)? {
+            match e {
+                Entry::Chunk(r) => self.chunk(r.id, chunks, foreign, stream)?,
+                Entry::Span { id: piece, len } => {
+                    if self.spans.insert(piece) {
+                        let piece_body = crate::spans::stored(spans, piece)?;
+                        for r in crate::spans::decode_flat(piece, piece_body.value(), len)? {
+                            self.chunk(r.id, chunks, foreign, stream)?;
+                        }
+                        self.push(Op::PutSpan(piece.0, piece_body.value().to_vec()));
+                    }
+                }
+            }
+        }
+        self.push(Op::PutSpan(id.0, body.value().to_vec()));
+        Ok(())
+    }
+
     /// Adds chunk `id`'s row unless this part has it.
     fn chunk(
         &mut self,
@@ -363,36 +393,9 @@ impl ChunkStore {
             for e in format::decode_extent_row(v.value())? {
                 match e {
                     Entry::Chunk(r) => part.chunk(r.id, &chunks, &foreign, stream)?,
-                    Entry::Span { id, .. } => {
+                    Entry::Span { id, len } => {
                         if part.spans.insert(id) {
-                            for e in crate::spans::span_entries(&spans, id)? {
-                                match e {
-                                    Entry::Chunk(r) => {
-                                        part.chunk(r.id, &chunks, &foreign, stream)?;
-                                    }
-                                    Entry::Span { id: piece, len } => {
-                                        if part.spans.insert(piece) {
-                                            let refs =
-                                                crate::spans::piece_refs(&spans, piece, len)?;
-                                            for r in &refs {
-                                                part.chunk(r.id, &chunks, &foreign, stream)?;
-                                            }
-                                            // A piece is a version-1 list: encoding its
-                                            // references again gives its stored bytes.
-                                            part.push(Op::PutSpan(
-                                                piece.0,
-                                                format::encode_refs(&refs),
-                                            ));
-                                        }
-                                    }
-                                }
-                            }
-                            let row = spans.get(&id.0)?.ok_or_else(|| {
-                                StoreError::Corrupt(format!(
-                                    "span {id} is referenced but not stored"
-                                ))
-                            })?;
-                            part.push(Op::PutSpan(id.0, row.value().to_vec()));
+                            part.span(id, len, &spans, &chunks, &foreign, stream)?;
                         }
                     }
                 }

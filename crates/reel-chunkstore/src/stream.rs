@@ -33,8 +33,8 @@ const MAX_IN_FLIGHT: usize = 16 << 20;
 /// Records shorter than this many pieces (~330 KiB at the default chunk size) stay flat. Each
 /// piece costs a row (key and header) and an entry in the record's body, ~13 % more than a
 /// flat list when nothing is shared, and short records tend to repeat whole, which a flat
-/// span already stores once (measured in `docs/design/efficiency.md` §21: at 64 KiB and
-/// 256 KiB records pieces made the spans 13-14 % larger; at 1 MiB, 54 % smaller).
+/// span already stores once (measured in `docs/design/efficiency.md` §21: cutting every record
+/// of two pieces or more made the spans of 64 KiB and 256 KiB records 13-14 % larger).
 const PIECES_MIN: usize = 8;
 
 /// A record is cut into pieces only if at least one in this many of its chunks was stored
@@ -62,12 +62,13 @@ impl NewSpan {
             body: encode_refs(refs),
             pieces: Vec::new(),
         };
-        let split = split_into_pieces(refs);
+        // Cheapest test first: most long records of new data stop here.
         let stored_before = refs.len().saturating_sub(new_chunks);
-        if split.len() < PIECES_MIN
-            || stored_before * PIECES_SHARED_ONE_IN < refs.len()
-            || flat_is_known(SpanId::of(&flat.body))?
-        {
+        if stored_before * PIECES_SHARED_ONE_IN < refs.len() {
+            return Ok(flat);
+        }
+        let split = split_into_pieces(refs);
+        if split.len() < PIECES_MIN || flat_is_known(SpanId::of(&flat.body))? {
             return Ok(flat);
         }
         let mut entries = Vec::with_capacity(split.len());

@@ -178,12 +178,12 @@ fn refs_of(
 ) -> Result<Vec<ChunkRef>> {
     match entry {
         Entry::Chunk(r) => Ok(vec![r]),
-        Entry::Span { id, .. } => {
+        Entry::Span { id, len } => {
             if !memo.first_time(id) {
                 return Ok(Vec::new());
             }
             let mut refs = Vec::new();
-            for entry in crate::spans::span_entries(spans, id)? {
+            for entry in crate::spans::span_entries(spans, id, len)? {
                 match entry {
                     Entry::Chunk(r) => refs.push(r),
                     // A piece shared with other records is counted the first time only.
