@@ -54,8 +54,10 @@ cargo clippy --workspace --all-targets --all-features --release -- -D warnings
 
 step "S3 servers for the object-storage tests (versitygw, s3proxy)"
 scripts/s3-servers.sh install
-step "tests (release profile; crash test: ${REEL_CRASH_KILLS:-200} kills)"
-cargo test --workspace --release
+step "tests (release profile; crash test: ${REEL_CRASH_KILLS:-200} kills; two test binaries at a time)"
+# cargo test --workspace --release, but two test binaries at a time (many of them mostly wait:
+# leases expiring, S3 servers answering 503 on purpose, processes killed and restarted)
+python3 scripts/run-tests.py
 step "tape cross-check smoke run: libiscsi client (gcc -Werror) and reel bench tape against tgt, 32 MiB" && bench/compare/crosscheck.sh --smoke
 
 # The alerting rules with Prometheus's own checker: syntax, then their unit tests (each alert fires
@@ -79,40 +81,78 @@ if [ "$vm" -eq 1 ]; then
   # A real Linux kernel initiator (open-iscsi, st, sg, ch, mt, mtx, tar, btape) in qemu against
   # `reel serve` on loopback; the scripts install qemu/mmdebstrap/socat and build the guest
   # image once (cached under /var/cache/reel-vm).
-  # Every VM run's TAP output also goes to target/vm-tap/, from which tests/vm/matrix.sh writes
-  # the compatibility matrix (docs/compatibility-matrix.md) at the end.
-  rm -rf target/vm-tap && mkdir -p target/vm-tap
-  step "kernel initiator in a VM: iSCSI login, CHAP, ACL, digests, restart"
-  tests/vm/iscsi-test.sh --target reel --reel-bin target/release/reel | tee target/vm-tap/iscsi.tap
-  # Disaster recovery on object storage through the kernel's st: versitygw on loopback, tar/dd
-  # on three cartridges, the node's directory deleted, reel recover, everything read back.
-  step "kernel initiator in a VM: disaster recovery from an S3 bucket"
-  tests/vm/tape-test.sh --reel-bin target/release/reel --bucket | tee target/vm-tap/bucket.tap
-  # Two nodes on one bucket: a login at the standby's portal is redirected to the lease holder,
-  # the holder is killed, the standby takes over and serves what was written through the first.
-  step "kernel initiator in a VM: two nodes on one bucket, login redirect and failover"
-  tests/vm/tape-test.sh --reel-bin target/release/reel --cluster | tee target/vm-tap/cluster.tap
-  # Tape drives and changers through st/sg/ch, mt, mtx, tar, dd, btape fill. CI runs every
-  # section (Bacula jobs through director, autochanger and file daemon included) but Bacula's and
-  # Amanda's long drive tests (btape test/auto, amtapetype: ~5 min
-  # under TCG); REEL_VM_TAPE=full runs them too, REEL_VM_TAPE=0 skips the tape VM.
+  #
+  # The suites run two at a time: under TCG one VM keeps about 1.2 of the 2 cores busy (the
+  # guest's tools, reel, socat), so two lanes take well under the time of one after the other.
+  # Each suite starts its own reel (and S3 server) on ports chosen at random by
+  # scripts/free-ports.py and boots its own copy-on-write VM of the one image; its TAP goes to
+  # DIR/NAME.tap, its messages to DIR/NAME.log, and both are printed in order once the lanes are
+  # done. target/vm-tap/ feeds the compatibility matrix (docs/compatibility-matrix.md).
+  #   iscsi      login, CHAP, ACL, digests, restart
+  #   bucket     disaster recovery on object storage through the kernel's st: versitygw on
+  #              loopback, tar/dd on three cartridges, the node's directory deleted, reel
+  #              recover, everything read back
+  #   cluster    two nodes on one bucket: a login at the standby's portal is redirected to the
+  #              lease holder, the holder is killed, the standby takes over and serves what was
+  #              written through the first
+  #   tape       tape drives through st/sg/ch, mt, mtx, tar, dd, btape fill
+  #   tape-apps  whole Bacula jobs (director, autochanger, file daemon), LTFS, Amanda, every
+  #              changer personality
+  #   package    the Debian package under a real systemd: the same image booted with systemd as
+  #              PID 1 installs it, waits for sd_notify readiness, writes and reads a tape
+  #              through the kernel initiator, stops, upgrades and purges it
+  # Bacula's and Amanda's long drive tests (btape test/auto, amtapetype: ~5 min under TCG) run
+  # only with REEL_VM_TAPE=full; REEL_VM_TAPE=0 skips the tape suites.
+  rm -rf target/vm-tap target/vm-package && mkdir -p target/vm-tap target/vm-package
+  step "kernel initiator in VMs, two suites at a time"
+  tests/vm/build-image.sh --quiet
+  tape_sections="inventory map basics tar eod ili dd cartridge bench wp encryption shared multi restart kill partition fill"
+  app_sections="bacula ltfs amanda changers"
   case "${REEL_VM_TAPE:-ci}" in
-    0|off) ;;
-    full|1)
-      step "kernel initiator in a VM: tape drives and changers (all sections)"
-      tests/vm/tape-test.sh --reel-bin target/release/reel | tee target/vm-tap/tape.tap ;;
-    *)
-      step "kernel initiator in a VM: tape drives and changers (all but btape test and amtapetype)"
-      tests/vm/tape-test.sh --reel-bin target/release/reel \
-        --sections "inventory map basics tar eod ili dd cartridge bench wp encryption bacula ltfs amanda shared multi restart kill partition fill changers" \
-        | tee target/vm-tap/tape.tap ;;
+    full | 1) tape_sections="$tape_sections btape amtapetype" ;;
+    0 | off) tape_sections="" app_sections="" ;;
   esac
-  # The Debian package under a real systemd: the same image booted with systemd as PID 1
-  # installs it, waits for sd_notify readiness, writes and reads a tape through the kernel
-  # initiator, stops, upgrades and purges it (packaging/deb/test.sh above covers the chroot
-  # side: systemd-analyze verify, conffiles, reel doctor).
-  step "Debian package under systemd in a VM: readiness, tape through the kernel initiator, stop, upgrade, purge"
-  tests/vm/package-test.sh --binary target/release/reel | tee target/vm-package.tap
+  vm_suite() { # NAME: run suite NAME, its outcome into DIR/NAME.{tap,log,rc,s}
+    local name=$1 dir=target/vm-tap t0=$SECONDS rc=0 cmd
+    local reel=target/release/reel
+    case $name in
+      iscsi) cmd=(tests/vm/iscsi-test.sh --target reel --reel-bin "$reel") ;;
+      bucket) cmd=(tests/vm/tape-test.sh --reel-bin "$reel" --bucket) ;;
+      cluster) cmd=(tests/vm/tape-test.sh --reel-bin "$reel" --cluster) ;;
+      tape) cmd=(tests/vm/tape-test.sh --reel-bin "$reel" --sections "$tape_sections") ;;
+      tape-apps) cmd=(tests/vm/tape-test.sh --reel-bin "$reel" --sections "$app_sections") ;;
+      package) cmd=(tests/vm/package-test.sh --binary "$reel") dir=target/vm-package ;;
+    esac
+    case $name in tape) [ -n "$tape_sections" ] || return 0 ;; tape-apps) [ -n "$app_sections" ] || return 0 ;; esac
+    "${cmd[@]}" >"$dir/$name.tap" 2>"$dir/$name.log" </dev/null || rc=$?
+    echo "$rc" >"$dir/$name.rc"
+    echo $((SECONDS - t0)) >"$dir/$name.s"
+    printf '    %s: %s (exit %d, %d s)\n' "$name" "$(tail -n 1 "$dir/$name.tap")" "$rc" $((SECONDS - t0))
+  }
+  # Two lanes of about the same length (alone, on 2 cores under TCG: tape-apps ~9 min,
+  # package ~2; iscsi ~1.5, bucket ~2.3, cluster ~1.4, tape ~7).
+  (for name in tape-apps package; do vm_suite "$name"; done) &
+  lane_a=$!
+  (for name in iscsi bucket cluster tape; do vm_suite "$name"; done) &
+  lane_b=$!
+  wait "$lane_a" "$lane_b" || true
+  vm_failed=""
+  for entry in \
+    "iscsi|kernel initiator in a VM: iSCSI login, CHAP, ACL, digests, restart" \
+    "bucket|kernel initiator in a VM: disaster recovery from an S3 bucket" \
+    "cluster|kernel initiator in a VM: two nodes on one bucket, login redirect and failover" \
+    "tape|kernel initiator in a VM: tape drives and the tools of the Linux tape stack" \
+    "tape-apps|kernel initiator in a VM: Bacula, LTFS, Amanda and every changer personality" \
+    "package|Debian package under systemd in a VM: readiness, tape through the kernel initiator, stop, upgrade, purge"; do
+    name=${entry%%|*} dir=target/vm-tap
+    [ "$name" = package ] && dir=target/vm-package
+    [ -f "$dir/$name.rc" ] || continue
+    printf '\n==> %s (%s s in its lane)\n' "${entry#*|}" "$(cat "$dir/$name.s")"
+    cat "$dir/$name.tap"
+    [ -s "$dir/$name.log" ] && sed 's/^/    | /' "$dir/$name.log" >&2
+    [ "$(cat "$dir/$name.rc")" = 0 ] || vm_failed="$vm_failed $name"
+  done
+  [ -z "$vm_failed" ] || { echo "VM suites failed:$vm_failed" >&2; exit 1; }
   step "compatibility matrix from the VM runs (docs/compatibility-matrix.md)"
   tests/vm/matrix.sh docs/compatibility-matrix.md target/vm-tap/*.tap
 fi
@@ -121,6 +161,9 @@ if [ "$quick" -eq 0 ]; then
   step "fuzz smoke run (${REEL_FUZZ_SECONDS:-5} s per target)"
   if rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal >/dev/null 2>&1; then
     command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked -q
+    # Every target in one build, so the runs below find them built (built one run at a time,
+    # each linked in turn: the stage took five times as long).
+    (cd fuzz && cargo +nightly fuzz build)
     for target in $(cd fuzz && cargo +nightly fuzz list); do
       # fuzz/seeds/<target> is the committed corpus; new finds go to the ignored fuzz/corpus.
       mkdir -p "fuzz/corpus/$target"

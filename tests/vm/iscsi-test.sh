@@ -5,7 +5,7 @@
 #   tests/vm/iscsi-test.sh --target tgt  [options]
 #   tests/vm/iscsi-test.sh --target reel --reel-bin PATH [options]
 #
-#   --port N        listen port (default: the first free one from 13260)
+#   --port N        listen port (default: a free one chosen at random by scripts/free-ports.py)
 #   --out DIR       where everything goes (default: a new /tmp/reel-iscsi-test.XXXXXX):
 #                   DIR/vm/ (run.sh's logs), DIR/target/ (config, target.log, data)
 #   --keep          keep the target's data directory even when all passed
@@ -248,10 +248,8 @@ reel)
 	;;
 *) die "--target must be tgt or reel" ;;
 esac
-if [ -z "$PORT" ]; then
-	PORT=13260
-	while listening "$PORT"; do PORT=$((PORT + 1)); done
-fi
+# At random outside the ephemeral range: another VM suite may be starting beside this one.
+[ -n "$PORT" ] || PORT=$(python3 "$VM_DIR/../../scripts/free-ports.py" 1) || die "no free port"
 listening "$PORT" && die "port $PORT is already in use"
 CN=$PORT # tgtd's management channel number: one per port, no clash with a system tgtd
 

@@ -1033,8 +1033,9 @@ bacula_configs() { # CHANGER NST0 NST1
 			SOURCE="$BW/src" VOLUME_MB="$BACULA_VOLUME_MB"
 	done
 }
-# store_bytes: reel's data directory on the host, in bytes (du: packs, catalog, journal)
-store_bytes() {
+# store_usage: reel's data directory on the host (packs, catalog, journal), in bytes: allocated
+# (what du shows), apparent (du -b), the catalog file's allocated and apparent
+store_usage() {
 	rm -f "$REEL_VM_OUT/store-usage.txt"
 	host_do store-usage 60 >/dev/null 2>&1 && cat "$REEL_VM_OUT/store-usage.txt" 2>/dev/null
 }
@@ -1112,24 +1113,40 @@ if [ "$MODE" = full ] && want bacula; then
 		else
 			not_ok "label barcodes: 6 volumes in the catalog" "${nvol:-0} volumes" "$(tail -n 15 <<<"$RUN_OUT")"
 		fi
-		u0=$(store_bytes)
+		use0=$(store_usage)
 		bacula_run_job full-week1
 		J1=$BJOB s1=$BJOB_STATUS
-		u1=$(store_bytes)
+		use1=$(store_usage)
 		bacula_run_job full-week2
 		J2=$BJOB s2=$BJOB_STATUS
-		u2=$(store_bytes)
+		use2=$(store_usage)
+		u0=${use0%% *} u1=${use1%% *} u2=${use2%% *}
 		jb=$(sqlite3 "$BW/wd/bacula.db" "select JobBytes from Job where JobId=${J1:-0}" 2>/dev/null)
 		if [ "$s1$s2" = TT ]; then
 			ok "two full backups of the same files to two volumes (jobs $J1, $J2)"
 			if [ -n "$u0" ] && [ -n "$u1" ] && [ -n "$u2" ]; then
 				g1=$((u1 - u0)) g2=$((u2 - u1))
 				diag "reel's data directory (du): $u0 bytes labelled, +$g1 after the first full ($jb bytes of files), +$g2 after the second"
+				diag "  (allocated, apparent, catalog allocated, catalog apparent): labelled $use0; first $use1; second $use2"
 				# The second full repeats the files; only Bacula's block and record headers differ.
-				if [ "$g2" -le $((g1 / 5)) ]; then
-					ok "the second full of unchanged files adds $((g2 * 100 / (g1 > 0 ? g1 : 1)))% of the first's growth on disk (+$g2 vs +$g1 bytes)"
+				# Allocated bytes, as du shows them (the catalog's file grows by doubling and the
+				# new part stays sparse until used). Two bounds: the packs (everything but the
+				# catalog) show the dedup; the whole directory what a user pays, catalog included:
+				# each new record's reference list is new (~36 B per chunk, issue 14), and on a
+				# fresh store that is ~10 MB of catalog for this 160 MiB job (measured 2026-12-04).
+				read -r _ _ c0 _ <<<"$use0"
+				read -r _ _ c1 _ <<<"$use1"
+				read -r _ _ c2 _ <<<"$use2"
+				p1=$((g1 - (c1 - c0))) p2=$((g2 - (c2 - c1)))
+				if [ "$p2" -le $((p1 / 10)) ]; then
+					ok "the second full of unchanged files adds $((p2 * 100 / (p1 > 0 ? p1 : 1)))% of the first's packs (+$p2 vs +$p1 bytes)"
 				else
-					not_ok "the second full of unchanged files adds at most 20% of the first's growth" "+$g2 vs +$g1 bytes"
+					not_ok "the second full of unchanged files adds at most 10% of the first's packs" "+$p2 vs +$p1 bytes"
+				fi
+				if [ "$g2" -le $((g1 / 4)) ]; then
+					ok "the second full adds $((g2 * 100 / (g1 > 0 ? g1 : 1)))% of the first's growth on disk, catalog included (+$g2 vs +$g1 bytes)"
+				else
+					not_ok "the second full adds at most 25% of the first's growth on disk, catalog included" "+$g2 vs +$g1 bytes"
 				fi
 			else
 				not_ok "reel's data directory size after each job (host hook store-usage)" "'$u0' '$u1' '$u2'"

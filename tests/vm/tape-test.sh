@@ -24,7 +24,8 @@
 #                    lease), that B serves what A wrote
 #   --sections "..." only these sections of tape-checks.sh (see its header; login and
 #                    the drive mapping always run)
-#   --port N         listen port (default: the first free one from 13270)
+#   --port N         listen port (default: a free one chosen at random by
+#                    scripts/free-ports.py, so two runs at once do not pick the same)
 #   --out DIR        everything goes there (default: a new /tmp/reel-tape-test.XXXXXX):
 #                    DIR/vm/ (run.sh's logs, DIR/vm/share/out/tape/ the tools' logs),
 #                    DIR/target/ (reel.toml, target.log, data/)
@@ -263,10 +264,17 @@ if [ "${1:-}" = __hook ]; then
 		kill -STOP "$pid" && echo "=== $(ts) SIGSTOP to versitygw $pid" >>"$STATE/target.log"
 		exit $?
 	fi
-	# store-usage: what the data directory takes on disk (du, everything reel keeps: packs,
-	# catalog, journal) written where the guest reads it, $REEL_VM_OUT/store-usage.txt
+	# store-usage: what the data directory takes on disk, everything reel keeps (packs, catalog,
+	# journal), written where the guest reads it, $REEL_VM_OUT/store-usage.txt: the bytes
+	# allocated (what `du` shows), then the apparent size (`du -b`), then the catalog file's
+	# allocated and apparent bytes. redb grows its file by doubling and leaves the new part
+	# sparse until it uses it, so the apparent size jumps where the disk usage does not.
 	if [ "${3:-}" = store-usage ]; then
-		du -sb "$(data_dir)" | cut -f1 >"$REEL_VM_OUT/share/out/store-usage.txt"
+		local d
+		d=$(data_dir)
+		echo "$(du -s -B1 "$d" | cut -f1) $(du -sb "$d" | cut -f1)" \
+			"$(du -s -B1 "$d/catalog" | cut -f1) $(du -sb "$d/catalog" | cut -f1)" \
+			>"$REEL_VM_OUT/share/out/store-usage.txt"
 		exit $?
 	fi
 	if [ "${3:-}" = failover-target ]; then
@@ -334,14 +342,15 @@ if on_bucket; then
 fi
 case "$MODE" in full) DEF_TIMEOUT=1800 ;; changers) DEF_TIMEOUT=600 ;; *) DEF_TIMEOUT=900 ;; esac
 [ -n "$TIMEOUT" ] || TIMEOUT=$DEF_TIMEOUT
-if [ -z "$PORT" ]; then
-	PORT=13270
-	while listening "$PORT"; do PORT=$((PORT + 1)); done
-fi
+# Ports at random outside the ephemeral range (free-ports.py): two runs at once (scripts/
+# test-all.sh runs VM suites two at a time) must not both take the first free one, nor one
+# take a port the other's reel gave up for a moment in a restart.
+read -r FREE_1 FREE_2 FREE_3 < <(python3 "$VM_DIR/../../scripts/free-ports.py" 3) || die "no free ports"
+[ -n "$PORT" ] || PORT=$FREE_1
 listening "$PORT" && die "port $PORT is already in use"
-# --cluster: node B's portal (the guest's), next to node A's
-PORT_B=$((PORT + 1))
-while listening "$PORT_B"; do PORT_B=$((PORT_B + 1)); done
+# --cluster: node B's portal (the guest's)
+PORT_B=$FREE_2
+[ "$PORT_B" = "$PORT" ] && PORT_B=$FREE_3
 
 if [ -z "$OUT" ]; then
 	OUT=$(mktemp -d /tmp/reel-tape-test.XXXXXX)
@@ -364,8 +373,8 @@ REEL_BIN=$STATE/bin/reel
 } >"$STATE/target.env"
 if on_bucket; then
 	# random keys (never the same twice: a leftover server must not accept us), a free port
-	S3_PORT=17070
-	while listening "$S3_PORT" || [ "$S3_PORT" = "$PORT" ] || [ "$S3_PORT" = "$PORT_B" ]; do S3_PORT=$((S3_PORT + 1)); done
+	S3_PORT=$FREE_3
+	[ "$S3_PORT" = "$PORT" ] && S3_PORT=$FREE_1
 	AWS_ACCESS_KEY_ID=reel$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	AWS_SECRET_ACCESS_KEY=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
