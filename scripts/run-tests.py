@@ -4,7 +4,7 @@
     scripts/run-tests.py [--jobs N] [-- ARGS for every test binary]
 
 Builds them with `cargo test --workspace --release --no-run`, then runs each the way cargo
-would (in its package's directory, with CARGO_MANIFEST_DIR and CARGO_PKG_NAME set), N at a
+would (in its package's directory, with CARGO_MANIFEST_DIR set), N at a
 time (default 2, or REEL_TEST_JOBS), longest first by the durations the previous run recorded
 in target/test-durations.json. A binary's output is printed whole when it ends, never
 interleaved with another's. Then the doc tests (`cargo test --doc`). Exit status 1 if any
@@ -61,7 +61,6 @@ for line in build.stdout.splitlines():
         "label": f"{os.path.basename(package_dir)}: {label}",
         "exe": msg["executable"],
         "dir": package_dir,
-        "package": msg["package_id"],
     })
 
 # Seconds each took on a 2-core machine (2026-12-04), for a checkout without a previous run.
@@ -82,21 +81,13 @@ failed = []
 took = {}
 
 
-def package_name(package_id):
-    # "path+file:///…/crates/reel-iscsi#0.1.0" or "reel-iscsi 0.1.0 (path+file://…)"
-    if " " in package_id:
-        return package_id.split(" ")[0]
-    tail = package_id.rsplit("/", 1)[-1]
-    return tail.split("#")[0].split("@")[0]
-
-
 def worker():
     while True:
         with lock:
             if not queue:
                 return
             b = queue.pop(0)
-        env = dict(os.environ, CARGO_MANIFEST_DIR=b["dir"], CARGO_PKG_NAME=package_name(b["package"]))
+        env = dict(os.environ, CARGO_MANIFEST_DIR=b["dir"])
         t0 = time.monotonic()
         run = subprocess.run([b["exe"], *args], cwd=b["dir"], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

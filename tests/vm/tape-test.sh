@@ -345,12 +345,13 @@ case "$MODE" in full) DEF_TIMEOUT=1800 ;; changers) DEF_TIMEOUT=600 ;; *) DEF_TI
 # Ports at random outside the ephemeral range (free-ports.py): two runs at once (scripts/
 # test-all.sh runs VM suites two at a time) must not both take the first free one, nor one
 # take a port the other's reel gave up for a moment in a restart.
-read -r FREE_1 FREE_2 FREE_3 < <(python3 "$VM_DIR/../../scripts/free-ports.py" 3) || die "no free ports"
-[ -n "$PORT" ] || PORT=$FREE_1
+# Node B's portal (--cluster) and the S3 server (--bucket) take the first two that are not PORT.
+read -r -a FREE < <(python3 "$VM_DIR/../../scripts/free-ports.py" 3) || die "no free ports"
+[ -n "$PORT" ] || PORT=${FREE[0]}
 listening "$PORT" && die "port $PORT is already in use"
-# --cluster: node B's portal (the guest's)
-PORT_B=$FREE_2
-[ "$PORT_B" = "$PORT" ] && PORT_B=$FREE_3
+OTHERS=()
+for free_port in "${FREE[@]}"; do [ "$free_port" = "$PORT" ] || OTHERS+=("$free_port"); done
+PORT_B=${OTHERS[0]} S3_PORT=${OTHERS[1]}
 
 if [ -z "$OUT" ]; then
 	OUT=$(mktemp -d /tmp/reel-tape-test.XXXXXX)
@@ -373,8 +374,6 @@ REEL_BIN=$STATE/bin/reel
 } >"$STATE/target.env"
 if on_bucket; then
 	# random keys (never the same twice: a leftover server must not accept us), a free port
-	S3_PORT=$FREE_3
-	[ "$S3_PORT" = "$PORT" ] && S3_PORT=$FREE_1
 	AWS_ACCESS_KEY_ID=reel$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	AWS_SECRET_ACCESS_KEY=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
