@@ -378,6 +378,11 @@ def test_cartridge_archive_and_restore(page):
     expect(page.get_by_test_id("cartridge-import")).to_have_count(0)
     expect(page.get_by_test_id("cartridge-erase")).to_have_count(0)
     expect(page.get_by_test_id("cartridge-restore")).to_be_visible()
+    # It can be deleted for good, image and all: the dialog says so (cancelled here).
+    page.get_by_test_id("cartridge-delete").click()
+    expect(page.get_by_test_id("confirm-dialog")).to_contain_text("archive image")
+    page.get_by_test_id("confirm-cancel").click()
+    expect(page.get_by_test_id("confirm-dialog")).to_have_count(0)
     shot(page, "cartridge-archived")
     # The list shows the state too.
     goto(page, "cartridges")

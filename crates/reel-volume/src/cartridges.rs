@@ -30,6 +30,15 @@ pub enum CartridgeError {
     /// Its partitions are open: it is in a drive.
     #[error("cartridge {0} is mounted in a drive")]
     Mounted(String),
+    /// An archive or sharing job has it, or it is shared with another store
+    /// (`ArchiveState::name`): it cannot be deleted now.
+    #[error("cartridge {barcode} is {state}: it cannot be deleted now")]
+    Busy {
+        barcode: String,
+        state: &'static str,
+    },
+    #[error("cartridge {barcode}: {why}")]
+    ArchiveState { barcode: String, why: String },
     #[error("cartridge record {barcode} is damaged: {source}")]
     Decode {
         barcode: String,
@@ -299,12 +308,40 @@ impl Cartridges {
     }
 
     /// Deletes a cartridge and its data (space comes back with the next reclaim). WORM
-    /// cartridges are refused, and so is a cartridge mounted in a drive.
-    pub fn delete(&self, barcode: &str) -> Result<(), CartridgeError> {
+    /// cartridges are refused, and so is a cartridge mounted in a drive or one an archive or
+    /// sharing job has. An archived cartridge's image is noted for deletion in the same commit
+    /// (`Archive::purge_images` deletes it from the archive location); returns its generation.
+    pub fn delete(&self, barcode: &str) -> Result<Option<u64>, CartridgeError> {
         let _catalog = self.catalog_lock.lock();
         let (number, info) = self.info(barcode)?;
         if info.media_type().is_worm() {
             return Err(CartridgeError::Worm(barcode.to_string()));
+        }
+        let state = self.archive_state(barcode).map_err(|e| match e {
+            crate::ArchiveError::Store(e) => CartridgeError::Store(e),
+            other => CartridgeError::ArchiveState {
+                barcode: barcode.to_string(),
+                why: other.to_string(),
+            },
+        })?;
+        match state {
+            None => {}
+            Some(crate::ArchiveState::Archived { generation, .. }) => {
+                // Its streams went when it was archived (start-up recovery drops any a crash
+                // left; an offline tool runs without it, so here too).
+                for p in 0..MAX_PARTITIONS as u8 {
+                    self.store.delete_stream(stream_of(number, p))?;
+                }
+                self.delete_archived_records(barcode, generation, key(barcode))?;
+                self.store.sync()?;
+                return Ok(Some(generation));
+            }
+            Some(other) => {
+                return Err(CartridgeError::Busy {
+                    barcode: barcode.to_string(),
+                    state: other.name(),
+                });
+            }
         }
         // Holding every partition's stream open keeps a drive from mounting the cartridge until
         // its record is gone; a drive that holds it now makes this fail with `Mounted`.
@@ -321,6 +358,6 @@ impl Cartridges {
         drop(held);
         self.store.put_record(&key(barcode), None)?;
         self.store.sync()?;
-        Ok(())
+        Ok(None)
     }
 }

@@ -464,6 +464,9 @@ export function mountCartridgeDetail(view, params) {
             }),
         }),
       );
+    }
+    // An archived cartridge can be deleted too: its image in the archive location goes with it.
+    if (isAdmin && (available || archiveState === "archived")) {
       actions.appendChild(
         h("button", {
           type: "button",
@@ -474,8 +477,12 @@ export function mountCartridgeDetail(view, params) {
             attempt(`Deleting ${c.barcode}`, async () => {
               const ok = await confirmDialog(
                 `Delete ${c.barcode}?`,
-                `The cartridge and its ${bytes(c.written)} of data are deleted for good. ` +
-                  (inVault ? "" : "It must be in the vault first; reel refuses otherwise."),
+                available
+                  ? `The cartridge and its ${bytes(c.written)} of data are deleted for good. ` +
+                      (inVault ? "" : "It must be in the vault first; reel refuses otherwise.")
+                  : `The cartridge and its archive image (${bytes(c.archive ? c.archive.image_bytes : 0)}, ` +
+                      `holding ${bytes(c.archive ? c.archive.data_bytes : c.written)} of data) are deleted for good; ` +
+                      "the image is removed from the archive location.",
                 "Delete",
               );
               if (!ok) return;

@@ -98,24 +98,32 @@ pub fn cartridges(cmd: CartridgeCommand) -> anyhow::Result<()> {
         CartridgeCommand::List(data) => {
             let carts = data_dir::open(&data.dir)?;
             println!(
-                "{:<10} {:<12} {:>14} {:>14} {:>6} {:>5}",
+                "{:<10} {:<12} {:>14} {:>14} {:>6} {:>5}  STATE",
                 "BARCODE", "MEDIA", "CAPACITY", "WRITTEN", "LOADS", "WP"
             );
+            let states = carts.archive_states()?;
             for (_, info) in carts.list()? {
-                let c = carts.mount(info.barcode().as_str())?;
-                let written: u64 = c
-                    .partitions()
-                    .iter()
-                    .map(reel_media::PartitionStore::data_bytes)
-                    .sum();
+                let barcode = info.barcode().as_str();
+                let state = states.get(barcode);
+                // An archived cartridge's data is in its image, not in the store.
+                let written: u64 = match state {
+                    Some(reel_volume::ArchiveState::Archived { data_bytes, .. }) => *data_bytes,
+                    _ => carts
+                        .mount(barcode)?
+                        .partitions()
+                        .iter()
+                        .map(reel_media::PartitionStore::data_bytes)
+                        .sum(),
+                };
                 println!(
-                    "{:<10} {:<12} {:>14} {:>14} {:>6} {:>5}",
-                    info.barcode().as_str(),
+                    "{:<10} {:<12} {:>14} {:>14} {:>6} {:>5}  {}",
+                    barcode,
                     info.media_type().to_string(),
                     human(info.partition_capacities().iter().sum()),
                     human(written),
                     info.load_count(),
-                    if info.write_protected() { "yes" } else { "no" }
+                    if info.write_protected() { "yes" } else { "no" },
+                    state.map_or("available", |s| s.name())
                 );
             }
             Ok(())
@@ -153,8 +161,12 @@ pub fn cartridges(cmd: CartridgeCommand) -> anyhow::Result<()> {
         }
         CartridgeCommand::Delete { barcode, data } => {
             let carts = data_dir::open(&data.dir)?;
-            carts.delete(&barcode)?;
-            println!("deleted {barcode}; run `reel reclaim` to free its space");
+            match carts.delete(&barcode)? {
+                None => println!("deleted {barcode}; run `reel reclaim` to free its space"),
+                Some(generation) => println!(
+                    "deleted {barcode}, which was archived; its image ({generation:x}) is deleted from the archive location when the server next starts"
+                ),
+            }
             Ok(())
         }
     }

@@ -384,6 +384,20 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                     ""
                 }
             );
+            // Images of deleted or restored cartridges a failure or an offline
+            // `reel cartridges delete` left in the location.
+            match archive.purge_images() {
+                Ok(done) => {
+                    for (barcode, generation, objects) in done {
+                        println!(
+                            "archive tier: {barcode}: image {generation:x} deleted ({objects} objects)"
+                        );
+                    }
+                }
+                Err(e) => eprintln!(
+                    "archive tier: deleting images no cartridge names (kept for the next start): {e}"
+                ),
+            }
             Some(archive)
         }
         None => None,

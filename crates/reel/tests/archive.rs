@@ -220,7 +220,6 @@ fn round_trip(server: &common::Server, api: &Client, archive_files: impl Fn() ->
     assert!(message.contains("restore it first"), "{message}");
     assert_eq!(code(api.archive(BARCODE)).0, 409);
     assert_eq!(code(api.erase(BARCODE)).0, 409);
-    assert_eq!(code(api.delete_cartridge(BARCODE)).0, 409);
     // Another cartridge is not archived: nothing to restore.
     assert_eq!(code(api.restore("REL002L9")).0, 409);
 
@@ -241,6 +240,22 @@ fn round_trip(server: &common::Server, api: &Client, archive_files: impl Fn() ->
     api.import(LIB, BARCODE, Some(mail0)).unwrap();
     api.move_medium(LIB, mail0, slot0).unwrap();
     read_tape(server, slot0, records);
+
+    // Archived again, then deleted for good: the cartridge and its image both go.
+    to_vault(api);
+    api.archive(BARCODE).unwrap();
+    assert_eq!(wait_job(api).progress.state, "done");
+    assert!(archive_files() > 10);
+    api.delete_cartridge(BARCODE).unwrap();
+    assert_eq!(code(api.cartridge(BARCODE, &Default::default())).0, 404);
+    assert_eq!(
+        archive_files(),
+        0,
+        "the image is deleted with its cartridge"
+    );
+    let metrics = api.metrics().unwrap();
+    assert_eq!(metric(&metrics, "reel_archived_cartridges"), 0.0);
+    assert_eq!(metric(&metrics, "reel_archive_images_to_delete"), 0.0);
 }
 
 fn files_under(dir: &Path) -> usize {
@@ -320,7 +335,7 @@ fn a_server_killed_while_archiving_leaves_the_old_or_the_new_state() {
 
 fn killed_while_archiving(finished: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let (data, _, config) = on_a_directory(dir.path(), "piece_size = \"64K\"\n");
+    let (data, cold, config) = on_a_directory(dir.path(), "piece_size = \"64K\"\n");
     let records = 200;
     let server = serve(&data, &config, None);
     let api = admin(&server, &data);
@@ -359,6 +374,9 @@ fn killed_while_archiving(finished: bool) {
         }
         other => panic!("after a restart the cartridge is {other}"),
     }
+    // Available either way, and no image outlives that: an undone archive's partial image
+    // went at the start, a restored one with its restore.
+    assert_eq!(files_under(&cold), 0, "an image outlived the archive state");
     // reel places vaulted cartridges of a library's pool in its free slots at start-up; an
     // archived one never (it was archived above, so it was vaulted then).
     let location = api
@@ -384,7 +402,7 @@ fn killed_while_archiving(finished: bool) {
 #[test]
 fn ctl_archives_restores_and_shows_the_state() {
     let dir = tempfile::tempdir().unwrap();
-    let (data, _, config) = on_a_directory(dir.path(), "");
+    let (data, cold, config) = on_a_directory(dir.path(), "");
     let server = serve(&data, &config, None);
     let api = admin(&server, &data);
     to_vault(&api);
@@ -408,6 +426,37 @@ fn ctl_archives_restores_and_shows_the_state() {
     assert!(ok && out.contains("archive state    available"), "{out}");
     let (ok, _, err) = ctl(&["restore", BARCODE]);
     assert!(!ok && err.contains("available"), "{err}");
+
+    // Archived again, then deleted offline (no server): the offline tools know the state,
+    // and the image goes at the next start.
+    let (ok, out, err) = ctl(&["archive", BARCODE]);
+    assert!(ok, "{out}{err}");
+    assert!(files_under(&cold) > 0);
+    server.kill();
+    let offline = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_reel"))
+            .args(args)
+            .args(["--data", data.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let listed = offline(&["cartridges", "list"]);
+    let row = listed.lines().find(|l| l.starts_with(BARCODE)).unwrap();
+    assert!(row.ends_with("archived"), "{listed}");
+    let said = offline(&["cartridges", "delete", BARCODE]);
+    assert!(said.contains("archive location"), "{said}");
+    assert!(files_under(&cold) > 0, "kept until the server starts");
+    let server = serve(&data, &config, None);
+    let api = admin(&server, &data);
+    assert_eq!(code(api.cartridge(BARCODE, &Default::default())).0, 404);
+    assert_eq!(files_under(&cold), 0, "deleted at start");
 }
 
 /// A store on the S3 server, encrypted with `key_file` (and `previous`), archiving to the

@@ -37,6 +37,12 @@ use self::image::{
 use crate::{CartridgeError, Cartridges, ChunkPartition};
 
 const STATE_PREFIX: &[u8] = b"archive/";
+/// `archive-purge/<barcode>/<generation:016x>`: an image no state names any more (its cartridge
+/// was deleted or restored, or its archive was undone), to be deleted from the archive
+/// location by [`Archive::purge_images`]. Written in the same commit that stops naming the
+/// image, removed once its objects are gone, so a crash or an unreachable location in between
+/// leaves the note and never a forgotten image.
+const PURGE_PREFIX: &str = "archive-purge/";
 const STATE_VERSION: u8 = 1;
 /// Default piece size: about one pack object, so one piece is in memory at a time.
 pub const DEFAULT_PIECE_SIZE: usize = 32 << 20;
@@ -45,6 +51,15 @@ const RESTORE_SYNC_BYTES: u64 = 256 << 20;
 
 fn state_key(barcode: &str) -> Vec<u8> {
     [STATE_PREFIX, barcode.as_bytes()].concat()
+}
+
+pub(crate) fn purge_key(barcode: &str, generation: u64) -> Vec<u8> {
+    format!("{PURGE_PREFIX}{barcode}/{generation:016x}").into_bytes()
+}
+
+/// The objects of one generation of an image start with this (see `image::piece_key`).
+fn generation_prefix(barcode: &str, generation: u64) -> String {
+    format!("{}{generation:016x}.", cartridge_prefix(barcode))
 }
 
 /// Where a cartridge is, as far as the archive tier is concerned. `Available` is the absence
@@ -289,6 +304,38 @@ impl Cartridges {
         self.store()
             .put_record(&state_key(barcode), state.map(|s| s.encode()).as_deref())
     }
+
+    /// Archive images no cartridge names any more, waiting to be deleted from the archive
+    /// location ([`Archive::purge_images`]): (barcode, generation).
+    pub fn images_to_purge(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut out = Vec::new();
+        for (k, _) in self.store().records(PURGE_PREFIX.as_bytes())? {
+            let name = String::from_utf8_lossy(&k[PURGE_PREFIX.len()..]).into_owned();
+            // A note that does not parse names nothing we could delete: it is left alone.
+            if let Some((barcode, generation)) = name.rsplit_once('/')
+                && let Ok(generation) = u64::from_str_radix(generation, 16)
+            {
+                out.push((barcode.to_string(), generation));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The change that deletes cartridge `barcode` whose data is only in archive image
+    /// `generation`: its identity and state go, and a note for the image comes, in one commit
+    /// (for [`Cartridges::delete`]).
+    pub(crate) fn delete_archived_records(
+        &self,
+        barcode: &str,
+        generation: u64,
+        cartridge_key: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        self.store().put_records(&[
+            (cartridge_key, None),
+            (state_key(barcode), None),
+            (purge_key(barcode, generation), Some(Vec::new())),
+        ])
+    }
 }
 
 /// The archive tier over one store's cartridges and one archive location.
@@ -337,8 +384,16 @@ impl Archive {
                 hint: "only an available cartridge in the vault can be archived",
             });
         }
-        // Unique per attempt: pieces of an interrupted attempt never collide with these.
-        let generation = now.max(1);
+        // Unique per attempt: pieces of an interrupted attempt never collide with these, and
+        // neither does an image still waiting to be purged (its note names its generation).
+        let pending = self.cartridges.images_to_purge()?;
+        let mut generation = now.max(1);
+        while pending
+            .iter()
+            .any(|(b, g)| b == barcode && *g == generation)
+        {
+            generation += 1;
+        }
         self.cartridges
             .set_archive_state(barcode, Some(ArchiveState::Archiving { generation }))?;
         self.cartridges.store().sync()?;
@@ -769,19 +824,61 @@ impl Archive {
         {
             let _catalog = self.cartridges.lock_catalog();
             self.cartridges.update_info(number, &manifest.info)?;
-            self.cartridges.set_archive_state(barcode, None)?;
+            self.cartridges.store().put_records(&[
+                (state_key(barcode), None),
+                (purge_key(barcode, generation), Some(Vec::new())),
+            ])?;
             self.cartridges.store().sync()?;
         }
         report.step = Step::Cleaning;
         if !progress(report) {
             return Err(ArchiveError::Interrupted);
         }
-        // The image is no longer needed; one left by a failure here is deleted by the
-        // cartridge's next archive.
-        for object in self.location.list(&cartridge_prefix(barcode))? {
-            self.location.delete(&object.key)?;
-        }
+        // The image is no longer needed; one a failure leaves here keeps its note and is
+        // deleted by the next purge (every server start).
+        self.purge_image(barcode, generation)?;
         Ok(())
+    }
+
+    /// Deletes from the archive location every image a note names ([`Cartridges::images_to_purge`]),
+    /// then the notes. Returns the images deleted and the objects they had. The server runs it
+    /// at start and after deleting an archived cartridge; an image it cannot delete now (the
+    /// location unreachable) keeps its note for the next run.
+    pub fn purge_images(&self) -> Result<Vec<(String, u64, usize)>, ArchiveError> {
+        let mut done = Vec::new();
+        for (barcode, generation) in self.cartridges.images_to_purge()? {
+            let objects = self.purge_image(&barcode, generation)?;
+            done.push((barcode, generation, objects));
+        }
+        Ok(done)
+    }
+
+    /// Deletes the objects of image `generation` of `barcode` unless a state names it (then it
+    /// is live: only the note goes), then the note. Returns how many objects it deleted.
+    fn purge_image(&self, barcode: &str, generation: u64) -> Result<usize, ArchiveError> {
+        // No new image takes this generation while the note exists (`begin_archive`), so the
+        // check needs the lock only for itself, not for the deletes.
+        let live = {
+            let _catalog = self.cartridges.lock_catalog();
+            self.cartridges
+                .archive_state(barcode)?
+                .is_some_and(|s| s.generation() == generation)
+        };
+        let mut deleted = 0;
+        if !live {
+            let prefix = generation_prefix(barcode, generation);
+            for object in self.location.list(&cartridge_prefix(barcode))? {
+                if object.key.as_str().starts_with(&prefix) {
+                    self.location.delete(&object.key)?;
+                    deleted += 1;
+                }
+            }
+        }
+        // Durable with the next sync; a note a crash keeps only repeats this.
+        self.cartridges
+            .store()
+            .put_record(&purge_key(barcode, generation), None)?;
+        Ok(deleted)
     }
 
     /// Brings every interrupted transition to a safe state (see the module's table); run when
@@ -810,8 +907,12 @@ fn recover_cartridge(
     let _catalog = cartridges.lock_catalog();
     let done = match cartridges.archive_state(barcode)? {
         // The state record is written before the streams are touched: they are intact.
-        Some(ArchiveState::Archiving { .. }) => {
-            cartridges.set_archive_state(barcode, None)?;
+        Some(ArchiveState::Archiving { generation }) => {
+            // Its partial image, if any, is garbage: noted for the purge.
+            cartridges.store().put_records(&[
+                (state_key(barcode), None),
+                (purge_key(barcode, generation), Some(Vec::new())),
+            ])?;
             Some(Recovered::ArchiveUndone)
         }
         Some(ArchiveState::Archived { .. }) => {

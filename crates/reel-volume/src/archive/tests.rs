@@ -342,6 +342,15 @@ fn crash_during(stop_at: usize, durable: bool, restore: bool) -> Option<ArchiveS
             | ArchiveState::Adopting { .. }),
         ) => panic!("recovery left {s:?}"),
     }
+    // Whatever the crash interrupted, no image is left behind once the purge has run: an
+    // undone archive's partial image and a restored one's are both noted for it.
+    archive.purge_images().unwrap();
+    assert_eq!(carts.archive_state(BARCODE).unwrap(), None);
+    assert!(
+        archive.location().list("").unwrap().is_empty(),
+        "an image outlived its cartridge's state (stop at {stop_at}, durable {durable})"
+    );
+    assert!(carts.images_to_purge().unwrap().is_empty());
     state
 }
 
@@ -374,6 +383,131 @@ fn a_crash_at_any_step_of_a_restore_can_be_restored_again() {
         seen.contains("restoring") && seen.contains("available"),
         "{seen:?}"
     );
+}
+
+/// The keys of the objects in the archive location.
+fn objects(archive: &Archive) -> Vec<String> {
+    archive
+        .location()
+        .list("")
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key.as_str().to_string())
+        .collect()
+}
+
+#[test]
+fn an_archived_cartridge_is_deleted_with_its_image_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let (generation, others) = {
+        let carts = open(dir.path());
+        create_and_write(&carts, BARCODE);
+        create_and_write(&carts, OTHER);
+        let archive = Archive::new(carts.clone(), location(dir.path())).with_piece_size(4096);
+        let mut generations = Vec::new();
+        for b in [BARCODE, OTHER] {
+            generations.push(archive.begin_archive(b, 50).unwrap());
+            archive.run_archive(b, 51, &mut keep_going).unwrap();
+        }
+        let others: Vec<String> = objects(&archive)
+            .into_iter()
+            .filter(|k| k.starts_with(OTHER))
+            .collect();
+        assert!(others.len() > 5);
+
+        assert_eq!(carts.delete(BARCODE).unwrap(), Some(generations[0]));
+        assert!(matches!(
+            carts.info(BARCODE),
+            Err(CartridgeError::NotFound(_))
+        ));
+        assert_eq!(carts.archive_state(BARCODE).unwrap(), None);
+        // Deleted from the catalog at once; the image goes with the purge (here: after a
+        // restart, as an offline `reel cartridges delete` leaves it).
+        assert!(objects(&archive).iter().any(|k| k.starts_with(BARCODE)));
+        (generations[0], others)
+    };
+    let carts = open(dir.path());
+    assert_eq!(
+        carts.images_to_purge().unwrap(),
+        vec![(BARCODE.to_string(), generation)]
+    );
+    // Start-up recovery has nothing to say about a cartridge that is gone.
+    assert_eq!(Archive::recover(&carts).unwrap(), vec![]);
+    let archive = Archive::new(carts.clone(), location(dir.path()));
+    let done = archive.purge_images().unwrap();
+    assert_eq!(done.len(), 1);
+    assert_eq!((done[0].0.as_str(), done[0].1), (BARCODE, generation));
+    assert!(done[0].2 > 5, "{done:?}");
+    assert_eq!(objects(&archive), others, "only its own image went");
+    assert!(carts.images_to_purge().unwrap().is_empty());
+    // The other one is untouched: it restores and reads back.
+    archive.begin_restore(OTHER).unwrap();
+    archive.run_restore(OTHER, &mut keep_going).unwrap();
+    assert_eq!(read_all(&carts, OTHER), layout());
+    assert!(objects(&archive).is_empty());
+    // A new cartridge may take the barcode again.
+    create_and_write(&carts, BARCODE);
+    assert_eq!(read_all(&carts, BARCODE), layout());
+}
+
+#[test]
+fn a_cartridge_a_job_has_cannot_be_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let carts = open(dir.path());
+    create_and_write(&carts, BARCODE);
+    let archive = Archive::new(carts.clone(), location(dir.path())).with_piece_size(4096);
+    archive.begin_archive(BARCODE, 1).unwrap();
+    let err = carts.delete(BARCODE).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CartridgeError::Busy {
+                state: "archiving",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    archive.run_archive(BARCODE, 2, &mut keep_going).unwrap();
+    archive.begin_restore(BARCODE).unwrap();
+    let err = carts.delete(BARCODE).unwrap_err();
+    assert!(err.to_string().contains("is restoring"), "{err}");
+    archive.run_restore(BARCODE, &mut keep_going).unwrap();
+    assert_eq!(read_all(&carts, BARCODE), layout());
+}
+
+#[test]
+fn an_image_left_by_an_interrupted_clean_up_is_purged_and_never_a_newer_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let carts = open(dir.path());
+    create_and_write(&carts, BARCODE);
+    let archive = Archive::new(carts.clone(), location(dir.path())).with_piece_size(4096);
+    let first = archive.begin_archive(BARCODE, 100).unwrap();
+    archive.run_archive(BARCODE, 101, &mut keep_going).unwrap();
+    archive.begin_restore(BARCODE).unwrap();
+    // Stopped as the image's deletion begins, as a crash there would.
+    let err = archive
+        .run_restore(BARCODE, &mut |p| p.step != Step::Cleaning)
+        .unwrap_err();
+    assert!(matches!(err, ArchiveError::Interrupted), "{err}");
+    assert_eq!(carts.archive_state(BARCODE).unwrap(), None);
+    assert!(!objects(&archive).is_empty());
+    assert_eq!(
+        carts.images_to_purge().unwrap(),
+        vec![(BARCODE.to_string(), first)]
+    );
+    // Archived again within the same second: the new image takes another generation, so the
+    // pending purge of the old one cannot touch it.
+    let second = archive.begin_archive(BARCODE, first).unwrap();
+    assert_ne!(second, first);
+    archive.run_archive(BARCODE, 102, &mut keep_going).unwrap();
+    archive.purge_images().unwrap();
+    assert!(carts.images_to_purge().unwrap().is_empty());
+    assert!(!objects(&archive).is_empty());
+    archive.begin_restore(BARCODE).unwrap();
+    archive.run_restore(BARCODE, &mut keep_going).unwrap();
+    assert_eq!(read_all(&carts, BARCODE), layout());
+    assert!(objects(&archive).is_empty());
 }
 
 #[test]

@@ -85,6 +85,24 @@ pub fn refuse_import(barcode: &str, state: &ArchiveState) -> ApiError {
     })
 }
 
+impl AppState {
+    /// Deletes the archive images no cartridge names any more (`Archive::purge_images`), when
+    /// an archive location is configured; a failure is logged and the images stay noted.
+    pub(super) fn purge_archive_images(&self) {
+        let Some(archive) = &self.archive else {
+            return;
+        };
+        match archive.purge_images() {
+            Ok(done) => {
+                for (barcode, generation, objects) in done {
+                    tracing::info!(barcode, generation, objects, "archive image deleted");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "deleting archive images no cartridge names"),
+        }
+    }
+}
+
 /// `/metrics` gauges of the archive tier.
 pub fn metrics(state: &AppState) -> Vec<(&'static str, &'static str, f64)> {
     let states = state.cartridges.archive_states().unwrap_or_default();
@@ -102,6 +120,10 @@ pub fn metrics(state: &AppState) -> Vec<(&'static str, &'static str, f64)> {
         }
     }
     let job = state.jobs().archive.lock().progress.ratio();
+    let to_purge = state
+        .cartridges
+        .images_to_purge()
+        .map_or(0, |images| images.len());
     vec![
         (
             "reel_archived_cartridges",
@@ -117,6 +139,11 @@ pub fn metrics(state: &AppState) -> Vec<(&'static str, &'static str, f64)> {
             "reel_archive_image_bytes",
             "Bytes of the archived cartridges' images in the archive location.",
             image as f64,
+        ),
+        (
+            "reel_archive_images_to_delete",
+            "Archive images no cartridge names any more (deleted or restored cartridges), not yet deleted from the archive location.",
+            to_purge as f64,
         ),
         (
             "reel_archive_job_progress_ratio",

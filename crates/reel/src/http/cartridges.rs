@@ -468,7 +468,11 @@ pub async fn delete(
             // No import can put it into a library between the check and the deletion.
             let _catalog = s.cartridges.lock_catalog();
             let info = s.cartridge_info(&barcode)?;
-            s.require_available(&barcode, "deleted")?;
+            // An archived cartridge can go for good: its image goes with it. A cartridge a
+            // job has, or one shared with another store, cannot.
+            if !matches!(s.archived(&barcode)?, Some(ArchiveState::Archived { .. })) {
+                s.require_available(&barcode, "deleted")?;
+            }
             if let Some(p) = s.locations().get(&barcode) {
                 return Err(ApiError::conflict(if p.kind == "drive" {
                     format!("{barcode} is loaded in a drive of {}", p.library)
@@ -486,13 +490,18 @@ pub async fn delete(
             }
             s.cartridges.delete(&barcode).map_err(|e| match e {
                 CartridgeError::NotFound(_) => ApiError::not_found(e.to_string()),
-                CartridgeError::Mounted(_) | CartridgeError::Worm(_) => {
-                    ApiError::conflict(e.to_string())
-                }
+                CartridgeError::Mounted(_)
+                | CartridgeError::Worm(_)
+                | CartridgeError::Busy { .. } => ApiError::conflict(e.to_string()),
                 other => ApiError::internal(other.to_string()),
             })
         })();
         s.audit(&caller, "delete cartridge", &barcode, &result);
+        if let Ok(Some(_)) = result {
+            // Its image, from the archive location; a failure leaves the image noted, for the
+            // next start (or the next archived cartridge deleted) to delete.
+            s.purge_archive_images();
+        }
         result.map(|_| StatusCode::NO_CONTENT)
     })
     .await
