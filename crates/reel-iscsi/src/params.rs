@@ -127,12 +127,16 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// Target defaults: 256 KiB segments, 1 MiB bursts, either digest accepted.
+    /// Target defaults: 256 KiB segments, 1 MiB bursts, either digest accepted. The first
+    /// burst is a whole segment (not the RFC's 64 KiB), so a WRITE of up to 256 KiB, the usual
+    /// tape record, arrives as immediate data in its command PDU: no R2T round trip and no
+    /// joining of Data-Out segments (tape initiators have one command in flight per drive, so
+    /// the round trip is paid on every record; docs/design/efficiency.md §22).
     pub fn target_default() -> Self {
         Limits {
             max_recv_data_segment_length: 262_144,
             max_burst_length: 1 << 20,
-            first_burst_length: 65_536,
+            first_burst_length: 262_144,
             immediate_data: true,
             initial_r2t: true,
             max_outstanding_r2t: 1,
@@ -686,7 +690,7 @@ mod tests {
     fn numeric_rules() {
         let mut n = Negotiator::new(Role::Target, Limits::target_default(), false);
         assert_eq!(answer(&mut n, "MaxBurstLength", "16776192"), "1048576");
-        assert_eq!(answer(&mut n, "FirstBurstLength", "262144"), "65536");
+        assert_eq!(answer(&mut n, "FirstBurstLength", "1048576"), "262144");
         assert_eq!(answer(&mut n, "DefaultTime2Wait", "0"), "2");
         assert_eq!(answer(&mut n, "DefaultTime2Retain", "0"), "0");
         assert_eq!(answer(&mut n, "MaxConnections", "8"), "1");
@@ -698,7 +702,7 @@ mod tests {
         ));
         let r = n.result();
         assert_eq!(r.max_burst_length, 1 << 20);
-        assert_eq!(r.first_burst_length, 65536);
+        assert_eq!(r.first_burst_length, 262144);
         assert_eq!(r.default_time2wait, 2);
         assert_eq!(r.default_time2retain, 0);
         assert_eq!(r.max_outstanding_r2t, 1);

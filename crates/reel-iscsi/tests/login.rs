@@ -192,7 +192,7 @@ fn no_auth_normal_session() {
     for n in [tn, inn] {
         assert!(!n.header_digest && !n.data_digest);
         assert_eq!(n.max_burst_length, 1 << 20);
-        assert_eq!(n.first_burst_length, 65_536);
+        assert_eq!(n.first_burst_length, 262_144);
         assert!(n.immediate_data);
         assert!(n.initial_r2t);
         assert_eq!(n.max_connections, 1);
@@ -707,11 +707,11 @@ fn numeric_rules() {
     // Below the minimum of 512 → Reject; the default stays.
     assert_eq!(value(&pairs, "MaxBurstLength"), Some("Reject"));
     assert_eq!(o.negotiated.max_burst_length, 262_144);
-    // FirstBurstLength ≤ MaxBurstLength and our own limit.
+    // FirstBurstLength ≤ MaxBurstLength (the default 256 KiB here) and our own limit.
     assert_answers(
         &pairs,
         &[
-            ("FirstBurstLength", "65536"),
+            ("FirstBurstLength", "262144"),
             // DefaultTime2Wait above 3600 → Reject.
             ("DefaultTime2Wait", "Reject"),
             ("DefaultTime2Retain", "20"),

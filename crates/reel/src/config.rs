@@ -624,7 +624,7 @@ fn default_max_burst() -> u32 {
     1 << 20
 }
 fn default_first_burst() -> u32 {
-    65_536
+    262_144
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
