@@ -9,7 +9,7 @@
 //! | step | durable state after a crash here | data |
 //! |---|---|---|
 //! | archive 1: record `archiving` | `archiving` → [`Archive::recover`] makes it `available` | store |
-//! | archive 2: pieces, manifest (create-only), read back and checked | same | store (+ a partial image, garbage) |
+//! | archive 2: pieces, manifest (create-only), read back and checked | same (recovery notes the partial image for [`Archive::purge_images`]) | store (+ a partial image, garbage) |
 //! | archive 3: record `archived`, *then* delete the partitions' streams, sync | `archived` (recover deletes streams left over) | image (+ store until deleted) |
 //! | restore 1: record `restoring` | `restoring`: not importable; restore again | image |
 //! | restore 2: partitions truncated and rewritten from the image, synced | `restoring` | image (+ part of the store) |
@@ -434,9 +434,14 @@ impl Archive {
         let mut partitions =
             self.open_partitions(barcode, number, info.partition_capacities().len())?;
         let total: u64 = partitions.iter().map(PartitionStore::data_bytes).sum();
-        // Objects of earlier, interrupted attempts: garbage, as no state names them.
-        for object in self.location.list(&cartridge_prefix(barcode))? {
-            self.location.delete(&object.key)?;
+        // Images of earlier attempts or copies that this store noted as garbage go first.
+        // Nothing else under the barcode is touched: another node sharing the location may
+        // keep an image under the same barcode, and a generation this store never noted is
+        // not known to be garbage (the new image's create-only puts refuse to overwrite it).
+        for (b, generation) in self.cartridges.images_to_purge()? {
+            if b == barcode {
+                self.purge_image(barcode, generation)?;
+            }
         }
         let mut report = Progress {
             step: Step::Writing,

@@ -451,6 +451,29 @@ fn an_archived_cartridge_is_deleted_with_its_image_and_nothing_else() {
 }
 
 #[test]
+fn objects_this_store_did_not_write_are_never_deleted() {
+    // Another node sharing the archive location keeps an image under the same barcode.
+    let dir = tempfile::tempdir().unwrap();
+    let carts = open(dir.path());
+    create_and_write(&carts, BARCODE);
+    let archive = Archive::new(carts.clone(), location(dir.path())).with_piece_size(4096);
+    let theirs = Key::new(manifest_key(BARCODE, 0xabc)).unwrap();
+    archive
+        .location()
+        .put(&theirs, b"another node's", PutMode::Create)
+        .unwrap();
+    let generation = archive.begin_archive(BARCODE, 7).unwrap();
+    archive.run_archive(BARCODE, 8, &mut keep_going).unwrap();
+    archive.begin_restore(BARCODE).unwrap();
+    archive.run_restore(BARCODE, &mut keep_going).unwrap();
+    archive.begin_archive(BARCODE, generation).unwrap();
+    archive.run_archive(BARCODE, 9, &mut keep_going).unwrap();
+    carts.delete(BARCODE).unwrap();
+    archive.purge_images().unwrap();
+    assert_eq!(objects(&archive), vec![theirs.as_str().to_string()]);
+}
+
+#[test]
 fn a_cartridge_a_job_has_cannot_be_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let carts = open(dir.path());
