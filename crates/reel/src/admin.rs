@@ -12,7 +12,9 @@ pub enum CartridgeCommand {
     List(DataDirArg),
     /// Create blank cartridges with consecutive LTO-style barcodes (PREFIX + number + suffix).
     Create(CreateArgs),
-    /// Delete a cartridge and its data (refused for WORM media). Run `reel reclaim` afterwards.
+    /// Delete a cartridge and its data (refused for WORM media and for a cartridge an archive,
+    /// restore or share has). Run `reel reclaim` afterwards. An archived cartridge's image is
+    /// deleted from the archive location when the server next starts.
     Delete {
         barcode: String,
         #[command(flatten)]
