@@ -32,10 +32,11 @@ pub enum CartridgeError {
     Mounted(String),
     /// An archive or sharing job has it, or it is shared with another store
     /// (`ArchiveState::name`): it cannot be deleted now.
-    #[error("cartridge {barcode} is {state}: it cannot be deleted now")]
+    #[error("cartridge {barcode} is {state}: it cannot be deleted until {until}")]
     Busy {
         barcode: String,
         state: &'static str,
+        until: &'static str,
     },
     #[error("cartridge {barcode}: {why}")]
     ArchiveState { barcode: String, why: String },
@@ -332,14 +333,23 @@ impl Cartridges {
                 for p in 0..MAX_PARTITIONS as u8 {
                     self.store.delete_stream(stream_of(number, p))?;
                 }
-                self.delete_archived_records(barcode, generation, key(barcode))?;
+                let mut changes = crate::archive::image_dropped(barcode, generation);
+                changes.push((key(barcode), None));
+                self.store.put_records(&changes)?;
                 self.store.sync()?;
                 return Ok(Some(generation));
             }
             Some(other) => {
+                use crate::ArchiveState::*;
                 return Err(CartridgeError::Busy {
                     barcode: barcode.to_string(),
                     state: other.name(),
+                    until: match other {
+                        Restoring { .. } => "it is restored",
+                        Sharing { .. } | Shared { .. } => "it is unshared",
+                        Adopting { .. } => "it is adopted",
+                        Archiving { .. } | Archived { .. } => "its archive job ends",
+                    },
                 });
             }
         }

@@ -53,8 +53,18 @@ fn state_key(barcode: &str) -> Vec<u8> {
     [STATE_PREFIX, barcode.as_bytes()].concat()
 }
 
-pub(crate) fn purge_key(barcode: &str, generation: u64) -> Vec<u8> {
+fn purge_key(barcode: &str, generation: u64) -> Vec<u8> {
     format!("{PURGE_PREFIX}{barcode}/{generation:016x}").into_bytes()
+}
+
+/// The record changes that stop naming image `generation` of `barcode`: its state goes and a
+/// purge note comes. They go in one commit with whatever else stops naming the image (the
+/// cartridge's identity when it is deleted), so no durable state names a purged image.
+pub(crate) fn image_dropped(barcode: &str, generation: u64) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    vec![
+        (state_key(barcode), None),
+        (purge_key(barcode, generation), Some(Vec::new())),
+    ]
 }
 
 /// The objects of one generation of an image start with this (see `image::piece_key`).
@@ -319,22 +329,6 @@ impl Cartridges {
             }
         }
         Ok(out)
-    }
-
-    /// The change that deletes cartridge `barcode` whose data is only in archive image
-    /// `generation`: its identity and state go, and a note for the image comes, in one commit
-    /// (for [`Cartridges::delete`]).
-    pub(crate) fn delete_archived_records(
-        &self,
-        barcode: &str,
-        generation: u64,
-        cartridge_key: Vec<u8>,
-    ) -> Result<(), StoreError> {
-        self.store().put_records(&[
-            (cartridge_key, None),
-            (state_key(barcode), None),
-            (purge_key(barcode, generation), Some(Vec::new())),
-        ])
     }
 }
 
@@ -829,10 +823,9 @@ impl Archive {
         {
             let _catalog = self.cartridges.lock_catalog();
             self.cartridges.update_info(number, &manifest.info)?;
-            self.cartridges.store().put_records(&[
-                (state_key(barcode), None),
-                (purge_key(barcode, generation), Some(Vec::new())),
-            ])?;
+            self.cartridges
+                .store()
+                .put_records(&image_dropped(barcode, generation))?;
             self.cartridges.store().sync()?;
         }
         report.step = Step::Cleaning;
@@ -871,12 +864,12 @@ impl Archive {
         };
         let mut deleted = 0;
         if !live {
-            let prefix = generation_prefix(barcode, generation);
-            for object in self.location.list(&cartridge_prefix(barcode))? {
-                if object.key.as_str().starts_with(&prefix) {
-                    self.location.delete(&object.key)?;
-                    deleted += 1;
-                }
+            for object in self
+                .location
+                .list(&generation_prefix(barcode, generation))?
+            {
+                self.location.delete(&object.key)?;
+                deleted += 1;
             }
         }
         // Durable with the next sync; a note a crash keeps only repeats this.
@@ -914,10 +907,9 @@ fn recover_cartridge(
         // The state record is written before the streams are touched: they are intact.
         Some(ArchiveState::Archiving { generation }) => {
             // Its partial image, if any, is garbage: noted for the purge.
-            cartridges.store().put_records(&[
-                (state_key(barcode), None),
-                (purge_key(barcode, generation), Some(Vec::new())),
-            ])?;
+            cartridges
+                .store()
+                .put_records(&image_dropped(barcode, generation))?;
             Some(Recovered::ArchiveUndone)
         }
         Some(ArchiveState::Archived { .. }) => {

@@ -468,11 +468,7 @@ pub async fn delete(
             // No import can put it into a library between the check and the deletion.
             let _catalog = s.cartridges.lock_catalog();
             let info = s.cartridge_info(&barcode)?;
-            // An archived cartridge can go for good: its image goes with it. A cartridge a
-            // job has, or one shared with another store, cannot.
-            if !matches!(s.archived(&barcode)?, Some(ArchiveState::Archived { .. })) {
-                s.require_available(&barcode, "deleted")?;
-            }
+            // Which archive states may be deleted is `Cartridges::delete`'s to say (Busy).
             if let Some(p) = s.locations().get(&barcode) {
                 return Err(ApiError::conflict(if p.kind == "drive" {
                     format!("{barcode} is loaded in a drive of {}", p.library)
