@@ -86,19 +86,27 @@ pub fn refuse_import(barcode: &str, state: &ArchiveState) -> ApiError {
 }
 
 impl AppState {
-    /// Deletes the archive images no cartridge names any more (`Archive::purge_images`), when
-    /// an archive location is configured; a failure is logged and the images stay noted.
-    pub(super) fn purge_archive_images(&self) {
-        let Some(archive) = &self.archive else {
+    /// Starts deleting the archive images no cartridge names any more
+    /// (`Archive::purge_images`) on a thread of its own, when an archive location is
+    /// configured: an image is one delete per object (thousands for a large cartridge), which
+    /// is no work for the client's request to wait on. A failure is logged and the images stay
+    /// noted for the next start.
+    pub(super) fn purge_archive_images_soon(&self) {
+        let Some(archive) = self.archive.clone() else {
             return;
         };
-        match archive.purge_images() {
-            Ok(done) => {
-                for (barcode, generation, objects) in done {
-                    tracing::info!(barcode, generation, objects, "archive image deleted");
+        let spawned = std::thread::Builder::new()
+            .name("archive-purge".into())
+            .spawn(move || match archive.purge_images() {
+                Ok(done) => {
+                    for (barcode, generation, objects) in done {
+                        tracing::info!(barcode, generation, objects, "archive image deleted");
+                    }
                 }
-            }
-            Err(e) => tracing::warn!(error = %e, "deleting archive images no cartridge names"),
+                Err(e) => tracing::warn!(error = %e, "deleting archive images no cartridge names"),
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "archive images stay noted for the next start");
         }
     }
 }

@@ -494,9 +494,9 @@ pub async fn delete(
         })();
         s.audit(&caller, "delete cartridge", &barcode, &result);
         if let Ok(Some(_)) = result {
-            // Its image, from the archive location; a failure leaves the image noted, for the
-            // next start (or the next archived cartridge deleted) to delete.
-            s.purge_archive_images();
+            // Its image goes from the archive location in the background; until then (or the
+            // next start, if that fails) `reel_archive_images_to_delete` counts it.
+            s.purge_archive_images_soon();
         }
         result.map(|_| StatusCode::NO_CONTENT)
     })
