@@ -125,6 +125,27 @@ fn keep_going(_: Progress) -> bool {
     true
 }
 
+/// Archives `barcode` from start to end (`now` for both steps); returns the generation.
+fn archive_whole(archive: &Archive, barcode: &str, now: u64) -> u64 {
+    let generation = archive.begin_archive(barcode, now).unwrap();
+    archive.run_archive(barcode, now, &mut keep_going).unwrap();
+    generation
+}
+
+/// Restores `barcode` from start to end.
+fn restore_whole(archive: &Archive, barcode: &str) {
+    archive.begin_restore(barcode).unwrap();
+    archive.run_restore(barcode, &mut keep_going).unwrap();
+}
+
+/// A store with `BARCODE` written and an archive of small pieces on a directory.
+fn written_store(dir: &Path) -> (Cartridges, Archive) {
+    let carts = open(dir);
+    create_and_write(&carts, BARCODE);
+    let archive = Archive::new(carts.clone(), location(dir)).with_piece_size(4096);
+    (carts, archive)
+}
+
 #[test]
 fn archive_then_restore_brings_back_every_record_filemark_and_the_info() {
     let dir = tempfile::tempdir().unwrap();
@@ -406,8 +427,7 @@ fn an_archived_cartridge_is_deleted_with_its_image_and_nothing_else() {
         let archive = Archive::new(carts.clone(), location(dir.path())).with_piece_size(4096);
         let mut generations = Vec::new();
         for b in [BARCODE, OTHER] {
-            generations.push(archive.begin_archive(b, 50).unwrap());
-            archive.run_archive(b, 51, &mut keep_going).unwrap();
+            generations.push(archive_whole(&archive, b, 50));
         }
         let others: Vec<String> = objects(&archive)
             .into_iter()
@@ -441,8 +461,7 @@ fn an_archived_cartridge_is_deleted_with_its_image_and_nothing_else() {
     assert_eq!(objects(&archive), others, "only its own image went");
     assert!(carts.images_to_purge().unwrap().is_empty());
     // The other one is untouched: it restores and reads back.
-    archive.begin_restore(OTHER).unwrap();
-    archive.run_restore(OTHER, &mut keep_going).unwrap();
+    restore_whole(&archive, OTHER);
     assert_eq!(read_all(&carts, OTHER), layout());
     assert!(objects(&archive).is_empty());
     // A new cartridge may take the barcode again.
@@ -454,20 +473,15 @@ fn an_archived_cartridge_is_deleted_with_its_image_and_nothing_else() {
 fn objects_this_store_did_not_write_are_never_deleted() {
     // Another node sharing the archive location keeps an image under the same barcode.
     let dir = tempfile::tempdir().unwrap();
-    let carts = open(dir.path());
-    create_and_write(&carts, BARCODE);
-    let archive = Archive::new(carts.clone(), location(dir.path())).with_piece_size(4096);
+    let (carts, archive) = written_store(dir.path());
     let theirs = Key::new(manifest_key(BARCODE, 0xabc)).unwrap();
     archive
         .location()
         .put(&theirs, b"another node's", PutMode::Create)
         .unwrap();
-    let generation = archive.begin_archive(BARCODE, 7).unwrap();
-    archive.run_archive(BARCODE, 8, &mut keep_going).unwrap();
-    archive.begin_restore(BARCODE).unwrap();
-    archive.run_restore(BARCODE, &mut keep_going).unwrap();
-    archive.begin_archive(BARCODE, generation).unwrap();
-    archive.run_archive(BARCODE, 9, &mut keep_going).unwrap();
+    let generation = archive_whole(&archive, BARCODE, 7);
+    restore_whole(&archive, BARCODE);
+    archive_whole(&archive, BARCODE, generation);
     carts.delete(BARCODE).unwrap();
     archive.purge_images().unwrap();
     assert_eq!(objects(&archive), vec![theirs.as_str().to_string()]);
@@ -476,9 +490,7 @@ fn objects_this_store_did_not_write_are_never_deleted() {
 #[test]
 fn a_cartridge_a_job_has_cannot_be_deleted() {
     let dir = tempfile::tempdir().unwrap();
-    let carts = open(dir.path());
-    create_and_write(&carts, BARCODE);
-    let archive = Archive::new(carts.clone(), location(dir.path())).with_piece_size(4096);
+    let (carts, archive) = written_store(dir.path());
     archive.begin_archive(BARCODE, 1).unwrap();
     let err = carts.delete(BARCODE).unwrap_err();
     assert!(
@@ -502,11 +514,8 @@ fn a_cartridge_a_job_has_cannot_be_deleted() {
 #[test]
 fn an_image_left_by_an_interrupted_clean_up_is_purged_and_never_a_newer_one() {
     let dir = tempfile::tempdir().unwrap();
-    let carts = open(dir.path());
-    create_and_write(&carts, BARCODE);
-    let archive = Archive::new(carts.clone(), location(dir.path())).with_piece_size(4096);
-    let first = archive.begin_archive(BARCODE, 100).unwrap();
-    archive.run_archive(BARCODE, 101, &mut keep_going).unwrap();
+    let (carts, archive) = written_store(dir.path());
+    let first = archive_whole(&archive, BARCODE, 100);
     archive.begin_restore(BARCODE).unwrap();
     // Stopped as the image's deletion begins, as a crash there would.
     let err = archive
@@ -527,8 +536,7 @@ fn an_image_left_by_an_interrupted_clean_up_is_purged_and_never_a_newer_one() {
     archive.purge_images().unwrap();
     assert!(carts.images_to_purge().unwrap().is_empty());
     assert!(!objects(&archive).is_empty());
-    archive.begin_restore(BARCODE).unwrap();
-    archive.run_restore(BARCODE, &mut keep_going).unwrap();
+    restore_whole(&archive, BARCODE);
     assert_eq!(read_all(&carts, BARCODE), layout());
     assert!(objects(&archive).is_empty());
 }
