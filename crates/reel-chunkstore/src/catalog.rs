@@ -33,9 +33,11 @@ pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 pub const META_FORMAT: &str = "format_version";
 /// The catalog's format: 1 = the tables up to RECORDS; 2 adds FOREIGN_PACKS and PINS; 3 lets a
 /// span's body hold pieces (`format.rs`), which a reel reading version 2 would take for a
-/// damaged row. Older catalogs are upgraded on open: the new tables start empty, and rows
-/// written before stay as they are (a flat span is still a valid body).
-pub const CATALOG_VERSION: u64 = 3;
+/// damaged row; 4 lets a chunk location name a checked blob (`format::Codec::RawChecked`,
+/// `ZstdChecked`), which a reel reading version 3 would take for damage. Older catalogs are
+/// upgraded on open: the new tables start empty, and rows written before stay as they are (a
+/// flat span is still a valid body, an unchecked blob is still read).
+pub const CATALOG_VERSION: u64 = 4;
 /// The last catalog journal object this catalog includes (0: none; see `journal.rs`).
 pub const META_JOURNAL_SEQ: &str = "journal_seq";
 /// Set while a checkpoint (`checkpoint.rs`) is restored into this catalog: the checkpoint's

@@ -28,8 +28,9 @@ use reel_backend::Key;
 use crate::format::FormatError;
 
 const MAGIC: &[u8; 8] = b"REELCKPT";
-/// 2: span bodies may hold pieces (catalog format 3); a version-1 checkpoint is read as well.
-const VERSION: u16 = 2;
+/// 2: span bodies may hold pieces (catalog format 3); 3: chunk locations may name checked blobs
+/// (catalog format 4). Older checkpoints are read as well.
+const VERSION: u16 = 3;
 const HASH_LEN: usize = 32;
 const PART_LEN: usize = 8 + HASH_LEN;
 /// A checkpoint is cut into parts once their encoded ops reach about this many bytes.

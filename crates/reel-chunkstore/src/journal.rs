@@ -55,9 +55,10 @@ use crate::format::FormatError;
 const MAGIC: &[u8; 8] = b"REELJRNL";
 /// 2 added the foreign-pack and pin tables, 3 the pack-id floor, 4 groups of pieces, 5 the
 /// chunker parameters, 6 span bodies that hold pieces (catalog format 3: a reel that reads
-/// version 5 would take them for damage, so it refuses the object instead); an older object is
-/// a newer one without them, so all are read.
-const VERSION: u16 = 6;
+/// version 5 would take them for damage, so it refuses the object instead), 7 chunk locations
+/// that name checked blobs (catalog format 4, for the same reason); an older object is a newer
+/// one without them, so all are read.
+const VERSION: u16 = 7;
 const F_COMPRESSED: u16 = 1;
 const F_MORE_FOLLOW: u16 = 2;
 const F_CONTINUES: u16 = 4;

@@ -1,6 +1,8 @@
 //! Building pack objects: chunks → compressed blobs → packs.
 
-use crate::format::{BlobEntry, ChunkId, Codec, PackTrailer, encode_pack_header, finish_pack};
+use crate::format::{
+    BlobAt, BlobEntry, ChunkId, Codec, PackTrailer, blob_checksum, encode_pack_header, finish_pack,
+};
 
 /// Bytes of a blob compressed first to decide whether compressing the whole blob pays.
 const SAMPLE: usize = 16 * 1024;
@@ -84,6 +86,9 @@ pub struct PackBuilder {
     compressor: Option<zstd::bulk::Compressor<'static>>,
     owner: Option<u64>,
     buffers: Option<std::sync::Arc<PackBuffers>>,
+    /// Tests only: write blobs as pack format 1 did (no checksum), to read them back.
+    #[cfg(test)]
+    format_1: bool,
 }
 
 impl PackBuilder {
@@ -102,6 +107,8 @@ impl PackBuilder {
             compressor: None,
             owner: None,
             buffers: None,
+            #[cfg(test)]
+            format_1: false,
         }
     }
 
@@ -141,9 +148,10 @@ impl PackBuilder {
     }
 
     fn close_blob(&mut self) {
-        if self.blob_chunks.is_empty() {
+        // A builder holding chunks has a pack id (`add` takes one before the first chunk).
+        let (Some(pack), false) = (self.id, self.blob_chunks.is_empty()) else {
             return;
-        }
+        };
         let offset = self.bytes.len() as u64;
         let raw = self.blob.len();
         let level = self.zstd_level;
@@ -169,13 +177,23 @@ impl PackBuilder {
         let codec = match compressed {
             Some(c) if c.len() * 100 <= raw * 97 => {
                 self.bytes.extend_from_slice(&c);
-                Codec::Zstd
+                Codec::ZstdChecked
             }
             _ => {
                 self.bytes.extend_from_slice(&self.blob);
-                Codec::Raw
+                Codec::RawChecked
             }
         };
+        #[cfg(test)]
+        let codec = match (self.format_1, codec) {
+            (true, Codec::ZstdChecked) => Codec::Zstd,
+            (true, _) => Codec::Raw,
+            (false, codec) => codec,
+        };
+        if codec.is_checked() {
+            self.bytes
+                .extend_from_slice(&blob_checksum(BlobAt { pack, offset }, &self.blob));
+        }
         self.trailer.blobs.push(BlobEntry {
             offset,
             stored: (self.bytes.len() as u64 - offset) as u32,
@@ -188,6 +206,13 @@ impl PackBuilder {
             self.trailer.chunk_lens.push(len);
         }
         self.blob.clear();
+    }
+
+    /// Tests only: blobs without checksums, as pack format 1 wrote them.
+    #[cfg(test)]
+    pub(crate) fn writing_format_1(mut self) -> PackBuilder {
+        self.format_1 = true;
+        self
     }
 
     /// Names the stream whose chunks this builder packs (reported with each sealed pack).
@@ -221,7 +246,7 @@ mod tests {
     use crate::format::{decode_blob, decode_pack};
 
     #[test]
-    fn incompressible_blobs_are_stored_raw_and_compressible_ones_zstd() {
+    fn incompressible_blobs_are_stored_raw_and_compressible_ones_zstd_both_checked() {
         let mut b = PackBuilder::new(1000, 1 << 20, 1);
         let zeros = vec![0u8; 1200];
         let mut s = 1u64;
@@ -238,8 +263,8 @@ mod tests {
         let sealed = b.seal().unwrap();
         let (id, trailer) = decode_pack(&sealed.bytes).unwrap();
         assert_eq!(id, 5);
-        assert_eq!(trailer.blobs[0].codec, Codec::Zstd);
-        assert_eq!(trailer.blobs[1].codec, Codec::Raw);
+        assert_eq!(trailer.blobs[0].codec, Codec::ZstdChecked);
+        assert_eq!(trailer.blobs[1].codec, Codec::RawChecked);
         assert_eq!(sealed.ids.len(), 2);
         for (id, loc) in sealed.entries() {
             assert_eq!(
@@ -250,9 +275,14 @@ mod tests {
                 )
             );
             let stored = &sealed.bytes[loc.blob_offset as usize..][..loc.blob_stored as usize];
-            let raw = decode_blob(loc.codec, stored, loc.blob_raw).unwrap();
+            let at = BlobAt {
+                pack: 5,
+                offset: loc.blob_offset,
+            };
+            let raw = decode_blob(loc.codec, stored, loc.blob_raw, at).unwrap();
+            assert_eq!(raw.checksum_ok, Some(true));
             assert_eq!(
-                ChunkId::of(&raw[loc.offset as usize..][..loc.len as usize]),
+                ChunkId::of(&raw.data[loc.offset as usize..][..loc.len as usize]),
                 id
             );
         }

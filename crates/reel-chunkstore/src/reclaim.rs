@@ -258,8 +258,15 @@ impl ChunkStore {
                         .ok_or_else(|| {
                             StoreError::Corrupt(format!("pack {pack}: blob out of range"))
                         })?;
-                    let raw = crate::format::decode_blob(loc.codec, stored, loc.blob_raw)?;
-                    let data = &raw[loc.offset as usize..(loc.offset + loc.len) as usize];
+                    // Own packs only (foreign ones are skipped above): the header's id is ours.
+                    let at = crate::format::BlobAt {
+                        pack: *pack,
+                        offset: loc.blob_offset,
+                    };
+                    let raw = crate::format::decode_blob(loc.codec, stored, loc.blob_raw, at)?;
+                    // Checked by hash whatever the blob's checksum says: a moved chunk is
+                    // written under its name again, so it must be exactly that chunk.
+                    let data = &raw.data[loc.offset as usize..(loc.offset + loc.len) as usize];
                     if ChunkId::of(data) != *id {
                         return Err(StoreError::Corrupt(format!(
                             "chunk {id} in pack {pack} does not match its hash; run scrub"

@@ -164,6 +164,10 @@ struct BlobCache {
 
 pub(crate) struct Blob {
     pub(crate) data: Vec<u8>,
+    /// The blob's checksum matched when it was read (pack format 2): every chunk in it is
+    /// good, none needs its hash checked. Otherwise (a format-1 blob, or one whose checksum
+    /// failed) each chunk is checked by its BLAKE3 before it is served, once: `verified`.
+    whole_checked: bool,
     verified: Mutex<HashSet<u32>>,
 }
 
@@ -221,6 +225,9 @@ pub(crate) struct Inner {
     pending: Mutex<crate::index::IdSet>,
     pub(crate) cache: Mutex<LocalityCache>,
     blob_cache: Mutex<BlobCache>,
+    /// Tests only: new packs are written as pack format 1 (blobs without checksums).
+    #[cfg(test)]
+    write_format_1: AtomicBool,
     next_pack: AtomicU64,
     uploads: Mutex<Uploads>,
     uploads_done: Condvar,
@@ -518,6 +525,8 @@ impl ChunkStore {
             filter: RwLock::new(filter),
             pending: Mutex::new(crate::index::IdSet::default()),
             blob_cache: Mutex::new(BlobCache::default()),
+            #[cfg(test)]
+            write_format_1: AtomicBool::new(false),
             next_pack: AtomicU64::new(first_pack_id),
             uploads: Mutex::new(Uploads::default()),
             uploads_done: Condvar::new(),
@@ -1014,8 +1023,8 @@ fn init_catalog(db: &Database) -> Result<()> {
                     catalog::CATALOG_VERSION
                 )));
             }
-            // New, or an upgrade from 1 or 2: the tables version 2 adds are created empty
-            // below; version 3 changes no row written before it.
+            // New, or an upgrade from 1, 2 or 3: the tables version 2 adds are created empty
+            // below; versions 3 and 4 change no row written before them.
             Some(v) if v == catalog::CATALOG_VERSION => {}
             _ => {
                 meta.insert(catalog::META_FORMAT, catalog::CATALOG_VERSION)?;
@@ -1442,15 +1451,19 @@ impl Inner {
     }
 
     pub(crate) fn new_builder(&self, stream: u64) -> Arc<Mutex<PackBuilder>> {
-        let b = Arc::new(Mutex::new(
-            PackBuilder::new(
-                self.config.blob_target,
-                self.config.pack_target,
-                self.config.zstd_level,
-            )
-            .with_owner(stream)
-            .with_buffers(self.pack_buffers.clone()),
-        ));
+        let builder = PackBuilder::new(
+            self.config.blob_target,
+            self.config.pack_target,
+            self.config.zstd_level,
+        )
+        .with_owner(stream)
+        .with_buffers(self.pack_buffers.clone());
+        #[cfg(test)]
+        let builder = match self.write_format_1.load(Ordering::Relaxed) {
+            true => builder.writing_format_1(),
+            false => builder,
+        };
+        let b = Arc::new(Mutex::new(builder));
         let mut builders = self.builders.lock();
         builders.retain(|w| w.strong_count() > 0);
         builders.push(Arc::downgrade(&b));
@@ -2217,7 +2230,7 @@ impl Inner {
         }
         let mut unchecked: Vec<(usize, &[u8])> = Vec::new();
         for (i, (blob, loc)) in fetched.iter().enumerate() {
-            if blob.verified.lock().contains(&loc.offset) {
+            if blob.whole_checked || blob.verified.lock().contains(&loc.offset) {
                 continue;
             }
             let end = loc.offset as usize + loc.len as usize;
@@ -2251,7 +2264,7 @@ impl Inner {
         if let Some(blob) = self.blob_cache.lock().get(&key) {
             return Ok(blob);
         }
-        let (backend, pack_object, _) = self.pack_object(loc.pack)?;
+        let (backend, pack_object, id_inside) = self.pack_object(loc.pack)?;
         let stored = backend
             .get_range(
                 &pack_object,
@@ -2266,14 +2279,29 @@ impl Inner {
                 }
                 other => StoreError::from_backend(other),
             })?;
-        let raw = format::decode_blob_owned(loc.codec, stored, loc.blob_raw).map_err(|e| {
-            StoreError::Corrupt(format!(
-                "pack {} blob at {}: {e}",
-                loc.pack, loc.blob_offset
-            ))
-        })?;
+        let at = format::BlobAt {
+            pack: id_inside,
+            offset: loc.blob_offset,
+        };
+        let decoded =
+            format::decode_blob_owned(loc.codec, stored, loc.blob_raw, at).map_err(|e| {
+                StoreError::Corrupt(format!(
+                    "pack {} blob at {}: {e}",
+                    loc.pack, loc.blob_offset
+                ))
+            })?;
+        if decoded.checksum_ok == Some(false) {
+            // Damaged (or not where it was written): its chunks are checked one by one below,
+            // so the undamaged ones are still served and the damaged ones refused.
+            tracing::warn!(
+                pack = loc.pack,
+                blob = loc.blob_offset,
+                "blob fails its checksum; checking its chunks by hash"
+            );
+        }
         let blob = Arc::new(Blob {
-            data: raw,
+            data: decoded.data,
+            whole_checked: decoded.checksum_ok == Some(true),
             verified: Mutex::new(HashSet::new()),
         });
         let budget = self.read_cache_budget();
@@ -2361,6 +2389,7 @@ mod record_commit_tests {
         let blob = || {
             Arc::new(Blob {
                 data: vec![0; 100],
+                whole_checked: false,
                 verified: Mutex::new(HashSet::new()),
             })
         };
@@ -2391,6 +2420,94 @@ mod record_commit_tests {
         // Inserting a key again replaces it and counts it once.
         cache.insert((6, 0), blob(), 300);
         assert_eq!((held(&cache), cache.bytes), (vec![4, 5, 6], 300));
+    }
+
+    /// The blobs a read of `stream` leaves in the read cache: (whole_checked, chunks checked
+    /// by hash) for each.
+    fn cached_blobs(store: &ChunkStore) -> Vec<(bool, usize)> {
+        let cache = store.inner.blob_cache.lock();
+        cache
+            .map
+            .values()
+            .map(|(b, _)| (b.whole_checked, b.verified.lock().len()))
+            .collect()
+    }
+
+    fn read_all(store: &ChunkStore, stream: u64) -> Vec<u8> {
+        let s = store.open_stream(StreamId(stream)).unwrap();
+        let mut out = vec![0; s.len() as usize];
+        s.read_at(0, &mut out).unwrap();
+        out
+    }
+
+    /// Pack format 2 blobs are checked once, by their checksum, and their chunks are not
+    /// hashed on read; format-1 blobs (no checksum) are still read, each chunk checked by its
+    /// hash; and a blob whose checksum is damaged but whose data is not still serves it, each
+    /// chunk checked by its hash instead.
+    #[test]
+    fn reads_check_blobs_by_checksum_and_fall_back_to_chunk_hashes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let text = |seed: u64, len: usize| -> Vec<u8> {
+            (0..len as u64)
+                .map(|i| b"abcdefgh"[((i * seed) >> 7) as usize % 8] ^ (i % 251) as u8)
+                .collect()
+        };
+        let write = |stream: u64, seed: u64| -> Vec<u8> {
+            let s = store.open_stream(StreamId(stream)).unwrap();
+            let data: Vec<u8> = (0..4).flat_map(|r| text(seed * 10 + r, 100_000)).collect();
+            for record in data.chunks(100_000) {
+                s.append_record(record).unwrap();
+            }
+            s.sync().unwrap();
+            data
+        };
+        store.inner.write_format_1.store(true, Ordering::Relaxed);
+        let old = write(1, 1);
+        store.inner.write_format_1.store(false, Ordering::Relaxed);
+        let new = write(2, 2);
+        assert_eq!(packs(&store), 2);
+
+        store.inner.drop_caches();
+        assert_eq!(read_all(&store, 1), old);
+        let blobs = cached_blobs(&store);
+        assert!(!blobs.is_empty());
+        assert!(
+            blobs.iter().all(|&(whole, hashed)| !whole && hashed > 0),
+            "format-1 blobs are checked chunk by chunk: {blobs:?}"
+        );
+        store.inner.drop_caches();
+        assert_eq!(read_all(&store, 2), new);
+        let blobs = cached_blobs(&store);
+        assert!(
+            blobs.iter().all(|&(whole, hashed)| whole && hashed == 0),
+            "format-2 blobs are checked whole, no chunk hashed: {blobs:?}"
+        );
+
+        // Damage the checksum (only) of every blob of stream 2's pack.
+        drop(store);
+        let mut pack_files: Vec<_> = std::fs::read_dir(dir.path().join("objects/packs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        pack_files.sort();
+        let newest = pack_files.last().unwrap();
+        let mut bytes = std::fs::read(newest).unwrap();
+        let (_, trailer) = format::decode_pack(&bytes).unwrap();
+        for blob in &trailer.blobs {
+            assert!(blob.codec.is_checked());
+            let last = (blob.offset + u64::from(blob.stored)) as usize - 1;
+            bytes[last] ^= 0x40;
+        }
+        std::fs::write(newest, &bytes).unwrap();
+        let store = open(dir.path());
+        assert_eq!(read_all(&store, 2), new, "the data itself is intact");
+        let blobs = cached_blobs(&store);
+        assert!(
+            blobs.iter().all(|&(whole, hashed)| !whole && hashed > 0),
+            "blobs failing their checksum are checked chunk by chunk: {blobs:?}"
+        );
+        assert_eq!(read_all(&store, 1), old);
     }
 
     #[test]

@@ -50,8 +50,8 @@ pub struct StreamUsage {
     pub unique_bytes: u64,
     /// What those chunks take in packs, estimated: each chunk is charged its blob's stored size
     /// in proportion to its raw size (chunks are compressed together in blobs). Chunks not yet
-    /// in a stored pack count uncompressed. Pack headers and tables (well under 1 %) are not
-    /// charged.
+    /// in a stored pack count uncompressed. Pack headers, tables and blob checksums (well under
+    /// 1 %) are not charged.
     pub stored_bytes: u64,
     /// The part of `unique_bytes` and `stored_bytes` no other stream references; `None` unless
     /// asked for with [`Exclusive::Count`].
@@ -280,8 +280,10 @@ impl Charges {
         match loc {
             Some(loc) => {
                 self.unique += u64::from(loc.len);
+                // A blob's checksum is pack overhead, like headers and tables.
+                let data = loc.blob_stored.saturating_sub(loc.codec.overhead() as u32);
                 let blob = self.blobs.entry((loc.pack, loc.blob_offset)).or_insert((
-                    loc.blob_stored,
+                    data,
                     loc.blob_raw,
                     0,
                 ));
@@ -492,7 +494,11 @@ mod tests {
         let (_, trailer) = decode_pack(&bytes).unwrap();
         assert_eq!(trailer.blobs.len(), 2);
         assert_eq!(trailer.blobs[0].raw, 64 * 1024);
-        let blob_stored = |b: usize| u64::from(trailer.blobs[b].stored);
+        // Charged: each blob's data, not its checksum (pack overhead).
+        let blob_stored = |b: usize| {
+            let blob = trailer.blobs[b];
+            u64::from(blob.stored) - blob.codec.overhead() as u64
+        };
 
         let u1 = store.usage(&[StreamId(1)], Exclusive::Count).unwrap();
         assert_eq!(u1.unique_bytes, 128 * 1024);
