@@ -163,7 +163,8 @@ struct BlobCache {
 }
 
 pub(crate) struct Blob {
-    pub(crate) data: Vec<u8>,
+    /// Shared, so a read can hand out slices of it without copying (`Stream::read_shared`).
+    pub(crate) data: bytes::Bytes,
     /// The blob's checksum matched when it was read (pack format 2): every chunk in it is
     /// good, none needs its hash checked. Otherwise (a format-1 blob, or one whose checksum
     /// failed) each chunk is checked by its BLAKE3 before it is served, once: `verified`.
@@ -2300,7 +2301,7 @@ impl Inner {
             );
         }
         let blob = Arc::new(Blob {
-            data: decoded.data,
+            data: decoded.data.into(),
             whole_checked: decoded.checksum_ok == Some(true),
             verified: Mutex::new(HashSet::new()),
         });
@@ -2388,7 +2389,7 @@ mod record_commit_tests {
     fn the_read_cache_keeps_the_blobs_read_again() {
         let blob = || {
             Arc::new(Blob {
-                data: vec![0; 100],
+                data: vec![0; 100].into(),
                 whole_checked: false,
                 verified: Mutex::new(HashSet::new()),
             })

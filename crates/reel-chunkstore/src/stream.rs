@@ -21,7 +21,7 @@ use crate::format::{
 use crate::hasher::RecordBytes;
 use crate::journal::Op;
 use crate::packer::PackBuilder;
-use crate::store::{ChunkStore, Inner};
+use crate::store::{Blob, ChunkStore, Inner};
 use crate::{Result, StoreError};
 
 /// Chunk references per extent row (about 3 MiB of stream at the default chunk size).
@@ -527,20 +527,22 @@ impl StreamState {
 
     fn read_at(&mut self, inner: &Inner, offset: u64, out: &mut [u8]) -> Result<()> {
         let mut rest = &mut *out;
-        self.read_pieces(inner, offset, rest.len(), &mut |piece| {
+        self.read_pieces(inner, offset, rest.len(), &mut |blob, range| {
+            let piece = &blob.data[range];
             let (head, tail) = std::mem::take(&mut rest).split_at_mut(piece.len());
             head.copy_from_slice(piece);
             rest = tail;
         })
     }
 
-    /// Reads `len` bytes at `offset`, handing them to `sink` in order, one piece per chunk.
+    /// Reads `len` bytes at `offset`, handing them to `sink` in order, one piece per chunk:
+    /// the blob that holds it and where in the blob's data it lies.
     fn read_pieces(
         &mut self,
         inner: &Inner,
         mut offset: u64,
         len: usize,
-        sink: &mut dyn FnMut(&[u8]),
+        sink: &mut dyn FnMut(&Arc<Blob>, std::ops::Range<usize>),
     ) -> Result<()> {
         let mut left = len;
         let end = offset.checked_add(len as u64);
@@ -574,7 +576,7 @@ impl StreamState {
                 let within = (offset - chunk_start) as usize;
                 let n = left.min(refs[i].len as usize - within);
                 let from = loc.offset as usize + within;
-                sink(&blob.data[from..from + n]);
+                sink(&blob, from..from + n);
                 left -= n;
                 offset += n as u64;
             }
@@ -763,9 +765,37 @@ impl Stream {
         let r = self
             .state
             .lock()
-            .read_pieces(&self.inner, offset, len, &mut |piece| {
-                out.extend_from_slice(piece);
+            .read_pieces(&self.inner, offset, len, &mut |blob, range| {
+                out.extend_from_slice(&blob.data[range]);
             });
+        self.inner.stop_on_catalog_error(r)
+    }
+
+    /// Appends the `len` bytes at `offset` to `out` as slices of the store's decoded blobs,
+    /// without copying them: neighbouring chunks of one blob (a stream's new chunks were
+    /// stored together) come out as one slice. For a caller that sends the bytes on as they
+    /// are, such as a SCSI Data-In buffer. The slices keep their blobs in memory until
+    /// dropped. On error `out` may hold part of the bytes.
+    pub fn read_shared(&self, offset: u64, len: usize, out: &mut Vec<bytes::Bytes>) -> Result<()> {
+        let _ingest = self.inner.ingest_lock.read();
+        let _commit = self.inner.commit_lock.read();
+        let mut run: Option<(Arc<Blob>, std::ops::Range<usize>)> = None;
+        let r = self
+            .state
+            .lock()
+            .read_pieces(&self.inner, offset, len, &mut |blob, range| {
+                if let Some((last, last_range)) = &mut run {
+                    if Arc::ptr_eq(last, blob) && last_range.end == range.start {
+                        last_range.end = range.end;
+                        return;
+                    }
+                    out.push(last.data.slice(last_range.clone()));
+                }
+                run = Some((blob.clone(), range));
+            });
+        if let Some((last, last_range)) = run {
+            out.push(last.data.slice(last_range));
+        }
         self.inner.stop_on_catalog_error(r)
     }
 

@@ -70,6 +70,33 @@ fn bytes_round_trip_across_reopen() {
             .is_err(),
         "appending read past end must fail"
     );
+    // The shared read gives the same bytes as slices of the store's blobs: new chunks stored
+    // together come out as one slice, not one per chunk (~2 KiB each here).
+    for (at, len) in [
+        (0, expect.len()),
+        (65000, 1000),
+        (100, 262144 + 70000),
+        (7, 0),
+    ] {
+        let mut parts = vec![bytes::Bytes::from_static(b"kept")];
+        s.read_shared(at as u64, len, &mut parts).unwrap();
+        assert_eq!(parts[0], b"kept"[..]);
+        assert_eq!(
+            parts[1..].concat(),
+            expect[at..at + len],
+            "{len} bytes at {at}"
+        );
+        assert!(
+            parts.len() - 1 <= len / (64 << 10) + 3,
+            "{len} bytes at {at} in {} slices",
+            parts.len() - 1
+        );
+    }
+    assert!(
+        s.read_shared(expect.len() as u64 - 10, 11, &mut Vec::new())
+            .is_err(),
+        "shared read past end must fail"
+    );
     assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
 }
 

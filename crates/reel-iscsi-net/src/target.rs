@@ -621,7 +621,7 @@ fn account(
         counters.record(
             lun,
             written,
-            outcome.data_in.len() as u64,
+            outcome.data_in.iter().map(|b| b.len() as u64).sum(),
             outcome.status,
             outcome.sense.as_deref().unwrap_or(&[]),
             at.elapsed(),
@@ -634,6 +634,6 @@ pub(crate) fn outcome_from(response: reel_scsi::Response) -> ScsiOutcome {
     ScsiOutcome {
         status: response.status as u8,
         sense: response.sense,
-        data_in: response.data_in,
+        data_in: response.data_in.into_parts(),
     }
 }

@@ -73,9 +73,16 @@ pub struct ScsiOutcome {
     pub status: u8,
     /// Sense data, sent in the SCSI Response data segment with its 2-byte length (§11.4.7).
     pub sense: Option<Bytes>,
-    /// Data for the initiator; truncated to the expected length and reported as residual.
-    pub data_in: Bytes,
+    /// Data for the initiator, in order, in as many buffers as it is in (each is sent without
+    /// a copy where it is large enough: see [`DATA_IN_COPY_BELOW`]); truncated to the expected
+    /// length and reported as residual.
+    pub data_in: Vec<Bytes>,
 }
+
+/// Data-In buffers shorter than this are copied together into one PDU with their neighbours;
+/// longer ones go out as PDUs of their own, without a copy. A PDU costs the initiator about
+/// what copying this much costs us, so many tiny PDUs would be worse than the copy.
+pub const DATA_IN_COPY_BELOW: usize = 16 << 10;
 
 /// Work the connection hands to the transport.
 #[derive(Debug)]
@@ -988,9 +995,9 @@ impl TargetConnection {
         write: bool,
         outcome: ScsiOutcome,
     ) {
-        let available = outcome.data_in.len() as u64;
+        let available: u64 = outcome.data_in.iter().map(|b| b.len() as u64).sum();
         let sent = available.min(expected as u64) as u32;
-        let mut data = outcome.data_in.slice(..sent as usize);
+        let mut data = DataInParts::new(outcome.data_in, sent as usize);
         let max_seg = self.params.max_xmit_data_segment_length.max(512);
         let max_burst = self.params.max_burst_length.max(max_seg);
         // Residual (§11.4.5): for reads against the read length; for writes the data
@@ -1017,8 +1024,8 @@ impl TargetConnection {
         let mut data_sn = 0u32;
         let mut burst_left = max_burst;
         while !data.is_empty() {
-            let len = (data.len() as u32).min(max_seg).min(burst_left);
-            let chunk = data.split_to(len as usize);
+            let chunk = data.next_segment(max_seg.min(burst_left) as usize);
+            let len = chunk.len() as u32;
             burst_left -= len;
             let last = data.is_empty();
             let end_of_burst = last || burst_left == 0;
@@ -1243,6 +1250,75 @@ impl TargetConnection {
         self.early.clear();
         self.outbox.clear();
         executing
+    }
+}
+
+/// The Data-In bytes of one command, cut into PDU data segments (RFC 7143 §11.7: a segment may
+/// be any length up to the initiator's MaxRecvDataSegmentLength).
+struct DataInParts {
+    parts: VecDeque<Bytes>,
+    left: usize,
+}
+
+impl DataInParts {
+    /// The first `len` bytes of `parts` (no more than they hold).
+    fn new(parts: Vec<Bytes>, len: usize) -> Self {
+        let mut left = len;
+        let mut kept = VecDeque::with_capacity(parts.len());
+        for mut part in parts {
+            if left == 0 {
+                break;
+            }
+            part.truncate(left);
+            left -= part.len();
+            if !part.is_empty() {
+                kept.push_back(part);
+            }
+        }
+        DataInParts {
+            left: len - left,
+            parts: kept,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.left == 0
+    }
+
+    /// The next data segment, at most `max` bytes (`max` > 0): a slice of the front buffer when
+    /// it is at least [`DATA_IN_COPY_BELOW`] long (so a segment may end where a buffer does),
+    /// otherwise a copy of the short buffers in a row from there.
+    fn next_segment(&mut self, max: usize) -> Bytes {
+        let max = max.min(self.left);
+        let Some(front) = self.parts.front_mut() else {
+            return Bytes::new();
+        };
+        let segment = if front.len() >= DATA_IN_COPY_BELOW.min(max) {
+            let take = front.len().min(max);
+            let segment = front.split_to(take);
+            if front.is_empty() {
+                self.parts.pop_front();
+            }
+            segment
+        } else {
+            let mut joined = BytesMut::with_capacity(max);
+            while joined.len() < max {
+                let Some(front) = self.parts.front_mut() else {
+                    break;
+                };
+                if !joined.is_empty() && front.len() >= DATA_IN_COPY_BELOW {
+                    break;
+                }
+                let take = front.len().min(max - joined.len());
+                joined.extend_from_slice(&front.split_to(take));
+                if front.is_empty() {
+                    self.parts.pop_front();
+                }
+            }
+            joined.freeze()
+        };
+        self.left -= segment.len();
+        segment
     }
 }
 

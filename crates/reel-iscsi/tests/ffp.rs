@@ -21,6 +21,10 @@ struct Device {
     short_read: Option<usize>,
     /// Commands handed over with their Data-Out refused.
     refused: usize,
+    /// Return reads in buffers of these lengths (the last one takes the rest); each buffer
+    /// returned is kept in `read_parts_sent`.
+    read_parts: Option<Vec<usize>>,
+    read_parts_sent: Vec<Bytes>,
 }
 
 fn check(key: u8, asc: u8) -> ScsiOutcome {
@@ -32,7 +36,7 @@ fn check(key: u8, asc: u8) -> ScsiOutcome {
     ScsiOutcome {
         status: 2,
         sense: Some(Bytes::from(sense)),
-        data_in: Bytes::new(),
+        data_in: Vec::new(),
     }
 }
 
@@ -54,10 +58,17 @@ impl Device {
                 // No W bit, no Data-Out: the expected length is the Data-In's.
                 assert!(command.data_out.is_empty(), "a READ carries Data-Out");
                 let len = self.short_read.unwrap_or(command.data_in_len as usize);
+                let mut data = pattern(len);
+                let mut parts = Vec::new();
+                for &part in self.read_parts.iter().flatten() {
+                    parts.push(data.split_to(part.min(data.len())));
+                }
+                parts.push(data);
+                self.read_parts_sent.extend(parts.iter().cloned());
                 ScsiOutcome {
                     status: 0,
                     sense: None,
-                    data_in: pattern(len),
+                    data_in: parts,
                 }
             }
             0x2a => {
@@ -84,6 +95,8 @@ struct Pair {
     /// Applied to each initiator PDU's bytes before the target sees them.
     tamper: Option<Tamper>,
     pdus_to_initiator: Vec<Pdu>,
+    /// The same PDUs as the target made them (before encoding: their buffers are its own).
+    pdus_from_target: Vec<Pdu>,
 }
 
 fn params(tweak: impl FnOnce(&mut Negotiated)) -> Negotiated {
@@ -127,6 +140,7 @@ impl Pair {
             completions: Vec::new(),
             tamper: None,
             pdus_to_initiator: Vec::new(),
+            pdus_from_target: Vec::new(),
         }
     }
 
@@ -178,6 +192,7 @@ impl Pair {
             while let Some(pdu) = self.target.poll_transmit() {
                 self.to_initiator
                     .extend_from_slice(&pdu.to_bytes(&self.target.send_limits()));
+                self.pdus_from_target.push(pdu);
                 progress = true;
             }
             let framer = Framer::new(self.initiator.receive_limits());
@@ -217,7 +232,7 @@ impl Pair {
             let outcome = ScsiOutcome {
                 status: 0,
                 sense: None,
-                data_in: data_in.clone(),
+                data_in: vec![data_in.clone()],
             };
             self.target.complete(itt, outcome);
         }
@@ -281,6 +296,77 @@ fn read_is_split_into_data_in_pdus_with_collapsed_status() {
             .any(|p| matches!(p, Pdu::ScsiResponse(_)))
     );
     assert_eq!(pair.target.task_count(), 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Data-In handed over in buffers of any sizes reaches the initiator whole and in order,
+    /// truncated to the expected length, in segments no longer than the initiator takes, with
+    /// F at the end of each burst; a buffer of DATA_IN_COPY_BELOW or more is sent as slices of
+    /// itself, not copied.
+    #[test]
+    fn data_in_in_several_buffers_arrives_whole_and_large_buffers_are_not_copied(
+        sizes in proptest::collection::vec(
+            prop_oneof![0usize..64, 1usize..(DATA_IN_COPY_BELOW + 100), 1usize..200_000],
+            0..8,
+        ),
+        expected in 1u32..400_000,
+        short in proptest::option::of(0usize..400_000),
+    ) {
+        let mut pair = Pair::new(params(|_| {}), 8);
+        pair.device.read_parts = Some(sizes);
+        pair.device.short_read = short;
+        let itt = pair.read(0, expected);
+        pair.pump();
+        let available = short.unwrap_or(expected as usize);
+        let sent = available.min(expected as usize);
+        let result = pair.result(itt).clone();
+        prop_assert_eq!(result.status, 0);
+        prop_assert_eq!(result.data, pattern(available).slice(..sent));
+        let data_ins: Vec<&DataIn> = pair
+            .pdus_from_target
+            .iter()
+            .filter_map(|p| match p {
+                Pdu::DataIn(d) => Some(d),
+                _ => None,
+            })
+            .collect();
+        let mut offset = 0u32;
+        let mut burst = 0u32;
+        for (i, d) in data_ins.iter().enumerate() {
+            prop_assert_eq!(d.data_sn, i as u32);
+            prop_assert_eq!(d.buffer_offset, offset);
+            prop_assert!(!d.data.is_empty() && d.data.len() <= 65536);
+            offset += d.data.len() as u32;
+            burst += d.data.len() as u32;
+            prop_assert!(burst <= 262_144);
+            let last = i + 1 == data_ins.len();
+            prop_assert_eq!(d.final_, last || burst == 262_144, "F at PDU {}", i);
+            if d.final_ {
+                burst = 0;
+            }
+            // A PDU that carries bytes of a buffer with DATA_IN_COPY_BELOW or more of it still
+            // to send is a slice of that buffer, at their place in it (shorter rests are copied
+            // together with their neighbours).
+            let mut start = 0usize;
+            for part in &pair.device.read_parts_sent {
+                let (from, to) = (d.buffer_offset as usize, d.buffer_offset as usize + d.data.len());
+                let end = start + part.len();
+                // What is left of the buffer to send (the command may take less of it).
+                let rest = end.min(sent).saturating_sub(from.max(start));
+                if rest >= DATA_IN_COPY_BELOW && from < end && start < to {
+                    prop_assert!(
+                        from >= start && d.data.as_ptr() as usize == part.as_ptr() as usize + (from - start),
+                        "PDU {} ({} bytes at {}) copied bytes of the {}-byte buffer at {}",
+                        i, d.data.len(), from, part.len(), start
+                    );
+                }
+                start += part.len();
+            }
+        }
+        prop_assert_eq!(offset as usize, sent);
+    }
 }
 
 #[test]

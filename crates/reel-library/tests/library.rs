@@ -63,7 +63,7 @@ fn good(table: &LunTable, nexus: &ItNexus, lun: u64, cdb: &[u8], data_out: &[u8]
         r = run(table, nexus, lun, cdb, data_out);
     }
     assert_eq!(r.status, Status::Good, "{cdb:02x?}: {:02x?}", r.sense);
-    r.data_in
+    r.data_in.to_bytes()
 }
 
 /// READ ELEMENT STATUS (B8h) with VOLTAG.

@@ -14,7 +14,7 @@ use crate::info::{CartridgeInfo, Counters};
 use crate::mam::{AttributeFormat, DeviceAttributeValues, Mam, MamAttribute};
 use crate::media_type::{Barcode, MediaType};
 use crate::position::{Position, ReadOutcome, SpaceOutcome, WriteOutcome};
-use crate::store::{ObjectKind, PartitionStore, Unsynced};
+use crate::store::{ObjectKind, PartitionStore, RecordBuf, Unsynced};
 use crate::time::UnixTime;
 
 /// Largest record (logical block) accepted: 8 MiB, the LTO maximum block
@@ -439,13 +439,13 @@ impl<S: PartitionStore> Cartridge<S> {
 
     /// READ one object in variable-block mode (SSC-4 §6.4).
     ///
-    /// A record is copied into `buf` (replacing its contents, at most
+    /// A record is put in `buf` (replacing its contents, at most
     /// `max_len` bytes) and the position moves past it even when it is
     /// longer than `max_len`; [`ReadOutcome::Record::data_len`] gives the
     /// actual length for the ILI residue. `max_len` 0 is not special here:
     /// SSC's "transfer length 0 is a no-op" is the SCSI layer's business. A
     /// filemark moves the position past it. At EOD nothing moves.
-    pub fn read(&mut self, max_len: u32, buf: &mut Vec<u8>) -> Res<ReadOutcome, S> {
+    pub fn read(&mut self, max_len: u32, buf: &mut impl RecordBuf) -> Res<ReadOutcome, S> {
         self.require_loaded()?;
         if self.object >= self.eod() {
             return Ok(ReadOutcome::EndOfData);
@@ -459,14 +459,12 @@ impl<S: PartitionStore> Cartridge<S> {
                 Ok(ReadOutcome::Filemark)
             }
             ObjectKind::Record { len } => {
-                self.cur_mut()
-                    .read_record(n, buf)
-                    .map_err(MediaError::Store)?;
-                if buf.len() != len as usize {
+                let got = buf.fill(self.cur_mut(), n).map_err(MediaError::Store)?;
+                if got != len as usize {
                     return Err(inconsistent("record length differs from object table"));
                 }
                 let transferred = len.min(max_len);
-                buf.truncate(transferred as usize);
+                buf.keep(transferred as usize);
                 self.advance_past_record(transferred);
                 Ok(ReadOutcome::Record {
                     data_len: len,
@@ -474,10 +472,8 @@ impl<S: PartitionStore> Cartridge<S> {
                 })
             }
             ObjectKind::EncryptedRecord { len } => {
-                self.cur_mut()
-                    .read_record(n, buf)
-                    .map_err(MediaError::Store)?;
-                if buf.len() != len as usize {
+                let got = buf.fill(self.cur_mut(), n).map_err(MediaError::Store)?;
+                if got != len as usize {
                     return Err(inconsistent("record length differs from object table"));
                 }
                 Ok(ReadOutcome::Encrypted { sealed_len: len })

@@ -105,7 +105,7 @@ fn reading_a_filemark_moves_past_it_and_eod_does_not_move() {
     let mut c = cart();
     layout(&mut c, "RF");
     c.rewind().unwrap();
-    let mut buf = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
     assert!(matches!(
         c.read(100, &mut buf).unwrap(),
         ReadOutcome::Record { .. }
@@ -225,7 +225,7 @@ fn writing_in_the_middle_truncates_the_rest() {
     assert_eq!(c.used_bytes(0).unwrap(), 13);
     assert!(c.position().unwrap().at_eod);
     c.locate(0, 1).unwrap();
-    let mut buf = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
     c.read(100, &mut buf).unwrap();
     assert_eq!(buf, b"new");
     // Filemarks also truncate; erase truncates without writing.
@@ -318,7 +318,7 @@ fn write_protect_refuses_all_writes_but_allows_reads() {
     );
     assert!(c.write_filemarks(0).unwrap().synced);
     c.rewind().unwrap();
-    let mut buf = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
     assert!(matches!(
         c.read(10, &mut buf).unwrap(),
         ReadOutcome::Record { .. }
@@ -481,7 +481,7 @@ fn format_factory_failure_changes_nothing() {
 fn not_loaded_refuses_data_operations() {
     let mut c = cart();
     c.unload().unwrap();
-    let mut buf = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
     assert_eq!(kind(c.read(10, &mut buf)), "NotLoaded");
     assert_eq!(kind(c.write_record(b"x")), "NotLoaded");
     assert_eq!(kind(c.write_filemarks(0)), "NotLoaded");
@@ -503,7 +503,7 @@ fn load_count_and_counters() {
     c.write_record(&vec![7; 3 << 20]).unwrap();
     c.write_filemarks(2).unwrap();
     c.rewind().unwrap();
-    let mut buf = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
     c.read(u32::MAX, &mut buf).unwrap();
     c.read(10, &mut buf).unwrap();
     let k = c.counters();
@@ -762,7 +762,7 @@ fn inconsistent_store_gives_typed_errors() {
     c.write_record(b"def").unwrap();
     assert_eq!(kind(c.position()), "Inconsistent");
     c.rewind().unwrap();
-    let mut buf = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
     assert_eq!(kind(c.read(10, &mut buf)), "Inconsistent");
     c.locate(0, 2).unwrap();
     assert_eq!(kind(c.space_records(-1)), "Inconsistent");
@@ -786,7 +786,7 @@ fn encrypted_records_are_read_in_two_steps_and_stay_put_until_finished() {
         c.next_object().unwrap(),
         Some(ObjectKind::Record { len: 5 })
     );
-    let mut buf = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
     assert!(matches!(
         c.read(100, &mut buf),
         Ok(ReadOutcome::Record { data_len: 5, .. })

@@ -38,7 +38,9 @@ pub use mam::{
 };
 pub use media_type::{Barcode, BarcodeError, MAX_BARCODE_LEN, MIB, MediaType};
 pub use position::{Position, ReadOutcome, SpaceOutcome, WriteOutcome};
-pub use store::{MemoryPartition, MemoryPartitionError, ObjectKind, PartitionStore, Unsynced};
+pub use store::{
+    MemoryPartition, MemoryPartitionError, ObjectKind, PartitionStore, RecordBuf, Unsynced,
+};
 pub use time::{CivilDateTime, UnixTime};
 
 /// Entry points for fuzz targets.

@@ -73,6 +73,21 @@ pub trait PartitionStore {
     fn object(&self, n: u64) -> Result<ObjectKind, Self::Error>;
     /// Read record `n` into `buf`, replacing its contents.
     fn read_record(&mut self, n: u64, buf: &mut Vec<u8>) -> Result<(), Self::Error>;
+    /// [`PartitionStore::read_record`] as shared buffers, replacing the contents of `out`: for
+    /// a caller that hands the record on as it is (a Data-In buffer). A store that holds its
+    /// records in shared memory may return slices of it instead of a copy; by default the
+    /// record is copied once, into one buffer.
+    fn read_record_shared(
+        &mut self,
+        n: u64,
+        out: &mut Vec<bytes::Bytes>,
+    ) -> Result<(), Self::Error> {
+        let mut buf = Vec::new();
+        self.read_record(n, &mut buf)?;
+        out.clear();
+        out.push(buf.into());
+        Ok(())
+    }
     /// Append a data record (non-empty) at EOD.
     fn append_record(&mut self, data: &[u8]) -> Result<(), Self::Error>;
     /// [`PartitionStore::append_record`] of bytes the caller shares (a Data-Out buffer): a
@@ -97,6 +112,59 @@ pub trait PartitionStore {
     fn sync(&mut self) -> Result<(), Self::Error>;
     /// What is not durable yet: the objects and data bytes after the last `sync`.
     fn unsynced(&self) -> Unsynced;
+}
+
+/// Where [`crate::Cartridge::read`] puts a record: a `Vec<u8>` (one copy of it), or a
+/// `Vec<Bytes>` (the store's shared buffers where it has them:
+/// [`PartitionStore::read_record_shared`]).
+pub trait RecordBuf {
+    /// Replaces the contents with record `n` of `store`; returns the record's length.
+    fn fill<S: PartitionStore + ?Sized>(
+        &mut self,
+        store: &mut S,
+        n: u64,
+    ) -> Result<usize, S::Error>;
+    /// Keeps the first `len` bytes (no more than there are).
+    fn keep(&mut self, len: usize);
+}
+
+impl RecordBuf for Vec<u8> {
+    fn fill<S: PartitionStore + ?Sized>(
+        &mut self,
+        store: &mut S,
+        n: u64,
+    ) -> Result<usize, S::Error> {
+        store.read_record(n, self)?;
+        Ok(self.len())
+    }
+
+    fn keep(&mut self, len: usize) {
+        self.truncate(len);
+    }
+}
+
+impl RecordBuf for Vec<bytes::Bytes> {
+    fn fill<S: PartitionStore + ?Sized>(
+        &mut self,
+        store: &mut S,
+        n: u64,
+    ) -> Result<usize, S::Error> {
+        store.read_record_shared(n, self)?;
+        Ok(self.iter().map(bytes::Bytes::len).sum())
+    }
+
+    fn keep(&mut self, mut len: usize) {
+        let mut parts = 0;
+        for part in self.iter_mut() {
+            if len == 0 {
+                break;
+            }
+            part.truncate(len);
+            len -= part.len();
+            parts += 1;
+        }
+        self.truncate(parts);
+    }
 }
 
 /// Errors of [`MemoryPartition`]: only contract violations by the caller.

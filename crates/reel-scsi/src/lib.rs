@@ -18,6 +18,7 @@
 
 pub mod cdb;
 pub mod conformance;
+mod data_in;
 mod device;
 pub mod initiator;
 mod inquiry;
@@ -34,6 +35,7 @@ use std::sync::Arc;
 
 pub use bytes::Bytes;
 pub use cdb::{Cdb, CdbError, Opcode, SpcCommand};
+pub use data_in::DataIn;
 pub use device::{
     Command, DEFAULT_MAX_TRANSFER_LENGTH, DeviceContext, Identity, Personality, ScsiDevice,
     ScsiResult, TimestampClock, TransportIdEncoder, default_transport_id,
@@ -106,7 +108,7 @@ pub struct Response {
     /// Sense data bytes (fixed or descriptor format) when `CheckCondition`.
     pub sense: Option<Bytes>,
     /// Data to return; the transport truncates to `data_in_len` and reports residuals.
-    pub data_in: Bytes,
+    pub data_in: DataIn,
 }
 
 impl Response {
@@ -115,7 +117,16 @@ impl Response {
         Self {
             status: Status::Good,
             sense: None,
-            data_in: data_in.into(),
+            data_in: DataIn::from(data_in.into()),
+        }
+    }
+
+    /// GOOD status with data-in bytes in several shared parts (see [`DataIn`]).
+    pub fn good_parts(parts: Vec<Bytes>) -> Self {
+        Self {
+            status: Status::Good,
+            sense: None,
+            data_in: DataIn::from_parts(parts),
         }
     }
 
@@ -129,7 +140,7 @@ impl Response {
         Self {
             status,
             sense: None,
-            data_in: Bytes::new(),
+            data_in: DataIn::new(),
         }
     }
 
@@ -138,13 +149,19 @@ impl Response {
         Self {
             status: Status::CheckCondition,
             sense: Some(sense.to_bytes(format)),
-            data_in: Bytes::new(),
+            data_in: DataIn::new(),
         }
     }
 
     /// Attaches data-in bytes (for example the partial data of a READ that hit a filemark).
     pub fn with_data(mut self, data_in: impl Into<Bytes>) -> Self {
-        self.data_in = data_in.into();
+        self.data_in = DataIn::from(data_in.into());
+        self
+    }
+
+    /// [`Response::with_data`] in several shared parts (see [`DataIn`]).
+    pub fn with_data_parts(mut self, parts: Vec<Bytes>) -> Self {
+        self.data_in = DataIn::from_parts(parts);
         self
     }
 }

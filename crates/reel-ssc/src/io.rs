@@ -24,7 +24,7 @@ fn incorrect_length(residue: i64) -> Sense {
 /// A failed transfer: the sense and the data transferred before the failure.
 struct Checked {
     sense: Sense,
-    data: Vec<u8>,
+    data: Vec<Bytes>,
 }
 
 impl<S: PartitionStore + Send> TapeDrive<S> {
@@ -63,23 +63,23 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             Ok(data) => (None, data),
             Err(Checked { sense, data }) => (Some(sense), data),
         };
-        let n = data.len() as u64;
+        // The records go to the host in the store's own buffers where it has them.
+        let n: u64 = data.iter().map(|b| b.len() as u64).sum();
         self.stats.bytes_read += n;
         self.log.bytes_to_host += n;
         match sense {
-            None => Ok(Response::good(data)),
-            Some(sense) => Ok(ctx.check_condition(&sense).with_data(data)),
+            None => Ok(Response::good_parts(data)),
+            Some(sense) => Ok(ctx.check_condition(&sense).with_data_parts(data)),
         }
     }
 
-    fn read_variable(&mut self, length: u32, sili: bool) -> Result<Vec<u8>, Checked> {
-        let mut buf = std::mem::take(&mut self.buffer);
+    fn read_variable(&mut self, length: u32, sili: bool) -> Result<Vec<Bytes>, Checked> {
+        let mut buf = Vec::new();
         let (cartridge, encryption) = self.cartridge_and_encryption().map_err(no_data)?;
         let outcome = read_one(cartridge, encryption, length, &mut buf);
-        let result = match outcome {
+        match outcome {
             Ok(ReadOutcome::Record { data_len, .. }) => {
-                // The record goes to the host as it is; the next READ gets a fresh buffer.
-                let data = std::mem::take(&mut buf);
+                let data = buf;
                 // SSC-4 READ(6): with SILI = 1 and FIXED = 0 an underlength record is never
                 // reported, an overlength one only when the mode block length is non-zero.
                 let suppressed = sili && (data_len < length || self.block_length == 0);
@@ -98,13 +98,11 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             Ok(ReadOutcome::Encrypted { .. }) => Err(no_data(errors::internal_failure())),
             Err(ReadFailure::Media(e)) => Err(no_data(errors::media(&e, Op::Read, 0))),
             Err(ReadFailure::Refused(sense)) => Err(no_data(sense.with_residue(i64::from(length)))),
-        };
-        self.buffer = buf;
-        result
+        }
     }
 
-    fn read_fixed(&mut self, count: u32, block: u32) -> Result<Vec<u8>, Checked> {
-        let mut buf = std::mem::take(&mut self.buffer);
+    fn read_fixed(&mut self, count: u32, block: u32) -> Result<Vec<Bytes>, Checked> {
+        let mut buf = Vec::new();
         let mut data = Vec::new();
         let mut result = Ok(());
         let (cartridge, encryption) = self.cartridge_and_encryption().map_err(no_data)?;
@@ -112,7 +110,7 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             let residue = i64::from(count - done);
             let stop = match read_one(cartridge, encryption, block, &mut buf) {
                 Ok(ReadOutcome::Record { data_len, .. }) if data_len == block => {
-                    data.extend_from_slice(&buf);
+                    data.append(&mut buf);
                     continue;
                 }
                 // SSC-4 READ(6): the residue does not count the incorrect-length block; the
@@ -127,7 +125,6 @@ impl<S: PartitionStore + Send> TapeDrive<S> {
             result = Err(stop);
             break;
         }
-        self.buffer = buf;
         match result {
             Ok(()) => Ok(data),
             Err(sense) => Err(Checked { sense, data }),
@@ -549,7 +546,7 @@ fn read_one<S: PartitionStore>(
     cartridge: &mut Cartridge<S>,
     encryption: &Encryption,
     max_len: u32,
-    buf: &mut Vec<u8>,
+    buf: &mut Vec<Bytes>,
 ) -> Result<ReadOutcome, ReadFailure<S::Error>> {
     let mode = encryption.decryption_mode();
     if mode == DecryptionMode::Decrypt
@@ -567,8 +564,9 @@ fn read_one<S: PartitionStore>(
                     ReadRefusal::DecryptionDisabled,
                 )));
             }
+            let sealed = buf.concat();
             let mut plain = encryption
-                .open(buf)
+                .open(&sealed)
                 .map_err(|e| ReadFailure::Refused(read_refused(ReadRefusal::Open(e))))?;
             let data_len = plain.len() as u32;
             let transferred = data_len.min(max_len);
@@ -576,7 +574,7 @@ fn read_one<S: PartitionStore>(
                 .finish_encrypted_read(transferred)
                 .map_err(ReadFailure::Media)?;
             plain.truncate(transferred as usize);
-            *buf = plain;
+            *buf = vec![plain.into()];
             Ok(ReadOutcome::Record {
                 data_len,
                 transferred,

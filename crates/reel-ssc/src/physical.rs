@@ -92,8 +92,10 @@ impl Physical {
                     return;
                 }
                 let len = data.len() as u64;
+                // Only the sample is looked at: no need to join the record's parts.
+                let sample = data.head(COMPRESSION_SAMPLE);
                 let compressed =
-                    ((len as f64 * compressed_ratio(data, compression)).ceil() as u64).max(1);
+                    ((len as f64 * compressed_ratio(&sample, compression)).ceil() as u64).max(1);
                 model.read(arrived, len, compressed)
             }
             PacedCommand::WriteFilemarks { count, immed } => {

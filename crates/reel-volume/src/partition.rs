@@ -94,6 +94,17 @@ impl ChunkPartition {
         })
     }
 
+    /// Where record `n` lies in the stream: its offset and length.
+    fn record_at(&self, n: u64) -> Result<(u64, usize), StoreError> {
+        let run = self.run_of(n)?;
+        let Some(len) = run.kind.record_len() else {
+            return Err(StoreError::Invalid(format!(
+                "object {n} is a filemark, not a record"
+            )));
+        };
+        Ok((run.offset + (n - run.first) * u64::from(len), len as usize))
+    }
+
     fn push(&mut self, kind: RunKind, count: u64) {
         match self.runs.last_mut() {
             Some(last) if last.kind == kind => last.count += count,
@@ -182,24 +193,31 @@ impl PartitionStore for ChunkPartition {
     }
 
     fn read_record(&mut self, n: u64, buf: &mut Vec<u8>) -> Result<(), StoreError> {
-        let run = *self.run_of(n)?;
-        let Some(len) = run.kind.record_len() else {
-            return Err(StoreError::Invalid(format!(
-                "object {n} is a filemark, not a record"
-            )));
-        };
+        let (offset, len) = self.record_at(n)?;
         buf.clear();
-        // `Stream::read_at_append` commits unflushed appends before reading: the record map must be
+        // The stream's reads commit unflushed appends before reading: the record map must be
         // staged to go with them, or a crash after the next durable commit leaves bytes no
         // run describes and the partition no longer opens.
         self.stage_map();
-        let r = self.stream.read_at_append(
-            run.offset + (n - run.first) * u64::from(len),
-            len as usize,
-            buf,
-        );
+        let r = self.stream.read_at_append(offset, len, buf);
         if r.is_err() {
             buf.clear();
+        }
+        r
+    }
+
+    fn read_record_shared(
+        &mut self,
+        n: u64,
+        out: &mut Vec<bytes::Bytes>,
+    ) -> Result<(), StoreError> {
+        let (offset, len) = self.record_at(n)?;
+        out.clear();
+        // As in `read_record`: the map goes with the appends this read commits.
+        self.stage_map();
+        let r = self.stream.read_shared(offset, len, out);
+        if r.is_err() {
+            out.clear();
         }
         r
     }

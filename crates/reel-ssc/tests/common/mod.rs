@@ -97,14 +97,14 @@ impl Rig {
     pub fn good(&self, cdb: &[u8], data_out: &[u8]) -> Bytes {
         let r = self.run(cdb, data_out);
         assert_eq!(r.status, Status::Good, "{cdb:02x?}: {:?}", sense_of(&r));
-        r.data_in
+        r.data_in.to_bytes()
     }
 
     /// Runs and expects CHECK CONDITION; returns the sense and the data.
     pub fn check(&self, cdb: &[u8], data_out: &[u8]) -> (Sense, Bytes) {
         let r = self.run(cdb, data_out);
         assert_eq!(r.status, Status::CheckCondition, "{cdb:02x?} gave GOOD");
-        (sense_of(&r).unwrap(), r.data_in)
+        (sense_of(&r).unwrap(), r.data_in.to_bytes())
     }
 
     pub fn with_drive<R>(&self, f: impl FnOnce(&mut Drive) -> R) -> R {
