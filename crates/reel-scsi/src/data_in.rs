@@ -80,7 +80,18 @@ impl DataIn {
         let n = n.min(self.len);
         match self.parts.first() {
             Some(first) if first.len() >= n => std::borrow::Cow::Borrowed(&first[..n]),
-            _ => std::borrow::Cow::Owned(self[..n].to_vec()),
+            _ => {
+                // Only the parts the prefix covers are copied, never the whole.
+                let mut head = Vec::with_capacity(n);
+                for part in &self.parts {
+                    let take = part.len().min(n - head.len());
+                    head.extend_from_slice(&part[..take]);
+                    if head.len() == n {
+                        break;
+                    }
+                }
+                std::borrow::Cow::Owned(head)
+            }
         }
     }
 }

@@ -111,7 +111,8 @@ pub struct TapeDrive<S: PartitionStore + Send> {
     pub(crate) activity: Activity,
     pub(crate) stats: DriveStats,
     pub(crate) log: LogCounters,
-    /// Reused read buffer.
+    /// Reused buffer for the encrypted record SECURITY PROTOCOL IN looks at (READ hands the
+    /// store's own buffers on instead: `io.rs`).
     pub(crate) buffer: Vec<u8>,
     /// Tape data encryption parameters and key (SSC-4 §4.2.27): in memory only.
     pub(crate) encryption: Encryption,

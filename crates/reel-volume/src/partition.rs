@@ -94,6 +94,27 @@ impl ChunkPartition {
         })
     }
 
+    /// Reads record `n` into `out` (emptied first, and again on error) with `read`.
+    fn read_staged<B>(
+        &mut self,
+        n: u64,
+        out: &mut B,
+        clear: fn(&mut B),
+        read: impl FnOnce(&Stream, u64, usize, &mut B) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let (offset, len) = self.record_at(n)?;
+        clear(out);
+        // The stream's reads commit unflushed appends before reading: the record map must be
+        // staged to go with them, or a crash after the next durable commit leaves bytes no
+        // run describes and the partition no longer opens.
+        self.stage_map();
+        let r = read(&self.stream, offset, len, out);
+        if r.is_err() {
+            clear(out);
+        }
+        r
+    }
+
     /// Where record `n` lies in the stream: its offset and length.
     fn record_at(&self, n: u64) -> Result<(u64, usize), StoreError> {
         let run = self.run_of(n)?;
@@ -193,17 +214,9 @@ impl PartitionStore for ChunkPartition {
     }
 
     fn read_record(&mut self, n: u64, buf: &mut Vec<u8>) -> Result<(), StoreError> {
-        let (offset, len) = self.record_at(n)?;
-        buf.clear();
-        // The stream's reads commit unflushed appends before reading: the record map must be
-        // staged to go with them, or a crash after the next durable commit leaves bytes no
-        // run describes and the partition no longer opens.
-        self.stage_map();
-        let r = self.stream.read_at_append(offset, len, buf);
-        if r.is_err() {
-            buf.clear();
-        }
-        r
+        self.read_staged(n, buf, Vec::clear, |stream, offset, len, buf| {
+            stream.read_at_append(offset, len, buf)
+        })
     }
 
     fn read_record_shared(
@@ -211,15 +224,9 @@ impl PartitionStore for ChunkPartition {
         n: u64,
         out: &mut Vec<bytes::Bytes>,
     ) -> Result<(), StoreError> {
-        let (offset, len) = self.record_at(n)?;
-        out.clear();
-        // As in `read_record`: the map goes with the appends this read commits.
-        self.stage_map();
-        let r = self.stream.read_shared(offset, len, out);
-        if r.is_err() {
-            out.clear();
-        }
-        r
+        self.read_staged(n, out, Vec::clear, |stream, offset, len, out| {
+            stream.read_shared(offset, len, out)
+        })
     }
 
     fn append_record(&mut self, data: &[u8]) -> Result<(), StoreError> {
