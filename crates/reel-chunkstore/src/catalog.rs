@@ -2,8 +2,10 @@
 
 use redb::TableDefinition;
 
-/// Chunk id → encoded [`crate::format::ChunkLoc`].
-pub const CHUNKS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("chunks");
+/// Format 4 and before: chunk id → encoded [`crate::format::ChunkLoc`], the chunk index.
+/// Format 5 derives the index from the packs' names (`chunk_index.rs`); rows left here by an
+/// older catalog or replayed from an older journal are converted on open.
+pub const LEGACY_CHUNKS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("chunks");
 /// Pack id → encoded [`PackRow`]. A pack object exists in the back end for every row; a pack
 /// object without a row is an orphan from an interrupted commit and is deleted on open.
 pub const PACKS: TableDefinition<u64, &[u8]> = TableDefinition::new("packs");
@@ -36,8 +38,11 @@ pub const META_FORMAT: &str = "format_version";
 /// damaged row; 4 lets a chunk location name a checked blob (`format::Codec::RawChecked`,
 /// `ZstdChecked`), which a reel reading version 3 would take for damage. Older catalogs are
 /// upgraded on open: the new tables start empty, and rows written before stay as they are (a
-/// flat span is still a valid body, an unchecked blob is still read).
-pub const CATALOG_VERSION: u64 = 4;
+/// flat span is still a valid body, an unchecked blob is still read). 5 replaces the `chunks`
+/// table (32-byte id → 33-byte location) with the derived chunk index (`chunk_index.rs`:
+/// 8-byte id prefix → pack); an older catalog's rows are converted on open, and a reel
+/// reading version 4 would find no chunk stored.
+pub const CATALOG_VERSION: u64 = 5;
 /// The last catalog journal object this catalog includes (0: none; see `journal.rs`).
 pub const META_JOURNAL_SEQ: &str = "journal_seq";
 /// Set while a checkpoint (`checkpoint.rs`) is restored into this catalog: the checkpoint's

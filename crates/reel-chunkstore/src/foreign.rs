@@ -31,9 +31,9 @@ use redb::{Durability, ReadableDatabase, ReadableTable};
 use reel_backend::Backend;
 
 use crate::catalog::{
-    CHUNKS, EXTENTS, FOREIGN_PACKS, ForeignPack, PACK_IDS, PACKS, PINS, PackRow, SIDECAR, SPANS,
-    STREAMS,
+    EXTENTS, FOREIGN_PACKS, ForeignPack, PACK_IDS, PACKS, PINS, PackRow, SIDECAR, SPANS, STREAMS,
 };
+use crate::chunk_index;
 use crate::format::{self, ChunkId, ChunkLoc, Entry, SpanId, TOMBSTONE};
 use crate::journal::{self, Op};
 use crate::{ChunkStore, Result, StoreError, StreamId};
@@ -78,19 +78,19 @@ impl Part {
         id: SpanId,
         len: u32,
         spans: &impl ReadableTable<&'static [u8; 32], &'static [u8]>,
-        chunks: &impl ReadableTable<&'static [u8; 32], &'static [u8]>,
+        locate: &dyn Fn(&ChunkId) -> Result<Option<ChunkLoc>>,
         foreign: &HashSet<u64>,
         stream: StreamId,
     ) -> Result<()> {
         let body = crate::spans::stored(spans, id)?;
         for e in crate::spans::decode_span(id, body.value(), len)? {
             match e {
-                Entry::Chunk(r) => self.chunk(r.id, chunks, foreign, stream)?,
+                Entry::Chunk(r) => self.chunk(r.id, locate, foreign, stream)?,
                 Entry::Span { id: piece, len } => {
                     if self.spans.insert(piece) {
                         let piece_body = crate::spans::stored(spans, piece)?;
                         for r in crate::spans::decode_flat(piece, piece_body.value(), len)? {
-                            self.chunk(r.id, chunks, foreign, stream)?;
+                            self.chunk(r.id, locate, foreign, stream)?;
                         }
                         self.push(Op::PutSpan(piece.0, piece_body.value().to_vec()));
                     }
@@ -105,17 +105,16 @@ impl Part {
     fn chunk(
         &mut self,
         id: ChunkId,
-        chunks: &impl ReadableTable<&'static [u8; 32], &'static [u8]>,
+        locate: &dyn Fn(&ChunkId) -> Result<Option<ChunkLoc>>,
         foreign: &HashSet<u64>,
         stream: StreamId,
     ) -> Result<()> {
         if !self.chunks.insert(id) {
             return Ok(());
         }
-        let row = chunks.get(&id.0)?.ok_or_else(|| {
+        let loc = locate(&id)?.ok_or_else(|| {
             StoreError::Corrupt(format!("chunk {id} is referenced but not stored"))
         })?;
-        let loc = ChunkLoc::decode(row.value())?;
         if foreign.contains(&loc.pack) {
             return Err(StoreError::Invalid(format!(
                 "stream {} holds data this store itself reads from another store; it cannot \
@@ -124,7 +123,9 @@ impl Part {
             )));
         }
         self.by_pack.entry(loc.pack).or_default().insert(id);
-        self.push(Op::PutChunk(id.0, row.value().to_vec()));
+        // The bundle keeps a chunk's place (journal objects stopped carrying it in version
+        // 8): the importer checks each chunk against the pack it names.
+        self.push(Op::PutChunk(id.0, loc.encode().to_vec()));
         Ok(())
     }
 
@@ -217,7 +218,7 @@ impl Bundle {
                 Op::PutPack(id, v) => {
                     pack_rows.insert(id, PackRow::decode(&v)?);
                 }
-                Op::PutPackIds(id, v) => {
+                Op::PutPackIds(id, v) | Op::LegacyPutPackIds(id, v) => {
                     pack_names.insert(id, format::decode_pack_ids(&v)?);
                 }
                 other => return Err(invalid(format!("unexpected op {other:?}"))),
@@ -242,6 +243,21 @@ impl Bundle {
         if let Some((id, loc)) = chunks.iter().find(|(_, l)| !pack_ids.contains(&l.pack)) {
             return Err(invalid(format!(
                 "chunk {id} in pack {} it does not describe",
+                loc.pack
+            )));
+        }
+        // An imported chunk is indexed by its pack's names (`chunk_index.rs`): each must be
+        // named there.
+        let named: HashSet<(u64, ChunkId)> = packs
+            .iter()
+            .flat_map(|(p, _, names)| names.iter().map(move |n| (*p, *n)))
+            .collect();
+        if let Some((id, loc)) = chunks
+            .iter()
+            .find(|(id, l)| !named.contains(&(l.pack, *id)))
+        {
+            return Err(invalid(format!(
+                "chunk {id} in pack {} that does not name it",
                 loc.pack
             )));
         }
@@ -290,6 +306,23 @@ impl Bundle {
             packs,
         })
     }
+}
+
+/// Writes an imported pack's names, which index exactly the chunks it names: each was checked
+/// to be indexed nowhere yet, and is named in one pack of the bundle.
+fn put_import_names(
+    index: &mut chunk_index::Tables<'_>,
+    pack: u64,
+    names: &[ChunkId],
+) -> Result<()> {
+    let elsewhere = chunk_index::put_names(index, pack, names)?;
+    if !elsewhere.is_empty() {
+        return Err(invalid(format!(
+            "pack {pack} names {} chunks another pack of it names",
+            elsewhere.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Decodes and checks a bundle, for the journal fuzz target: errors are fine, panics are bugs.
@@ -371,7 +404,9 @@ impl ChunkStore {
             .map(|v| v.value())
             .ok_or_else(|| StoreError::Invalid(format!("no stream {}", stream.0)))?;
         let spans = txn.open_table(SPANS)?;
-        let chunks = txn.open_table(CHUNKS)?;
+        // The pin keeps reclaim from moving the stream's chunks: the index's answer now is
+        // the snapshot's.
+        let locate = |id: &ChunkId| inner.lookup_catalog(id);
         let packs = txn.open_table(PACKS)?;
         let names = txn.open_table(PACK_IDS)?;
         // A copy: the lock is not held while the sink uploads (reads and imports take it).
@@ -392,10 +427,10 @@ impl ChunkStore {
             let (k, v) = row?;
             for e in format::decode_extent_row(v.value())? {
                 match e {
-                    Entry::Chunk(r) => part.chunk(r.id, &chunks, &foreign, stream)?,
+                    Entry::Chunk(r) => part.chunk(r.id, &locate, &foreign, stream)?,
                     Entry::Span { id, len } => {
                         if part.spans.insert(id) {
-                            part.span(id, len, &spans, &chunks, &foreign, stream)?;
+                            part.span(id, len, &spans, &locate, &foreign, stream)?;
                         }
                     }
                 }
@@ -525,30 +560,23 @@ impl ChunkStore {
                         id
                     });
                 }
-                let mut chunks = txn.open_table(CHUNKS)?;
+                let mut index = chunk_index::Tables::open(&txn)?;
                 let mut indexed_here: HashSet<ChunkId> = HashSet::new();
-                for (id, loc) in &bundle.chunks {
-                    if chunks.get(&id.0)?.is_some() {
+                for (id, _) in &bundle.chunks {
+                    if index.lookup(id)?.is_some() {
                         continue;
                     }
-                    let loc = ChunkLoc {
-                        pack: local[&loc.pack],
-                        ..*loc
-                    };
-                    let encoded = loc.encode();
-                    chunks.insert(&id.0, encoded.as_slice())?;
-                    ops.push(Op::PutChunk(id.0, encoded.to_vec()));
                     indexed_here.insert(*id);
                     added_chunks.push(*id);
                 }
+                // Naming a chunk in a pack's names indexes it there (`chunk_index.rs`).
                 let mut packs = txn.open_table(PACKS)?;
-                let mut names = txn.open_table(PACK_IDS)?;
                 let mut foreign = txn.open_table(FOREIGN_PACKS)?;
                 for (pack, row, ids) in &bundle.packs {
                     let id = local[pack];
                     if !new_packs.contains(&id) {
                         // Read in place already (an earlier part): name the chunks indexed now.
-                        let known = match names.get(id)? {
+                        let known = match index.names_table.get(id)? {
                             Some(v) => format::decode_pack_ids(v.value())?,
                             None => continue,
                         };
@@ -561,9 +589,8 @@ impl ChunkStore {
                             .map(|(k, c)| if indexed_here.contains(c) { *c } else { *k })
                             .collect();
                         if merged != known {
-                            let merged = format::encode_pack_ids(&merged);
-                            names.insert(id, merged.as_slice())?;
-                            ops.push(Op::PutPackIds(id, merged));
+                            put_import_names(&mut index, id, &merged)?;
+                            ops.push(Op::PutPackIds(id, format::encode_pack_ids(&merged)));
                         }
                         continue;
                     }
@@ -579,8 +606,7 @@ impl ChunkStore {
                             }
                         })
                         .collect();
-                    let ids = format::encode_pack_ids(&ids);
-                    names.insert(id, ids.as_slice())?;
+                    put_import_names(&mut index, id, &ids)?;
                     let where_ = ForeignPack {
                         source: source.to_string(),
                         pack: *pack,
@@ -588,7 +614,7 @@ impl ChunkStore {
                     let encoded = where_.encode();
                     foreign.insert(id, encoded.as_slice())?;
                     ops.push(Op::PutPack(id, row.to_vec()));
-                    ops.push(Op::PutPackIds(id, ids));
+                    ops.push(Op::PutPackIds(id, format::encode_pack_ids(&ids)));
                     ops.push(Op::PutForeignPack(id, encoded));
                     added_foreign.push((id, where_));
                 }

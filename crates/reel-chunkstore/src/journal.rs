@@ -41,24 +41,29 @@
 //! value   = len u32 + bytes (streams: the length as 8 bytes)
 //! ```
 
-use redb::{ReadableTable, WriteTransaction};
+use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use reel_backend::Key;
 
 use crate::Result;
 use crate::catalog::{
-    CHUNKS, EXTENTS, FOREIGN_PACKS, META, META_PACK_ID_FLOOR, PACK_IDS, PACKS, PINS, RECORDS,
-    SIDECAR, SPANS, STREAMS,
+    EXTENTS, FOREIGN_PACKS, LEGACY_CHUNKS, META, META_PACK_ID_FLOOR, PACK_IDS, PACKS, PINS,
+    RECORDS, SIDECAR, SPANS, STREAMS,
 };
+use crate::chunk_index;
 use crate::chunker::ChunkerParams;
-use crate::format::FormatError;
+use crate::format::{self, FormatError};
 
 const MAGIC: &[u8; 8] = b"REELJRNL";
 /// 2 added the foreign-pack and pin tables, 3 the pack-id floor, 4 groups of pieces, 5 the
 /// chunker parameters, 6 span bodies that hold pieces (catalog format 3: a reel that reads
 /// version 5 would take them for damage, so it refuses the object instead), 7 chunk locations
-/// that name checked blobs (catalog format 4, for the same reason); an older object is a newer
-/// one without them, so all are read.
-const VERSION: u16 = 7;
+/// that name checked blobs (catalog format 4, for the same reason), 8 no chunk rows: the chunk
+/// index is derived from the packs' names (`chunk_index.rs`), so a pack-names op also indexes
+/// its chunks, and a reel that reads version 7 would lose the index. Every older object is read:
+/// its ops keep their meaning ([`Op::LegacyPutPackIds`]).
+const VERSION: u16 = 8;
+/// The first version whose pack-names ops index the pack's chunks.
+const DERIVED_INDEX_VERSION: u16 = 8;
 const F_COMPRESSED: u16 = 1;
 const F_MORE_FOLLOW: u16 = 2;
 const F_CONTINUES: u16 = 4;
@@ -105,12 +110,20 @@ pub fn parse_journal_key(key: &str) -> Option<u64> {
 /// One catalog change, exactly as a transaction made it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
+    /// Before version 8: a chunk's index row (id → encoded location). Replayed into the
+    /// legacy table, converted to the derived index before anything else reads it
+    /// (`chunk_index::convert_legacy`).
     PutChunk([u8; 32], Vec<u8>),
     DelChunk([u8; 32]),
     PutPack(u64, Vec<u8>),
     DelPack(u64),
+    /// A pack's names; from version 8 also its chunks' index rows (`chunk_index::put_names`).
     PutPackIds(u64, Vec<u8>),
     DelPackIds(u64),
+    /// A pack-names op of an object before version 8, which carried the index in chunk ops:
+    /// only the names change. Encoded as the op it was read from.
+    LegacyPutPackIds(u64, Vec<u8>),
+    LegacyDelPackIds(u64),
     PutStream(u64, u64),
     DelStream(u64),
     PutExtent((u64, u64), Vec<u8>),
@@ -194,12 +207,12 @@ impl Op {
                 out.extend_from_slice(&[T_PACKS, K_DEL]);
                 out.extend_from_slice(&id.to_le_bytes());
             }
-            Op::PutPackIds(id, v) => {
+            Op::PutPackIds(id, v) | Op::LegacyPutPackIds(id, v) => {
                 out.extend_from_slice(&[T_PACK_IDS, K_PUT]);
                 out.extend_from_slice(&id.to_le_bytes());
                 value(out, v);
             }
-            Op::DelPackIds(id) => {
+            Op::DelPackIds(id) | Op::LegacyDelPackIds(id) => {
                 out.extend_from_slice(&[T_PACK_IDS, K_DEL]);
                 out.extend_from_slice(&id.to_le_bytes());
             }
@@ -352,9 +365,15 @@ impl Op {
 
 /// Applies `ops` in order to the catalog tables of `txn` (replay).
 pub fn apply(txn: &WriteTransaction, ops: &[Op]) -> Result<()> {
-    let mut chunks = txn.open_table(CHUNKS)?;
+    if ops
+        .iter()
+        .any(|op| matches!(op, Op::PutPackIds(..) | Op::DelPackIds(_)))
+    {
+        chunk_index::convert_legacy(txn)?;
+    }
+    let mut chunks = txn.open_table(LEGACY_CHUNKS)?;
     let mut packs = txn.open_table(PACKS)?;
-    let mut pack_ids = txn.open_table(PACK_IDS)?;
+    let mut index = chunk_index::Tables::open(txn)?;
     let mut streams = txn.open_table(STREAMS)?;
     let mut extents = txn.open_table(EXTENTS)?;
     let mut spans = txn.open_table(SPANS)?;
@@ -377,10 +396,14 @@ pub fn apply(txn: &WriteTransaction, ops: &[Op]) -> Result<()> {
                 packs.remove(*id)?;
             }
             Op::PutPackIds(id, v) => {
-                pack_ids.insert(*id, v.as_slice())?;
+                chunk_index::put_names(&mut index, *id, &format::decode_pack_ids(v)?)?;
             }
-            Op::DelPackIds(id) => {
-                pack_ids.remove(*id)?;
+            Op::DelPackIds(id) => chunk_index::delete_names(&mut index, *id)?,
+            Op::LegacyPutPackIds(id, v) => {
+                index.names_table.insert(*id, v.as_slice())?;
+            }
+            Op::LegacyDelPackIds(id) => {
+                index.names_table.remove(*id)?;
             }
             Op::PutStream(id, len) => {
                 streams.insert(*id, *len)?;
@@ -470,9 +493,12 @@ pub fn dump_into(
     txn: &redb::ReadTransaction,
     sink: &mut dyn FnMut(Op) -> Result<()>,
 ) -> Result<()> {
-    for row in txn.open_table(CHUNKS)?.iter()? {
-        let (k, v) = row?;
-        sink(Op::PutChunk(*k.value(), v.value().to_vec()))?;
+    // The chunk index is not dumped: the pack-names ops rebuild it. A legacy row not yet
+    // converted would be lost, so there must be none (the store converts them on open).
+    if !txn.open_table(LEGACY_CHUNKS)?.is_empty()? {
+        return Err(crate::StoreError::Corrupt(
+            "the catalog holds format-4 chunk rows not yet converted".into(),
+        ));
     }
     for row in txn.open_table(PACKS)?.iter()? {
         let (k, v) = row?;
@@ -516,7 +542,10 @@ pub fn dump_into(
 /// Empties every journaled table of `txn` (a checkpoint is restored into an empty catalog, so
 /// rows a stale local catalog holds and the checkpoint does not cannot survive it).
 pub fn clear(txn: &WriteTransaction) -> Result<()> {
-    txn.open_table(CHUNKS)?.retain(|_, _| false)?;
+    txn.open_table(LEGACY_CHUNKS)?.retain(|_, _| false)?;
+    txn.open_table(chunk_index::INDEX)?.retain(|_, _| false)?;
+    txn.open_table(chunk_index::INDEX_FULL)?
+        .retain(|_, _| false)?;
     txn.open_table(PACKS)?.retain(|_, _| false)?;
     txn.open_table(PACK_IDS)?.retain(|_, _| false)?;
     txn.open_table(STREAMS)?.retain(|_, _| false)?;
@@ -602,7 +631,7 @@ pub fn decode(bytes: &[u8], expected_seq: u64) -> Result<Vec<Op>, FormatError> {
 }
 
 /// The header's fields: magic, version, flags and sequence checked.
-fn read_header(r: &mut Reader<'_>, expected_seq: u64) -> Result<(u16, Piece), FormatError> {
+fn read_header(r: &mut Reader<'_>, expected_seq: u64) -> Result<(u16, u16, Piece), FormatError> {
     let bad = |reason: String| FormatError {
         what: "catalog journal",
         reason,
@@ -635,7 +664,7 @@ fn read_header(r: &mut Reader<'_>, expected_seq: u64) -> Result<(u16, Piece), Fo
         first: flags & F_CONTINUES == 0,
         last: flags & F_MORE_FOLLOW == 0,
     };
-    Ok((flags, piece))
+    Ok((version, flags, piece))
 }
 
 /// Where journal object `expected_seq` sits in its group, from its first [`PEEK_LEN`] bytes
@@ -646,7 +675,7 @@ pub fn peek_piece(header: &[u8], expected_seq: u64) -> Result<Piece, FormatError
         at: 0,
         what: "catalog journal header",
     };
-    Ok(read_header(&mut r, expected_seq)?.1)
+    Ok(read_header(&mut r, expected_seq)?.2)
 }
 
 /// Bytes [`peek_piece`] reads.
@@ -670,7 +699,7 @@ pub fn decode_piece(bytes: &[u8], expected_seq: u64) -> Result<(Vec<Op>, Piece),
         at: 0,
         what: "catalog journal",
     };
-    let (flags, piece) = read_header(&mut r, expected_seq)?;
+    let (version, flags, piece) = read_header(&mut r, expected_seq)?;
     let count = r.u32()? as usize;
     let len = r.u32()? as usize;
     let payload = r.take(len)?;
@@ -690,7 +719,12 @@ pub fn decode_piece(bytes: &[u8], expected_seq: u64) -> Result<(Vec<Op>, Piece),
     // Every op is at least 10 bytes: the count cannot ask for more than that allows.
     let mut ops = Vec::with_capacity(count.min(raw.len() / 10 + 1));
     for _ in 0..count {
-        ops.push(Op::decode(&mut r)?);
+        let op = Op::decode(&mut r)?;
+        ops.push(match op {
+            Op::PutPackIds(id, v) if version < DERIVED_INDEX_VERSION => Op::LegacyPutPackIds(id, v),
+            Op::DelPackIds(id) if version < DERIVED_INDEX_VERSION => Op::LegacyDelPackIds(id),
+            op => op,
+        });
     }
     if r.at != raw.len() {
         return Err(bad(format!("{} bytes after {count} ops", raw.len() - r.at)));

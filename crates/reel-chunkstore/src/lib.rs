@@ -25,6 +25,7 @@
 mod catalog;
 mod catalog_file;
 mod checkpoint;
+mod chunk_index;
 pub mod chunker;
 mod foreign;
 pub mod format;

@@ -17,9 +17,8 @@ use std::collections::{HashMap, HashSet};
 use redb::{ReadableDatabase, ReadableTable};
 use reel_backend::PutMode;
 
-use crate::catalog::{
-    CHUNKS, EXTENTS, FOREIGN_PACKS, PACK_IDS, PACKS, PINS, PackRow, SPANS, pack_key,
-};
+use crate::catalog::{EXTENTS, FOREIGN_PACKS, PACK_IDS, PACKS, PINS, PackRow, SPANS, pack_key};
+use crate::chunk_index::{self, INDEX, INDEX_FULL};
 use crate::format::{ChunkId, ChunkLoc, Entry, decode_extent_row};
 use crate::journal::Op;
 use crate::packer::PackBuilder;
@@ -147,10 +146,15 @@ impl ChunkStore {
                     dead_spans.push(id);
                 }
             }
-            let chunks = txn.open_table(CHUNKS)?;
+            let index = txn.open_table(INDEX)?;
+            let full = txn.open_table(INDEX_FULL)?;
+            let names_table = txn.open_table(PACK_IDS)?;
+            let mut names = chunk_index::Names::new();
             for id in &pinned_chunks {
-                if let Some(v) = chunks.get(&id.0)? {
-                    pinned_packs.insert(ChunkLoc::decode(v.value())?.pack);
+                if let Some(pack) =
+                    chunk_index::lookup(&index, &full, &names_table, &mut names, id)?
+                {
+                    pinned_packs.insert(pack);
                 }
             }
             for row in txn.open_table(PACKS)?.iter()? {
@@ -167,7 +171,7 @@ impl ChunkStore {
         let mut doomed: Vec<u64> = Vec::new();
         let mut moved: HashMap<ChunkId, ChunkLoc> = HashMap::new();
         let mut dropped: Vec<(ChunkId, u64)> = Vec::new();
-        let mut new_rows: Vec<(u64, PackRow, Vec<u8>)> = Vec::new();
+        let mut new_rows: Vec<(u64, PackRow, Vec<ChunkId>)> = Vec::new();
         let mut builder = PackBuilder::new(
             inner.config.blob_target,
             inner.config.pack_target,
@@ -175,7 +179,7 @@ impl ChunkStore {
         );
         let store_sealed = |sealed: crate::packer::SealedPack,
                             moved: &mut HashMap<ChunkId, ChunkLoc>,
-                            new_rows: &mut Vec<(u64, PackRow, Vec<u8>)>|
+                            new_rows: &mut Vec<(u64, PackRow, Vec<ChunkId>)>|
          -> Result<()> {
             inner
                 .backend
@@ -191,7 +195,7 @@ impl ChunkStore {
                     chunks: sealed.ids.len() as u32,
                     raw_bytes: sealed.raw_bytes,
                 },
-                crate::format::encode_pack_ids(&sealed.ids),
+                sealed.ids.clone(),
             ));
             Ok(())
         };
@@ -201,7 +205,7 @@ impl ChunkStore {
             // Only the copy the index points at counts; another copy here is garbage. A
             // foreign pack is judged from the catalog alone (its store may be unreachable:
             // forgetting it must not need it).
-            let owned: Vec<(ChunkId, ChunkLoc, bool)> = {
+            let owned: Vec<(ChunkId, Option<ChunkLoc>, bool)> = {
                 let toc: Vec<(ChunkId, Option<ChunkLoc>)> = if foreign.contains(pack) {
                     inner
                         .pack_ids(*pack)?
@@ -216,32 +220,37 @@ impl ChunkStore {
                         .collect()
                 };
                 let txn = inner.db.begin_read()?;
-                let chunks = txn.open_table(CHUNKS)?;
+                let index = txn.open_table(INDEX)?;
+                let full = txn.open_table(INDEX_FULL)?;
+                let names_table = txn.open_table(PACK_IDS)?;
+                let mut names = chunk_index::Names::new();
                 let mut out = Vec::new();
                 for (id, loc) in &toc {
-                    let indexed = match chunks.get(&id.0)? {
-                        Some(v) => Some(ChunkLoc::decode(v.value())?),
-                        None => None,
-                    };
-                    if let Some(indexed) = indexed.filter(|l| l.pack == *pack) {
-                        out.push((*id, loc.unwrap_or(indexed), live.contains(id)));
+                    if *id == crate::format::TOMBSTONE {
+                        continue;
+                    }
+                    let indexed = chunk_index::lookup(&index, &full, &names_table, &mut names, id)?;
+                    if indexed == Some(*pack) {
+                        // A foreign pack's chunks have no place here (never moved: not needed).
+                        out.push((*id, *loc, live.contains(id)));
                     }
                 }
                 out
             };
+            let any_live = owned.iter().any(|o| o.2);
             let live_raw: u64 = owned
                 .iter()
                 .filter(|o| o.2)
-                .map(|o| u64::from(o.1.len))
+                .filter_map(|o| o.1.map(|loc| u64::from(loc.len)))
                 .sum();
-            if live_raw > 0
+            if any_live
                 && ((live_raw as f64) >= rewrite_below * row.raw_bytes as f64
                     || pinned_packs.contains(pack)
                     || foreign.contains(pack))
             {
                 continue;
             }
-            if live_raw > 0 {
+            if any_live {
                 let bytes = inner
                     .backend
                     .get(&pack_key(*pack))
@@ -250,6 +259,12 @@ impl ChunkStore {
                     if moved.contains_key(id) {
                         continue;
                     }
+                    // Own packs only (foreign ones are kept above): every chunk has its place.
+                    let Some(loc) = loc else {
+                        return Err(StoreError::Corrupt(format!(
+                            "pack {pack}: chunk {id} has no place in its table of contents"
+                        )));
+                    };
                     let stored = bytes
                         .get(
                             loc.blob_offset as usize
@@ -303,27 +318,20 @@ impl ChunkStore {
             let txn = inner.db.begin_write()?;
             let mut ops = Vec::new();
             {
-                let mut chunks = txn.open_table(CHUNKS)?;
-                for (id, _) in &dropped {
-                    chunks.remove(&id.0)?;
-                    ops.push(Op::DelChunk(id.0));
-                }
                 let mut spans = txn.open_table(SPANS)?;
                 for id in &dead_spans {
                     spans.remove(&id.0)?;
                     ops.push(Op::DelSpan(id.0));
                 }
-                for (id, loc) in &moved {
-                    let loc = loc.encode();
-                    chunks.insert(&id.0, loc.as_slice())?;
-                    ops.push(Op::PutChunk(id.0, loc.to_vec()));
-                }
+                // Dropped chunks are all in doomed packs: dropping a pack's names drops their
+                // index rows; the moved chunks are indexed again by their new packs' names
+                // (written after, as the journal's ops are replayed: `chunk_index.rs`).
+                let mut index = chunk_index::Tables::open(&txn)?;
                 let mut pack_table = txn.open_table(PACKS)?;
-                let mut id_table = txn.open_table(PACK_IDS)?;
                 let mut foreign_table = txn.open_table(FOREIGN_PACKS)?;
                 for p in &doomed {
                     pack_table.remove(*p)?;
-                    id_table.remove(*p)?;
+                    chunk_index::delete_names(&mut index, *p)?;
                     ops.push(Op::DelPack(*p));
                     ops.push(Op::DelPackIds(*p));
                     if foreign.contains(p) {
@@ -331,12 +339,18 @@ impl ChunkStore {
                         ops.push(Op::DelForeignPack(*p));
                     }
                 }
-                for (id, row, ids) in &new_rows {
+                for (id, row, names) in &new_rows {
                     let row = row.encode();
                     pack_table.insert(*id, row.as_slice())?;
-                    id_table.insert(*id, ids.as_slice())?;
+                    let elsewhere = chunk_index::put_names(&mut index, *id, names)?;
+                    if !elsewhere.is_empty() {
+                        return Err(StoreError::Corrupt(format!(
+                            "reclaim moved {} chunks another pack still holds",
+                            elsewhere.len()
+                        )));
+                    }
                     ops.push(Op::PutPack(*id, row.to_vec()));
-                    ops.push(Op::PutPackIds(*id, ids.clone()));
+                    ops.push(Op::PutPackIds(*id, crate::format::encode_pack_ids(names)));
                 }
             }
             inner.journal(ops);

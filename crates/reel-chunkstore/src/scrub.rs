@@ -6,8 +6,9 @@ use std::collections::{HashMap, HashSet};
 use redb::{ReadableDatabase, ReadableTable};
 
 use crate::Result;
-use crate::catalog::{CHUNKS, EXTENTS, PACKS, PackRow};
-use crate::format::{ChunkId, ChunkLoc, decode_blob, decode_extent_row, decode_pack};
+use crate::catalog::{EXTENTS, PACK_IDS, PACKS, PackRow};
+use crate::chunk_index::{self, INDEX, INDEX_FULL};
+use crate::format::{ChunkId, decode_blob, decode_extent_row, decode_pack, decode_pack_ids};
 use crate::store::ChunkStore;
 use crate::stream::StreamId;
 
@@ -163,24 +164,36 @@ impl ChunkStore {
         // The index entry of each chunk must point at a verified copy.
         let txn = inner.db.begin_read()?;
         let mut indexed: HashSet<ChunkId> = HashSet::new();
-        for row in txn.open_table(CHUNKS)?.iter()? {
+        // The index is derived from the packs' names (`chunk_index.rs`): a named chunk the
+        // index points at this pack is indexed; its copy there must be a verified one.
+        let index = txn.open_table(INDEX)?;
+        let full = txn.open_table(INDEX_FULL)?;
+        let names_table = txn.open_table(PACK_IDS)?;
+        let mut names = chunk_index::Names::new();
+        for row in names_table.iter()? {
             let (k, v) = row?;
-            let id = ChunkId(*k.value());
-            indexed.insert(id);
-            let loc = match ChunkLoc::decode(v.value()) {
-                Ok(l) => l,
+            let pack = k.value();
+            let ids = match decode_pack_ids(v.value()) {
+                Ok(ids) => ids,
                 Err(e) => {
-                    bad.insert(id, format!("index entry of chunk {id}: {e}"));
+                    bad_packs.insert(pack, format!("names of pack {pack}: {e}"));
                     continue;
                 }
             };
-            if let Some(why) = bad_packs.get(&loc.pack) {
-                bad.insert(id, why.clone());
-            } else if !good.contains(&(id, loc.pack)) && !bad.contains_key(&id) {
-                bad.insert(
-                    id,
-                    format!("chunk {id} is indexed in pack {} but not there", loc.pack),
-                );
+            for id in ids.into_iter().filter(|i| *i != crate::format::TOMBSTONE) {
+                if chunk_index::lookup(&index, &full, &names_table, &mut names, &id)? != Some(pack)
+                {
+                    continue;
+                }
+                indexed.insert(id);
+                if let Some(why) = bad_packs.get(&pack) {
+                    bad.insert(id, why.clone());
+                } else if !good.contains(&(id, pack)) && !bad.contains_key(&id) {
+                    bad.insert(
+                        id,
+                        format!("chunk {id} is indexed in pack {pack} but not there"),
+                    );
+                }
             }
         }
         for row in txn.open_table(EXTENTS)?.iter()? {

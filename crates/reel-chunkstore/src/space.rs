@@ -86,7 +86,14 @@ mod tests {
         .unwrap();
         let empty = store.catalog_space().unwrap();
         let names: Vec<&str> = empty.tables.iter().map(|t| t.name.as_str()).collect();
-        for table in ["chunks", "packs", "pack_ids", "extents", "spans", "meta"] {
+        for table in [
+            "chunk_index",
+            "packs",
+            "pack_ids",
+            "extents",
+            "spans",
+            "meta",
+        ] {
             assert!(names.contains(&table), "{table} missing from {names:?}");
         }
         let stream = store.open_stream(StreamId(1)).unwrap();
@@ -95,10 +102,15 @@ mod tests {
         stream.sync().unwrap();
         let stats = store.stats().unwrap();
         let space = store.catalog_space().unwrap();
-        let chunks = space.tables.iter().find(|t| t.name == "chunks").unwrap();
+        let chunks = space
+            .tables
+            .iter()
+            .find(|t| t.name == "chunk_index")
+            .unwrap();
+        // No two of a few thousand ids share their first 8 bytes: every row is a prefix row.
         assert_eq!(chunks.rows, stats.chunks);
-        // A 32-byte id and its location per row, at least.
-        assert!(chunks.stored_bytes >= stats.chunks * 64, "{chunks:?}");
+        // An 8-byte prefix and a pack id per row.
+        assert_eq!(chunks.stored_bytes, stats.chunks * 16, "{chunks:?}");
         assert!(space.total_bytes() > empty.total_bytes());
         let sorted = space
             .tables

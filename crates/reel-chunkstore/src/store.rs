@@ -11,8 +11,8 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableM
 use reel_backend::{Backend, PutMode};
 
 use crate::catalog::{
-    self, CHUNKS, EXTENTS, FOREIGN_PACKS, ForeignPack, META, PACK_IDS, PACKS, PINS, PackRow,
-    RECORDS, SIDECAR, SPANS, STREAMS, pack_key,
+    self, EXTENTS, FOREIGN_PACKS, ForeignPack, META, PACK_IDS, PACKS, PINS, PackRow, RECORDS,
+    SIDECAR, SPANS, STREAMS, pack_key,
 };
 use crate::checkpoint;
 use crate::chunker::ChunkerParams;
@@ -445,6 +445,18 @@ impl ChunkStore {
             None
         };
         let journal_seq = journal_start.as_ref().map_or(0, |j| j.seq);
+        // A format-4 catalog, or rows replayed from journal objects before version 8: the
+        // chunk rows become the derived index before anything reads it.
+        {
+            let mut txn = db.begin_write()?;
+            txn.set_durability(Durability::Immediate)?;
+            let converted = crate::chunk_index::convert_legacy(&txn)?;
+            if converted > 0 {
+                txn.commit()?;
+            } else {
+                txn.abort()?;
+            }
+        }
 
         let mut catalog_packs = HashSet::new();
         let mut foreign = HashMap::new();
@@ -468,7 +480,7 @@ impl ChunkStore {
             for row in packs.iter()? {
                 catalog_packs.insert(row?.0.value());
             }
-            chunk_count = txn.open_table(CHUNKS)?.len()?;
+            chunk_count = crate::chunk_index::len(&txn)?;
             // The chunker parameters are the store's, fixed at its creation (a different cut
             // would not dedup against what is stored); `config.chunker` only chooses them for a
             // new store. A store with data but none recorded predates recording them.
@@ -500,15 +512,7 @@ impl ChunkStore {
             })?;
 
         let filter = Bloom::with_capacity(chunk_count / u64::from(crate::index::HOOK_ONE_IN) * 2);
-        {
-            let txn = db.begin_read()?;
-            for row in txn.open_table(CHUNKS)?.iter()? {
-                let id = ChunkId(*row?.0.value());
-                if is_hook(&id) {
-                    filter.insert(&id);
-                }
-            }
-        }
+        insert_named_hooks(&db, &filter)?;
 
         let (tx, rx) = crossbeam_channel::bounded::<SealedPack>(config.upload_queue.max(1));
         let hash_pool = crate::hasher::HashPool::new(
@@ -665,7 +669,7 @@ impl ChunkStore {
             stats.unique_bytes += r.raw_bytes;
             stats.packs += 1;
         }
-        stats.chunks = txn.open_table(CHUNKS)?.len()?;
+        stats.chunks = crate::chunk_index::len(&txn)?;
         stats.filter_memory_bytes = inner.filter.read().memory_bytes();
         stats.cache_memory_bytes = inner.cache.lock().memory_bytes();
         Ok(stats)
@@ -892,6 +896,10 @@ impl ChunkStore {
         for row in journal::dump(&self.inner.db)? {
             journal::append_op(&mut raw, &row);
         }
+        for (key, pack) in crate::chunk_index::rows(&self.inner.db.begin_read()?)? {
+            raw.extend_from_slice(&key);
+            raw.extend_from_slice(&pack.to_le_bytes());
+        }
         Ok(*blake3::hash(&raw).as_bytes())
     }
 
@@ -1012,6 +1020,37 @@ fn create_catalog(catalog_dir: &Path, path: &Path) -> Result<()> {
         .map_err(|e| io(&format!("syncing {}", catalog_dir.display()), e))
 }
 
+/// A failed read of a pack the catalog names: a missing or short object is damage.
+fn pack_read_error(e: reel_backend::BackendError) -> StoreError {
+    match e {
+        reel_backend::BackendError::NotFound(k) => {
+            StoreError::Corrupt(format!("pack object {k} is missing"))
+        }
+        reel_backend::BackendError::InvalidRange { key, size, .. } => {
+            StoreError::Corrupt(format!("pack object {key} is truncated ({size} bytes)"))
+        }
+        other => StoreError::from_backend(other),
+    }
+}
+
+/// Puts every indexed chunk's id that is a hook into `filter`, from the packs' names (the
+/// index keeps only prefixes; a hook is chosen by the id's last byte).
+fn insert_named_hooks(db: &Database, filter: &Bloom) -> Result<()> {
+    let txn = db.begin_read()?;
+    for row in txn.open_table(PACK_IDS)?.iter()? {
+        let (_, names) = row?;
+        for name in names.value().chunks_exact(32) {
+            let mut id = [0u8; 32];
+            id.copy_from_slice(name);
+            let id = ChunkId(id);
+            if is_hook(&id) && id != format::TOMBSTONE {
+                filter.insert(&id);
+            }
+        }
+    }
+    Ok(())
+}
+
 fn init_catalog(db: &Database) -> Result<()> {
     let txn = db.begin_write()?;
     {
@@ -1024,14 +1063,17 @@ fn init_catalog(db: &Database) -> Result<()> {
                     catalog::CATALOG_VERSION
                 )));
             }
-            // New, or an upgrade from 1, 2 or 3: the tables version 2 adds are created empty
-            // below; versions 3 and 4 change no row written before them.
+            // New, or an upgrade from 1 to 4: the tables version 2 adds are created empty
+            // below; versions 3 and 4 change no row written before them; version 5's index is
+            // converted from the legacy chunk rows once the journal is replayed (`open`).
             Some(v) if v == catalog::CATALOG_VERSION => {}
             _ => {
                 meta.insert(catalog::META_FORMAT, catalog::CATALOG_VERSION)?;
             }
         }
-        txn.open_table(CHUNKS)?;
+        txn.open_table(catalog::LEGACY_CHUNKS)?;
+        txn.open_table(crate::chunk_index::INDEX)?;
+        txn.open_table(crate::chunk_index::INDEX_FULL)?;
         txn.open_table(PACKS)?;
         txn.open_table(PACK_IDS)?;
         txn.open_table(STREAMS)?;
@@ -1485,7 +1527,9 @@ impl Inner {
         if hook
             && self.filter.read().may_contain(id)
             && !self.pending.lock().contains(id)
-            && let Some(loc) = self.lookup_catalog(id)?
+            // A pack whose table of contents cannot be read now costs dedup, not the write:
+            // the chunk is stored again, and indexing finds the first copy (a tombstone here).
+            && let Some(loc) = self.lookup_catalog(id).ok().flatten()
         {
             self.warm_cache(loc.pack);
             return Ok(false);
@@ -1529,16 +1573,9 @@ impl Inner {
         if !filter.is_overfull() {
             return Ok(());
         }
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(CHUNKS)?;
         let pending = self.pending.lock();
         let bigger = Bloom::with_capacity(filter.capacity() * 2);
-        for row in table.iter()? {
-            let id = ChunkId(*row?.0.value());
-            if is_hook(&id) {
-                bigger.insert(&id);
-            }
-        }
+        insert_named_hooks(&self.db, &bigger)?;
         for id in pending.iter().filter(|id| is_hook(id)) {
             bigger.insert(id);
         }
@@ -1546,14 +1583,102 @@ impl Inner {
         Ok(())
     }
 
-    fn lookup_catalog(&self, id: &ChunkId) -> Result<Option<ChunkLoc>> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(CHUNKS)?;
-        let loc = match table.get(&id.0)? {
-            Some(v) => Some(ChunkLoc::decode(v.value())?),
-            None => None,
+    /// Where the index says chunk `id` is: its pack from the index, its place in the pack
+    /// from the pack's table of contents (loaded into the locality cache on the way). A prefix
+    /// hit counts only if that pack holds the whole id (`chunk_index.rs`).
+    pub(crate) fn lookup_catalog(&self, id: &ChunkId) -> Result<Option<ChunkLoc>> {
+        let (by_prefix, whole) = {
+            let txn = self.db.begin_read()?;
+            let by_prefix = txn
+                .open_table(crate::chunk_index::INDEX)?
+                .get(crate::chunk_index::prefix(id))?
+                .map(|v| v.value());
+            let whole = txn
+                .open_table(crate::chunk_index::INDEX_FULL)?
+                .get(&id.0)?
+                .map(|v| v.value());
+            (by_prefix, whole)
         };
-        Ok(loc)
+        for pack in [by_prefix, whole].into_iter().flatten() {
+            if let Some(loc) = self.find_in_pack(pack, id)? {
+                return Ok(Some(loc));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Where each of `ids` is, as the index of snapshot `txn` says, for many chunks at once:
+    /// each pack's table of contents is read once for all the ids it holds. `None` for a chunk
+    /// not found, or whose pack's table of contents cannot be read now (a foreign store out of
+    /// reach, a pack a reclaim beside this removed): callers use this for accounting.
+    pub(crate) fn locate_many(
+        &self,
+        txn: &redb::ReadTransaction,
+        ids: &[ChunkId],
+    ) -> Result<Vec<Option<ChunkLoc>>> {
+        let index = txn.open_table(crate::chunk_index::INDEX)?;
+        let full = txn.open_table(crate::chunk_index::INDEX_FULL)?;
+        let mut out: Vec<Option<ChunkLoc>> = vec![None; ids.len()];
+        let mut second: Vec<Option<u64>> = vec![None; ids.len()];
+        let mut by_pack: HashMap<u64, Vec<usize>> = HashMap::new();
+        for (i, id) in ids.iter().enumerate() {
+            let by_prefix = index
+                .get(crate::chunk_index::prefix(id))?
+                .map(|v| v.value());
+            let whole = full.get(&id.0)?.map(|v| v.value());
+            match (by_prefix, whole) {
+                (Some(p), w) => {
+                    by_pack.entry(p).or_default().push(i);
+                    second[i] = w;
+                }
+                (None, Some(w)) => by_pack.entry(w).or_default().push(i),
+                (None, None) => {}
+            }
+        }
+        for round in 0..2 {
+            let mut retry: HashMap<u64, Vec<usize>> = HashMap::new();
+            for (pack, wanted) in by_pack {
+                let toc: HashMap<ChunkId, ChunkLoc> = match self.read_pack_toc(pack) {
+                    Ok(toc) => toc
+                        .into_iter()
+                        .filter(|(n, _)| *n != format::TOMBSTONE)
+                        .collect(),
+                    Err(_) => HashMap::new(),
+                };
+                for i in wanted {
+                    match toc.get(&ids[i]) {
+                        Some(loc) => out[i] = Some(*loc),
+                        None if round == 0 => {
+                            if let Some(w) = second[i].take() {
+                                retry.entry(w).or_default().push(i);
+                            }
+                        }
+                        None => {}
+                    }
+                }
+            }
+            by_pack = retry;
+        }
+        Ok(out)
+    }
+
+    /// Chunk `id` in pack `pack`'s table of contents (tombstones never match), through the
+    /// locality cache: a repeated stretch, or a restore, finds its next chunks there.
+    fn find_in_pack(&self, pack: u64, id: &ChunkId) -> Result<Option<ChunkLoc>> {
+        let cached = {
+            let cache = self.cache.lock();
+            if let Some(loc) = cache.get(id).filter(|l| l.pack == pack) {
+                return Ok(Some(loc));
+            }
+            cache.contains_pack(pack)
+        };
+        let toc = self.read_pack_toc(pack)?;
+        let found = toc.iter().find(|(name, _)| name == id).map(|(_, loc)| *loc);
+        if !cached {
+            let named = toc.into_iter().filter(|(n, _)| *n != format::TOMBSTONE);
+            self.cache.lock().insert_pack(pack, named);
+        }
+        Ok(found)
     }
 
     /// Loads a pack's table of contents into the locality cache (best effort: a failure only
@@ -1613,7 +1738,7 @@ impl Inner {
             .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} too small")))?;
         let footer = backend
             .get_range(&key, footer_at..size)
-            .map_err(StoreError::from_backend)?;
+            .map_err(pack_read_error)?;
         let (trailer_at, crc) = format::decode_pack_footer(&footer)?;
         if trailer_at > footer_at {
             return Err(StoreError::Corrupt(format!(
@@ -1622,7 +1747,7 @@ impl Inner {
         }
         let bytes = backend
             .get_range(&key, trailer_at..footer_at)
-            .map_err(StoreError::from_backend)?;
+            .map_err(pack_read_error)?;
         Ok(format::decode_pack_trailer(&bytes, crc, trailer_at)?)
     }
 
@@ -1707,18 +1832,6 @@ impl Inner {
             let mut txn = self.db.begin_write()?;
             txn.set_durability(Durability::None)?;
             {
-                let mut chunks = txn.open_table(CHUNKS)?;
-                let mut sorted: Vec<_> = entries.iter().collect();
-                sorted.sort_unstable_by_key(|(id, _)| *id);
-                for (id, loc) in sorted {
-                    let earlier = chunks
-                        .insert(&id.0, loc.encode().as_slice())?
-                        .map(|v| v.value().to_vec());
-                    if let Some(earlier) = earlier {
-                        chunks.insert(&id.0, earlier.as_slice())?;
-                        duplicates.insert(*id);
-                    }
-                }
                 let row = PackRow {
                     size: pack.bytes.len() as u64,
                     chunks: entries.len() as u32,
@@ -1726,29 +1839,18 @@ impl Inner {
                 };
                 txn.open_table(PACKS)?
                     .insert(pack.id, row.encode().as_slice())?;
-                let names: Vec<ChunkId> = pack
-                    .ids
-                    .iter()
-                    .map(|id| {
-                        if duplicates.contains(id) {
-                            format::TOMBSTONE
-                        } else {
-                            *id
-                        }
-                    })
-                    .collect();
-                let names = format::encode_pack_ids(&names);
-                txn.open_table(PACK_IDS)?
-                    .insert(pack.id, names.as_slice())?;
+                let mut index = crate::chunk_index::Tables::open(&txn)?;
+                let elsewhere = crate::chunk_index::put_names(&mut index, pack.id, &pack.ids)?;
+                let mut names = pack.ids.clone();
+                for i in elsewhere {
+                    duplicates.insert(pack.ids[i]);
+                    names[i] = format::TOMBSTONE;
+                }
                 if self.config.journal {
-                    let mut ops: Vec<journal::Op> = entries
-                        .iter()
-                        .filter(|(id, _)| !duplicates.contains(id))
-                        .map(|(id, loc)| journal::Op::PutChunk(id.0, loc.encode().to_vec()))
-                        .collect();
-                    ops.push(journal::Op::PutPack(pack.id, row.encode().to_vec()));
-                    ops.push(journal::Op::PutPackIds(pack.id, names));
-                    self.journal(ops);
+                    self.journal([
+                        journal::Op::PutPack(pack.id, row.encode().to_vec()),
+                        journal::Op::PutPackIds(pack.id, format::encode_pack_ids(&names)),
+                    ]);
                 }
             }
             txn.commit()?;
@@ -2271,15 +2373,7 @@ impl Inner {
                 &pack_object,
                 loc.blob_offset..loc.blob_offset + u64::from(loc.blob_stored),
             )
-            .map_err(|e| match e {
-                reel_backend::BackendError::NotFound(k) => {
-                    StoreError::Corrupt(format!("pack object {k} is missing"))
-                }
-                reel_backend::BackendError::InvalidRange { key, size, .. } => {
-                    StoreError::Corrupt(format!("pack object {key} is truncated ({size} bytes)"))
-                }
-                other => StoreError::from_backend(other),
-            })?;
+            .map_err(pack_read_error)?;
         let at = format::BlobAt {
             pack: id_inside,
             offset: loc.blob_offset,
@@ -2700,5 +2794,146 @@ mod pack_owner_tests {
             .usage(&[StreamId(2)], crate::Exclusive::Count)
             .unwrap();
         assert_eq!(usage.exclusive.map(|e| e.unique_bytes), Some(0));
+    }
+}
+
+#[cfg(test)]
+mod format_4_upgrade_tests {
+    use std::sync::Arc;
+
+    use reel_backend::{Backend, MemoryBackend, PutMode};
+
+    use super::*;
+    use crate::StreamId;
+
+    fn config() -> StoreConfig {
+        StoreConfig {
+            journal: true,
+            pack_target: 256 << 10,
+            ..StoreConfig::default()
+        }
+    }
+
+    fn noise(len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    fn contents(store: &ChunkStore) -> Vec<(StreamId, Vec<u8>)> {
+        let mut out = Vec::new();
+        for (id, len) in store.streams().unwrap() {
+            let s = store.open_stream(id).unwrap();
+            let mut data = vec![0; len as usize];
+            s.read_at(0, &mut data).unwrap();
+            out.push((id, data));
+        }
+        out
+    }
+
+    /// The rows format 4 kept: every indexed chunk's whole id and location.
+    fn legacy_rows(store: &ChunkStore) -> Vec<([u8; 32], Vec<u8>)> {
+        let inner = &store.inner;
+        let mut rows = Vec::new();
+        let packs: Vec<u64> = {
+            let txn = inner.db.begin_read().unwrap();
+            let t = txn.open_table(PACKS).unwrap();
+            t.iter().unwrap().map(|r| r.unwrap().0.value()).collect()
+        };
+        for pack in packs {
+            for (id, loc) in inner.read_pack_toc(pack).unwrap() {
+                if id != format::TOMBSTONE {
+                    rows.push((id.0, loc.encode().to_vec()));
+                }
+            }
+        }
+        rows
+    }
+
+    /// A format-4 catalog (chunk rows by whole id) and a bucket whose journal objects are of
+    /// version 7 (which carried those rows, and whose pack-names ops did not index) both come
+    /// up as the same store: the rows become the derived index on open.
+    #[test]
+    fn a_format_4_catalog_and_a_version_7_journal_are_upgraded() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(MemoryBackend::new());
+        let store = ChunkStore::open(&dir.path().join("a"), backend.clone(), config()).unwrap();
+        let common = noise(600_000, 1);
+        for (s, seed) in [(1u64, 2u64), (2, 3)] {
+            let stream = store.open_stream(StreamId(s)).unwrap();
+            stream.append_record(&common).unwrap();
+            stream.append_record(&noise(300_000, seed)).unwrap();
+            stream.sync().unwrap();
+        }
+        let fingerprint = store.catalog_fingerprint().unwrap();
+        let expected = contents(&store);
+        let chunks = store.stats().unwrap().chunks;
+        assert!(chunks > 100);
+        let rows = legacy_rows(&store);
+        assert_eq!(rows.len() as u64, chunks);
+        let mut legacy_ops: Vec<journal::Op> = rows
+            .iter()
+            .map(|(id, loc)| journal::Op::PutChunk(*id, loc.clone()))
+            .collect();
+        legacy_ops.extend(journal::dump(&store.inner.db).unwrap());
+        drop(store);
+
+        // The catalog as format 4 left it.
+        {
+            let db = Database::create(dir.path().join("a/catalog.redb")).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut legacy = txn.open_table(catalog::LEGACY_CHUNKS).unwrap();
+                for (id, loc) in &rows {
+                    legacy.insert(id, loc.as_slice()).unwrap();
+                }
+                txn.open_table(crate::chunk_index::INDEX)
+                    .unwrap()
+                    .retain(|_, _| false)
+                    .unwrap();
+                txn.open_table(META)
+                    .unwrap()
+                    .insert(catalog::META_FORMAT, 4)
+                    .unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let store = ChunkStore::open(&dir.path().join("a"), backend.clone(), config()).unwrap();
+        assert_eq!(store.stats().unwrap().chunks, chunks);
+        assert_eq!(store.catalog_fingerprint().unwrap(), fingerprint);
+        assert_eq!(contents(&store), expected);
+        drop(store);
+
+        // A bucket of version-7 journal objects: the packs, and the whole catalog as one group.
+        let old_bucket = Arc::new(MemoryBackend::new());
+        for obj in backend.list("packs/").unwrap() {
+            let bytes = backend.get(&obj.key).unwrap();
+            old_bucket.put(&obj.key, &bytes, PutMode::Create).unwrap();
+        }
+        let mut object = journal::encode(1, &legacy_ops);
+        object[8..10].copy_from_slice(&7u16.to_le_bytes());
+        let body = object.len() - 32;
+        let hash = *blake3::hash(&object[..body]).as_bytes();
+        object[body..].copy_from_slice(&hash);
+        let ops = journal::decode(&object, 1).unwrap();
+        assert!(
+            ops.iter()
+                .any(|op| matches!(op, journal::Op::LegacyPutPackIds(..))),
+            "a version-7 object's pack names are read as names only"
+        );
+        old_bucket
+            .put(&journal::journal_key(1), &object, PutMode::Create)
+            .unwrap();
+        let recovered =
+            ChunkStore::open(&dir.path().join("b"), old_bucket.clone(), config()).unwrap();
+        assert_eq!(recovered.stats().unwrap().chunks, chunks);
+        assert_eq!(recovered.catalog_fingerprint().unwrap(), fingerprint);
+        assert_eq!(contents(&recovered), expected);
     }
 }

@@ -15,7 +15,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use redb::{ReadOnlyTable, ReadableDatabase, ReadableTable};
 
 use crate::Result;
-use crate::catalog::{CHUNKS, EXTENTS, SPANS, STREAMS};
+use crate::catalog::{EXTENTS, SPANS, STREAMS};
 use crate::format::{ChunkId, ChunkLoc, ChunkRef, Entry, SpanId, decode_extent_row};
 use crate::store::ChunkStore;
 use crate::stream::StreamId;
@@ -138,19 +138,16 @@ impl ChunkStore {
             }
         }
 
-        let index = txn.open_table(CHUNKS)?;
         let mut tracked: Vec<(ChunkId, u32)> =
             sample.chunks.iter().map(|(k, v)| (*k, *v)).collect();
-        // In key order: neighbouring lookups touch the same index pages.
         tracked.sort_unstable_by_key(|(id, _)| *id);
+        let ids: Vec<ChunkId> = tracked.iter().map(|(id, _)| *id).collect();
+        // Referenced but not found (its pack is still being built, or was just rewritten by a
+        // reclaim running beside this): charged as not yet stored.
+        let locs = self.inner.locate_many(&txn, &ids)?;
         let mut all = Charges::default();
         let mut only_ours = Charges::default();
-        for (id, longest_ref) in tracked {
-            let loc = match index.get(&id.0)? {
-                Some(v) => Some(ChunkLoc::decode(v.value())?),
-                // Referenced but not indexed: its pack is still being built.
-                None => None,
-            };
+        for ((id, longest_ref), loc) in tracked.into_iter().zip(locs) {
             all.add(loc, longest_ref);
             if !shared.contains(&id) {
                 only_ours.add(loc, longest_ref);

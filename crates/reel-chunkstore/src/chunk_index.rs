@@ -1,0 +1,386 @@
+//! The chunk index: which pack holds each stored chunk (catalog format 5).
+//!
+//! A pack's names (`catalog::PACK_IDS`) list its chunks in pack order, with a tombstone where
+//! the copy is not the one the index points at. The index is *derived* from them: it holds
+//! exactly "every named chunk → its pack", and changes only through [`put_names`] and
+//! [`delete_names`], which write the names and the index in one transaction. The write path,
+//! reclaim, imports and the journal's replay all go through them in the order their journal
+//! ops are written, so a replay reproduces the index without the journal carrying it (a
+//! journal before version 8 did, as `PutChunk`/`DelChunk` ops: [`set`] and [`remove`] replay
+//! those).
+//!
+//! A row is 16 bytes: the id's first 8 bytes → the pack, where format 4 kept the whole id and
+//! a 33-byte location (`efficiency.md` §25). The location is in the pack's trailer (the
+//! locality cache loads a pack's names and trailer together). Dedup stays exact: a prefix hit
+//! counts only when the pack's names hold the whole id. An id whose prefix another indexed id
+//! holds (one pair in about 2^64 / n² at n chunks) is kept whole in [`INDEX_FULL`].
+
+use std::collections::HashMap;
+
+use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition};
+
+use crate::Result;
+use crate::catalog::{LEGACY_CHUNKS, PACK_IDS};
+use crate::format::{self, ChunkId, ChunkLoc, TOMBSTONE};
+use crate::index::IdSet;
+
+/// First 8 bytes of a chunk id (little-endian) → the pack holding that chunk.
+pub const INDEX: TableDefinition<u64, u64> = TableDefinition::new("chunk_index");
+/// Whole chunk id → pack, for an id whose prefix another indexed id holds in [`INDEX`].
+pub const INDEX_FULL: TableDefinition<&[u8; 32], u64> = TableDefinition::new("chunk_index_full");
+
+/// The key of `id` in [`INDEX`]. BLAKE3 output is uniform, so 8 of its bytes spread as well as 32.
+pub fn prefix(id: &ChunkId) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&id.0[..8]);
+    u64::from_le_bytes(word)
+}
+
+/// Packs' names as sets, read once per pack from a names table: confirms prefix hits.
+pub struct Names {
+    sets: HashMap<u64, IdSet>,
+    /// Packs whose names [`put_names`] is writing: their sets are what it indexed so far,
+    /// never evicted (the table's row is not theirs yet).
+    writing: Option<u64>,
+}
+
+impl Names {
+    /// Packs whose names are held at once (each a set of up to ~16 k ids).
+    const PACKS_HELD: usize = 32;
+
+    pub fn new() -> Names {
+        Names {
+            sets: HashMap::new(),
+            writing: None,
+        }
+    }
+
+    /// Whether `pack`'s names hold `id` (not as a tombstone).
+    pub fn holds(
+        &mut self,
+        table: &impl ReadableTable<u64, &'static [u8]>,
+        pack: u64,
+        id: &ChunkId,
+    ) -> Result<bool> {
+        if let Some(set) = self.sets.get(&pack) {
+            return Ok(set.contains(id));
+        }
+        let set: IdSet = match table.get(pack)? {
+            Some(row) => format::decode_pack_ids(row.value())?
+                .into_iter()
+                .filter(|n| *n != TOMBSTONE)
+                .collect(),
+            None => IdSet::default(),
+        };
+        let held = set.contains(id);
+        if self.sets.len() >= Self::PACKS_HELD {
+            // Bounded: a scan over every pack holds a few at a time.
+            let writing = self.writing;
+            self.sets.retain(|p, _| Some(*p) == writing);
+        }
+        self.sets.insert(pack, set);
+        Ok(held)
+    }
+
+    /// Records that `pack` now names `id` (a pack whose names are being written).
+    fn note(&mut self, pack: u64, id: ChunkId) {
+        self.sets.entry(pack).or_default().insert(id);
+    }
+
+    fn forget(&mut self, pack: u64) {
+        self.sets.remove(&pack);
+    }
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Names::new()
+    }
+}
+
+/// The pack the index names for `id`, if any.
+pub fn lookup(
+    index: &impl ReadableTable<u64, u64>,
+    full: &impl ReadableTable<&'static [u8; 32], u64>,
+    names_table: &impl ReadableTable<u64, &'static [u8]>,
+    names: &mut Names,
+    id: &ChunkId,
+) -> Result<Option<u64>> {
+    if let Some(pack) = index.get(prefix(id))?.map(|v| v.value())
+        && names.holds(names_table, pack, id)?
+    {
+        return Ok(Some(pack));
+    }
+    Ok(full.get(&id.0)?.map(|v| v.value()))
+}
+
+/// The index's tables and the names they derive from, open in one write transaction.
+pub struct Tables<'t> {
+    pub index: Table<'t, u64, u64>,
+    pub full: Table<'t, &'static [u8; 32], u64>,
+    pub names_table: Table<'t, u64, &'static [u8]>,
+    pub names: Names,
+}
+
+impl<'t> Tables<'t> {
+    pub fn open(txn: &'t redb::WriteTransaction) -> Result<Tables<'t>> {
+        Ok(Tables {
+            index: txn.open_table(INDEX)?,
+            full: txn.open_table(INDEX_FULL)?,
+            names_table: txn.open_table(PACK_IDS)?,
+            names: Names::new(),
+        })
+    }
+
+    pub fn lookup(&mut self, id: &ChunkId) -> Result<Option<u64>> {
+        lookup(
+            &self.index,
+            &self.full,
+            &self.names_table,
+            &mut self.names,
+            id,
+        )
+    }
+
+    /// Indexes `id` at `pack` unless it is indexed already; returns the pack that holds it
+    /// after the call. `pack` must name `id` (its names are written by the caller).
+    fn insert(&mut self, id: &ChunkId, pack: u64) -> Result<u64> {
+        if let Some(at) = self.lookup(id)? {
+            return Ok(at);
+        }
+        let key = prefix(id);
+        if self.index.get(key)?.is_none() {
+            self.index.insert(key, pack)?;
+        } else {
+            self.full.insert(&id.0, pack)?;
+        }
+        self.names.note(pack, *id);
+        Ok(pack)
+    }
+
+    /// Removes every index row that points at `pack` for one of `names`.
+    fn unindex(&mut self, pack: u64, names: &[ChunkId]) -> Result<()> {
+        for id in names.iter().filter(|n| **n != TOMBSTONE) {
+            if self.full.get(&id.0)?.is_some_and(|v| v.value() == pack) {
+                self.full.remove(&id.0)?;
+            }
+            let key = prefix(id);
+            if self.index.get(key)?.is_some_and(|v| v.value() == pack) {
+                self.index.remove(key)?;
+            }
+        }
+        self.names.forget(pack);
+        Ok(())
+    }
+}
+
+/// Writes `pack`'s names and indexes each named chunk there, unless another pack's copy is
+/// indexed already. Returns the positions of such chunks: the write path stores them as
+/// tombstones (`dedup_tombstones`), a replay finds none (the names it replays hold them so).
+/// Names the pack had before are replaced (their rows dropped first).
+pub fn put_names(tables: &mut Tables<'_>, pack: u64, names: &[ChunkId]) -> Result<Vec<usize>> {
+    let old = tables.names_table.get(pack)?.map(|v| v.value().to_vec());
+    if let Some(old) = old {
+        let old = format::decode_pack_ids(&old)?;
+        tables.unindex(pack, &old)?;
+    }
+    // The pack's set starts empty and grows as chunks are indexed at it: until its row is
+    // written, "pack names id" means "id was indexed at pack by this call".
+    tables.names.sets.insert(pack, IdSet::default());
+    tables.names.writing = Some(pack);
+    let mut elsewhere = Vec::new();
+    for (i, id) in names.iter().enumerate() {
+        if *id == TOMBSTONE {
+            continue;
+        }
+        if tables.insert(id, pack)? != pack {
+            elsewhere.push(i);
+        }
+    }
+    let mut stored = names.to_vec();
+    for &i in &elsewhere {
+        stored[i] = TOMBSTONE;
+    }
+    tables
+        .names_table
+        .insert(pack, format::encode_pack_ids(&stored).as_slice())?;
+    tables.names.writing = None;
+    Ok(elsewhere)
+}
+
+/// Drops `pack`'s names and every index row pointing at it.
+pub fn delete_names(tables: &mut Tables<'_>, pack: u64) -> Result<()> {
+    let old = tables.names_table.remove(pack)?.map(|v| v.value().to_vec());
+    if let Some(old) = old {
+        let old = format::decode_pack_ids(&old)?;
+        tables.unindex(pack, &old)?;
+    }
+    Ok(())
+}
+
+/// Moves format-4 chunk rows (whole id → location) into the index and empties their table:
+/// the upgrade of a format-4 catalog, and of rows replayed from journal objects before
+/// version 8. Such rows precede every derived one, so the index must be empty. Returns how
+/// many rows moved.
+pub fn convert_legacy(txn: &redb::WriteTransaction) -> Result<u64> {
+    let mut legacy = txn.open_table(LEGACY_CHUNKS)?;
+    if legacy.is_empty()? {
+        return Ok(0);
+    }
+    let mut index = txn.open_table(INDEX)?;
+    let mut full = txn.open_table(INDEX_FULL)?;
+    if !index.is_empty()? || !full.is_empty()? {
+        return Err(crate::StoreError::Corrupt(
+            "the catalog holds format-4 chunk rows beside format-5 index rows".into(),
+        ));
+    }
+    let mut moved = 0u64;
+    for row in legacy.iter()? {
+        let (k, v) = row?;
+        let id = ChunkId(*k.value());
+        let pack = ChunkLoc::decode(v.value())?.pack;
+        // Legacy ids are unique: a taken prefix is another id's.
+        let key = prefix(&id);
+        if index.get(key)?.is_none() {
+            index.insert(key, pack)?;
+        } else {
+            full.insert(&id.0, pack)?;
+        }
+        moved += 1;
+    }
+    legacy.retain(|_, _| false)?;
+    Ok(moved)
+}
+
+/// Every index row, as (id prefix or whole id, pack), in key order: compared across catalogs.
+pub fn rows(txn: &redb::ReadTransaction) -> Result<Vec<(Vec<u8>, u64)>> {
+    let mut out = Vec::new();
+    for row in txn.open_table(INDEX)?.iter()? {
+        let (k, v) = row?;
+        out.push((k.value().to_le_bytes().to_vec(), v.value()));
+    }
+    for row in txn.open_table(INDEX_FULL)?.iter()? {
+        let (k, v) = row?;
+        out.push((k.value().to_vec(), v.value()));
+    }
+    Ok(out)
+}
+
+/// How many chunks the index names.
+pub fn len(txn: &redb::ReadTransaction) -> Result<u64> {
+    Ok(txn.open_table(INDEX)?.len()? + txn.open_table(INDEX_FULL)?.len()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use redb::ReadableDatabase;
+    use std::collections::BTreeMap;
+
+    fn db() -> (tempfile::TempDir, redb::Database) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = redb::Database::create(dir.path().join("c.redb")).unwrap();
+        (dir, db)
+    }
+
+    /// An id from a small alphabet of prefixes, so collisions of the 8-byte key are common.
+    fn id_strategy() -> impl Strategy<Value = ChunkId> {
+        (0u8..4, 1u8..=255).prop_map(|(p, tail)| {
+            let mut id = [0u8; 32];
+            id[0] = p + 1;
+            id[31] = tail;
+            ChunkId(id)
+        })
+    }
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        Put(u64, Vec<ChunkId>),
+        Delete(u64),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (0u64..6, proptest::collection::vec(id_strategy(), 0..8))
+                .prop_map(|(p, ids)| Step::Put(p, ids)),
+            (0u64..6).prop_map(Step::Delete),
+        ]
+    }
+
+    proptest! {
+        /// Reference model: the index is "each named chunk → the first pack that named it
+        /// and still does", and a chunk named again elsewhere comes back tombstoned.
+        #[test]
+        fn index_matches_the_names(steps in proptest::collection::vec(step(), 1..40)) {
+            let (_dir, db) = db();
+            // model: pack → names as stored; chunk → pack
+            let mut packs: BTreeMap<u64, Vec<ChunkId>> = BTreeMap::new();
+            let mut model: BTreeMap<ChunkId, u64> = BTreeMap::new();
+            for s in steps {
+                let txn = db.begin_write().unwrap();
+                {
+                    let mut t = Tables::open(&txn).unwrap();
+                    match s {
+                        Step::Put(p, ids) => {
+                            if let Some(old) = packs.remove(&p) {
+                                model.retain(|_, at| *at != p);
+                                drop(old);
+                            }
+                            let mut dedup = Vec::new();
+                            for id in &ids {
+                                // A pack never holds one chunk twice (the write path's pending set).
+                                if !dedup.contains(id) { dedup.push(*id); }
+                            }
+                            let elsewhere = put_names(&mut t, p, &dedup).unwrap();
+                            let mut stored = dedup.clone();
+                            let mut expect_elsewhere = Vec::new();
+                            for (i, id) in dedup.iter().enumerate() {
+                                if model.contains_key(id) {
+                                    expect_elsewhere.push(i);
+                                    stored[i] = TOMBSTONE;
+                                } else {
+                                    model.insert(*id, p);
+                                }
+                            }
+                            prop_assert_eq!(elsewhere, expect_elsewhere);
+                            packs.insert(p, stored);
+                        }
+                        Step::Delete(p) => {
+                            delete_names(&mut t, p).unwrap();
+                            packs.remove(&p);
+                            model.retain(|_, at| *at != p);
+                        }
+                    }
+                }
+                txn.commit().unwrap();
+                let txn = db.begin_read().unwrap();
+                let index = txn.open_table(INDEX).unwrap();
+                let full = txn.open_table(INDEX_FULL).unwrap();
+                let names_table = txn.open_table(PACK_IDS).unwrap();
+                let mut names = Names::new();
+                prop_assert_eq!(len(&txn).unwrap(), model.len() as u64);
+                for (id, at) in &model {
+                    prop_assert_eq!(
+                        lookup(&index, &full, &names_table, &mut names, id).unwrap(),
+                        Some(*at)
+                    );
+                }
+                for ids in packs.values() {
+                    for id in ids.iter().filter(|i| !model.contains_key(i) && **i != TOMBSTONE) {
+                        prop_assert_eq!(
+                            lookup(&index, &full, &names_table, &mut names, id).unwrap(),
+                            None
+                        );
+                    }
+                }
+                let mut absent = [9u8; 32];
+                absent[0] = 1;
+                prop_assert_eq!(
+                    lookup(&index, &full, &names_table, &mut names, &ChunkId(absent)).unwrap(),
+                    None
+                );
+            }
+        }
+    }
+}
