@@ -307,13 +307,13 @@ async fn drive(
 ) {
     let framer = Framer::new(session.receive_limits());
     let send_limits = session.send_limits();
-    let (out_tx, writer_task) = wire::spawn_writer(writer, send_limits);
+    let (out_tx, writer_task) = wire::spawn_writer(writer, send_limits, Default::default());
     let mut waiting: HashMap<u32, Reply> = HashMap::new();
     let mut failure: Option<String> = None;
     let mut requests_open = true;
     loop {
         while let Some(pdu) = session.poll_transmit() {
-            if out_tx.send(pdu).is_err() {
+            if !out_tx.send(pdu) {
                 failure = Some("writer stopped".into());
             }
         }

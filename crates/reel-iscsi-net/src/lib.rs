@@ -16,4 +16,6 @@ mod wire;
 
 pub use client::{Client, ClientError, ClientOptions};
 pub use stats::{InitiatorStats, LATENCY_BUCKETS_US, LunCounters};
-pub use target::{DEFAULT_MAX_SESSIONS, SessionInfo, TargetServer, TargetServerConfig};
+pub use target::{
+    DATA_IN_BUDGET, DEFAULT_MAX_SESSIONS, SessionInfo, TargetServer, TargetServerConfig,
+};

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -56,6 +56,12 @@ pub struct TargetServerConfig {
 /// solicited far ahead of them only waits in memory.
 pub const DATA_OUT_BUDGET: u64 = 32 << 20;
 
+/// Data-In one connection may have queued for its initiator before it starts no more commands
+/// (`wire::Backlog`): an initiator that sends READs and does not read its socket makes the
+/// target hold at most this plus what the commands already running return. Far above what a
+/// reading initiator leaves queued (the kernel's socket buffer takes the first megabytes).
+pub const DATA_IN_BUDGET: u64 = 32 << 20;
+
 /// [`TargetServerConfig::max_sessions`] when the configuration does not say.
 pub const DEFAULT_MAX_SESSIONS: usize = 64;
 
@@ -90,6 +96,8 @@ struct Shared {
     next_tsih: AtomicU16,
     executor: Executor,
     stats: StatsRegistry,
+    /// Data-In queued for initiators and not yet written, over every connection.
+    data_in_queued: Arc<AtomicU64>,
 }
 
 /// A running target server.
@@ -127,6 +135,7 @@ impl TargetServer {
             next_tsih: AtomicU16::new(1),
             executor: Executor::new(),
             stats: StatsRegistry::default(),
+            data_in_queued: Arc::default(),
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut local_addrs = Vec::new();
@@ -146,6 +155,12 @@ impl TargetServer {
     }
 
     /// The addresses actually bound (port 0 in the config picks a free port).
+    /// Data-In queued for initiators and not yet written to their sockets, over every
+    /// connection (each holds at most about [`DATA_IN_BUDGET`] plus its running commands').
+    pub fn queued_data_in_bytes(&self) -> u64 {
+        self.shared.data_in_queued.load(Ordering::Relaxed)
+    }
+
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.local_addrs
     }
@@ -460,7 +475,13 @@ async fn full_feature(
     let framer = Framer::new(conn.receive_limits());
     let send_limits = conn.send_limits();
 
-    let (out_tx, writer_task) = wire::spawn_writer(writer, send_limits);
+    let backlog = Arc::new(wire::Backlog::counted_in(shared.data_in_queued.clone()));
+    let (out_tx, writer_task) = wire::spawn_writer(writer, send_limits, backlog.clone());
+    let mut data_in = DataInBudget {
+        backlog: backlog.clone(),
+        running: HashMap::new(),
+        running_bytes: 0,
+    };
 
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(u32, ScsiOutcome)>();
     let luns = target_index.map(|i| shared.luns[i].clone());
@@ -478,8 +499,14 @@ async fn full_feature(
     let mut result = Ok(());
 
     loop {
-        // Run what the connection decided, then send what it produced.
-        while let Some(event) = conn.poll_event() {
+        // What completions produced is counted in the backlog before any command starts.
+        transmit(&mut conn, &out_tx);
+        // Run what the connection decided, then send what it produced. Not while the
+        // initiator leaves too much Data-In unread: the commands wait in the connection (at
+        // most the CmdSN window of them), and the writer's progress wakes the loop.
+        while data_in.may_start()
+            && let Some(event) = conn.poll_event()
+        {
             match event {
                 Event::Execute(command) => {
                     let Some(luns) = luns.as_ref() else {
@@ -492,6 +519,7 @@ async fn full_feature(
                         );
                         continue;
                     };
+                    data_in.started(command.itt, command.data_in_len);
                     started.insert(
                         command.itt,
                         (
@@ -507,8 +535,11 @@ async fn full_feature(
                         done: done_tx.clone(),
                     };
                     if let Some((itt, outcome)) = shared.executor.submit(job) {
+                        data_in.finished(itt);
                         account(&mut started, &counters, itt, &outcome);
                         conn.complete(itt, outcome);
+                        // Its Data-In joins the backlog before the next command may start.
+                        transmit(&mut conn, &out_tx);
                     }
                 }
                 Event::TaskManagement {
@@ -549,11 +580,7 @@ async fn full_feature(
                 }
             }
         }
-        while let Some(pdu) = conn.poll_transmit() {
-            if out_tx.send(pdu).is_err() {
-                conn.connection_lost();
-            }
-        }
+        transmit(&mut conn, &out_tx);
         if conn.is_closed() || (shutting_down && conn.task_count() == 0) {
             break;
         }
@@ -571,7 +598,9 @@ async fn full_feature(
                     }
                 }
             }
+            () = backlog.drained(), if !data_in.may_start() => {}
             Some((itt, outcome)) = done_rx.recv() => {
+                data_in.finished(itt);
                 account(&mut started, &counters, itt, &outcome);
                 conn.complete(itt, outcome);
             }
@@ -608,6 +637,48 @@ async fn full_feature(
     // The reinstating login is told only after the caller has ended this session (its
     // nexus, its registry entry), so the new session never sees the old one's leftovers.
     (result, stop_waiter)
+}
+
+/// Hands the connection's outgoing PDUs to its writer.
+fn transmit(conn: &mut TargetConnection, out: &wire::Outbox) {
+    while let Some(pdu) = conn.poll_transmit() {
+        if !out.send(pdu) {
+            conn.connection_lost();
+        }
+    }
+}
+
+/// What one connection's Data-In may take: what waits to be written and what the commands
+/// running may still return, at most [`DATA_IN_BUDGET`] before another command starts. So
+/// it holds at most the budget and one command's Data-In (a command larger than the budget
+/// runs once the rest is written, alone); commands the null disk or absent LUNs answer
+/// inline count in the backlog as soon as they ran.
+struct DataInBudget {
+    backlog: Arc<wire::Backlog>,
+    /// Running commands' Expected Data Transfer Lengths for Data-In, by ITT.
+    running: HashMap<u32, u64>,
+    running_bytes: u64,
+}
+
+impl DataInBudget {
+    fn may_start(&self) -> bool {
+        self.backlog.bytes() + self.running_bytes <= DATA_IN_BUDGET
+    }
+
+    fn started(&mut self, itt: u32, data_in_len: u32) {
+        let len = u64::from(data_in_len);
+        if let Some(old) = self.running.insert(itt, len) {
+            self.running_bytes -= old;
+        }
+        self.running_bytes += len;
+    }
+
+    /// Its Data-In is in the backlog now (queued with the response).
+    fn finished(&mut self, itt: u32) {
+        if let Some(len) = self.running.remove(&itt) {
+            self.running_bytes -= len;
+        }
+    }
 }
 
 /// Adds a finished command to the initiator's counters.

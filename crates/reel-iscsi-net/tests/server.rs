@@ -14,7 +14,8 @@ use reel_iscsi::login::{PortalConfig, TargetConfig};
 use reel_iscsi::params::{DigestPreference, Limits};
 use reel_iscsi::session::TmfFunction;
 use reel_iscsi_net::{
-    Client, ClientError, ClientOptions, DEFAULT_MAX_SESSIONS, TargetServer, TargetServerConfig,
+    Client, ClientError, ClientOptions, DATA_IN_BUDGET, DEFAULT_MAX_SESSIONS, TargetServer,
+    TargetServerConfig,
 };
 use reel_scsi::initiator::describe::is_unit_attention;
 use reel_scsi::initiator::sbc::{read10, write10, write12};
@@ -509,5 +510,100 @@ async fn sixty_four_sessions_at_queue_depth_eight() {
     for client in &clients {
         assert_eq!(client.logout().await.unwrap(), 0);
     }
+    server.shutdown(Duration::from_secs(5)).await;
+}
+
+/// A TCP relay to `to` for one connection whose target-to-initiator direction stops while the
+/// returned flag is true: an initiator that sends commands and does not read its socket.
+async fn stalling_relay(to: SocketAddr) -> (SocketAddr, tokio::sync::watch::Sender<bool>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stall, mut stalled) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let (client, _) = listener.accept().await.unwrap();
+        let server = tokio::net::TcpStream::connect(to).await.unwrap();
+        let (mut client_read, mut client_write) = client.into_split();
+        let (mut server_read, mut server_write) = server.into_split();
+        tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+        });
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            while *stalled.borrow() {
+                if stalled.changed().await.is_err() {
+                    return;
+                }
+            }
+            let n = match server_read.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            if client_write.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+        }
+    });
+    (addr, stall)
+}
+
+/// An initiator that keeps a full window of large READs in flight and stops reading its
+/// socket: the target stops starting its commands once their Data-In would pass
+/// `DATA_IN_BUDGET` (it had queued every command's data, the whole window, without limit);
+/// when the initiator reads again, every command completes with its data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_initiator_that_does_not_read_cannot_make_the_target_queue_without_limit() {
+    const READ_BYTES: u32 = 8 << 20;
+    const BLOCKS: u16 = (READ_BYTES / 512) as u16;
+    const READS: u32 = 32; // the server's queue depth: 256 MiB of Data-In if all ran
+    let (server, addr) = start(vec![target("open")]).await;
+    let (relay, stall) = stalling_relay(addr).await;
+    let client = Arc::new(
+        Client::connect(relay, login(Some("open"), 1), ClientOptions::default())
+            .await
+            .unwrap(),
+    );
+    clear_unit_attention(&client).await;
+    stall.send(true).unwrap();
+    let reads: Vec<_> = (0..READS)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .execute(
+                        0,
+                        &read10(i * u32::from(BLOCKS), BLOCKS),
+                        Bytes::new(),
+                        READ_BYTES,
+                    )
+                    .await
+            })
+        })
+        .collect();
+    let mut peak = 0;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peak = peak.max(server.queued_data_in_bytes());
+    }
+    eprintln!("peak Data-In queued while the initiator did not read: {peak} bytes");
+    assert!(
+        peak >= u64::from(READ_BYTES),
+        "the target queued Data-In: {peak}"
+    );
+    assert!(
+        peak <= DATA_IN_BUDGET + u64::from(READ_BYTES),
+        "{peak} bytes queued for an initiator that does not read (budget {DATA_IN_BUDGET})"
+    );
+    stall.send(false).unwrap();
+    for read in reads {
+        let r = tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .expect("every READ completes once the initiator reads")
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.status, r.data.len()), (0, READ_BYTES as usize));
+    }
+    assert_eq!(client.logout().await.unwrap(), 0);
+    assert_eq!(server.queued_data_in_bytes(), 0);
     server.shutdown(Duration::from_secs(5)).await;
 }

@@ -439,7 +439,7 @@ mod tests {
         for c in &report.checkpoints {
             assert!(c.catalog_file_bytes > 0 && c.packs_bytes > 0);
             assert!(
-                c.table_bytes(Some(&["chunks"])) > 0,
+                c.table_bytes(Some(&["chunk_index"])) > 0,
                 "{:?}",
                 c.catalog_tables
             );
