@@ -86,6 +86,10 @@ pub struct BucketView {
     /// Recently read data kept in the cache, and the cache's size limit.
     pub cached_bytes: u64,
     pub cache_capacity: u64,
+    /// Memory the cache holds: copies of packs waiting to upload and blocks just fetched
+    /// (bounded by `[store.cache] upload_memory` and `read_memory`).
+    #[serde(default)]
+    pub memory_bytes: u64,
     /// Requests made to the bucket, and bytes each way.
     pub requests: u64,
     pub bytes_up: u64,

@@ -108,7 +108,21 @@ pub struct CacheConfig {
     /// First delay before retrying a failed upload; doubled per failure up to `retry_max`.
     pub retry_initial: Duration,
     pub retry_max: Duration,
+    /// Memory for copies of queued puts' bytes, so an upload need not read its entry back
+    /// from disk (where it was written around the page cache): enough for every upload
+    /// thread's pack and the next ones. Beyond it an upload reads its entry from disk; 0 makes
+    /// every upload do so.
+    pub upload_memory_bytes: u64,
+    /// Memory for blocks just fetched (or read ahead), newest first: the reader a block was
+    /// fetched for takes its pieces from memory, so the block's file is written around the
+    /// page cache and not read back while a restore runs. 0 keeps none.
+    pub read_memory_bytes: u64,
 }
+
+/// [`CacheConfig::upload_memory_bytes`] by default.
+pub const DEFAULT_UPLOAD_MEMORY: u64 = 512 << 20;
+/// [`CacheConfig::read_memory_bytes`] by default.
+pub const DEFAULT_READ_MEMORY: u64 = 64 << 20;
 
 impl Default for CacheConfig {
     fn default() -> Self {
@@ -121,6 +135,8 @@ impl Default for CacheConfig {
             remote_check: RemoteCheck::BarrierPrefixes,
             retry_initial: Duration::from_millis(100),
             retry_max: Duration::from_secs(30),
+            upload_memory_bytes: DEFAULT_UPLOAD_MEMORY,
+            read_memory_bytes: DEFAULT_READ_MEMORY,
         }
     }
 }
@@ -148,6 +164,11 @@ pub struct CacheStats {
     /// Puts that had to wait for uploads to free capacity.
     pub blocked_puts: u64,
     pub last_error: Option<String>,
+    /// Bytes held in memory: copies of queued puts for their uploads
+    /// ([`CacheConfig::upload_memory_bytes`]) and blocks just fetched
+    /// ([`CacheConfig::read_memory_bytes`]).
+    pub upload_memory_bytes: u64,
+    pub read_memory_bytes: u64,
     /// Why the cache stopped for good (fenced or a damaged entry), if it did.
     pub failed: Option<String>,
 }
@@ -213,14 +234,11 @@ struct Item {
     /// An earlier upload attempt may have stored the object (it failed ambiguously, or the
     /// item was recovered from disk).
     attempted: bool,
-    /// A copy of a put's bytes, kept while [`UPLOAD_MEMORY`] allows, so the upload need not read
-    /// the entry back from disk (where it was written around the page cache).
+    /// A copy of a put's bytes, kept while [`CacheConfig::upload_memory_bytes`] allows, so the
+    /// upload need not read the entry back from disk (where it was written around the page
+    /// cache).
     data: Option<Arc<Vec<u8>>>,
 }
-
-/// Bytes of queued puts held in memory for their uploads (see `Item::data`): enough for every
-/// upload thread's pack and the next ones; beyond it an upload reads its entry from disk.
-const UPLOAD_MEMORY: u64 = 512 << 20;
 /// Buffers kept in `State::spare_copies` at most, beyond the upload threads' count.
 const SPARE_COPIES_EXTRA: usize = 2;
 
@@ -230,14 +248,12 @@ struct CleanFile {
     offset: u64,
     len: u64,
     tick: u64,
-    /// A block just fetched, also in memory (see [`BLOCK_MEMORY`]).
+    /// A block just fetched, also in memory (see [`CacheConfig::read_memory_bytes`]).
     memory: Option<Arc<Vec<u8>>>,
 }
 
-/// Bytes of fetched blocks also kept in memory, newest first: the reader a block was fetched
-/// for (or read ahead for) takes its pieces from memory, so the block's file is written around
-/// the page cache and never read back while the restore runs.
-const BLOCK_MEMORY: u64 = 64 << 20;
+/// Fetched blocks kept in memory at most, whatever their bytes (the queue of them also holds
+/// stale entries of blocks since evicted).
 const BLOCK_MEMORY_ENTRIES: usize = 1024;
 
 #[derive(Default)]
@@ -462,6 +478,8 @@ impl WriteBackCache {
             .min()
             .map(|t| t.elapsed().unwrap_or_default());
         stats.clean_bytes = st.clean_bytes;
+        stats.upload_memory_bytes = st.memory_bytes;
+        stats.read_memory_bytes = st.block_memory_bytes;
         stats.failed.clone_from(&st.failed);
         stats
     }
@@ -688,8 +706,8 @@ impl State {
     }
 
     /// Keeps a copy of clean block `b` of `key` (just added) in memory, dropping the oldest
-    /// copies beyond [`BLOCK_MEMORY`].
-    fn hold_block(&mut self, key: &Key, b: u64, data: Arc<Vec<u8>>) {
+    /// copies beyond `limit` bytes ([`CacheConfig::read_memory_bytes`]).
+    fn hold_block(&mut self, key: &Key, b: u64, data: Arc<Vec<u8>>, limit: u64) {
         let Some(file) = self.clean.get_mut(key).and_then(|o| o.blocks.get_mut(&b)) else {
             return;
         };
@@ -700,9 +718,7 @@ impl State {
         self.block_memory_bytes += len;
         self.block_memory.push_back((key.clone(), b));
         // The queue is bounded too: blocks evicted from the cache leave stale entries.
-        while self.block_memory_bytes > BLOCK_MEMORY
-            || self.block_memory.len() > BLOCK_MEMORY_ENTRIES
-        {
+        while self.block_memory_bytes > limit || self.block_memory.len() > BLOCK_MEMORY_ENTRIES {
             let Some((k, oldest)) = self.block_memory.pop_front() else {
                 break;
             };
@@ -968,13 +984,13 @@ impl Shared {
         Ok(path)
     }
 
-    /// A copy of a large put's bytes for its upload, if [`UPLOAD_MEMORY`] has room (counted
-    /// from here; the item holds it from its commit).
+    /// A copy of a large put's bytes for its upload, if [`CacheConfig::upload_memory_bytes`]
+    /// has room (counted from here; the item holds it from its commit).
     fn hold_copy(&self, data: &[u8]) -> Option<Arc<Vec<u8>>> {
         let len = data.len() as u64;
         let mut buffer = {
             let mut st = self.lock();
-            if data.len() < DIRECT_MIN || st.memory_bytes + len > UPLOAD_MEMORY {
+            if data.len() < DIRECT_MIN || st.memory_bytes + len > self.config.upload_memory_bytes {
                 return None;
             }
             st.memory_bytes += len;
@@ -1626,7 +1642,7 @@ impl Shared {
                 if st.fetch_current(id) {
                     let len = block.len() as u64;
                     st.add_clean(CleanId::Block(key.clone(), idx), path, 0, len, cap);
-                    st.hold_block(key, idx, block);
+                    st.hold_block(key, idx, block, self.config.read_memory_bytes);
                 } else {
                     let _ = fs::remove_file(&path);
                 }
@@ -1764,7 +1780,7 @@ impl Shared {
                 data.len() as u64,
                 cap,
             );
-            st.hold_block(key, b, Arc::new(data));
+            st.hold_block(key, b, Arc::new(data), self.config.read_memory_bytes);
         } else {
             let _ = fs::remove_file(&path);
         }

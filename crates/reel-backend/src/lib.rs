@@ -33,7 +33,10 @@ mod memory;
 mod s3;
 mod versioned;
 
-pub use cache::{CacheConfig, CacheStats, PendingItem, RemoteCheck, WriteBackCache};
+pub use cache::{
+    CacheConfig, CacheStats, DEFAULT_READ_MEMORY, DEFAULT_UPLOAD_MEMORY, PendingItem, RemoteCheck,
+    WriteBackCache,
+};
 pub use crypt::{EncryptedBackend, KeyId, Resealed, StoreKey, StoreKeyError};
 pub use fault::{CrashBackend, FaultRates, FlakyBackend, QuotaBackend};
 pub use key::{Key, KeyError, MAX_KEY_LEN};

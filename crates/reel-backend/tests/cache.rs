@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use reel_backend::{
-    Backend, BackendError, CacheConfig, FaultRates, FlakyBackend, Key, LocalBackend, MemoryBackend,
-    ObjectMeta, PutMode, QuotaBackend, RemoteCheck, Result, WriteBackCache, conformance,
+    Backend, BackendError, CacheConfig, DEFAULT_READ_MEMORY, DEFAULT_UPLOAD_MEMORY, FaultRates,
+    FlakyBackend, Key, LocalBackend, MemoryBackend, ObjectMeta, PutMode, QuotaBackend, RemoteCheck,
+    Result, WriteBackCache, conformance,
 };
 
 fn key(s: &str) -> Key {
@@ -356,6 +357,58 @@ fn large_entries_upload_from_memory_and_after_a_restart_from_disk() {
         assert!(mem.get(&k).unwrap() == pattern(size(i), i), "{k}");
     }
     assert_eq!(cache.stats().pending_objects, 0);
+}
+
+/// The memory budgets are settings: with both at 0 no upload keeps a copy and no fetched block
+/// stays in memory, and the bytes still come back exact (uploads read their entries from disk,
+/// reads their blocks from the cache's files); with the defaults both hold bytes, within them.
+#[test]
+fn memory_budgets_bound_upload_copies_and_fetched_blocks() {
+    for (upload, read) in [(0u64, 0u64), (DEFAULT_UPLOAD_MEMORY, DEFAULT_READ_MEMORY)] {
+        let mem = Arc::new(MemoryBackend::new());
+        let down = Arc::new(Probe::new(mem.clone()));
+        down.closed.store(true, Ordering::SeqCst);
+        let dir =
+            tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let cfg = CacheConfig {
+            upload_memory_bytes: upload,
+            read_memory_bytes: read,
+            ..config(256 << 20)
+        };
+        let cache = WriteBackCache::open(dir.path(), down.clone(), cfg).unwrap();
+        let size = |i: u64| (4 << 20) + 7 + i as usize * 4099;
+        for i in 0..3 {
+            let k = key(&format!("packs/{i:04}.pack"));
+            cache
+                .put(&k, &pattern(size(i), i), PutMode::Create)
+                .unwrap();
+        }
+        let held = cache.stats().upload_memory_bytes;
+        assert!(
+            held <= upload,
+            "{held} bytes of upload copies over {upload}"
+        );
+        assert_eq!(held > 0, upload > 0, "{held} bytes of upload copies");
+        down.closed.store(false, Ordering::SeqCst);
+        cache.flush().unwrap();
+        assert_eq!(cache.stats().upload_memory_bytes, 0);
+        for i in 0..3 {
+            let k = key(&format!("packs/{i:04}.pack"));
+            assert!(mem.get(&k).unwrap() == pattern(size(i), i), "{k}");
+        }
+        // Cold reads of an object put behind the cache's back: fetched in blocks.
+        let cold = key("packs/cold.pack");
+        mem.put(&cold, &pattern(9 << 20, 9), PutMode::Create)
+            .unwrap();
+        let range = (1 << 20) + 3..(7 << 20) + 5;
+        assert_eq!(
+            cache.get_range(&cold, range.clone()).unwrap(),
+            &pattern(9 << 20, 9)[range.start as usize..range.end as usize]
+        );
+        let held = cache.stats().read_memory_bytes;
+        assert!(held <= read, "{held} bytes of fetched blocks over {read}");
+        assert_eq!(held > 0, read > 0, "{held} bytes of fetched blocks");
+    }
 }
 
 /// Writers block (never fail) when pending data fills the cache; pending bytes stay within

@@ -2805,6 +2805,7 @@ mod format_4_upgrade_tests {
 
     use super::*;
     use crate::StreamId;
+    use crate::test_support::noise;
 
     fn config() -> StoreConfig {
         StoreConfig {
@@ -2812,18 +2813,6 @@ mod format_4_upgrade_tests {
             pack_target: 256 << 10,
             ..StoreConfig::default()
         }
-    }
-
-    fn noise(len: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
     }
 
     fn contents(store: &ChunkStore) -> Vec<(StreamId, Vec<u8>)> {

@@ -315,6 +315,14 @@ pub struct CacheSection {
     /// Uploads in flight.
     #[serde(default = "default_upload_threads")]
     pub upload_threads: usize,
+    /// Memory for copies of packs waiting to upload, so an upload need not read them back
+    /// from disk (default 512M; "0" reads every upload from disk).
+    #[serde(default = "default_upload_memory")]
+    pub upload_memory: String,
+    /// Memory for blocks just fetched from the bucket for a reader (default 64M; "0" keeps
+    /// none: a restore then reads each block back from the cache's disk).
+    #[serde(default = "default_read_memory")]
+    pub read_memory: String,
 }
 
 impl Default for CacheSection {
@@ -322,8 +330,35 @@ impl Default for CacheSection {
         CacheSection {
             size: default_cache_size(),
             upload_threads: default_upload_threads(),
+            upload_memory: default_upload_memory(),
+            read_memory: default_read_memory(),
         }
     }
+}
+
+pub(crate) fn default_upload_memory() -> String {
+    "512M".into()
+}
+
+pub(crate) fn default_read_memory() -> String {
+    "64M".into()
+}
+
+/// The most `[store.cache] upload_memory` or `read_memory` may ask for: far beyond any use,
+/// below what a typo (a "T" for a "G") would take from the machine.
+pub const CACHE_MEMORY_MAX: u64 = 64 << 30;
+
+/// A `[store.cache]` memory setting in bytes: a size no larger than [`CACHE_MEMORY_MAX`].
+pub fn cache_memory_bytes(name: &str, text: &str) -> anyhow::Result<u64> {
+    let bytes = if text.trim() == "0" {
+        0
+    } else {
+        reel_datagen::parse_size(text).map_err(|e| anyhow::anyhow!("store.cache.{name}: {e}"))?
+    };
+    if bytes > CACHE_MEMORY_MAX {
+        anyhow::bail!("store.cache.{name}: {text} is more than the 64G maximum");
+    }
+    Ok(bytes)
 }
 
 fn default_cache_size() -> String {
@@ -1158,6 +1193,8 @@ pub fn validate_store(store: &StoreSection) -> anyhow::Result<()> {
             if !(1..=64).contains(&cache.upload_threads) {
                 anyhow::bail!("store.cache.upload_threads: must be 1 to 64");
             }
+            cache_memory_bytes("upload_memory", &cache.upload_memory)?;
+            cache_memory_bytes("read_memory", &cache.read_memory)?;
         }
     }
     Ok(())
@@ -1442,6 +1479,30 @@ mod tests {
             2 << 30
         );
         assert_eq!(config.store.cache.as_ref().unwrap().upload_threads, 4);
+        let cache = config.store.cache.as_ref().unwrap();
+        assert_eq!(
+            (
+                cache_memory_bytes("upload_memory", &cache.upload_memory).unwrap(),
+                cache_memory_bytes("read_memory", &cache.read_memory).unwrap()
+            ),
+            (
+                reel_backend::DEFAULT_UPLOAD_MEMORY,
+                reel_backend::DEFAULT_READ_MEMORY
+            )
+        );
+        let budgets = parse(
+            "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\n[store.cache]\nupload_memory = \"0\"\nread_memory = \"256M\"\n",
+        )
+        .unwrap();
+        let cache = budgets.store.cache.as_ref().unwrap();
+        assert_eq!(
+            cache_memory_bytes("upload_memory", &cache.upload_memory).unwrap(),
+            0
+        );
+        assert_eq!(
+            cache_memory_bytes("read_memory", &cache.read_memory).unwrap(),
+            256 << 20
+        );
         let encrypted = parse(
             "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\n[store.encryption]\nkey_file = \"/etc/reel/store.key\"\n",
         )
@@ -1477,6 +1538,14 @@ mod tests {
             (
                 "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\nprefix = \"../x\"\n",
                 "store.s3.prefix",
+            ),
+            (
+                "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\n[store.cache]\nupload_memory = \"lots\"\n",
+                "store.cache.upload_memory",
+            ),
+            (
+                "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\n[store.cache]\nread_memory = \"1T\"\n",
+                "64G maximum",
             ),
             (
                 "[store]\nbackend = \"s3\"\n[store.s3]\nbucket = \"b\"\n[store.cache]\nsize = \"10M\"\n",

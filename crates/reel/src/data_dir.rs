@@ -95,6 +95,12 @@ pub struct BucketBinding {
     pub durability: String,
     pub cache_size: String,
     pub upload_threads: usize,
+    /// `[store.cache] upload_memory` and `read_memory` (absent in bindings written before
+    /// they were settings: the defaults they had as constants).
+    #[serde(default = "crate::config::default_upload_memory")]
+    pub upload_memory: String,
+    #[serde(default = "crate::config::default_read_memory")]
+    pub read_memory: String,
     /// Set when what goes to the bucket is encrypted (`[store.encryption]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<EncryptionBinding>,
@@ -127,6 +133,8 @@ impl BucketBinding {
             },
             cache_size: cache.size,
             upload_threads: cache.upload_threads,
+            upload_memory: cache.upload_memory,
+            read_memory: cache.read_memory,
             // Filled in by `open_with` once the key is loaded.
             encryption: None,
         })
@@ -267,6 +275,11 @@ pub fn open_with(
     let cache_config = CacheConfig {
         capacity_bytes: capacity,
         upload_threads: binding.upload_threads.max(1),
+        upload_memory_bytes: crate::config::cache_memory_bytes(
+            "upload_memory",
+            &binding.upload_memory,
+        )?,
+        read_memory_bytes: crate::config::cache_memory_bytes("read_memory", &binding.read_memory)?,
         // No remote probe at put: a synchronising point at durability `local` must not wait
         // for the bucket. A journal object another node wrote first is found at upload, which
         // fences the cache (and the store stops at its next journal put).
@@ -569,4 +582,33 @@ fn open_local_store(dir: &Path, config: StoreConfig) -> anyhow::Result<ChunkStor
         .map_err(|e| in_use(dir, e))
         .with_context(|| format!("opening the store in {}", dir.display()))?;
     Ok(store)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A binding written before the cache's memory budgets were settings reads with the
+    /// defaults they had as constants; a new one round-trips them.
+    #[test]
+    fn bucket_bindings_without_memory_budgets_read_with_the_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(BUCKET_FILE),
+            "durability = \"local\"\ncache_size = \"20G\"\nupload_threads = 4\n[s3]\nbucket = \"b\"\nprefix = \"p\"\nregion = \"us-east-1\"\n",
+        )
+        .unwrap();
+        let old = BucketBinding::read(dir.path()).unwrap().unwrap();
+        assert_eq!(
+            (old.upload_memory.as_str(), old.read_memory.as_str()),
+            ("512M", "64M")
+        );
+        let new = BucketBinding {
+            upload_memory: "0".into(),
+            read_memory: "1G".into(),
+            ..old
+        };
+        new.write(dir.path()).unwrap();
+        assert_eq!(BucketBinding::read(dir.path()).unwrap().unwrap(), new);
+    }
 }

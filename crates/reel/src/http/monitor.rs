@@ -110,6 +110,7 @@ impl BucketSource {
             upload_retries: stats.retries,
             blocked_puts: stats.blocked_puts,
             cached_bytes: stats.clean_bytes,
+            memory_bytes: stats.upload_memory_bytes + stats.read_memory_bytes,
             cache_capacity: self.cache_capacity,
             requests: counters.requests(),
             bytes_up: counters.bytes_up,
@@ -833,7 +834,7 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
         m.sample::<&str>(name, &[], value);
     }
     if let Some(b) = &store.bucket {
-        let bucket: [(&str, &str, &str, f64); 11] = [
+        let bucket: [(&str, &str, &str, f64); 12] = [
             (
                 "reel_bucket_pending_bytes",
                 "gauge",
@@ -875,6 +876,12 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
                 "gauge",
                 "Recently read bucket data kept in the local cache.",
                 b.cached_bytes as f64,
+            ),
+            (
+                "reel_bucket_cache_memory_bytes",
+                "gauge",
+                "Memory the local cache holds: copies of packs waiting to upload, blocks just fetched.",
+                b.memory_bytes as f64,
             ),
             (
                 "reel_bucket_failed",
