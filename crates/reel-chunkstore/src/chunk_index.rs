@@ -98,6 +98,35 @@ impl Default for Names {
     }
 }
 
+/// The packs the index may hold `id` in, in the order to try them: the one its prefix row
+/// names (if that pack's names hold `id`, it is there), then the one its whole-id row names.
+/// Callers that confirm by a pack's table of contents (the store's lookups) start here.
+pub fn candidates(
+    index: &impl ReadableTable<u64, u64>,
+    full: &impl ReadableTable<&'static [u8; 32], u64>,
+    id: &ChunkId,
+) -> Result<[Option<u64>; 2]> {
+    Ok([
+        index.get(prefix(id))?.map(|v| v.value()),
+        full.get(&id.0)?.map(|v| v.value()),
+    ])
+}
+
+/// Whether `id`, one of `pack`'s names (not a tombstone), is indexed at `pack`. Needs no names:
+/// an id with a whole-id row is indexed there; otherwise it is indexed where its prefix row
+/// points if that pack names it, which `pack` does.
+pub fn indexed_at(
+    index: &impl ReadableTable<u64, u64>,
+    full: &impl ReadableTable<&'static [u8; 32], u64>,
+    id: &ChunkId,
+    pack: u64,
+) -> Result<bool> {
+    Ok(match full.get(&id.0)? {
+        Some(at) => at.value() == pack,
+        None => index.get(prefix(id))?.is_some_and(|at| at.value() == pack),
+    })
+}
+
 /// The pack the index names for `id`, if any.
 pub fn lookup(
     index: &impl ReadableTable<u64, u64>,
@@ -365,6 +394,14 @@ mod tests {
                         lookup(&index, &full, &names_table, &mut names, id).unwrap(),
                         Some(*at)
                     );
+                }
+                for (p, ids) in &packs {
+                    for id in ids.iter().filter(|i| **i != TOMBSTONE) {
+                        prop_assert_eq!(
+                            indexed_at(&index, &full, id, *p).unwrap(),
+                            model.get(id) == Some(p)
+                        );
+                    }
                 }
                 for ids in packs.values() {
                     for id in ids.iter().filter(|i| !model.contains_key(i) && **i != TOMBSTONE) {

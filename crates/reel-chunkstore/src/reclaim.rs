@@ -222,15 +222,12 @@ impl ChunkStore {
                 let txn = inner.db.begin_read()?;
                 let index = txn.open_table(INDEX)?;
                 let full = txn.open_table(INDEX_FULL)?;
-                let names_table = txn.open_table(PACK_IDS)?;
-                let mut names = chunk_index::Names::new();
                 let mut out = Vec::new();
                 for (id, loc) in &toc {
                     if *id == crate::format::TOMBSTONE {
                         continue;
                     }
-                    let indexed = chunk_index::lookup(&index, &full, &names_table, &mut names, id)?;
-                    if indexed == Some(*pack) {
+                    if chunk_index::indexed_at(&index, &full, id, *pack)? {
                         // A foreign pack's chunks have no place here (never moved: not needed).
                         out.push((*id, *loc, live.contains(id)));
                     }

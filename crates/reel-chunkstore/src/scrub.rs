@@ -168,9 +168,7 @@ impl ChunkStore {
         // index points at this pack is indexed; its copy there must be a verified one.
         let index = txn.open_table(INDEX)?;
         let full = txn.open_table(INDEX_FULL)?;
-        let names_table = txn.open_table(PACK_IDS)?;
-        let mut names = chunk_index::Names::new();
-        for row in names_table.iter()? {
+        for row in txn.open_table(PACK_IDS)?.iter()? {
             let (k, v) = row?;
             let pack = k.value();
             let ids = match decode_pack_ids(v.value()) {
@@ -181,8 +179,7 @@ impl ChunkStore {
                 }
             };
             for id in ids.into_iter().filter(|i| *i != crate::format::TOMBSTONE) {
-                if chunk_index::lookup(&index, &full, &names_table, &mut names, &id)? != Some(pack)
-                {
+                if !chunk_index::indexed_at(&index, &full, &id, pack)? {
                     continue;
                 }
                 indexed.insert(id);

@@ -1527,8 +1527,9 @@ impl Inner {
         if hook
             && self.filter.read().may_contain(id)
             && !self.pending.lock().contains(id)
-            // A pack whose table of contents cannot be read now costs dedup, not the write:
-            // the chunk is stored again, and indexing finds the first copy (a tombstone here).
+            // A failed lookup (a pack's table of contents unreadable now, or a catalog error
+            // that indexing will meet and report) costs dedup, not the write: the chunk is
+            // stored again, and indexing finds the first copy (a tombstone here).
             && let Some(loc) = self.lookup_catalog(id).ok().flatten()
         {
             self.warm_cache(loc.pack);
@@ -1587,19 +1588,15 @@ impl Inner {
     /// from the pack's table of contents (loaded into the locality cache on the way). A prefix
     /// hit counts only if that pack holds the whole id (`chunk_index.rs`).
     pub(crate) fn lookup_catalog(&self, id: &ChunkId) -> Result<Option<ChunkLoc>> {
-        let (by_prefix, whole) = {
+        let candidates = {
             let txn = self.db.begin_read()?;
-            let by_prefix = txn
-                .open_table(crate::chunk_index::INDEX)?
-                .get(crate::chunk_index::prefix(id))?
-                .map(|v| v.value());
-            let whole = txn
-                .open_table(crate::chunk_index::INDEX_FULL)?
-                .get(&id.0)?
-                .map(|v| v.value());
-            (by_prefix, whole)
+            crate::chunk_index::candidates(
+                &txn.open_table(crate::chunk_index::INDEX)?,
+                &txn.open_table(crate::chunk_index::INDEX_FULL)?,
+                id,
+            )?
         };
-        for pack in [by_prefix, whole].into_iter().flatten() {
+        for pack in candidates.into_iter().flatten() {
             if let Some(loc) = self.find_in_pack(pack, id)? {
                 return Ok(Some(loc));
             }
@@ -1618,21 +1615,24 @@ impl Inner {
     ) -> Result<Vec<Option<ChunkLoc>>> {
         let index = txn.open_table(crate::chunk_index::INDEX)?;
         let full = txn.open_table(crate::chunk_index::INDEX_FULL)?;
-        let mut out: Vec<Option<ChunkLoc>> = vec![None; ids.len()];
+        // Chunks whose packs the locality cache holds need no table of contents read.
+        let mut out: Vec<Option<ChunkLoc>> = {
+            let cache = self.cache.lock();
+            ids.iter().map(|id| cache.get(id)).collect()
+        };
         let mut second: Vec<Option<u64>> = vec![None; ids.len()];
         let mut by_pack: HashMap<u64, Vec<usize>> = HashMap::new();
         for (i, id) in ids.iter().enumerate() {
-            let by_prefix = index
-                .get(crate::chunk_index::prefix(id))?
-                .map(|v| v.value());
-            let whole = full.get(&id.0)?.map(|v| v.value());
-            match (by_prefix, whole) {
-                (Some(p), w) => {
+            if out[i].is_some() {
+                continue;
+            }
+            match crate::chunk_index::candidates(&index, &full, id)? {
+                [Some(p), w] => {
                     by_pack.entry(p).or_default().push(i);
                     second[i] = w;
                 }
-                (None, Some(w)) => by_pack.entry(w).or_default().push(i),
-                (None, None) => {}
+                [None, Some(w)] => by_pack.entry(w).or_default().push(i),
+                [None, None] => {}
             }
         }
         for round in 0..2 {
