@@ -384,6 +384,10 @@ pub fn run_cell(
     drop(streams);
     close(store, cache)?;
     drop(backend);
+    // Untimed: the bucket keeps one cell at a time (a 4G run's cells and their plain copies
+    // would otherwise need several times the machine's free disk under the server).
+    clear_prefix(env, &prefix)?;
+    clear_prefix(env, &format!("plain-{cell}"))?;
 
     let gb = bytes as f64 / GB;
     let ingest_mb_per_s = per_s(bytes, MB, ingest_wall);
@@ -432,6 +436,21 @@ pub fn run_cell(
         ingest_vs_plain: ratio(ingest_mb_per_s, per_s(plain.bytes, MB, plain.wall_s)),
         cold_read_vs_local: local.map(|l| ratio(cold_read_mb_per_s, l.read_mb_per_s)),
     })
+}
+
+/// Deletes every object under `prefix` in the benchmark's bucket.
+fn clear_prefix(env: &S3Env, prefix: &str) -> Result<()> {
+    let backend = S3Backend::open(&config(env, prefix))
+        .with_context(|| format!("opening S3Backend on {prefix} to clear it"))?;
+    for object in backend
+        .list("")
+        .with_context(|| format!("listing {prefix}"))?
+    {
+        backend
+            .delete(&object.key)
+            .with_context(|| format!("deleting {prefix}/{}", object.key))?;
+    }
+    Ok(())
 }
 
 struct Plain {
