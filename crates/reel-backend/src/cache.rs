@@ -1541,7 +1541,7 @@ impl Shared {
         };
         // Block index -> the needed part of it, or `Err(block length)` if the block ends
         // before that part does (the object ends inside the range).
-        let mut have: BTreeMap<u64, Result<Vec<u8>, u64>> = BTreeMap::new();
+        let mut have: BTreeMap<u64, Result<Part, u64>> = BTreeMap::new();
         let mut cached = Vec::new();
         let mut in_memory = Vec::new();
         {
@@ -1568,11 +1568,7 @@ impl Shared {
         }
         for (b, memory) in in_memory {
             let (from, to) = part(b);
-            let got = match memory.get(from as usize..to as usize) {
-                Some(p) => Ok(p.to_vec()),
-                None => Err(memory.len() as u64),
-            };
-            have.insert(b, got);
+            have.insert(b, Part::held(memory, from, to));
         }
         for (b, file, offset, len) in cached {
             // Only the needed part is read: a restore reads a block in many small pieces.
@@ -1580,7 +1576,12 @@ impl Shared {
             let got = if len < to {
                 Err(len)
             } else {
-                Ok(Self::read_at(key, &file, offset + from, to - from)?)
+                Ok(Part::Read(Self::read_at(
+                    key,
+                    &file,
+                    offset + from,
+                    to - from,
+                )?))
             };
             have.insert(b, got);
         }
@@ -1620,21 +1621,25 @@ impl Shared {
                 Err(e) => return Err(e),
             };
             self.count_get(data.len() as u64, false);
+            // A fetch of one block (the usual case: read-ahead fetches the rest) becomes the
+            // held block as it is; a longer one is cut into blocks.
+            let blocks: Vec<Arc<Vec<u8>>> = if data.is_empty() {
+                Vec::new()
+            } else if data.len() as u64 <= bs {
+                vec![Arc::new(data)]
+            } else {
+                data.chunks(usize::try_from(bs).unwrap_or(usize::MAX))
+                    .map(|c| Arc::new(c.to_vec()))
+                    .collect()
+            };
             let mut fetched = Vec::new();
-            for (i, chunk) in data
-                .chunks(usize::try_from(bs).unwrap_or(usize::MAX))
-                .enumerate()
-            {
+            for (i, block) in blocks.into_iter().enumerate() {
                 let idx = b + i as u64;
-                if let Some(path) = self.write_clean(chunk) {
-                    fetched.push((idx, path, Arc::new(chunk.to_vec())));
-                }
                 let (from, to) = part(idx);
-                let got = match chunk.get(from as usize..to as usize) {
-                    Some(p) => Ok(p.to_vec()),
-                    None => Err(chunk.len() as u64),
-                };
-                have.insert(idx, got);
+                have.insert(idx, Part::held(block.clone(), from, to));
+                if let Some(path) = self.write_clean(&block) {
+                    fetched.push((idx, path, block));
+                }
             }
             let mut st = self.lock();
             let cap = self.config.capacity_bytes;
@@ -1649,10 +1654,17 @@ impl Shared {
             }
             b = end + 1;
         }
+        // A range within one block that was read from its file is returned as read; every
+        // other range is copied once, from the parts, into the answer.
+        if first == last && matches!(have.get(&first), Some(Ok(Part::Read(_)))) {
+            if let Some(Ok(Part::Read(data))) = have.remove(&first) {
+                return Ok(Ok(data));
+            }
+        }
         let mut out = Vec::with_capacity(usize::try_from(range.end - range.start).unwrap_or(0));
         for b in first..=last {
             match have.remove(&b) {
-                Some(Ok(p)) => out.extend_from_slice(&p),
+                Some(Ok(p)) => out.extend_from_slice(p.bytes()),
                 // The object ends inside the range: this is its last block.
                 Some(Err(len)) => return Ok(Err(b * bs + len)),
                 // A fetch shorter than asked ended before this block.
@@ -1783,6 +1795,32 @@ impl Shared {
             st.hold_block(key, b, Arc::new(data), self.config.read_memory_bytes);
         } else {
             let _ = fs::remove_file(&path);
+        }
+    }
+}
+
+/// The part of one read block a ranged read needs: a slice of a block held in memory (copied
+/// once, into the answer) or bytes already read from the block's file.
+enum Part {
+    Held(Arc<Vec<u8>>, Range<usize>),
+    Read(Vec<u8>),
+}
+
+impl Part {
+    /// Bytes `from..to` of `block`, or `Err(block length)` if the block ends before `to`.
+    fn held(block: Arc<Vec<u8>>, from: u64, to: u64) -> Result<Part, u64> {
+        match (usize::try_from(from), usize::try_from(to)) {
+            (Ok(from), Ok(to)) if from <= to && to <= block.len() => {
+                Ok(Part::Held(block, from..to))
+            }
+            _ => Err(block.len() as u64),
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Part::Held(block, range) => &block[range.clone()],
+            Part::Read(data) => data,
         }
     }
 }
