@@ -1656,10 +1656,11 @@ impl Shared {
         }
         // A range within one block that was read from its file is returned as read; every
         // other range is copied once, from the parts, into the answer.
-        if first == last && matches!(have.get(&first), Some(Ok(Part::Read(_)))) {
-            if let Some(Ok(Part::Read(data))) = have.remove(&first) {
-                return Ok(Ok(data));
-            }
+        if first == last
+            && matches!(have.get(&first), Some(Ok(Part::Read(_))))
+            && let Some(Ok(Part::Read(data))) = have.remove(&first)
+        {
+            return Ok(Ok(data));
         }
         let mut out = Vec::with_capacity(usize::try_from(range.end - range.start).unwrap_or(0));
         for b in first..=last {

@@ -31,11 +31,15 @@ pub struct ScrubReport {
     pub bad_chunks: Vec<(ChunkId, String)>,
     /// Every stream range that references a bad or missing chunk.
     pub damage: Vec<Damage>,
+    /// Index rows that no pack's names account for (`chunk_index.rs`: the index holds exactly
+    /// every named chunk → its pack). No stream data is lost by them, but the catalog is
+    /// damaged: such a row can send a lookup to a pack that does not hold the chunk.
+    pub index_problems: Vec<String>,
 }
 
 impl ScrubReport {
     pub fn is_clean(&self) -> bool {
-        self.bad_chunks.is_empty() && self.damage.is_empty()
+        self.bad_chunks.is_empty() && self.damage.is_empty() && self.index_problems.is_empty()
     }
 }
 
@@ -193,6 +197,7 @@ impl ChunkStore {
                 }
             }
         }
+        report.index_problems = index_problems(&index, &full, &packs, indexed.len())?;
         for row in txn.open_table(EXTENTS)?.iter()? {
             let (k, v) = row?;
             let (stream, mut offset) = k.value();
@@ -251,5 +256,114 @@ impl ChunkStore {
         report.bad_chunks = bad.into_iter().collect();
         report.bad_chunks.sort_by_key(|(id, _)| *id);
         Ok(report)
+    }
+}
+
+/// Index rows that point at packs the catalog does not have, and rows beyond the `explained`
+/// ones the packs' names account for (each indexed named chunk has exactly one row).
+fn index_problems(
+    index: &impl ReadableTable<u64, u64>,
+    full: &impl ReadableTable<&'static [u8; 32], u64>,
+    packs: &[(u64, PackRow)],
+    explained: usize,
+) -> Result<Vec<String>> {
+    let known: HashSet<u64> = packs.iter().map(|(p, _)| *p).collect();
+    let mut problems = Vec::new();
+    let mut rows = 0usize;
+    for row in index.iter()? {
+        let (prefix, pack) = row?;
+        rows += 1;
+        if !known.contains(&pack.value()) {
+            problems.push(format!(
+                "index row {:016x} points at pack {}, which the catalog does not have",
+                prefix.value(),
+                pack.value()
+            ));
+        }
+    }
+    for row in full.iter()? {
+        let (id, pack) = row?;
+        rows += 1;
+        if !known.contains(&pack.value()) {
+            problems.push(format!(
+                "index row {} points at pack {}, which the catalog does not have",
+                ChunkId(*id.value()),
+                pack.value()
+            ));
+        }
+    }
+    if rows > explained && problems.len() < rows - explained {
+        problems.push(format!(
+            "index rows that no pack's names account for: {}",
+            rows - explained - problems.len()
+        ));
+    }
+    Ok(problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use redb::ReadableDatabase;
+    use reel_backend::{Backend, LocalBackend};
+
+    use crate::chunk_index::{INDEX, INDEX_FULL};
+    use crate::test_support::noise;
+    use crate::{ChunkStore, StoreConfig, StreamId};
+
+    fn open(dir: &std::path::Path) -> ChunkStore {
+        let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(&dir.join("objects")).unwrap());
+        ChunkStore::open(&dir.join("catalog"), backend, StoreConfig::default()).unwrap()
+    }
+
+    #[test]
+    fn index_rows_no_pack_accounts_for_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let stream = store.open_stream(StreamId(1)).unwrap();
+        stream.append(&noise(1 << 20, 9)).unwrap();
+        stream.sync().unwrap();
+        drop(stream);
+        let clean = store.scrub(&mut |_, _| {}).unwrap();
+        assert!(clean.is_clean(), "{:?}", clean.index_problems);
+        let chunks = clean.chunks_checked;
+        assert!(chunks > 0);
+
+        // A prefix row and a whole-id row pointing at a pack the catalog never had, and a
+        // prefix row pointing at a real pack that does not name it.
+        let real_pack = {
+            let txn = store.inner.db.begin_read().unwrap();
+            let t = txn.open_table(INDEX).unwrap();
+            let (_, pack) = redb::ReadableTable::first(&t).unwrap().unwrap();
+            pack.value()
+        };
+        {
+            let txn = store.inner.db.begin_write().unwrap();
+            {
+                let mut index = txn.open_table(INDEX).unwrap();
+                index.insert(0x1234_5678_9abc_def0u64, 999_999u64).unwrap();
+                index.insert(0x0fed_cba9_8765_4321u64, real_pack).unwrap();
+                let mut full = txn.open_table(INDEX_FULL).unwrap();
+                full.insert(&[7u8; 32], 888_888u64).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let report = store.scrub(&mut |_, _| {}).unwrap();
+        assert!(!report.is_clean());
+        // Stream data is not touched: every chunk still verifies and no range is damaged.
+        assert!(report.bad_chunks.is_empty() && report.damage.is_empty());
+        assert_eq!(report.chunks_checked, chunks);
+        let problems = report.index_problems.join("\n");
+        assert!(
+            problems.contains("123456789abcdef0 points at pack 999999"),
+            "{problems}"
+        );
+        assert!(problems.contains("points at pack 888888"), "{problems}");
+        assert!(
+            problems.contains("no pack's names account for: 1"),
+            "{problems}"
+        );
+        assert_eq!(report.index_problems.len(), 3, "{problems}");
     }
 }

@@ -192,6 +192,9 @@ pub fn verify(data: DataDirArg) -> anyhow::Result<()> {
     for (id, why) in &report.bad_chunks {
         println!("bad chunk {id}: {why}");
     }
+    for problem in &report.index_problems {
+        println!("catalog: {problem}");
+    }
     for d in carts.locate_damage(&report.damage)? {
         let records = d.records.map_or("records unknown".to_string(), |(a, b)| {
             format!("records {a}..={b}")
@@ -203,7 +206,12 @@ pub fn verify(data: DataDirArg) -> anyhow::Result<()> {
             d.reason
         );
     }
-    bail!("{} damaged ranges", report.damage.len())
+    bail!(
+        "{} damaged ranges, {} bad chunks, {} chunk index problems",
+        report.damage.len(),
+        report.bad_chunks.len(),
+        report.index_problems.len()
+    )
 }
 
 pub fn reclaim(data: DataDirArg) -> anyhow::Result<()> {

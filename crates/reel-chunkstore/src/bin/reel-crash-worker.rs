@@ -669,11 +669,13 @@ pub fn check_after_kill(store: &ChunkStore, view: &JournalView) -> Result<(Model
         .map_err(|e| format!("scrub: {e}"))?;
     if !report.is_clean() {
         return Err(format!(
-            "scrub after the kill is not clean: {} bad chunks, {} damaged ranges; first: {:?} / {:?}",
+            "scrub after the kill is not clean: {} bad chunks, {} damaged ranges, {} index problems; first: {:?} / {:?} / {:?}",
             report.bad_chunks.len(),
             report.damage.len(),
+            report.index_problems.len(),
             report.bad_chunks.first(),
-            report.damage.first()
+            report.damage.first(),
+            report.index_problems.first()
         ));
     }
     let mut candidates = vec![("last acknowledged sync", &view.done)];

@@ -71,9 +71,18 @@ fn run(state: &AppState, slot: &Mutex<VerifyStatus>) -> Result<(), String> {
                     records: d.records,
                     reason: d.reason,
                 })
-                .collect()
+                .collect::<Vec<_>>()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        // Catalog damage that names no cartridge: the chunk index disagrees with the packs.
+        .chain(report.index_problems.iter().map(|p| DamageView {
+            barcode: None,
+            partition: 0,
+            records: None,
+            reason: format!("chunk index: {p}"),
+        }))
+        .collect();
     let mut j = slot.lock();
     j.bytes_checked = report.bytes_checked;
     j.chunks_checked = report.chunks_checked;
