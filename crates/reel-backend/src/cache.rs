@@ -1850,6 +1850,31 @@ impl Backend for WriteBackCache {
         }
     }
 
+    fn is_local(&self, key: &Key, range: Range<u64>) -> bool {
+        let s = &*self.shared;
+        match s.locate(key) {
+            Ok(Source::Local { .. } | Source::Deleted) => return true,
+            Ok(Source::Remote) => {}
+            Err(_) => return false,
+        }
+        // Not held whole: local if every read block the range touches is held (in memory or
+        // in its file), as `remote_blocks` would find them.
+        let st = s.lock();
+        let end = match st.known.get(key.as_str()) {
+            Some(&size) => range.end.min(size),
+            None if range.end == u64::MAX => return false,
+            None => range.end,
+        };
+        if range.start >= end {
+            return true;
+        }
+        let bs = s.config.read_block_bytes;
+        let Some(object) = st.clean.get(key) else {
+            return false;
+        };
+        (range.start / bs..=(end - 1) / bs).all(|b| object.blocks.contains_key(&b))
+    }
+
     fn get_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>> {
         match self.shared.locate(key)? {
             Source::Local { file, offset, size } => {

@@ -657,6 +657,11 @@ impl<B: Backend> Backend for EncryptedBackend<B> {
         format!("{} (encrypted, key {})", self.inner.describe(), self.key_id)
     }
 
+    /// A plaintext range maps to sealed segments and the header: asked of the whole object.
+    fn is_local(&self, key: &Key, _range: Range<u64>) -> bool {
+        self.inner.is_local(key, 0..u64::MAX)
+    }
+
     fn flush(&self) -> Result<()> {
         self.inner.flush()
     }

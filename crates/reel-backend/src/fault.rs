@@ -107,6 +107,10 @@ impl<B: Backend> Backend for QuotaBackend<B> {
         )
     }
 
+    fn is_local(&self, key: &Key, range: Range<u64>) -> bool {
+        self.inner.is_local(key, range)
+    }
+
     fn flush(&self) -> Result<()> {
         self.inner.flush()
     }
@@ -231,6 +235,10 @@ impl<B: Backend> Backend for FlakyBackend<B> {
         format!("flaky over {}", self.inner.describe())
     }
 
+    fn is_local(&self, key: &Key, range: Range<u64>) -> bool {
+        self.inner.is_local(key, range)
+    }
+
     fn flush(&self) -> Result<()> {
         self.inner.flush()
     }
@@ -327,6 +335,10 @@ impl<B: Backend> Backend for CrashBackend<B> {
 
     fn describe(&self) -> String {
         format!("crash over {}", self.inner.describe())
+    }
+
+    fn is_local(&self, key: &Key, range: Range<u64>) -> bool {
+        self.inner.is_local(key, range)
     }
 
     fn flush(&self) -> Result<()> {

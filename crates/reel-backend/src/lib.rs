@@ -159,6 +159,14 @@ pub trait Backend: Send + Sync + 'static {
     fn flush(&self) -> Result<()> {
         Ok(())
     }
+    /// Whether reading `range` of `key` needs no request to a remote service: true for local
+    /// storage (the default), false for an object store; a cache answers for what it holds
+    /// (a range past the object's end counts up to the end). Work that must never wait on the
+    /// network (space accounting for the console) asks first and estimates otherwise.
+    fn is_local(&self, key: &Key, range: Range<u64>) -> bool {
+        let _ = (key, range);
+        true
+    }
 }
 
 // Shared handles are back ends too, so wrappers can take `Arc<dyn Backend>` or `Box<dyn Backend>`.
@@ -191,6 +199,9 @@ macro_rules! forward_backend {
             }
             fn flush(&self) -> Result<()> {
                 (**self).flush()
+            }
+            fn is_local(&self, key: &Key, range: Range<u64>) -> bool {
+                (**self).is_local(key, range)
             }
         }
     )*};

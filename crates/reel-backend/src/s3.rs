@@ -955,6 +955,10 @@ impl Backend for S3Backend {
     fn describe(&self) -> String {
         self.inner.describe.clone()
     }
+
+    fn is_local(&self, _key: &Key, _range: Range<u64>) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -704,12 +704,21 @@ fn cold_reads_use_blocks_and_lru() {
         let got = cache.get_range(&k, a as u64..b as u64).unwrap();
         assert!(got == data[a..b], "range {a}..{b}");
     };
+    // Whether a read would be a request: nothing held yet; asking reads nothing.
+    assert!(!cache.is_local(&k, 100..200));
+    assert!(!cache.is_local(&k, 0..u64::MAX));
     read(100, 200);
     assert_eq!(probe.reads(), 1);
+    assert!(cache.is_local(&k, 100..200));
+    assert!(cache.is_local(&k, 0..1 << 20), "the whole block is held");
+    assert!(!cache.is_local(&k, 0..(1 << 20) + 1));
     read(100, 200);
     read(0, 1 << 20);
     assert_eq!(probe.reads(), 1, "served from the cached block");
     read((3 << 20) / 2, (7 << 20) / 2); // blocks 1..=3, one request
+    assert_eq!(probe.reads(), 2);
+    assert!(cache.is_local(&k, 0..4 << 20));
+    assert!(!cache.is_local(&k, (4 << 20) - 1..(4 << 20) + 1));
     assert_eq!(probe.reads(), 2);
     read(2 << 20, 3 << 20);
     assert_eq!(probe.reads(), 2);
@@ -742,6 +751,13 @@ fn cold_reads_use_blocks_and_lru() {
     // A deleted key reads NotFound at once, even with the remote delete still queued.
     probe.closed.store(true, Ordering::SeqCst);
     cache.delete(&k).unwrap();
+    assert!(cache.is_local(&k, 0..10), "answered without the remote");
+    // A put waiting for its upload is read from the cache.
+    cache
+        .put(&key("packs/2.pack"), b"queued", PutMode::Create)
+        .unwrap();
+    assert!(cache.is_local(&key("packs/2.pack"), 0..u64::MAX));
+    cache.delete(&key("packs/2.pack")).unwrap();
     assert!(matches!(
         cache.get_range(&k, 0..10),
         Err(BackendError::NotFound(_))

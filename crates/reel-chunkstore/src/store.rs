@@ -1604,26 +1604,30 @@ impl Inner {
         Ok(None)
     }
 
-    /// Where each of `ids` is, as the index of snapshot `txn` says, for many chunks at once:
-    /// each pack's table of contents is read once for all the ids it holds. `None` for a chunk
-    /// not found, or whose pack's table of contents cannot be read now (a foreign store out of
-    /// reach, a pack a reclaim beside this removed): callers use this for accounting.
+    /// Where each of `ids` is, as the index of snapshot `txn` says, for many chunks at once,
+    /// for accounting, without waiting on the network: each pack's table of contents is read
+    /// once for all the ids it holds if the back end has it locally ([`Located::At`]); a pack
+    /// only in the bucket answers from its names in the catalog ([`Located::InPack`]).
+    /// [`Located::Missing`] for a chunk not found, or whose pack's table of contents cannot be
+    /// read now (a foreign store out of reach, a pack a reclaim beside this removed).
     pub(crate) fn locate_many(
         &self,
         txn: &redb::ReadTransaction,
         ids: &[ChunkId],
-    ) -> Result<Vec<Option<ChunkLoc>>> {
+    ) -> Result<Vec<Located>> {
         let index = txn.open_table(crate::chunk_index::INDEX)?;
         let full = txn.open_table(crate::chunk_index::INDEX_FULL)?;
         // Chunks whose packs the locality cache holds need no table of contents read.
-        let mut out: Vec<Option<ChunkLoc>> = {
+        let mut out: Vec<Located> = {
             let cache = self.cache.lock();
-            ids.iter().map(|id| cache.get(id)).collect()
+            ids.iter()
+                .map(|id| cache.get(id).map_or(Located::Missing, Located::At))
+                .collect()
         };
         let mut second: Vec<Option<u64>> = vec![None; ids.len()];
         let mut by_pack: HashMap<u64, Vec<usize>> = HashMap::new();
         for (i, id) in ids.iter().enumerate() {
-            if out[i].is_some() {
+            if !matches!(out[i], Located::Missing) {
                 continue;
             }
             match crate::chunk_index::candidates(&index, &full, id)? {
@@ -1638,16 +1642,33 @@ impl Inner {
         for round in 0..2 {
             let mut retry: HashMap<u64, Vec<usize>> = HashMap::new();
             for (pack, wanted) in by_pack {
-                let toc: HashMap<ChunkId, ChunkLoc> = match self.read_pack_toc(pack) {
-                    Ok(toc) => toc
-                        .into_iter()
-                        .filter(|(n, _)| *n != format::TOMBSTONE)
-                        .collect(),
-                    Err(_) => HashMap::new(),
-                };
+                let (toc, names): (HashMap<ChunkId, ChunkLoc>, HashSet<ChunkId>) =
+                    match self.read_pack_toc_if_local(pack) {
+                        Ok(Some(toc)) => (
+                            toc.into_iter()
+                                .filter(|(n, _)| *n != format::TOMBSTONE)
+                                .collect(),
+                            HashSet::new(),
+                        ),
+                        // Only in the bucket: its names (in the catalog) say whether it holds
+                        // the chunk, not where.
+                        Ok(None) => (
+                            HashMap::new(),
+                            self.pack_ids(pack)
+                                .unwrap_or_default()
+                                .into_iter()
+                                .filter(|n| *n != format::TOMBSTONE)
+                                .collect(),
+                        ),
+                        Err(_) => (HashMap::new(), HashSet::new()),
+                    };
                 for i in wanted {
-                    match toc.get(&ids[i]) {
-                        Some(loc) => out[i] = Some(*loc),
+                    let found = match toc.get(&ids[i]) {
+                        Some(loc) => Some(Located::At(*loc)),
+                        None => names.contains(&ids[i]).then_some(Located::InPack(pack)),
+                    };
+                    match found {
+                        Some(place) => out[i] = place,
                         None if round == 0 => {
                             if let Some(w) = second[i].take() {
                                 retry.entry(w).or_default().push(i);
@@ -1697,7 +1718,26 @@ impl Inner {
 
     /// A pack's chunks: names from the catalog, locations from the pack's trailer.
     pub(crate) fn read_pack_toc(&self, pack: u64) -> Result<Vec<(ChunkId, ChunkLoc)>> {
-        let trailer = self.read_trailer(pack)?;
+        let trailer = self.read_trailer_from(pack, false)?;
+        self.toc_of(
+            pack,
+            trailer.ok_or_else(|| StoreError::Corrupt(format!("pack {pack}: no trailer read")))?,
+        )
+    }
+
+    /// [`Self::read_pack_toc`] if the back end holds the pack's footer and trailer locally
+    /// (always for a local store; for a bucket, if the cache has them), else `None`.
+    pub(crate) fn read_pack_toc_if_local(
+        &self,
+        pack: u64,
+    ) -> Result<Option<Vec<(ChunkId, ChunkLoc)>>> {
+        match self.read_trailer_from(pack, true)? {
+            Some(trailer) => Ok(Some(self.toc_of(pack, trailer)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn toc_of(&self, pack: u64, trailer: format::PackTrailer) -> Result<Vec<(ChunkId, ChunkLoc)>> {
         let ids = self.pack_ids(pack)?;
         let slots = trailer.slots();
         if ids.len() != slots.len() {
@@ -1723,7 +1763,13 @@ impl Inner {
         Ok(format::decode_pack_ids(row.value())?)
     }
 
-    pub(crate) fn read_trailer(&self, pack: u64) -> Result<format::PackTrailer> {
+    /// A pack's trailer; with `local_only`, `None` unless the back end can serve it without
+    /// a remote request.
+    pub(crate) fn read_trailer_from(
+        &self,
+        pack: u64,
+        local_only: bool,
+    ) -> Result<Option<format::PackTrailer>> {
         let (backend, key, _) = self.pack_object(pack)?;
         let size = {
             let txn = self.db.begin_read()?;
@@ -1736,6 +1782,9 @@ impl Inner {
         let footer_at = size
             .checked_sub(format::PACK_FOOTER_LEN as u64)
             .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} too small")))?;
+        if local_only && !backend.is_local(&key, footer_at..size) {
+            return Ok(None);
+        }
         let footer = backend
             .get_range(&key, footer_at..size)
             .map_err(pack_read_error)?;
@@ -1745,10 +1794,13 @@ impl Inner {
                 "pack {pack}: trailer offset out of range"
             )));
         }
+        if local_only && !backend.is_local(&key, trailer_at..footer_at) {
+            return Ok(None);
+        }
         let bytes = backend
             .get_range(&key, trailer_at..footer_at)
             .map_err(pack_read_error)?;
-        Ok(format::decode_pack_trailer(&bytes, crc, trailer_at)?)
+        Ok(Some(format::decode_pack_trailer(&bytes, crc, trailer_at)?))
     }
 
     /// Where pack `pack` is: our back end and `packs/<pack>`, or, for a foreign pack, the
@@ -2456,6 +2508,17 @@ impl Inner {
         streams.insert(id, Arc::downgrade(state));
         Ok(())
     }
+}
+
+/// Where [`Inner::locate_many`] found a chunk.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Located {
+    /// Its place, from its pack's table of contents.
+    At(ChunkLoc),
+    /// In this pack (its names say so), whose table of contents is only in the bucket.
+    InPack(u64),
+    /// Not indexed, or its pack's table of contents could not be read.
+    Missing,
 }
 
 #[cfg(test)]

@@ -16,8 +16,9 @@ use redb::{ReadOnlyTable, ReadableDatabase, ReadableTable};
 
 use crate::Result;
 use crate::catalog::{EXTENTS, SPANS, STREAMS};
-use crate::format::{ChunkId, ChunkLoc, ChunkRef, Entry, SpanId, decode_extent_row};
-use crate::store::ChunkStore;
+use crate::catalog::{PACKS, PackRow};
+use crate::format::{ChunkId, ChunkRef, Entry, SpanId, decode_extent_row};
+use crate::store::{ChunkStore, Located};
 use crate::stream::StreamId;
 
 /// Distinct chunks counted one by one (about 2 GiB of unique data at the default chunk size,
@@ -51,7 +52,9 @@ pub struct StreamUsage {
     /// What those chunks take in packs, estimated: each chunk is charged its blob's stored size
     /// in proportion to its raw size (chunks are compressed together in blobs). Chunks not yet
     /// in a stored pack count uncompressed. Pack headers, tables and blob checksums (well under
-    /// 1 %) are not charged.
+    /// 1 %) are not charged. The bucket is never read for this: a chunk whose pack's table of
+    /// contents is only in the bucket (not in the local cache) is charged its pack's average,
+    /// the pack's size over its raw bytes (headers included), for its longest reference.
     pub stored_bytes: u64,
     /// The part of `unique_bytes` and `stored_bytes` no other stream references; `None` unless
     /// asked for with [`Exclusive::Count`].
@@ -146,7 +149,20 @@ impl ChunkStore {
         // reclaim running beside this): charged as not yet stored.
         let locs = self.inner.locate_many(&txn, &ids)?;
         let mut all = Charges::default();
-        let mut only_ours = Charges::default();
+        let pack_rows = txn.open_table(PACKS)?;
+        for loc in &locs {
+            if let Located::InPack(pack) = *loc
+                && !all.pack_rows.contains_key(&pack)
+                && let Some(row) = pack_rows.get(pack)?
+            {
+                all.pack_rows.insert(pack, PackRow::decode(row.value())?);
+            }
+        }
+
+        let mut only_ours = Charges {
+            pack_rows: all.pack_rows.clone(),
+            ..Charges::default()
+        };
         for ((id, longest_ref), loc) in tracked.into_iter().zip(locs) {
             all.add(loc, longest_ref);
             if !shared.contains(&id) {
@@ -270,12 +286,16 @@ struct Charges {
     unindexed: u64,
     /// (pack, blob offset) → (blob stored size, blob raw size, raw bytes charged to it).
     blobs: HashMap<(u64, u64), (u32, u32, u64)>,
+    /// Pack → raw bytes charged to it as a whole (its table of contents only in the bucket).
+    packs: HashMap<u64, u64>,
+    /// The catalog rows of the packs in `packs`.
+    pack_rows: HashMap<u64, PackRow>,
 }
 
 impl Charges {
-    fn add(&mut self, loc: Option<ChunkLoc>, longest_ref: u32) {
+    fn add(&mut self, loc: Located, longest_ref: u32) {
         match loc {
-            Some(loc) => {
+            Located::At(loc) => {
                 self.unique += u64::from(loc.len);
                 // A blob's checksum is pack overhead, like headers and tables.
                 let data = loc.blob_stored.saturating_sub(loc.codec.overhead() as u32);
@@ -286,7 +306,11 @@ impl Charges {
                 ));
                 blob.2 += u64::from(loc.len);
             }
-            None => {
+            Located::InPack(pack) if self.pack_rows.contains_key(&pack) => {
+                self.unique += u64::from(longest_ref);
+                *self.packs.entry(pack).or_insert(0) += u64::from(longest_ref);
+            }
+            Located::InPack(_) | Located::Missing => {
                 self.unique += u64::from(longest_ref);
                 self.unindexed += u64::from(longest_ref);
             }
@@ -306,7 +330,19 @@ impl Charges {
                 u64::try_from(share).unwrap_or(u64::MAX)
             })
             .sum();
-        blobs + self.unindexed
+        let packs: u64 = self
+            .packs
+            .iter()
+            .map(|(pack, &charged)| match self.pack_rows.get(pack) {
+                Some(row) if row.raw_bytes > 0 => {
+                    let share =
+                        u128::from(charged) * u128::from(row.size) / u128::from(row.raw_bytes);
+                    u64::try_from(share).unwrap_or(u64::MAX)
+                }
+                _ => charged,
+            })
+            .sum();
+        blobs + packs + self.unindexed
     }
 }
 
@@ -572,5 +608,122 @@ mod tests {
             sampled.unique_bytes
         );
         drop(s);
+    }
+}
+
+#[cfg(test)]
+mod bucket_tests {
+    use std::ops::Range;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use reel_backend::{Backend, Key, MemoryBackend, ObjectMeta, PutMode};
+
+    use super::*;
+    use crate::StoreConfig;
+
+    /// A back end that says nothing is local (an object store without a cache) and counts reads.
+    struct RemoteOnly {
+        inner: MemoryBackend,
+        reads: AtomicU64,
+    }
+
+    impl Backend for RemoteOnly {
+        fn put(&self, key: &Key, data: &[u8], mode: PutMode) -> reel_backend::Result<()> {
+            self.inner.put(key, data, mode)
+        }
+        fn get(&self, key: &Key) -> reel_backend::Result<Vec<u8>> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            self.inner.get(key)
+        }
+        fn get_range(&self, key: &Key, range: Range<u64>) -> reel_backend::Result<Vec<u8>> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            self.inner.get_range(key, range)
+        }
+        fn list(&self, prefix: &str) -> reel_backend::Result<Vec<ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+        fn delete(&self, key: &Key) -> reel_backend::Result<()> {
+            self.inner.delete(key)
+        }
+        fn describe(&self) -> String {
+            "remote-only".into()
+        }
+        fn is_local(&self, _key: &Key, _range: Range<u64>) -> bool {
+            false
+        }
+    }
+
+    fn text(seed: u64, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len + 32);
+        let mut n = 0u64;
+        while out.len() < len {
+            out.extend_from_slice(format!("record {seed} line {n}\n").as_bytes());
+            n += 1;
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// Accounting never reads the bucket: packs only there are charged their average, which
+    /// for a stream that owns every pack is what the packs take.
+    #[test]
+    fn usage_of_packs_only_in_the_bucket_reads_nothing_and_charges_pack_averages() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(RemoteOnly {
+            inner: MemoryBackend::new(),
+            reads: AtomicU64::new(0),
+        });
+        let records: Vec<Vec<u8>> = (0..32).map(|i| text(i, 64 * 1024)).collect();
+        {
+            let store = ChunkStore::open(
+                &dir.path().join("catalog"),
+                backend.clone(),
+                StoreConfig::default(),
+            )
+            .unwrap();
+            let s = store.open_stream(StreamId(1)).unwrap();
+            for r in &records {
+                s.append_record(r).unwrap();
+            }
+            s.sync().unwrap();
+        }
+        // Reopened: nothing in the locality cache.
+        let store = ChunkStore::open(
+            &dir.path().join("catalog"),
+            backend.clone(),
+            StoreConfig::default(),
+        )
+        .unwrap();
+        let rows: Vec<PackRow> = {
+            let txn = store.inner.db.begin_read().unwrap();
+            let t = txn.open_table(PACKS).unwrap();
+            t.iter()
+                .unwrap()
+                .map(|r| PackRow::decode(r.unwrap().1.value()).unwrap())
+                .collect()
+        };
+        assert!(!rows.is_empty());
+        let raw: u64 = rows.iter().map(|r| r.raw_bytes).sum();
+        let size: u64 = rows.iter().map(|r| r.size).sum();
+        assert!(size < raw / 2, "the text compresses: {size} of {raw}");
+
+        let before = backend.reads.load(Ordering::SeqCst);
+        let u = store.usage(&[StreamId(1)], Exclusive::Count).unwrap();
+        assert_eq!(
+            backend.reads.load(Ordering::SeqCst),
+            before,
+            "usage read the bucket"
+        );
+        let logical = 32 * 64 * 1024;
+        assert_eq!(u.logical_bytes, logical);
+        assert_eq!(u.unique_bytes, raw);
+        // Each pack's share rounds down once.
+        assert!(
+            u.stored_bytes <= size && u.stored_bytes + rows.len() as u64 >= size,
+            "{u:?}"
+        );
+        assert_eq!(u.exclusive.unwrap().stored_bytes, u.stored_bytes);
+        assert!(u.exact);
     }
 }
