@@ -9,8 +9,9 @@ pub const LEGACY_CHUNKS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::ne
 /// Pack id → encoded [`PackRow`]. A pack object exists in the back end for every row; a pack
 /// object without a row is an orphan from an interrupted commit and is deleted on open.
 pub const PACKS: TableDefinition<u64, &[u8]> = TableDefinition::new("packs");
-/// Pack id → its chunks' names in pack order (format::encode_pack_ids).
-pub const PACK_IDS: TableDefinition<u64, &[u8]> = TableDefinition::new("pack_ids");
+/// Format 5 and before: pack id → its chunks' names in pack order (format::encode_pack_ids),
+/// whole. Format 6 keeps them in parts (`pack_names.rs`); rows here are moved on open.
+pub const LEGACY_PACK_IDS: TableDefinition<u64, &[u8]> = TableDefinition::new("pack_ids");
 /// Stream id → stream length in bytes.
 pub const STREAMS: TableDefinition<u64, u64> = TableDefinition::new("streams");
 /// (stream id, start offset) → encoded extent row (format::encode_extent_row).
@@ -23,7 +24,7 @@ pub const SIDECAR: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("si
 pub const RECORDS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("records");
 /// Local pack id → where another store keeps that pack (encoded [`ForeignPack`]): chunks of a
 /// stream adopted from another store ([`crate::ChunkStore::import_stream`]) are read in place.
-/// Such a pack has rows in PACKS and PACK_IDS like our own, but no object under our `packs/`:
+/// Such a pack has rows in PACKS and `pack_names` like our own, but no object under our `packs/`:
 /// it is never rewritten or deleted here, only forgotten once nothing references it.
 pub const FOREIGN_PACKS: TableDefinition<u64, &[u8]> = TableDefinition::new("foreign_packs");
 /// Stream id → label: streams another store reads in place ([`crate::ChunkStore::export_stream`]).
@@ -41,8 +42,10 @@ pub const META_FORMAT: &str = "format_version";
 /// flat span is still a valid body, an unchecked blob is still read). 5 replaces the `chunks`
 /// table (32-byte id → 33-byte location) with the derived chunk index (`chunk_index.rs`:
 /// 8-byte id prefix → pack); an older catalog's rows are converted on open, and a reel
-/// reading version 4 would find no chunk stored.
-pub const CATALOG_VERSION: u64 = 5;
+/// reading version 4 would find no chunk stored. 6 keeps a pack's names in parts of under 1 KiB
+/// (`pack_names.rs`) instead of one value per pack; older rows are moved on open, and a reel
+/// reading version 5 would find no pack named.
+pub const CATALOG_VERSION: u64 = 6;
 /// The last catalog journal object this catalog includes (0: none; see `journal.rs`).
 pub const META_JOURNAL_SEQ: &str = "journal_seq";
 /// Set while a checkpoint (`checkpoint.rs`) is restored into this catalog: the checkpoint's

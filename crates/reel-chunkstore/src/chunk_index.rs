@@ -1,6 +1,6 @@
 //! The chunk index: which pack holds each stored chunk (catalog format 5).
 //!
-//! A pack's names (`catalog::PACK_IDS`) list its chunks in pack order, with a tombstone where
+//! A pack's names (`pack_names::PACK_NAMES`) list its chunks in pack order, with a tombstone where
 //! the copy is not the one the index points at. The index is *derived* from them: it holds
 //! exactly "every named chunk → its pack", and changes only through [`put_names`] and
 //! [`delete_names`], which write the names and the index in one transaction. The write path,
@@ -20,9 +20,10 @@ use std::collections::HashMap;
 use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition};
 
 use crate::Result;
-use crate::catalog::{LEGACY_CHUNKS, PACK_IDS};
+use crate::catalog::LEGACY_CHUNKS;
 use crate::format::{self, ChunkId, ChunkLoc, TOMBSTONE};
 use crate::index::IdSet;
+use crate::pack_names::{self, PACK_NAMES};
 
 /// First 8 bytes of a chunk id (little-endian) → the pack holding that chunk.
 pub const INDEX: TableDefinition<u64, u64> = TableDefinition::new("chunk_index");
@@ -58,15 +59,15 @@ impl Names {
     /// Whether `pack`'s names hold `id` (not as a tombstone).
     pub fn holds(
         &mut self,
-        table: &impl ReadableTable<u64, &'static [u8]>,
+        table: &impl ReadableTable<(u64, u32), &'static [u8]>,
         pack: u64,
         id: &ChunkId,
     ) -> Result<bool> {
         if let Some(set) = self.sets.get(&pack) {
             return Ok(set.contains(id));
         }
-        let set: IdSet = match table.get(pack)? {
-            Some(row) => format::decode_pack_ids(row.value())?
+        let set: IdSet = match pack_names::get(table, pack)? {
+            Some(names) => format::decode_pack_ids(&names)?
                 .into_iter()
                 .filter(|n| *n != TOMBSTONE)
                 .collect(),
@@ -131,7 +132,7 @@ pub fn indexed_at(
 pub fn lookup(
     index: &impl ReadableTable<u64, u64>,
     full: &impl ReadableTable<&'static [u8; 32], u64>,
-    names_table: &impl ReadableTable<u64, &'static [u8]>,
+    names_table: &impl ReadableTable<(u64, u32), &'static [u8]>,
     names: &mut Names,
     id: &ChunkId,
 ) -> Result<Option<u64>> {
@@ -147,7 +148,7 @@ pub fn lookup(
 pub struct Tables<'t> {
     pub index: Table<'t, u64, u64>,
     pub full: Table<'t, &'static [u8; 32], u64>,
-    pub names_table: Table<'t, u64, &'static [u8]>,
+    pub names_table: Table<'t, (u64, u32), &'static [u8]>,
     pub names: Names,
 }
 
@@ -156,7 +157,7 @@ impl<'t> Tables<'t> {
         Ok(Tables {
             index: txn.open_table(INDEX)?,
             full: txn.open_table(INDEX_FULL)?,
-            names_table: txn.open_table(PACK_IDS)?,
+            names_table: txn.open_table(PACK_NAMES)?,
             names: Names::new(),
         })
     }
@@ -208,7 +209,7 @@ impl<'t> Tables<'t> {
 /// tombstones (`dedup_tombstones`), a replay finds none (the names it replays hold them so).
 /// Names the pack had before are replaced (their rows dropped first).
 pub fn put_names(tables: &mut Tables<'_>, pack: u64, names: &[ChunkId]) -> Result<Vec<usize>> {
-    let old = tables.names_table.get(pack)?.map(|v| v.value().to_vec());
+    let old = pack_names::get(&tables.names_table, pack)?;
     if let Some(old) = old {
         let old = format::decode_pack_ids(&old)?;
         tables.unindex(pack, &old)?;
@@ -230,16 +231,18 @@ pub fn put_names(tables: &mut Tables<'_>, pack: u64, names: &[ChunkId]) -> Resul
     for &i in &elsewhere {
         stored[i] = TOMBSTONE;
     }
-    tables
-        .names_table
-        .insert(pack, format::encode_pack_ids(&stored).as_slice())?;
+    pack_names::put(
+        &mut tables.names_table,
+        pack,
+        format::encode_pack_ids(&stored).as_slice(),
+    )?;
     tables.names.writing = None;
     Ok(elsewhere)
 }
 
 /// Drops `pack`'s names and every index row pointing at it.
 pub fn delete_names(tables: &mut Tables<'_>, pack: u64) -> Result<()> {
-    let old = tables.names_table.remove(pack)?.map(|v| v.value().to_vec());
+    let old = pack_names::remove(&mut tables.names_table, pack)?;
     if let Some(old) = old {
         let old = format::decode_pack_ids(&old)?;
         tables.unindex(pack, &old)?;
@@ -386,7 +389,7 @@ mod tests {
                 let txn = db.begin_read().unwrap();
                 let index = txn.open_table(INDEX).unwrap();
                 let full = txn.open_table(INDEX_FULL).unwrap();
-                let names_table = txn.open_table(PACK_IDS).unwrap();
+                let names_table = txn.open_table(PACK_NAMES).unwrap();
                 let mut names = Names::new();
                 prop_assert_eq!(len(&txn).unwrap(), model.len() as u64);
                 for (id, at) in &model {

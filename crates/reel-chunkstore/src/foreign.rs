@@ -31,7 +31,7 @@ use redb::{Durability, ReadableDatabase, ReadableTable};
 use reel_backend::Backend;
 
 use crate::catalog::{
-    EXTENTS, FOREIGN_PACKS, ForeignPack, PACK_IDS, PACKS, PINS, PackRow, SIDECAR, SPANS, STREAMS,
+    EXTENTS, FOREIGN_PACKS, ForeignPack, PACKS, PINS, PackRow, SIDECAR, SPANS, STREAMS,
 };
 use crate::chunk_index;
 use crate::format::{self, ChunkId, ChunkLoc, Entry, SpanId, TOMBSTONE};
@@ -135,7 +135,7 @@ impl Part {
         mut self,
         n: u64,
         packs: &impl ReadableTable<u64, &'static [u8]>,
-        names: &impl ReadableTable<u64, &'static [u8]>,
+        names: &impl ReadableTable<(u64, u32), &'static [u8]>,
     ) -> Result<Vec<u8>> {
         let mut list: Vec<_> = std::mem::take(&mut self.by_pack).into_iter().collect();
         list.sort_unstable_by_key(|p| p.0);
@@ -144,10 +144,9 @@ impl Part {
                 .get(pack)?
                 .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} not in catalog")))?;
             self.ops.push(Op::PutPack(pack, row.value().to_vec()));
-            let ids = names
-                .get(pack)?
+            let ids = crate::pack_names::get(names, pack)?
                 .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} has no chunk names")))?;
-            let ids: Vec<ChunkId> = format::decode_pack_ids(ids.value())?
+            let ids: Vec<ChunkId> = format::decode_pack_ids(&ids)?
                 .into_iter()
                 .map(|id| if used.contains(&id) { id } else { TOMBSTONE })
                 .collect();
@@ -408,7 +407,7 @@ impl ChunkStore {
         // the snapshot's.
         let locate = |id: &ChunkId| inner.lookup_catalog(id);
         let packs = txn.open_table(PACKS)?;
-        let names = txn.open_table(PACK_IDS)?;
+        let names = txn.open_table(crate::pack_names::PACK_NAMES)?;
         // A copy: the lock is not held while the sink uploads (reads and imports take it).
         let foreign: HashSet<u64> = inner.foreign.read().keys().copied().collect();
         let mut part = Part::new(stream.0, len);
@@ -576,8 +575,8 @@ impl ChunkStore {
                     let id = local[pack];
                     if !new_packs.contains(&id) {
                         // Read in place already (an earlier part): name the chunks indexed now.
-                        let known = match index.names_table.get(id)? {
-                            Some(v) => format::decode_pack_ids(v.value())?,
+                        let known = match crate::pack_names::get(&index.names_table, id)? {
+                            Some(v) => format::decode_pack_ids(&v)?,
                             None => continue,
                         };
                         if known.len() != ids.len() {

@@ -46,8 +46,8 @@ use reel_backend::Key;
 
 use crate::Result;
 use crate::catalog::{
-    EXTENTS, FOREIGN_PACKS, LEGACY_CHUNKS, META, META_PACK_ID_FLOOR, PACK_IDS, PACKS, PINS,
-    RECORDS, SIDECAR, SPANS, STREAMS,
+    EXTENTS, FOREIGN_PACKS, LEGACY_CHUNKS, META, META_PACK_ID_FLOOR, PACKS, PINS, RECORDS, SIDECAR,
+    SPANS, STREAMS,
 };
 use crate::chunk_index;
 use crate::chunker::ChunkerParams;
@@ -400,10 +400,10 @@ pub fn apply(txn: &WriteTransaction, ops: &[Op]) -> Result<()> {
             }
             Op::DelPackIds(id) => chunk_index::delete_names(&mut index, *id)?,
             Op::LegacyPutPackIds(id, v) => {
-                index.names_table.insert(*id, v.as_slice())?;
+                crate::pack_names::put(&mut index.names_table, *id, v)?;
             }
             Op::LegacyDelPackIds(id) => {
-                index.names_table.remove(*id)?;
+                crate::pack_names::remove(&mut index.names_table, *id)?;
             }
             Op::PutStream(id, len) => {
                 streams.insert(*id, *len)?;
@@ -504,10 +504,10 @@ pub fn dump_into(
         let (k, v) = row?;
         sink(Op::PutPack(k.value(), v.value().to_vec()))?;
     }
-    for row in txn.open_table(PACK_IDS)?.iter()? {
-        let (k, v) = row?;
-        sink(Op::PutPackIds(k.value(), v.value().to_vec()))?;
-    }
+    crate::pack_names::for_each(
+        &txn.open_table(crate::pack_names::PACK_NAMES)?,
+        |pack, names| sink(Op::PutPackIds(pack, names.to_vec())),
+    )?;
     for row in txn.open_table(STREAMS)?.iter()? {
         let (k, v) = row?;
         sink(Op::PutStream(k.value(), v.value()))?;
@@ -547,7 +547,8 @@ pub fn clear(txn: &WriteTransaction) -> Result<()> {
     txn.open_table(chunk_index::INDEX_FULL)?
         .retain(|_, _| false)?;
     txn.open_table(PACKS)?.retain(|_, _| false)?;
-    txn.open_table(PACK_IDS)?.retain(|_, _| false)?;
+    txn.open_table(crate::pack_names::PACK_NAMES)?
+        .retain(|_, _| false)?;
     txn.open_table(STREAMS)?.retain(|_, _| false)?;
     txn.open_table(EXTENTS)?.retain(|_, _| false)?;
     txn.open_table(SPANS)?.retain(|_, _| false)?;

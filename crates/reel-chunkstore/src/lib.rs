@@ -33,6 +33,7 @@ mod hasher;
 mod index;
 mod journal;
 pub mod multihash;
+mod pack_names;
 mod packer;
 mod reclaim;
 mod scrub;

@@ -17,10 +17,11 @@ use std::collections::{HashMap, HashSet};
 use redb::{ReadableDatabase, ReadableTable};
 use reel_backend::PutMode;
 
-use crate::catalog::{EXTENTS, FOREIGN_PACKS, PACK_IDS, PACKS, PINS, PackRow, SPANS, pack_key};
+use crate::catalog::{EXTENTS, FOREIGN_PACKS, PACKS, PINS, PackRow, SPANS, pack_key};
 use crate::chunk_index::{self, INDEX, INDEX_FULL};
 use crate::format::{ChunkId, ChunkLoc, Entry, decode_extent_row};
 use crate::journal::Op;
+use crate::pack_names::PACK_NAMES;
 use crate::packer::PackBuilder;
 use crate::store::ChunkStore;
 use crate::{Result, StoreError};
@@ -148,7 +149,7 @@ impl ChunkStore {
             }
             let index = txn.open_table(INDEX)?;
             let full = txn.open_table(INDEX_FULL)?;
-            let names_table = txn.open_table(PACK_IDS)?;
+            let names_table = txn.open_table(PACK_NAMES)?;
             let mut names = chunk_index::Names::new();
             for id in &pinned_chunks {
                 if let Some(pack) =

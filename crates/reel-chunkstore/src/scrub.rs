@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use redb::{ReadableDatabase, ReadableTable};
 
 use crate::Result;
-use crate::catalog::{EXTENTS, PACK_IDS, PACKS, PackRow};
+use crate::catalog::{EXTENTS, PACKS, PackRow};
 use crate::chunk_index::{self, INDEX, INDEX_FULL};
 use crate::format::{ChunkId, decode_blob, decode_extent_row, decode_pack, decode_pack_ids};
 use crate::store::ChunkStore;
@@ -172,10 +172,13 @@ impl ChunkStore {
         // index points at this pack is indexed; its copy there must be a verified one.
         let index = txn.open_table(INDEX)?;
         let full = txn.open_table(INDEX_FULL)?;
-        for row in txn.open_table(PACK_IDS)?.iter()? {
-            let (k, v) = row?;
-            let pack = k.value();
-            let ids = match decode_pack_ids(v.value()) {
+        let mut named: Vec<(u64, Vec<u8>)> = Vec::new();
+        crate::pack_names::for_each(&txn.open_table(crate::pack_names::PACK_NAMES)?, |p, n| {
+            named.push((p, n.to_vec()));
+            Ok(())
+        })?;
+        for (pack, encoded) in named {
+            let ids = match decode_pack_ids(&encoded) {
                 Ok(ids) => ids,
                 Err(e) => {
                     bad_packs.insert(pack, format!("names of pack {pack}: {e}"));

@@ -11,8 +11,8 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableM
 use reel_backend::{Backend, PutMode};
 
 use crate::catalog::{
-    self, EXTENTS, FOREIGN_PACKS, ForeignPack, META, PACK_IDS, PACKS, PINS, PackRow, RECORDS,
-    SIDECAR, SPANS, STREAMS, pack_key,
+    self, EXTENTS, FOREIGN_PACKS, ForeignPack, META, PACKS, PINS, PackRow, RECORDS, SIDECAR, SPANS,
+    STREAMS, pack_key,
 };
 use crate::checkpoint;
 use crate::chunker::ChunkerParams;
@@ -1037,17 +1037,20 @@ fn pack_read_error(e: reel_backend::BackendError) -> StoreError {
 /// index keeps only prefixes; a hook is chosen by the id's last byte).
 fn insert_named_hooks(db: &Database, filter: &Bloom) -> Result<()> {
     let txn = db.begin_read()?;
-    for row in txn.open_table(PACK_IDS)?.iter()? {
-        let (_, names) = row?;
-        for name in names.value().chunks_exact(32) {
-            let mut id = [0u8; 32];
-            id.copy_from_slice(name);
-            let id = ChunkId(id);
-            if is_hook(&id) && id != format::TOMBSTONE {
-                filter.insert(&id);
+    crate::pack_names::for_each(
+        &txn.open_table(crate::pack_names::PACK_NAMES)?,
+        |_, names| {
+            for name in names.chunks_exact(32) {
+                let mut id = [0u8; 32];
+                id.copy_from_slice(name);
+                let id = ChunkId(id);
+                if is_hook(&id) && id != format::TOMBSTONE {
+                    filter.insert(&id);
+                }
             }
-        }
-    }
+            Ok(())
+        },
+    )?;
     Ok(())
 }
 
@@ -1063,19 +1066,23 @@ fn init_catalog(db: &Database) -> Result<()> {
                     catalog::CATALOG_VERSION
                 )));
             }
-            // New, or an upgrade from 1 to 4: the tables version 2 adds are created empty
+            // New, or an upgrade from 1 to 5: the tables version 2 adds are created empty
             // below; versions 3 and 4 change no row written before them; version 5's index is
-            // converted from the legacy chunk rows once the journal is replayed (`open`).
+            // converted from the legacy chunk rows once the journal is replayed (`open`);
+            // version 6's name parts are moved from the whole rows just below.
             Some(v) if v == catalog::CATALOG_VERSION => {}
             _ => {
                 meta.insert(catalog::META_FORMAT, catalog::CATALOG_VERSION)?;
             }
         }
+        // Version 6: names kept whole per pack move into parts, before anything reads them.
+        crate::pack_names::convert_legacy(&txn)?;
         txn.open_table(catalog::LEGACY_CHUNKS)?;
         txn.open_table(crate::chunk_index::INDEX)?;
         txn.open_table(crate::chunk_index::INDEX_FULL)?;
         txn.open_table(PACKS)?;
-        txn.open_table(PACK_IDS)?;
+        txn.open_table(catalog::LEGACY_PACK_IDS)?;
+        txn.open_table(crate::pack_names::PACK_NAMES)?;
         txn.open_table(STREAMS)?;
         txn.open_table(EXTENTS)?;
         txn.open_table(SIDECAR)?;
@@ -1756,11 +1763,10 @@ impl Inner {
 
     pub(crate) fn pack_ids(&self, pack: u64) -> Result<Vec<ChunkId>> {
         let txn = self.db.begin_read()?;
-        let t = txn.open_table(PACK_IDS)?;
-        let row = t
-            .get(pack)?
+        let t = txn.open_table(crate::pack_names::PACK_NAMES)?;
+        let names = crate::pack_names::get(&t, pack)?
             .ok_or_else(|| StoreError::Corrupt(format!("pack {pack} has no chunk names")))?;
-        Ok(format::decode_pack_ids(row.value())?)
+        Ok(format::decode_pack_ids(&names)?)
     }
 
     /// A pack's trailer; with `local_only`, `None` unless the back end can serve it without
@@ -2953,6 +2959,8 @@ mod format_4_upgrade_tests {
                     .unwrap()
                     .insert(catalog::META_FORMAT, 4)
                     .unwrap();
+                // Names whole, one row per pack, as formats 5 and before kept them.
+                move_names_to_legacy_rows(&txn);
             }
             txn.commit().unwrap();
         }
@@ -2987,5 +2995,82 @@ mod format_4_upgrade_tests {
         assert_eq!(recovered.stats().unwrap().chunks, chunks);
         assert_eq!(recovered.catalog_fingerprint().unwrap(), fingerprint);
         assert_eq!(contents(&recovered), expected);
+    }
+
+    /// Moves every pack's names from parts back into whole rows (`catalog::LEGACY_PACK_IDS`).
+    fn move_names_to_legacy_rows(txn: &redb::WriteTransaction) {
+        let mut named = Vec::new();
+        {
+            let t = txn.open_table(crate::pack_names::PACK_NAMES).unwrap();
+            crate::pack_names::for_each(&t, |p, n| {
+                named.push((p, n.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert!(!named.is_empty());
+        txn.open_table(crate::pack_names::PACK_NAMES)
+            .unwrap()
+            .retain(|_, _| false)
+            .unwrap();
+        let mut legacy = txn.open_table(catalog::LEGACY_PACK_IDS).unwrap();
+        for (p, n) in &named {
+            legacy.insert(*p, n.as_slice()).unwrap();
+        }
+    }
+
+    /// A format-5 catalog (names whole per pack) opens as format 6 with the same contents; a
+    /// reel reading format 5 refuses it by its version.
+    #[test]
+    fn a_format_5_catalog_is_upgraded_to_name_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(MemoryBackend::new());
+        let config = || StoreConfig {
+            journal: false,
+            ..StoreConfig::default()
+        };
+        let store = ChunkStore::open(&dir.path().join("a"), backend.clone(), config()).unwrap();
+        for (s, seed) in [(1u64, 12u64), (2, 13)] {
+            let stream = store.open_stream(StreamId(s)).unwrap();
+            stream.append_record(&noise(400_000, seed)).unwrap();
+            stream.append_record(&noise(300_000, 99)).unwrap();
+            stream.sync().unwrap();
+        }
+        let fingerprint = store.catalog_fingerprint().unwrap();
+        let expected = contents(&store);
+        let chunks = store.stats().unwrap().chunks;
+        drop(store);
+        {
+            let db = Database::create(dir.path().join("a/catalog.redb")).unwrap();
+            let txn = db.begin_write().unwrap();
+            move_names_to_legacy_rows(&txn);
+            txn.open_table(META)
+                .unwrap()
+                .insert(catalog::META_FORMAT, 5)
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let store = ChunkStore::open(&dir.path().join("a"), backend.clone(), config()).unwrap();
+        assert_eq!(store.stats().unwrap().chunks, chunks);
+        assert_eq!(store.catalog_fingerprint().unwrap(), fingerprint);
+        assert_eq!(contents(&store), expected);
+        assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
+        {
+            let txn = store.inner.db.begin_read().unwrap();
+            assert!(
+                txn.open_table(catalog::LEGACY_PACK_IDS)
+                    .unwrap()
+                    .is_empty()
+                    .unwrap()
+            );
+            let version = txn
+                .open_table(META)
+                .unwrap()
+                .get(catalog::META_FORMAT)
+                .unwrap()
+                .unwrap()
+                .value();
+            assert_eq!(version, 6);
+        }
     }
 }

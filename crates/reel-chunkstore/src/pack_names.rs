@@ -1,0 +1,154 @@
+//! A pack's names (its chunks' ids in pack order, `format::encode_pack_ids`) stored in parts of
+//! at most [`PART`] bytes under `(pack, part)` keys (catalog format 6).
+//!
+//! Why parts: redb keeps a value in its leaf page, and a leaf bigger than a page takes a
+//! power-of-two run of pages, so a pack's names as one value (tens of KiB to a MiB) left up to
+//! half of its pages empty (measured: 37 % of the names table at 29:1, `efficiency.md` §26).
+//! Parts of under 1 KiB fill 4 KiB leaves, and pack ids only grow, so parts are appended in key
+//! order and leaves stay full. Readers see whole names: [`get`] joins the parts.
+
+use redb::{ReadableTable, Table, TableDefinition};
+
+use crate::Result;
+
+/// `(pack id, part number)` → part of the pack's encoded names.
+pub const PACK_NAMES: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("pack_names");
+
+/// Bytes per part: four parts and their keys fit one 4 KiB leaf.
+pub const PART: usize = 960;
+
+/// `pack`'s encoded names, or `None` if it has none.
+pub fn get(
+    table: &impl ReadableTable<(u64, u32), &'static [u8]>,
+    pack: u64,
+) -> Result<Option<Vec<u8>>> {
+    let mut out: Option<Vec<u8>> = None;
+    for row in table.range((pack, 0)..=(pack, u32::MAX))? {
+        let (_, part) = row?;
+        out.get_or_insert_with(Vec::new)
+            .extend_from_slice(part.value());
+    }
+    Ok(out)
+}
+
+/// Writes `pack`'s encoded names, replacing any it had.
+pub fn put(
+    table: &mut Table<'_, (u64, u32), &'static [u8]>,
+    pack: u64,
+    encoded: &[u8],
+) -> Result<()> {
+    remove(table, pack)?;
+    if encoded.is_empty() {
+        // One empty part: a pack that names nothing still has names.
+        table.insert((pack, 0), &[][..])?;
+    }
+    for (n, part) in encoded.chunks(PART).enumerate() {
+        let n = u32::try_from(n).map_err(|_| {
+            crate::StoreError::Invalid(format!("pack {pack}: names too long to store"))
+        })?;
+        table.insert((pack, n), part)?;
+    }
+    Ok(())
+}
+
+/// Drops `pack`'s names; returns them if it had any.
+pub fn remove(
+    table: &mut Table<'_, (u64, u32), &'static [u8]>,
+    pack: u64,
+) -> Result<Option<Vec<u8>>> {
+    let old = get(table, pack)?;
+    if old.is_some() {
+        table.retain_in((pack, 0)..=(pack, u32::MAX), |_, _| false)?;
+    }
+    Ok(old)
+}
+
+/// Every pack's encoded names, in pack order.
+pub fn for_each(
+    table: &impl ReadableTable<(u64, u32), &'static [u8]>,
+    mut visit: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut current: Option<(u64, Vec<u8>)> = None;
+    for row in table.iter()? {
+        let (key, part) = row?;
+        let (pack, _) = key.value();
+        match &mut current {
+            Some((p, bytes)) if *p == pack => bytes.extend_from_slice(part.value()),
+            _ => {
+                if let Some((p, bytes)) = current.take() {
+                    visit(p, &bytes)?;
+                }
+                current = Some((pack, part.value().to_vec()));
+            }
+        }
+    }
+    if let Some((p, bytes)) = current {
+        visit(p, &bytes)?;
+    }
+    Ok(())
+}
+
+/// Moves names a format-5 catalog kept whole per pack (`catalog::LEGACY_PACK_IDS`) into parts
+/// and empties that table. Returns how many packs moved.
+pub fn convert_legacy(txn: &redb::WriteTransaction) -> Result<u64> {
+    let mut legacy = txn.open_table(crate::catalog::LEGACY_PACK_IDS)?;
+    let mut names = txn.open_table(PACK_NAMES)?;
+    let mut moved = 0u64;
+    for row in legacy.iter()? {
+        let (pack, encoded) = row?;
+        put(&mut names, pack.value(), encoded.value())?;
+        moved += 1;
+    }
+    legacy.retain(|_, _| false)?;
+    Ok(moved)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use redb::{Database, ReadableDatabase};
+
+    use super::*;
+
+    proptest! {
+        /// Against a map: puts, replacements and removes of names of any length read back whole,
+        /// and `for_each` lists exactly the packs that have names, in order.
+        #[test]
+        fn parts_read_back_as_whole_names(
+            ops in prop::collection::vec((0u64..6, prop::option::of(0usize..3000)), 1..40)
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let db = Database::create(dir.path().join("db")).unwrap();
+            let mut model = std::collections::BTreeMap::new();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut t = txn.open_table(PACK_NAMES).unwrap();
+                for (i, (pack, len)) in ops.iter().enumerate() {
+                    match len {
+                        Some(len) => {
+                            let bytes: Vec<u8> = (0..*len).map(|b| (b * 7 + i) as u8).collect();
+                            put(&mut t, *pack, &bytes).unwrap();
+                            model.insert(*pack, bytes);
+                        }
+                        None => {
+                            prop_assert_eq!(remove(&mut t, *pack).unwrap(), model.remove(pack));
+                        }
+                    }
+                }
+            }
+            txn.commit().unwrap();
+            let txn = db.begin_read().unwrap();
+            let t = txn.open_table(PACK_NAMES).unwrap();
+            for pack in 0u64..6 {
+                prop_assert_eq!(get(&t, pack).unwrap(), model.get(&pack).cloned());
+            }
+            let mut seen = Vec::new();
+            for_each(&t, |p, b| {
+                seen.push((p, b.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+            prop_assert_eq!(seen, model.into_iter().collect::<Vec<_>>());
+        }
+    }
+}
