@@ -16,8 +16,9 @@ pub const LEGACY_PACK_IDS: TableDefinition<u64, &[u8]> = TableDefinition::new("p
 pub const STREAMS: TableDefinition<u64, u64> = TableDefinition::new("streams");
 /// (stream id, start offset) → encoded extent row (format::encode_extent_row).
 pub const EXTENTS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("extents");
-/// Span id → reference list (format::encode_refs): a whole record's chunks, stored once.
-pub const SPANS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("spans");
+/// Format 6 and before: span id → reference list (format::encode_refs), one row each. Format 7
+/// keeps spans in `spans.rs`'s tables; rows here are moved on open.
+pub const LEGACY_SPANS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("spans");
 /// (stream id, key) → caller bytes, committed with the stream.
 pub const SIDECAR: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("sidecar");
 /// Free-form caller records (e.g. cartridge identities), key → bytes.
@@ -44,8 +45,10 @@ pub const META_FORMAT: &str = "format_version";
 /// 8-byte id prefix → pack); an older catalog's rows are converted on open, and a reel
 /// reading version 4 would find no chunk stored. 6 keeps a pack's names in parts of under 1 KiB
 /// (`pack_names.rs`) instead of one value per pack; older rows are moved on open, and a reel
-/// reading version 5 would find no pack named.
-pub const CATALOG_VERSION: u64 = 6;
+/// reading version 5 would find no pack named. 7 keeps span bodies in parts under growing
+/// sequence numbers, found by id through a small index (`spans.rs`); older rows are moved on
+/// open, and a reel reading version 6 would find no span stored.
+pub const CATALOG_VERSION: u64 = 7;
 /// The last catalog journal object this catalog includes (0: none; see `journal.rs`).
 pub const META_JOURNAL_SEQ: &str = "journal_seq";
 /// Set while a checkpoint (`checkpoint.rs`) is restored into this catalog: the checkpoint's

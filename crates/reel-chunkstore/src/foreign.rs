@@ -30,9 +30,7 @@ use std::sync::Arc;
 use redb::{Durability, ReadableDatabase, ReadableTable};
 use reel_backend::Backend;
 
-use crate::catalog::{
-    EXTENTS, FOREIGN_PACKS, ForeignPack, PACKS, PINS, PackRow, SIDECAR, SPANS, STREAMS,
-};
+use crate::catalog::{EXTENTS, FOREIGN_PACKS, ForeignPack, PACKS, PINS, PackRow, SIDECAR, STREAMS};
 use crate::chunk_index;
 use crate::format::{self, ChunkId, ChunkLoc, Entry, SpanId, TOMBSTONE};
 use crate::journal::{self, Op};
@@ -77,27 +75,27 @@ impl Part {
         &mut self,
         id: SpanId,
         len: u32,
-        spans: &impl ReadableTable<&'static [u8; 32], &'static [u8]>,
+        spans: &impl crate::spans::SpanSource,
         locate: &dyn Fn(&ChunkId) -> Result<Option<ChunkLoc>>,
         foreign: &HashSet<u64>,
         stream: StreamId,
     ) -> Result<()> {
         let body = crate::spans::stored(spans, id)?;
-        for e in crate::spans::decode_span(id, body.value(), len)? {
+        for e in crate::spans::decode_span(id, &body, len)? {
             match e {
                 Entry::Chunk(r) => self.chunk(r.id, locate, foreign, stream)?,
                 Entry::Span { id: piece, len } => {
                     if self.spans.insert(piece) {
                         let piece_body = crate::spans::stored(spans, piece)?;
-                        for r in crate::spans::decode_flat(piece, piece_body.value(), len)? {
+                        for r in crate::spans::decode_flat(piece, &piece_body, len)? {
                             self.chunk(r.id, locate, foreign, stream)?;
                         }
-                        self.push(Op::PutSpan(piece.0, piece_body.value().to_vec()));
+                        self.push(Op::PutSpan(piece.0, piece_body));
                     }
                 }
             }
         }
-        self.push(Op::PutSpan(id.0, body.value().to_vec()));
+        self.push(Op::PutSpan(id.0, body));
         Ok(())
     }
 
@@ -402,7 +400,7 @@ impl ChunkStore {
             .get(stream.0)?
             .map(|v| v.value())
             .ok_or_else(|| StoreError::Invalid(format!("no stream {}", stream.0)))?;
-        let spans = txn.open_table(SPANS)?;
+        let spans = crate::spans::read(&txn)?;
         // The pin keeps reclaim from moving the stream's chunks: the index's answer now is
         // the snapshot's.
         let locate = |id: &ChunkId| inner.lookup_catalog(id);
@@ -617,9 +615,9 @@ impl ChunkStore {
                     ops.push(Op::PutForeignPack(id, encoded));
                     added_foreign.push((id, where_));
                 }
-                let mut spans = txn.open_table(SPANS)?;
+                let mut spans = crate::spans::write(&txn)?;
                 for (id, refs) in &bundle.spans {
-                    if spans.get(id)?.is_none() {
+                    if !spans.contains(id)? {
                         spans.insert(id, refs.as_slice())?;
                         ops.push(Op::PutSpan(*id, refs.clone()));
                     }

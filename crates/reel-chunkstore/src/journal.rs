@@ -47,7 +47,7 @@ use reel_backend::Key;
 use crate::Result;
 use crate::catalog::{
     EXTENTS, FOREIGN_PACKS, LEGACY_CHUNKS, META, META_PACK_ID_FLOOR, PACKS, PINS, RECORDS, SIDECAR,
-    SPANS, STREAMS,
+    STREAMS,
 };
 use crate::chunk_index;
 use crate::chunker::ChunkerParams;
@@ -376,7 +376,7 @@ pub fn apply(txn: &WriteTransaction, ops: &[Op]) -> Result<()> {
     let mut index = chunk_index::Tables::open(txn)?;
     let mut streams = txn.open_table(STREAMS)?;
     let mut extents = txn.open_table(EXTENTS)?;
-    let mut spans = txn.open_table(SPANS)?;
+    let mut spans = crate::spans::write(txn)?;
     let mut sidecar = txn.open_table(SIDECAR)?;
     let mut records = txn.open_table(RECORDS)?;
     let mut foreign = txn.open_table(FOREIGN_PACKS)?;
@@ -516,10 +516,7 @@ pub fn dump_into(
         let (k, v) = row?;
         sink(Op::PutExtent(k.value(), v.value().to_vec()))?;
     }
-    for row in txn.open_table(SPANS)?.iter()? {
-        let (k, v) = row?;
-        sink(Op::PutSpan(*k.value(), v.value().to_vec()))?;
-    }
+    crate::spans::read(txn)?.for_each(|id, body| sink(Op::PutSpan(*id, body.to_vec())))?;
     for row in txn.open_table(SIDECAR)?.iter()? {
         let (k, v) = row?;
         sink(Op::PutSidecar(k.value(), v.value().to_vec()))?;
@@ -551,7 +548,7 @@ pub fn clear(txn: &WriteTransaction) -> Result<()> {
         .retain(|_, _| false)?;
     txn.open_table(STREAMS)?.retain(|_, _| false)?;
     txn.open_table(EXTENTS)?.retain(|_, _| false)?;
-    txn.open_table(SPANS)?.retain(|_, _| false)?;
+    crate::spans::write(txn)?.clear()?;
     txn.open_table(SIDECAR)?.retain(|_, _| false)?;
     txn.open_table(RECORDS)?.retain(|_, _| false)?;
     txn.open_table(FOREIGN_PACKS)?.retain(|_, _| false)?;

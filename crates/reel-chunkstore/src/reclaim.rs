@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use redb::{ReadableDatabase, ReadableTable};
 use reel_backend::PutMode;
 
-use crate::catalog::{EXTENTS, FOREIGN_PACKS, PACKS, PINS, PackRow, SPANS, pack_key};
+use crate::catalog::{EXTENTS, FOREIGN_PACKS, PACKS, PINS, PackRow, pack_key};
 use crate::chunk_index::{self, INDEX, INDEX_FULL};
 use crate::format::{ChunkId, ChunkLoc, Entry, decode_extent_row};
 use crate::journal::Op;
@@ -106,17 +106,17 @@ impl ChunkStore {
                     }
                 }
             }
-            let spans = txn.open_table(SPANS)?;
+            let spans = crate::spans::read(&txn)?;
             // The pieces of live spans are live (and pinned with them): found before the scan
             // below, which meets pieces and the spans holding them in key order.
             let mut pieces = Vec::new();
             for &id in &live_spans {
                 // A span referenced but missing is the reader's error to report, not reclaim's.
-                let Some(row) = spans.get(&id.0)? else {
+                let Some(body) = crate::spans::SpanSource::body(&spans, &id.0)? else {
                     continue;
                 };
-                if !crate::format::span_is_flat(row.value()) {
-                    for e in decode_extent_row(row.value())? {
+                if !crate::format::span_is_flat(&body) {
+                    for e in decode_extent_row(&body)? {
                         if let Entry::Span { id: piece, .. } = e {
                             pieces.push((piece, pinned_spans.contains(&id)));
                         }
@@ -129,13 +129,12 @@ impl ChunkStore {
                     pinned_spans.insert(piece);
                 }
             }
-            for row in spans.iter()? {
-                let (k, v) = row?;
-                let id = crate::format::SpanId(*k.value());
+            spans.for_each(|k, body| {
+                let id = crate::format::SpanId(*k);
                 if live_spans.contains(&id) {
                     // A span's chunk entries; its pieces were counted live above and add
                     // their own chunks when the scan reaches them.
-                    for e in decode_extent_row(v.value())? {
+                    for e in decode_extent_row(body)? {
                         if let Entry::Chunk(r) = e {
                             if pinned_spans.contains(&id) {
                                 pinned_chunks.insert(r.id);
@@ -146,7 +145,8 @@ impl ChunkStore {
                 } else {
                     dead_spans.push(id);
                 }
-            }
+                Ok(())
+            })?;
             let index = txn.open_table(INDEX)?;
             let full = txn.open_table(INDEX_FULL)?;
             let names_table = txn.open_table(PACK_NAMES)?;
@@ -316,7 +316,7 @@ impl ChunkStore {
             let txn = inner.db.begin_write()?;
             let mut ops = Vec::new();
             {
-                let mut spans = txn.open_table(SPANS)?;
+                let mut spans = crate::spans::write(&txn)?;
                 for id in &dead_spans {
                     spans.remove(&id.0)?;
                     ops.push(Op::DelSpan(id.0));

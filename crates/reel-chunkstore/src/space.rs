@@ -89,9 +89,10 @@ mod tests {
         for table in [
             "chunk_index",
             "packs",
-            "pack_ids",
+            "pack_names",
             "extents",
-            "spans",
+            "span_index",
+            "span_bodies",
             "meta",
         ] {
             assert!(names.contains(&table), "{table} missing from {names:?}");

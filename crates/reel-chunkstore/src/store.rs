@@ -11,7 +11,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableM
 use reel_backend::{Backend, PutMode};
 
 use crate::catalog::{
-    self, EXTENTS, FOREIGN_PACKS, ForeignPack, META, PACKS, PINS, PackRow, RECORDS, SIDECAR, SPANS,
+    self, EXTENTS, FOREIGN_PACKS, ForeignPack, META, PACKS, PINS, PackRow, RECORDS, SIDECAR,
     STREAMS, pack_key,
 };
 use crate::checkpoint;
@@ -1075,8 +1075,10 @@ fn init_catalog(db: &Database) -> Result<()> {
                 meta.insert(catalog::META_FORMAT, catalog::CATALOG_VERSION)?;
             }
         }
-        // Version 6: names kept whole per pack move into parts, before anything reads them.
+        // Versions 6 and 7: names kept whole per pack, and spans kept one row each, move into
+        // parts before anything reads them.
         crate::pack_names::convert_legacy(&txn)?;
+        crate::spans::convert_legacy(&txn)?;
         txn.open_table(catalog::LEGACY_CHUNKS)?;
         txn.open_table(crate::chunk_index::INDEX)?;
         txn.open_table(crate::chunk_index::INDEX_FULL)?;
@@ -1086,7 +1088,9 @@ fn init_catalog(db: &Database) -> Result<()> {
         txn.open_table(STREAMS)?;
         txn.open_table(EXTENTS)?;
         txn.open_table(SIDECAR)?;
-        txn.open_table(SPANS)?;
+        txn.open_table(catalog::LEGACY_SPANS)?;
+        txn.open_table(crate::spans::SPAN_INDEX)?;
+        txn.open_table(crate::spans::SPAN_BODIES)?;
         txn.open_table(RECORDS)?;
         txn.open_table(FOREIGN_PACKS)?;
         txn.open_table(PINS)?;
@@ -2479,17 +2483,17 @@ impl Inner {
     /// A row's entries as chunk references, spans expanded (each checked to cover its length).
     pub(crate) fn expand(&self, entries: &[format::Entry]) -> Result<Vec<format::ChunkRef>> {
         let mut out = Vec::with_capacity(entries.len());
-        let mut txn = None;
+        // One snapshot and one opening of the span tables for all the entries' spans.
+        let mut spans = None;
         for e in entries {
             match e {
                 format::Entry::Chunk(r) => out.push(*r),
                 format::Entry::Span { id, len } => {
-                    let txn = match &mut txn {
-                        Some(t) => t,
-                        None => txn.insert(self.db.begin_read()?),
+                    let spans = match &mut spans {
+                        Some(s) => s,
+                        None => spans.insert(crate::spans::read(&self.db.begin_read()?)?),
                     };
-                    let spans = txn.open_table(SPANS)?;
-                    out.extend(crate::spans::span_refs(&spans, *id, *len)?);
+                    out.extend(crate::spans::span_refs(spans, *id, *len)?);
                 }
             }
         }
@@ -2997,7 +3001,8 @@ mod format_4_upgrade_tests {
         assert_eq!(contents(&recovered), expected);
     }
 
-    /// Moves every pack's names from parts back into whole rows (`catalog::LEGACY_PACK_IDS`).
+    /// Moves every pack's names from parts back into whole rows (`catalog::LEGACY_PACK_IDS`),
+    /// and every span into one row each (`catalog::LEGACY_SPANS`).
     fn move_names_to_legacy_rows(txn: &redb::WriteTransaction) {
         let mut named = Vec::new();
         {
@@ -3017,12 +3022,27 @@ mod format_4_upgrade_tests {
         for (p, n) in &named {
             legacy.insert(*p, n.as_slice()).unwrap();
         }
+        // And spans, one row each (formats 6 and before).
+        let mut spans = Vec::new();
+        crate::spans::write(txn)
+            .unwrap()
+            .for_each(|id, body| {
+                spans.push((*id, body.to_vec()));
+                Ok(())
+            })
+            .unwrap();
+        assert!(!spans.is_empty());
+        crate::spans::write(txn).unwrap().clear().unwrap();
+        let mut legacy = txn.open_table(catalog::LEGACY_SPANS).unwrap();
+        for (id, body) in &spans {
+            legacy.insert(id, body.as_slice()).unwrap();
+        }
     }
 
-    /// A format-5 catalog (names whole per pack) opens as format 6 with the same contents; a
-    /// reel reading format 5 refuses it by its version.
+    /// A format-5 catalog (names whole per pack, a row per span) opens as format 7 with the
+    /// same contents.
     #[test]
-    fn a_format_5_catalog_is_upgraded_to_name_parts() {
+    fn a_format_5_catalog_is_upgraded_to_name_and_span_parts() {
         let dir = tempfile::tempdir().unwrap();
         let backend = Arc::new(MemoryBackend::new());
         let config = || StoreConfig {
@@ -3063,6 +3083,12 @@ mod format_4_upgrade_tests {
                     .is_empty()
                     .unwrap()
             );
+            assert!(
+                txn.open_table(catalog::LEGACY_SPANS)
+                    .unwrap()
+                    .is_empty()
+                    .unwrap()
+            );
             let version = txn
                 .open_table(META)
                 .unwrap()
@@ -3070,7 +3096,7 @@ mod format_4_upgrade_tests {
                 .unwrap()
                 .unwrap()
                 .value();
-            assert_eq!(version, 6);
+            assert_eq!(version, catalog::CATALOG_VERSION);
         }
     }
 }

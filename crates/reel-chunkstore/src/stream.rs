@@ -12,7 +12,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use redb::{Durability, ReadableDatabase, ReadableTable};
 
-use crate::catalog::{EXTENTS, SIDECAR, SPANS, STREAMS};
+use crate::catalog::{EXTENTS, SIDECAR, STREAMS};
 use crate::chunker::Chunker;
 use crate::format::{
     ChunkId, ChunkRef, Entry, SpanId, decode_extent_row, encode_extent_row, encode_refs,
@@ -337,7 +337,7 @@ impl StreamState {
                         return Ok(true);
                     }
                     let txn = inner.db.begin_read()?;
-                    Ok(txn.open_table(SPANS)?.get(&flat.0)?.is_some())
+                    crate::spans::read(&txn)?.contains(&flat.0)
                 })?;
                 let id = SpanId::of(&span.body);
                 self.new_spans.entry(id).or_insert(span);
@@ -417,15 +417,15 @@ impl StreamState {
             txn.open_table(STREAMS)?.insert(id, self.len)?;
             ops.push(Op::PutStream(id, self.len));
             apply_sidecar(&txn, id, &self.sidecar, &mut ops)?;
-            let mut spans = txn.open_table(SPANS)?;
+            let mut spans = crate::spans::write(&txn)?;
             for (span, new) in &self.new_spans {
                 // A stored span has its pieces stored (reclaim keeps a live span's pieces), so
                 // a repeated record costs one lookup, not one per piece.
-                if spans.get(&span.0)?.is_some() {
+                if spans.contains(&span.0)? {
                     continue;
                 }
                 for (piece, body) in &new.pieces {
-                    if spans.get(&piece.0)?.is_none() {
+                    if !spans.contains(&piece.0)? {
                         spans.insert(&piece.0, body.as_slice())?;
                         ops.push(Op::PutSpan(piece.0, body.clone()));
                     }

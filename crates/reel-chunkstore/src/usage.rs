@@ -12,10 +12,10 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use redb::{ReadOnlyTable, ReadableDatabase, ReadableTable};
+use redb::{ReadableDatabase, ReadableTable};
 
 use crate::Result;
-use crate::catalog::{EXTENTS, SPANS, STREAMS};
+use crate::catalog::{EXTENTS, STREAMS};
 use crate::catalog::{PACKS, PackRow};
 use crate::format::{ChunkId, ChunkRef, Entry, SpanId, decode_extent_row};
 use crate::store::{ChunkStore, Located};
@@ -106,7 +106,7 @@ impl ChunkStore {
         let txn = self.inner.db.begin_read()?;
         let lengths = txn.open_table(STREAMS)?;
         let extents = txn.open_table(EXTENTS)?;
-        let spans = txn.open_table(SPANS)?;
+        let spans = crate::spans::read(&txn)?;
         let mut usage = StreamUsage::default();
         let mut sample = ChunkSample::new(budget);
         let mut memo = SpanMemo::default();
@@ -185,7 +185,7 @@ impl ChunkStore {
 /// The chunk references behind an extent entry: the chunk itself, or a span's chunks the first
 /// time the memo sees that span (nothing on a repeat).
 fn refs_of(
-    spans: &ReadOnlyTable<&'static [u8; 32], &'static [u8]>,
+    spans: &crate::spans::ReadSpans,
     memo: &mut SpanMemo,
     entry: Entry,
 ) -> Result<Vec<ChunkRef>> {

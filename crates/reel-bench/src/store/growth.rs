@@ -369,7 +369,7 @@ fn render_markdown(r: &GrowthReport) -> String {
             ratio(c.catalog_file_bytes as f64, c.unique_chunks as f64),
             ratio(tables as f64, c.unique_chunks as f64),
             ratio(
-                c.table_bytes(Some(&["spans", "extents"])) as f64,
+                c.table_bytes(Some(&["span_index", "span_bodies", "extents"])) as f64,
                 c.references_estimate()
             ),
             c.filter_memory_bytes as f64 / MB,
