@@ -98,7 +98,6 @@ where
 impl WriteSpans<'_> {
     /// Stores span `id`'s body, replacing the one it had.
     pub fn insert(&mut self, id: &[u8; 32], body: &[u8]) -> Result<()> {
-        self.remove(id)?;
         let seq = match self.bodies.last()? {
             Some((key, _)) => key.value().0 + 1,
             None => 0,
@@ -111,7 +110,12 @@ impl WriteSpans<'_> {
                 .map_err(|_| StoreError::Invalid("a span body too long to store".into()))?;
             self.bodies.insert((seq, n), part)?;
         }
-        self.index.insert(id, seq)?;
+        // The index row's old value, if any, names the body this one replaces.
+        let old = self.index.insert(id, seq)?.map(|v| v.value());
+        if let Some(old) = old {
+            self.bodies
+                .retain_in((old, 0)..=(old, u32::MAX), |_, _| false)?;
+        }
         Ok(())
     }
 
