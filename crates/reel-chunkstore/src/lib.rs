@@ -35,6 +35,7 @@ mod journal;
 pub mod multihash;
 mod pack_names;
 mod packer;
+mod parts;
 mod reclaim;
 mod scrub;
 mod space;

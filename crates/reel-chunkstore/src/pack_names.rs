@@ -1,34 +1,21 @@
-//! A pack's names (its chunks' ids in pack order, `format::encode_pack_ids`) stored in parts of
-//! at most [`PART`] bytes under `(pack, part)` keys (catalog format 6).
-//!
-//! Why parts: redb keeps a value in its leaf page, and a leaf bigger than a page takes a
-//! power-of-two run of pages, so a pack's names as one value (tens of KiB to a MiB) left up to
-//! half of its pages empty (measured: 37 % of the names table at 29:1, `efficiency.md` §26).
-//! Parts of under 1 KiB fill 4 KiB leaves, and pack ids only grow, so parts are appended in key
-//! order and leaves stay full. Readers see whole names: [`get`] joins the parts.
+//! A pack's names (its chunks' ids in pack order, `format::encode_pack_ids`) stored in parts
+//! (`parts.rs`) under `(pack, part)` keys (catalog format 6). Pack ids only grow, so parts are
+//! appended in key order. Readers see whole names: [`get`] joins the parts.
 
 use redb::{ReadableTable, Table, TableDefinition};
 
 use crate::Result;
+use crate::parts;
 
 /// `(pack id, part number)` → part of the pack's encoded names.
 pub const PACK_NAMES: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("pack_names");
-
-/// Bytes per part: four parts and their keys fit one 4 KiB leaf.
-pub const PART: usize = 960;
 
 /// `pack`'s encoded names, or `None` if it has none.
 pub fn get(
     table: &impl ReadableTable<(u64, u32), &'static [u8]>,
     pack: u64,
 ) -> Result<Option<Vec<u8>>> {
-    let mut out: Option<Vec<u8>> = None;
-    for row in table.range((pack, 0)..=(pack, u32::MAX))? {
-        let (_, part) = row?;
-        out.get_or_insert_with(Vec::new)
-            .extend_from_slice(part.value());
-    }
-    Ok(out)
+    parts::read(table, pack)
 }
 
 /// Writes `pack`'s encoded names, replacing any it had.
@@ -37,18 +24,8 @@ pub fn put(
     pack: u64,
     encoded: &[u8],
 ) -> Result<()> {
-    remove(table, pack)?;
-    if encoded.is_empty() {
-        // One empty part: a pack that names nothing still has names.
-        table.insert((pack, 0), &[][..])?;
-    }
-    for (n, part) in encoded.chunks(PART).enumerate() {
-        let n = u32::try_from(n).map_err(|_| {
-            crate::StoreError::Invalid(format!("pack {pack}: names too long to store"))
-        })?;
-        table.insert((pack, n), part)?;
-    }
-    Ok(())
+    parts::delete(table, pack)?;
+    parts::write(table, pack, encoded)
 }
 
 /// Drops `pack`'s names; returns them if it had any.
@@ -58,7 +35,7 @@ pub fn remove(
 ) -> Result<Option<Vec<u8>>> {
     let old = get(table, pack)?;
     if old.is_some() {
-        table.retain_in((pack, 0)..=(pack, u32::MAX), |_, _| false)?;
+        parts::delete(table, pack)?;
     }
     Ok(old)
 }

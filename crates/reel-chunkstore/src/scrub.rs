@@ -273,27 +273,23 @@ fn index_problems(
     let known: HashSet<u64> = packs.iter().map(|(p, _)| *p).collect();
     let mut problems = Vec::new();
     let mut rows = 0usize;
-    for row in index.iter()? {
-        let (prefix, pack) = row?;
+    // Each row of either table: counted, and named (only then) if its pack is unknown.
+    let mut check = |pack: u64, key: &dyn Fn() -> String| {
         rows += 1;
-        if !known.contains(&pack.value()) {
+        if !known.contains(&pack) {
             problems.push(format!(
-                "index row {:016x} points at pack {}, which the catalog does not have",
-                prefix.value(),
-                pack.value()
+                "index row {} points at pack {pack}, which the catalog does not have",
+                key()
             ));
         }
+    };
+    for row in index.iter()? {
+        let (prefix, pack) = row?;
+        check(pack.value(), &|| format!("{:016x}", prefix.value()));
     }
     for row in full.iter()? {
         let (id, pack) = row?;
-        rows += 1;
-        if !known.contains(&pack.value()) {
-            problems.push(format!(
-                "index row {} points at pack {}, which the catalog does not have",
-                ChunkId(*id.value()),
-                pack.value()
-            ));
-        }
+        check(pack.value(), &|| ChunkId(*id.value()).to_string());
     }
     if rows > explained && problems.len() < rows - explained {
         problems.push(format!(

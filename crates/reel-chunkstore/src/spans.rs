@@ -3,7 +3,7 @@
 //! every reader decodes bodies here, so the nesting rule and the length checks live in one place.
 //!
 //! Storage (catalog format 7): [`SPAN_INDEX`] maps a span id to a sequence number, and
-//! [`SPAN_BODIES`] holds the body in parts of at most [`PART`] bytes under `(seq, part)` keys.
+//! [`SPAN_BODIES`] holds the body in parts (`parts.rs`) under `(seq, part)` keys.
 //! Why not one row per span keyed by its id: ids are random, and redb leaves filled in random
 //! key order stay about 40 % empty, while a body over a page takes a power-of-two run of pages
 //! (a 256 KiB record's body of ~4 KiB: half empty). Sequence numbers only grow, so bodies are
@@ -14,14 +14,13 @@ use redb::{
 };
 
 use crate::format::{self, ChunkRef, Entry, SpanId};
+use crate::parts;
 use crate::{Result, StoreError};
 
 /// Span id → the sequence number of its body in [`SPAN_BODIES`].
 pub const SPAN_INDEX: TableDefinition<&[u8; 32], u64> = TableDefinition::new("span_index");
 /// `(sequence number, part)` → part of a span's body.
 pub const SPAN_BODIES: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("span_bodies");
-/// Bytes per body part: four parts and their keys fit one 4 KiB leaf.
-pub const PART: usize = 960;
 
 /// The span tables of one transaction.
 pub struct SpanTables<I, B> {
@@ -63,16 +62,22 @@ where
         let Some(seq) = self.index.get(id)?.map(|v| v.value()) else {
             return Ok(None);
         };
-        body_at(&self.bodies, seq).map(Some)
+        body_at(&self.bodies, id, seq).map(Some)
     }
 }
 
-fn body_at(bodies: &impl ReadableTable<(u64, u32), &'static [u8]>, seq: u64) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    for row in bodies.range((seq, 0)..=(seq, u32::MAX))? {
-        out.extend_from_slice(row?.1.value());
-    }
-    Ok(out)
+/// The body stored under `seq` for span `id`; the index names only bodies that are stored.
+fn body_at(
+    bodies: &impl ReadableTable<(u64, u32), &'static [u8]>,
+    id: &[u8; 32],
+    seq: u64,
+) -> Result<Vec<u8>> {
+    parts::read(bodies, seq)?.ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "span {} is indexed at body {seq}, which is not stored",
+            SpanId(*id)
+        ))
+    })
 }
 
 impl<I, B> SpanTables<I, B>
@@ -88,7 +93,7 @@ where
     pub fn for_each(&self, mut visit: impl FnMut(&[u8; 32], &[u8]) -> Result<()>) -> Result<()> {
         for row in self.index.iter()? {
             let (id, seq) = row?;
-            let body = body_at(&self.bodies, seq.value())?;
+            let body = body_at(&self.bodies, id.value(), seq.value())?;
             visit(id.value(), &body)?;
         }
         Ok(())
@@ -102,19 +107,11 @@ impl WriteSpans<'_> {
             Some((key, _)) => key.value().0 + 1,
             None => 0,
         };
-        if body.is_empty() {
-            self.bodies.insert((seq, 0), &[][..])?;
-        }
-        for (n, part) in body.chunks(PART).enumerate() {
-            let n = u32::try_from(n)
-                .map_err(|_| StoreError::Invalid("a span body too long to store".into()))?;
-            self.bodies.insert((seq, n), part)?;
-        }
+        parts::write(&mut self.bodies, seq, body)?;
         // The index row's old value, if any, names the body this one replaces.
         let old = self.index.insert(id, seq)?.map(|v| v.value());
         if let Some(old) = old {
-            self.bodies
-                .retain_in((old, 0)..=(old, u32::MAX), |_, _| false)?;
+            parts::delete(&mut self.bodies, old)?;
         }
         Ok(())
     }
@@ -124,9 +121,8 @@ impl WriteSpans<'_> {
         let Some(seq) = self.index.remove(id)?.map(|v| v.value()) else {
             return Ok(None);
         };
-        let body = body_at(&self.bodies, seq)?;
-        self.bodies
-            .retain_in((seq, 0)..=(seq, u32::MAX), |_, _| false)?;
+        let body = body_at(&self.bodies, id, seq)?;
+        parts::delete(&mut self.bodies, seq)?;
         Ok(Some(body))
     }
 
