@@ -47,8 +47,11 @@ pub const META_FORMAT: &str = "format_version";
 /// (`pack_names.rs`) instead of one value per pack; older rows are moved on open, and a reel
 /// reading version 5 would find no pack named. 7 keeps span bodies in parts under growing
 /// sequence numbers, found by id through a small index (`spans.rs`); older rows are moved on
-/// open, and a reel reading version 6 would find no span stored.
-pub const CATALOG_VERSION: u64 = 7;
+/// open, and a reel reading version 6 would find no span stored. 8 may store a flat span body
+/// *placed* (`format::PlacedRefs`: runs of positions in packs' names instead of 32-byte ids)
+/// and keeps the names of dropped packs such bodies read (`pack_names::RETIRED_NAMES`); older
+/// bodies are placed on open, and a reel reading version 7 would take a placed body for damage.
+pub const CATALOG_VERSION: u64 = 8;
 /// The last catalog journal object this catalog includes (0: none; see `journal.rs`).
 pub const META_JOURNAL_SEQ: &str = "journal_seq";
 /// Set while a checkpoint (`checkpoint.rs`) is restored into this catalog: the checkpoint's

@@ -149,6 +149,8 @@ pub struct Tables<'t> {
     pub index: Table<'t, u64, u64>,
     pub full: Table<'t, &'static [u8; 32], u64>,
     pub names_table: Table<'t, (u64, u32), &'static [u8]>,
+    /// Names of dropped packs, which placed span bodies may still read (`spans.rs`).
+    pub retired: Table<'t, (u64, u32), &'static [u8]>,
     pub names: Names,
 }
 
@@ -158,6 +160,7 @@ impl<'t> Tables<'t> {
             index: txn.open_table(INDEX)?,
             full: txn.open_table(INDEX_FULL)?,
             names_table: txn.open_table(PACK_NAMES)?,
+            retired: txn.open_table(pack_names::RETIRED_NAMES)?,
             names: Names::new(),
         })
     }
@@ -240,10 +243,13 @@ pub fn put_names(tables: &mut Tables<'_>, pack: u64, names: &[ChunkId]) -> Resul
     Ok(elsewhere)
 }
 
-/// Drops `pack`'s names and every index row pointing at it.
+/// Drops `pack`'s names and every index row pointing at it. The names move to the retired
+/// ones: a placed span body may still read ids from them (`spans::drop_unread_retired_names`
+/// drops them once none does).
 pub fn delete_names(tables: &mut Tables<'_>, pack: u64) -> Result<()> {
     let old = pack_names::remove(&mut tables.names_table, pack)?;
     if let Some(old) = old {
+        pack_names::put(&mut tables.retired, pack, &old)?;
         let old = format::decode_pack_ids(&old)?;
         tables.unindex(pack, &old)?;
     }

@@ -788,6 +788,152 @@ pub fn decode_extent_row(bytes: &[u8]) -> Result<Vec<Entry>, FormatError> {
     }
 }
 
+// A *placed* span body (catalog format 8) is a flat reference list stored by where its chunks'
+// names are rather than by the names themselves:
+//   version u8 (3) | count varint | count × len varint | runs until the end
+// where a run is `n varint (≥ 1) | pack varint | first varint`: the `n` ids at positions
+// `first..first + n` of that pack's names, or `0 varint | id [32]`: one id spelled out. It is
+// only ever the catalog's local form of a version-1 list (journal ops, checkpoints and bundles
+// carry the list itself), and `spans.rs` checks every expansion against the span's id.
+// ---------------------------------------------------------------------------------------------
+
+const PLACED_VERSION: u8 = 3;
+
+/// Where a run of a placed body's ids is read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefRun {
+    /// `count` consecutive ids of `pack`'s names, from position `first`.
+    Named { pack: u64, first: u32, count: u32 },
+    /// One id, spelled out (its chunk's names could not be placed).
+    Literal(ChunkId),
+}
+
+impl RefRun {
+    pub fn ids(&self) -> u64 {
+        match self {
+            RefRun::Named { count, .. } => u64::from(*count),
+            RefRun::Literal(_) => 1,
+        }
+    }
+}
+
+/// A flat reference list as the lengths of its references and the runs naming their chunks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlacedRefs {
+    pub lens: Vec<u32>,
+    pub runs: Vec<RefRun>,
+}
+
+pub fn span_is_placed(body: &[u8]) -> bool {
+    body.first() == Some(&PLACED_VERSION)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+impl Reader<'_> {
+    fn varint(&mut self) -> Result<u64, FormatError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                if shift == 63 && b > 1 {
+                    break;
+                }
+                return Ok(v);
+            }
+        }
+        Err(malformed(self.what, "varint longer than 64 bits"))
+    }
+
+    fn varint_u32(&mut self) -> Result<u32, FormatError> {
+        u32::try_from(self.varint()?).map_err(|_| malformed(self.what, "value over 32 bits"))
+    }
+}
+
+pub fn encode_placed_refs(placed: &PlacedRefs) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + placed.lens.len() * 2 + placed.runs.len() * 8);
+    out.push(PLACED_VERSION);
+    put_varint(&mut out, placed.lens.len() as u64);
+    for &len in &placed.lens {
+        put_varint(&mut out, u64::from(len));
+    }
+    for run in &placed.runs {
+        match run {
+            RefRun::Named { pack, first, count } => {
+                put_varint(&mut out, u64::from(*count));
+                put_varint(&mut out, *pack);
+                put_varint(&mut out, u64::from(*first));
+            }
+            RefRun::Literal(id) => {
+                out.push(0);
+                out.extend_from_slice(&id.0);
+            }
+        }
+    }
+    out
+}
+
+/// Decodes a placed body; its runs name exactly as many ids as it has lengths, none empty.
+pub fn decode_placed_refs(bytes: &[u8]) -> Result<PlacedRefs, FormatError> {
+    const WHAT: &str = "placed reference list";
+    let mut r = Reader::new(bytes, WHAT);
+    let version = r.u8()?;
+    if version != PLACED_VERSION {
+        return Err(malformed(WHAT, format!("unsupported version {version}")));
+    }
+    let count = r.varint()?;
+    // Every length takes at least a byte: bounds the allocation by the input.
+    if count > r.data.len() as u64 {
+        return Err(malformed(WHAT, "more lengths than bytes"));
+    }
+    let mut lens = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let len = r.varint_u32()?;
+        if len == 0 {
+            return Err(malformed(WHAT, "empty chunk reference"));
+        }
+        lens.push(len);
+    }
+    let mut runs = Vec::new();
+    let mut named = 0u64;
+    while !r.data.is_empty() {
+        let n = r.varint_u32()?;
+        let run = if n == 0 {
+            RefRun::Literal(ChunkId(r.array()?))
+        } else {
+            let pack = r.varint()?;
+            let first = r.varint_u32()?;
+            if first.checked_add(n).is_none() {
+                return Err(malformed(WHAT, "run beyond 2^32 names"));
+            }
+            RefRun::Named {
+                pack,
+                first,
+                count: n,
+            }
+        };
+        named += run.ids();
+        if named > count {
+            return Err(malformed(WHAT, "runs name more ids than it has lengths"));
+        }
+        runs.push(run);
+    }
+    if named != count {
+        return Err(malformed(
+            WHAT,
+            format!("runs name {named} ids for {count} lengths"),
+        ));
+    }
+    Ok(PlacedRefs { lens, runs })
+}
+
 /// Fuzz entry points: each must return without panicking on any input.
 #[doc(hidden)]
 pub mod fuzzing {
@@ -797,6 +943,7 @@ pub mod fuzzing {
         let _ = super::decode_refs(data);
         let _ = super::ChunkLoc::decode(data);
         let _ = super::decode_pack_ids(data);
+        let _ = super::decode_placed_refs(data);
         if let Some((&codec, rest)) = data.split_first()
             && let Ok(codec) = super::Codec::from_byte(codec & 3)
         {
@@ -959,6 +1106,36 @@ mod tests {
             prop_assert_eq!(&decode_refs(&encoded).unwrap(), &refs);
             let as_row: Vec<Entry> = refs.iter().copied().map(Entry::Chunk).collect();
             prop_assert_eq!(decode_extent_row(&encoded).unwrap(), as_row);
+        }
+
+        #[test]
+        fn placed_lists_round_trip_and_any_cut_is_refused(
+            runs in proptest::collection::vec(
+                prop_oneof![
+                    (any::<u64>(), 0u32..u32::MAX / 2, 1u32..40)
+                        .prop_map(|(pack, first, count)| RefRun::Named { pack, first, count }),
+                    any::<[u8; 32]>().prop_map(|id| RefRun::Literal(ChunkId(id))),
+                ],
+                0..20,
+            ),
+            len_seed in any::<u32>(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let n: u64 = runs.iter().map(RefRun::ids).sum();
+            let lens: Vec<u32> = (0..n)
+                .map(|i| (len_seed.rotate_left(i as u32 % 32) % 3_000_000).max(1))
+                .collect();
+            let placed = PlacedRefs { lens, runs };
+            let encoded = encode_placed_refs(&placed);
+            prop_assert!(span_is_placed(&encoded));
+            prop_assert!(!span_is_flat(&encoded));
+            prop_assert_eq!(&decode_placed_refs(&encoded).unwrap(), &placed);
+            // A body cut short never decodes as another one: the runs must name every length.
+            let cut = cut.index(encoded.len());
+            if let Ok(shorter) = decode_placed_refs(&encoded[..cut]) {
+                let named: u64 = shorter.runs.iter().map(RefRun::ids).sum();
+                prop_assert_eq!(named, shorter.lens.len() as u64);
+            }
         }
 
         #[test]

@@ -546,6 +546,8 @@ pub fn clear(txn: &WriteTransaction) -> Result<()> {
     txn.open_table(PACKS)?.retain(|_, _| false)?;
     txn.open_table(crate::pack_names::PACK_NAMES)?
         .retain(|_, _| false)?;
+    txn.open_table(crate::pack_names::RETIRED_NAMES)?
+        .retain(|_, _| false)?;
     txn.open_table(STREAMS)?.retain(|_, _| false)?;
     txn.open_table(EXTENTS)?.retain(|_, _| false)?;
     crate::spans::write(txn)?.clear()?;

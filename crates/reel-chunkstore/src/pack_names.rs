@@ -4,13 +4,73 @@
 
 use redb::{ReadableTable, Table, TableDefinition};
 
-use crate::Result;
+use crate::format::ChunkId;
 use crate::parts;
+use crate::{Result, StoreError};
 
 /// `(pack id, part number)` → part of the pack's encoded names.
 pub const PACK_NAMES: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("pack_names");
 
 /// `pack`'s encoded names, or `None` if it has none.
+/// The names of packs that are gone (reclaim dropped them), kept while a placed span body
+/// (`spans.rs`) reads ids from them. Not indexed: nothing is stored in such a pack any more.
+pub const RETIRED_NAMES: TableDefinition<(u64, u32), &[u8]> =
+    TableDefinition::new("retired_pack_names");
+
+/// Appends ids `first..first + count` of `pack`'s names to `out`; `false` if the table holds
+/// no names for `pack`. Names are 32-byte ids in parts of [`parts::PART`] bytes, which a whole
+/// number of ids fill, so a position's part is found without reading the ones before it.
+pub fn ids_at(
+    table: &impl ReadableTable<(u64, u32), &'static [u8]>,
+    pack: u64,
+    first: u32,
+    count: u32,
+    out: &mut Vec<ChunkId>,
+) -> Result<bool> {
+    const ID: usize = 32;
+    const _: () = assert!(parts::PART.is_multiple_of(ID));
+    let start = first as usize * ID;
+    let end = (first as usize + count as usize) * ID;
+    if count == 0 {
+        return Ok(table.get((pack, 0))?.is_some());
+    }
+    let (first_part, last_part) = (
+        (start / parts::PART) as u32,
+        ((end - 1) / parts::PART) as u32,
+    );
+    let mut next = first_part;
+    let mut at = start;
+    for row in table.range((pack, first_part)..=(pack, last_part))? {
+        let (key, bytes) = row?;
+        let (part, bytes) = (key.value().1, bytes.value());
+        let part_start = part as usize * parts::PART;
+        if part != next || (part < last_part && bytes.len() != parts::PART) {
+            break;
+        }
+        let to = end.min(part_start + bytes.len());
+        if to <= at {
+            break;
+        }
+        out.extend(
+            bytes[at - part_start..to - part_start]
+                .chunks_exact(ID)
+                .map(|c| ChunkId(c.try_into().unwrap_or([0; 32]))),
+        );
+        at = to;
+        next += 1;
+    }
+    if at == end {
+        return Ok(true);
+    }
+    if next == first_part && table.get((pack, 0))?.is_none() {
+        return Ok(false);
+    }
+    Err(StoreError::Corrupt(format!(
+        "the names of pack {pack} do not hold positions {first}..{}",
+        first as u64 + count as u64
+    )))
+}
+
 pub fn get(
     table: &impl ReadableTable<(u64, u32), &'static [u8]>,
     pack: u64,

@@ -350,6 +350,8 @@ impl ChunkStore {
                     ops.push(Op::PutPack(*id, row.to_vec()));
                     ops.push(Op::PutPackIds(*id, crate::format::encode_pack_ids(names)));
                 }
+                // The doomed packs' names were retired above; keep those placed bodies read.
+                crate::spans::drop_unread_retired_names(&spans, &mut index.retired)?;
             }
             inner.journal(ops);
             // The journal object that drops the doomed packs is written (and for durability

@@ -9,11 +9,17 @@
 //! (a 256 KiB record's body of ~4 KiB: half empty). Sequence numbers only grow, so bodies are
 //! appended in key order into full leaves; the index rows are 40 bytes (`efficiency.md` §26).
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
 use redb::{
-    ReadOnlyTable, ReadTransaction, ReadableTable, Table, TableDefinition, WriteTransaction,
+    ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, Table, TableDefinition,
+    WriteTransaction,
 };
 
-use crate::format::{self, ChunkRef, Entry, SpanId};
+use crate::chunk_index;
+use crate::format::{self, ChunkId, ChunkRef, Entry, PlacedRefs, RefRun, SpanId, TOMBSTONE};
+use crate::pack_names::{self, PACK_NAMES, RETIRED_NAMES};
 use crate::parts;
 use crate::{Result, StoreError};
 
@@ -21,48 +27,57 @@ use crate::{Result, StoreError};
 pub const SPAN_INDEX: TableDefinition<&[u8; 32], u64> = TableDefinition::new("span_index");
 /// `(sequence number, part)` → part of a span's body.
 pub const SPAN_BODIES: TableDefinition<(u64, u32), &[u8]> = TableDefinition::new("span_bodies");
+/// One row (key 0): bodies below this sequence number were offered to [`place_new_bodies`].
+pub const SPANS_PLACED_BELOW: TableDefinition<u8, u64> = TableDefinition::new("spans_placed_below");
 
-/// The span tables of one transaction.
-pub struct SpanTables<I, B> {
-    index: I,
-    bodies: B,
+type Names = ReadOnlyTable<(u64, u32), &'static [u8]>;
+
+/// The span tables of a read transaction, with the pack names placed bodies read ids from.
+pub struct ReadSpans {
+    index: ReadOnlyTable<&'static [u8; 32], u64>,
+    bodies: ReadOnlyTable<(u64, u32), &'static [u8]>,
+    names: Names,
+    retired: Names,
 }
 
-pub type ReadSpans =
-    SpanTables<ReadOnlyTable<&'static [u8; 32], u64>, ReadOnlyTable<(u64, u32), &'static [u8]>>;
-pub type WriteSpans<'t> =
-    SpanTables<Table<'t, &'static [u8; 32], u64>, Table<'t, (u64, u32), &'static [u8]>>;
+/// The span tables of a write transaction. They store bodies and never expand placed ones, so
+/// they leave the names tables to the chunk index's writers in the same transaction.
+pub struct WriteSpans<'t> {
+    index: Table<'t, &'static [u8; 32], u64>,
+    bodies: Table<'t, (u64, u32), &'static [u8]>,
+    placed_below: Table<'t, u8, u64>,
+}
 
 pub fn read(txn: &ReadTransaction) -> Result<ReadSpans> {
-    Ok(SpanTables {
+    Ok(ReadSpans {
         index: txn.open_table(SPAN_INDEX)?,
         bodies: txn.open_table(SPAN_BODIES)?,
+        names: txn.open_table(PACK_NAMES)?,
+        retired: txn.open_table(RETIRED_NAMES)?,
     })
 }
 
 pub fn write(txn: &WriteTransaction) -> Result<WriteSpans<'_>> {
-    Ok(SpanTables {
+    Ok(WriteSpans {
         index: txn.open_table(SPAN_INDEX)?,
         bodies: txn.open_table(SPAN_BODIES)?,
+        placed_below: txn.open_table(SPANS_PLACED_BELOW)?,
     })
 }
 
-/// Reading span bodies, whatever transaction the tables belong to.
+/// Reading span bodies as they were written (placed ones expanded), whatever transaction.
 pub trait SpanSource {
     /// Span `id`'s body, or `None` if it is not stored.
     fn body(&self, id: &[u8; 32]) -> Result<Option<Vec<u8>>>;
 }
 
-impl<I, B> SpanSource for SpanTables<I, B>
-where
-    I: ReadableTable<&'static [u8; 32], u64>,
-    B: ReadableTable<(u64, u32), &'static [u8]>,
-{
+impl SpanSource for ReadSpans {
     fn body(&self, id: &[u8; 32]) -> Result<Option<Vec<u8>>> {
         let Some(seq) = self.index.get(id)?.map(|v| v.value()) else {
             return Ok(None);
         };
-        body_at(&self.bodies, id, seq).map(Some)
+        let stored = body_at(&self.bodies, id, seq)?;
+        self.as_written(id, stored).map(Some)
     }
 }
 
@@ -80,33 +95,80 @@ fn body_at(
     })
 }
 
-impl<I, B> SpanTables<I, B>
-where
-    I: ReadableTable<&'static [u8; 32], u64>,
-    B: ReadableTable<(u64, u32), &'static [u8]>,
-{
+impl ReadSpans {
     pub fn contains(&self, id: &[u8; 32]) -> Result<bool> {
         Ok(self.index.get(id)?.is_some())
     }
 
-    /// Every stored span as (id, body), in id order.
+    /// Every stored span as (id, body as written), in id order.
     pub fn for_each(&self, mut visit: impl FnMut(&[u8; 32], &[u8]) -> Result<()>) -> Result<()> {
         for row in self.index.iter()? {
             let (id, seq) = row?;
-            let body = body_at(&self.bodies, id.value(), seq.value())?;
-            visit(id.value(), &body)?;
+            let stored = body_at(&self.bodies, id.value(), seq.value())?;
+            visit(id.value(), &self.as_written(id.value(), stored)?)?;
         }
         Ok(())
+    }
+
+    /// The body span `id` was written with: a placed body's ids are read from the names it
+    /// points at (a live pack's, else a retired one's). The span's id is the hash of that
+    /// body, so the expansion is checked against it: names that changed under a placed body
+    /// are reported as damage, never read as other chunks.
+    fn as_written(&self, id: &[u8; 32], stored: Vec<u8>) -> Result<Vec<u8>> {
+        if !format::span_is_placed(&stored) {
+            return Ok(stored);
+        }
+        let placed = format::decode_placed_refs(&stored)?;
+        let mut ids = Vec::with_capacity(placed.lens.len());
+        for run in &placed.runs {
+            match *run {
+                RefRun::Literal(chunk) => ids.push(chunk),
+                RefRun::Named { pack, first, count } => {
+                    if !pack_names::ids_at(&self.names, pack, first, count, &mut ids)?
+                        && !pack_names::ids_at(&self.retired, pack, first, count, &mut ids)?
+                    {
+                        return Err(StoreError::Corrupt(format!(
+                            "span {} reads the names of pack {pack}, which the catalog does \
+                             not hold",
+                            SpanId(*id)
+                        )));
+                    }
+                }
+            }
+        }
+        let refs: Vec<ChunkRef> = ids
+            .into_iter()
+            .zip(placed.lens)
+            .map(|(id, len)| ChunkRef { id, len })
+            .collect();
+        let body = format::encode_refs(&refs);
+        if SpanId::of(&body).0 != *id {
+            return Err(StoreError::Corrupt(format!(
+                "span {}: the names its placed body reads are not the chunks it was written with",
+                SpanId(*id)
+            )));
+        }
+        Ok(body)
     }
 }
 
 impl WriteSpans<'_> {
+    pub fn contains(&self, id: &[u8; 32]) -> Result<bool> {
+        Ok(self.index.get(id)?.is_some())
+    }
+
+    fn placed_below(&self) -> Result<u64> {
+        Ok(self.placed_below.get(0)?.map_or(0, |v| v.value()))
+    }
+
     /// Stores span `id`'s body, replacing the one it had.
     pub fn insert(&mut self, id: &[u8; 32], body: &[u8]) -> Result<()> {
+        // Never below the placing pass's mark, which would skip it.
         let seq = match self.bodies.last()? {
             Some((key, _)) => key.value().0 + 1,
             None => 0,
-        };
+        }
+        .max(self.placed_below()?);
         parts::write(&mut self.bodies, seq, body)?;
         // The index row's old value, if any, names the body this one replaces.
         let old = self.index.insert(id, seq)?.map(|v| v.value());
@@ -116,22 +178,275 @@ impl WriteSpans<'_> {
         Ok(())
     }
 
-    /// Drops span `id`; returns its body if it was stored.
-    pub fn remove(&mut self, id: &[u8; 32]) -> Result<Option<Vec<u8>>> {
-        let Some(seq) = self.index.remove(id)?.map(|v| v.value()) else {
-            return Ok(None);
-        };
-        let body = body_at(&self.bodies, id, seq)?;
-        parts::delete(&mut self.bodies, seq)?;
-        Ok(Some(body))
+    /// [`WriteSpans::insert`], storing a flat body placed when `placer` finds every chunk's
+    /// names and that is smaller; otherwise as given (`place_new_bodies` tries again later).
+    pub fn insert_placing(
+        &mut self,
+        id: &[u8; 32],
+        body: &[u8],
+        placer: &mut Placer<'_, '_>,
+    ) -> Result<()> {
+        match placer.placed_form(body, false)? {
+            Some(placed) => self.insert(id, &placed),
+            None => self.insert(id, body),
+        }
     }
 
-    /// Empties both tables (a checkpoint restore starts from nothing).
+    /// Drops span `id`; whether it was stored.
+    pub fn remove(&mut self, id: &[u8; 32]) -> Result<bool> {
+        let Some(seq) = self.index.remove(id)?.map(|v| v.value()) else {
+            return Ok(false);
+        };
+        parts::delete(&mut self.bodies, seq)?;
+        Ok(true)
+    }
+
+    /// Empties the span tables (a checkpoint restore starts from nothing).
     pub fn clear(&mut self) -> Result<()> {
         self.index.retain(|_, _| false)?;
         self.bodies.retain(|_, _| false)?;
+        self.placed_below.retain(|_, _| false)?;
         Ok(())
     }
+
+    /// Each stored body in sequence order from `from`, whole, in batches (a first pass over
+    /// an upgraded catalog meets every span).
+    fn bodies_from(&self, from: u64, batch_bytes: usize) -> Result<Vec<(u64, Vec<u8>)>> {
+        let mut batch: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut bytes = 0;
+        for row in self.bodies.range((from, 0)..)? {
+            let (key, part) = row?;
+            let seq = key.value().0;
+            if batch.last().map(|(s, _)| *s) != Some(seq) {
+                if bytes >= batch_bytes {
+                    break;
+                }
+                batch.push((seq, Vec::new()));
+            }
+            let part = part.value();
+            bytes += part.len();
+            if let Some((_, body)) = batch.last_mut() {
+                body.extend_from_slice(part);
+            }
+        }
+        Ok(batch)
+    }
+}
+
+/// Finds where chunks' names are, to store flat bodies placed (catalog format 8): a run of
+/// references to chunks named one after the other in one pack costs a few bytes, where the
+/// written body spells every 32-byte id (`efficiency.md` §27).
+pub struct Placer<'t, 'c> {
+    index: Table<'t, u64, u64>,
+    full: Table<'t, &'static [u8; 32], u64>,
+    names: Table<'t, (u64, u32), &'static [u8]>,
+    packs: &'c NameCache,
+}
+
+/// Packs' names as [`Placer`]s search them, kept between transactions (a stream's flush
+/// places a few records' bodies, mostly in the packs the last one used). A pack's names
+/// never change while it is named; an entry for a pack since dropped is never consulted,
+/// since a search starts where the index points.
+#[derive(Default)]
+pub struct NameCache {
+    packs: parking_lot::Mutex<HashMap<u64, Arc<NameList>>>,
+}
+
+/// A pack's names, and their positions by id prefix (sorted, for a binary search).
+pub struct NameList {
+    ids: Vec<ChunkId>,
+    by_prefix: Vec<(u64, u32)>,
+}
+
+impl NameList {
+    fn position(&self, id: &ChunkId) -> Option<u32> {
+        let key = chunk_index::prefix(id);
+        let from = self.by_prefix.partition_point(|(p, _)| *p < key);
+        self.by_prefix[from..]
+            .iter()
+            .take_while(|(p, _)| *p == key)
+            .map(|(_, at)| *at)
+            .find(|&at| self.ids[at as usize] == *id)
+    }
+}
+
+impl<'t, 'c> Placer<'t, 'c> {
+    /// Packs whose names are held at once (each up to ~1 MB with its prefixes).
+    const PACKS_HELD: usize = 32;
+
+    /// Opens the index and the names in `txn`, which must not have them open elsewhere.
+    pub fn open(txn: &'t WriteTransaction, packs: &'c NameCache) -> Result<Placer<'t, 'c>> {
+        Ok(Placer {
+            index: txn.open_table(chunk_index::INDEX)?,
+            full: txn.open_table(chunk_index::INDEX_FULL)?,
+            names: txn.open_table(PACK_NAMES)?,
+            packs,
+        })
+    }
+
+    fn names_of(&mut self, pack: u64) -> Result<Option<Arc<NameList>>> {
+        if let Some(list) = self.packs.packs.lock().get(&pack) {
+            return Ok(Some(list.clone()));
+        }
+        let Some(encoded) = pack_names::get(&self.names, pack)? else {
+            return Ok(None);
+        };
+        let ids = format::decode_pack_ids(&encoded)?;
+        let mut by_prefix: Vec<(u64, u32)> = ids
+            .iter()
+            .enumerate()
+            .filter(|(_, id)| **id != TOMBSTONE)
+            .map(|(at, id)| (chunk_index::prefix(id), at as u32))
+            .collect();
+        by_prefix.sort_unstable();
+        let list = Arc::new(NameList { ids, by_prefix });
+        let mut packs = self.packs.packs.lock();
+        if packs.len() >= Self::PACKS_HELD {
+            packs.clear();
+        }
+        packs.insert(pack, list.clone());
+        Ok(Some(list))
+    }
+
+    /// Where `id` is named: a pack the index gives for it whose names hold it.
+    fn find(&mut self, id: &ChunkId) -> Result<Option<(u64, Arc<NameList>, u32)>> {
+        for pack in chunk_index::candidates(&self.index, &self.full, id)?
+            .into_iter()
+            .flatten()
+        {
+            if let Some(list) = self.names_of(pack)?
+                && let Some(at) = list.position(id)
+            {
+                return Ok(Some((pack, list, at)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The placed form of a flat body, if it is smaller. A chunk whose names are not found
+    /// makes it `None`, or with `spell_unfound` a literal id in the runs.
+    fn placed_form(&mut self, body: &[u8], spell_unfound: bool) -> Result<Option<Vec<u8>>> {
+        if !format::span_is_flat(body) {
+            return Ok(None);
+        }
+        let refs = format::decode_refs(body)?;
+        let mut runs = Vec::new();
+        let mut open: Option<(u64, Arc<NameList>, u32, u32)> = None;
+        for r in &refs {
+            if let Some((_, list, first, count)) = &mut open
+                && list.ids.get((*first + *count) as usize) == Some(&r.id)
+            {
+                *count += 1;
+                continue;
+            }
+            if let Some((pack, _, first, count)) = open.take() {
+                runs.push(RefRun::Named { pack, first, count });
+            }
+            match self.find(&r.id)? {
+                Some((pack, list, at)) => open = Some((pack, list, at, 1)),
+                None if spell_unfound => runs.push(RefRun::Literal(r.id)),
+                None => return Ok(None),
+            }
+        }
+        if let Some((pack, _, first, count)) = open {
+            runs.push(RefRun::Named { pack, first, count });
+        }
+        let placed = format::encode_placed_refs(&PlacedRefs {
+            lens: refs.iter().map(|r| r.len).collect(),
+            runs,
+        });
+        Ok((placed.len() < body.len()).then_some(placed))
+    }
+}
+
+/// What [`place_new_bodies`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlacingReport {
+    /// Bodies looked at (every one written since the last pass).
+    pub offered: u64,
+    /// Bodies stored placed by this pass.
+    pub placed: u64,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+/// Stores placed every flat body written since the last pass that was not (its chunks'
+/// packs were not named yet when it was written, or it came from a replay or an import).
+/// Called where every pack is stored and named (a synchronising point, and on open), so each
+/// chunk is found; one that is not is spelled out. Only the catalog's local form changes:
+/// the journal has the bodies as written.
+pub fn place_new_bodies(txn: &WriteTransaction, names: &NameCache) -> Result<PlacingReport> {
+    const BATCH_BYTES: usize = 8 << 20;
+    let mut spans = write(txn)?;
+    let mut placer = Placer::open(txn, names)?;
+    let mut report = PlacingReport::default();
+    let mut next = spans.placed_below()?;
+    loop {
+        let batch = spans.bodies_from(next, BATCH_BYTES)?;
+        let Some((last, _)) = batch.last() else {
+            break;
+        };
+        next = last + 1;
+        for (seq, body) in batch {
+            report.offered += 1;
+            if !format::span_is_flat(&body) {
+                continue;
+            }
+            // A read checks an expansion against the span's id, the hash of its body: only a
+            // body indexed under its own hash is placed (every one the store writes is).
+            let id = SpanId::of(&body);
+            if spans.index.get(&id.0)?.map(|v| v.value()) != Some(seq) {
+                continue;
+            }
+            if let Some(placed) = placer.placed_form(&body, true)? {
+                parts::delete(&mut spans.bodies, seq)?;
+                parts::write(&mut spans.bodies, seq, &placed)?;
+                report.placed += 1;
+                report.bytes_before += body.len() as u64;
+                report.bytes_after += placed.len() as u64;
+            }
+        }
+    }
+    spans.placed_below.insert(0, next)?;
+    Ok(report)
+}
+
+/// Drops the retired names no placed body reads any more (reclaim retires a dropped pack's
+/// names; spans that read them may be dropped later). Returns how many packs' names went.
+pub fn drop_unread_retired_names(
+    spans: &WriteSpans<'_>,
+    retired: &mut Table<'_, (u64, u32), &'static [u8]>,
+) -> Result<u64> {
+    if retired.is_empty()? {
+        return Ok(0);
+    }
+    let mut read: HashSet<u64> = HashSet::new();
+    let mut from = 0;
+    loop {
+        let batch = spans.bodies_from(from, 8 << 20)?;
+        let Some((last, _)) = batch.last() else {
+            break;
+        };
+        from = last + 1;
+        for (_, body) in batch {
+            if format::span_is_placed(&body) {
+                for run in format::decode_placed_refs(&body)?.runs {
+                    if let RefRun::Named { pack, .. } = run {
+                        read.insert(pack);
+                    }
+                }
+            }
+        }
+    }
+    let mut dropped = HashSet::new();
+    retired.retain(|(pack, _), _| {
+        let keep = read.contains(&pack);
+        if !keep {
+            dropped.insert(pack);
+        }
+        keep
+    })?;
+    Ok(dropped.len() as u64)
 }
 
 /// Moves spans a catalog before format 7 kept one row each (`catalog::LEGACY_SPANS`) into the
@@ -240,18 +555,25 @@ mod table_tests {
             for (t, ops) in txns.iter().enumerate() {
                 let txn = db.begin_write().unwrap();
                 {
+                    txn.open_table(PACK_NAMES).unwrap();
+                    txn.open_table(RETIRED_NAMES).unwrap();
                     let mut spans = write(&txn).unwrap();
                     for (i, (id, len)) in ops.iter().enumerate() {
                         let key = [*id; 32];
                         match len {
                             Some(len) => {
-                                let body: Vec<u8> =
-                                    (0..*len).map(|b| (b * 3 + i + 7 * t) as u8).collect();
+                                // Bodies as written start with version 1 or 2 (3 is placed).
+                                let body: Vec<u8> = (0..*len)
+                                    .map(|b| match b {
+                                        0 => 1 + (i % 2) as u8,
+                                        _ => (b * 3 + i + 7 * t) as u8,
+                                    })
+                                    .collect();
                                 spans.insert(&key, &body).unwrap();
                                 model.insert(key, body);
                             }
                             None => {
-                                prop_assert_eq!(spans.remove(&key).unwrap(), model.remove(&key));
+                                prop_assert_eq!(spans.remove(&key).unwrap(), model.remove(&key).is_some());
                             }
                         }
                     }
@@ -270,6 +592,118 @@ mod table_tests {
                 Ok(())
             }).unwrap();
             prop_assert_eq!(seen, model.into_iter().collect::<Vec<_>>());
+        }
+    }
+
+    /// A flat body is stored as runs of positions in packs' names (and an id no pack names,
+    /// spelled out), reads back as written, still does once its pack's names are retired,
+    /// and is reported as damage, never read as other chunks, when the names it reads change.
+    #[test]
+    fn placed_bodies_read_as_written_and_changed_names_are_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("db")).unwrap();
+        let ids: Vec<ChunkId> = (0..100u8).map(|i| ChunkId::of(&[i])).collect();
+        let stranger = ChunkId::of(b"named by no pack");
+        let mut refs: Vec<ChunkRef> = ids[10..70]
+            .iter()
+            .enumerate()
+            .map(|(i, id)| ChunkRef {
+                id: *id,
+                len: 1000 + i as u32,
+            })
+            .collect();
+        refs.push(ChunkRef {
+            id: stranger,
+            len: 7,
+        });
+        let body = format::encode_refs(&refs);
+        let id = SpanId::of(&body);
+        let names = NameCache::default();
+        let place = |put_names: bool| {
+            let txn = db.begin_write().unwrap();
+            if put_names {
+                let mut t = chunk_index::Tables::open(&txn).unwrap();
+                chunk_index::put_names(&mut t, 5, &ids[..50]).unwrap();
+                chunk_index::put_names(&mut t, 6, &ids[50..]).unwrap();
+            }
+            write(&txn).unwrap().insert(&id.0, &body).unwrap();
+            let report = place_new_bodies(&txn, &names).unwrap();
+            txn.commit().unwrap();
+            report
+        };
+        let read_back = || read(&db.begin_read().unwrap()).unwrap().body(&id.0);
+
+        let report = place(true);
+        assert_eq!((report.offered, report.placed), (1, 1));
+        assert!(report.bytes_after * 5 < report.bytes_before, "{report:?}");
+        assert_eq!(read_back().unwrap(), Some(body.clone()));
+        let stored = {
+            let txn = db.begin_read().unwrap();
+            let seq = txn
+                .open_table(SPAN_INDEX)
+                .unwrap()
+                .get(&id.0)
+                .unwrap()
+                .unwrap()
+                .value();
+            parts::read(&txn.open_table(SPAN_BODIES).unwrap(), seq)
+                .unwrap()
+                .unwrap()
+        };
+        assert_eq!(
+            format::decode_placed_refs(&stored).unwrap().runs,
+            [
+                RefRun::Named {
+                    pack: 5,
+                    first: 10,
+                    count: 40
+                },
+                RefRun::Named {
+                    pack: 6,
+                    first: 0,
+                    count: 20
+                },
+                RefRun::Literal(stranger),
+            ]
+        );
+
+        // Pack 5 dropped (reclaim): its names are retired, and kept while the body reads them.
+        let retire_and_tidy = |remove_span: bool| {
+            let txn = db.begin_write().unwrap();
+            let dropped = {
+                let mut spans = write(&txn).unwrap();
+                if remove_span {
+                    assert!(spans.remove(&id.0).unwrap());
+                }
+                let mut t = chunk_index::Tables::open(&txn).unwrap();
+                chunk_index::delete_names(&mut t, 5).unwrap();
+                drop_unread_retired_names(&spans, &mut t.retired).unwrap()
+            };
+            txn.commit().unwrap();
+            dropped
+        };
+        assert_eq!(retire_and_tidy(false), 0);
+        assert_eq!(read_back().unwrap(), Some(body.clone()));
+        // With the span gone, nothing reads them.
+        assert_eq!(retire_and_tidy(true), 1);
+        assert_eq!(read_back().unwrap(), None);
+
+        // Stored again (placed in pack 6 and by spelling the rest out), then pack 6's names
+        // change under it: damage.
+        let report = place(false);
+        assert_eq!(report.placed, 1);
+        assert_eq!(read_back().unwrap(), Some(body.clone()));
+        let txn = db.begin_write().unwrap();
+        {
+            let mut t = txn.open_table(PACK_NAMES).unwrap();
+            let mut other = ids[50..].to_vec();
+            other.swap(3, 4);
+            pack_names::put(&mut t, 6, &format::encode_pack_ids(&other)).unwrap();
+        }
+        txn.commit().unwrap();
+        match read_back() {
+            Err(StoreError::Corrupt(why)) => assert!(why.contains("not the chunks"), "{why}"),
+            other => panic!("a changed name read as {other:?}"),
         }
     }
 }

@@ -226,6 +226,8 @@ pub(crate) struct Inner {
     pending: Mutex<crate::index::IdSet>,
     pub(crate) cache: Mutex<LocalityCache>,
     blob_cache: Mutex<BlobCache>,
+    /// Packs' names as span placing searches them (`spans::Placer`).
+    pub(crate) placer_names: crate::spans::NameCache,
     /// Tests only: new packs are written as pack format 1 (blobs without checksums).
     #[cfg(test)]
     write_format_1: AtomicBool,
@@ -458,6 +460,24 @@ impl ChunkStore {
             }
         }
 
+        // Bodies replayed, imported or upgraded from an older format are stored placed, and
+        // retired names no placed body reads are dropped (a replay retires every pack it drops).
+        {
+            let mut txn = db.begin_write()?;
+            txn.set_durability(Durability::Immediate)?;
+            let report = crate::spans::place_new_bodies(&txn, &Default::default())?;
+            let dropped = {
+                let spans = crate::spans::write(&txn)?;
+                let mut retired = txn.open_table(crate::pack_names::RETIRED_NAMES)?;
+                crate::spans::drop_unread_retired_names(&spans, &mut retired)?
+            };
+            if report.offered > 0 || dropped > 0 {
+                txn.commit()?;
+            } else {
+                txn.abort()?;
+            }
+        }
+
         let mut catalog_packs = HashSet::new();
         let mut foreign = HashMap::new();
         let mut pinned = HashSet::new();
@@ -526,6 +546,7 @@ impl ChunkStore {
             hash_pool,
             pack_buffers: Arc::default(),
             cache: Mutex::new(LocalityCache::new(config.cache_chunks)),
+            placer_names: Default::default(),
             config,
             filter: RwLock::new(filter),
             pending: Mutex::new(crate::index::IdSet::default()),
@@ -1066,10 +1087,11 @@ fn init_catalog(db: &Database) -> Result<()> {
                     catalog::CATALOG_VERSION
                 )));
             }
-            // New, or an upgrade from 1 to 5: the tables version 2 adds are created empty
+            // New, or an upgrade from 1 to 7: the tables version 2 adds are created empty
             // below; versions 3 and 4 change no row written before them; version 5's index is
             // converted from the legacy chunk rows once the journal is replayed (`open`);
-            // version 6's name parts are moved from the whole rows just below.
+            // version 6's name parts are moved from the whole rows just below; version 8's
+            // placed bodies are made from the written ones once the journal is replayed.
             Some(v) if v == catalog::CATALOG_VERSION => {}
             _ => {
                 meta.insert(catalog::META_FORMAT, catalog::CATALOG_VERSION)?;
@@ -1091,6 +1113,8 @@ fn init_catalog(db: &Database) -> Result<()> {
         txn.open_table(catalog::LEGACY_SPANS)?;
         txn.open_table(crate::spans::SPAN_INDEX)?;
         txn.open_table(crate::spans::SPAN_BODIES)?;
+        txn.open_table(crate::spans::SPANS_PLACED_BELOW)?;
+        txn.open_table(crate::pack_names::RETIRED_NAMES)?;
         txn.open_table(RECORDS)?;
         txn.open_table(FOREIGN_PACKS)?;
         txn.open_table(PINS)?;
@@ -1977,9 +2001,12 @@ impl Inner {
     pub(crate) fn commit_durably(&self) -> Result<()> {
         let covers = self.nondurable_commits.load(Ordering::Acquire);
         let txn = self.db.begin_write();
-        let result = txn
-            .map_err(StoreError::from)
-            .and_then(|txn| self.commit_txn_durably(txn));
+        let result = txn.map_err(StoreError::from).and_then(|txn| {
+            // Every pack is named now: bodies written before their chunks' packs were named
+            // are stored placed (`spans::place_new_bodies`) in the same commit.
+            crate::spans::place_new_bodies(&txn, &self.placer_names)?;
+            self.commit_txn_durably(txn)
+        });
         self.stop_on_catalog_error(result)?;
         self.durable_covers.fetch_max(covers, Ordering::AcqRel);
         Ok(())
@@ -2964,11 +2991,16 @@ mod format_4_upgrade_tests {
                     .insert(catalog::META_FORMAT, 4)
                     .unwrap();
                 // Names whole, one row per pack, as formats 5 and before kept them.
-                move_names_to_legacy_rows(&txn);
+                move_names_to_legacy_rows(&db, &txn);
             }
             txn.commit().unwrap();
         }
         let store = ChunkStore::open(&dir.path().join("a"), backend.clone(), config()).unwrap();
+        let (placed, total) = placed_bodies(&store);
+        assert!(
+            placed > 0 && placed == total,
+            "{placed} of {total} bodies placed"
+        );
         assert_eq!(store.stats().unwrap().chunks, chunks);
         assert_eq!(store.catalog_fingerprint().unwrap(), fingerprint);
         assert_eq!(contents(&store), expected);
@@ -3003,7 +3035,7 @@ mod format_4_upgrade_tests {
 
     /// Moves every pack's names from parts back into whole rows (`catalog::LEGACY_PACK_IDS`),
     /// and every span into one row each (`catalog::LEGACY_SPANS`).
-    fn move_names_to_legacy_rows(txn: &redb::WriteTransaction) {
+    fn move_names_to_legacy_rows(db: &Database, txn: &redb::WriteTransaction) {
         let mut named = Vec::new();
         {
             let t = txn.open_table(crate::pack_names::PACK_NAMES).unwrap();
@@ -3022,9 +3054,10 @@ mod format_4_upgrade_tests {
         for (p, n) in &named {
             legacy.insert(*p, n.as_slice()).unwrap();
         }
-        // And spans, one row each (formats 6 and before).
+        // And spans as written (formats before 8 place none), one row each (formats 6 and
+        // before). `txn` has not changed them: the last commit's are the same.
         let mut spans = Vec::new();
-        crate::spans::write(txn)
+        crate::spans::read(&db.begin_read().unwrap())
             .unwrap()
             .for_each(|id, body| {
                 spans.push((*id, body.to_vec()));
@@ -3039,8 +3072,26 @@ mod format_4_upgrade_tests {
         }
     }
 
-    /// A format-5 catalog (names whole per pack, a row per span) opens as format 7 with the
-    /// same contents.
+    /// How many span bodies are stored placed, of how many flat or placed ones (bodies of
+    /// pieces are never placed).
+    fn placed_bodies(store: &ChunkStore) -> (usize, usize) {
+        let txn = store.inner.db.begin_read().unwrap();
+        let bodies = txn.open_table(crate::spans::SPAN_BODIES).unwrap();
+        let mut placed = 0;
+        let mut total = 0;
+        for row in bodies.iter().unwrap() {
+            let (key, part) = row.unwrap();
+            let part = part.value();
+            if key.value().1 == 0 && (format::span_is_flat(part) || format::span_is_placed(part)) {
+                total += 1;
+                placed += usize::from(format::span_is_placed(part));
+            }
+        }
+        (placed, total)
+    }
+
+    /// A format-5 catalog (names whole per pack, a row per span) opens as format 8 with the
+    /// same contents, its bodies placed.
     #[test]
     fn a_format_5_catalog_is_upgraded_to_name_and_span_parts() {
         let dir = tempfile::tempdir().unwrap();
@@ -3063,7 +3114,7 @@ mod format_4_upgrade_tests {
         {
             let db = Database::create(dir.path().join("a/catalog.redb")).unwrap();
             let txn = db.begin_write().unwrap();
-            move_names_to_legacy_rows(&txn);
+            move_names_to_legacy_rows(&db, &txn);
             txn.open_table(META)
                 .unwrap()
                 .insert(catalog::META_FORMAT, 5)

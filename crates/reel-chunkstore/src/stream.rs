@@ -108,6 +108,9 @@ pub(crate) struct StreamState {
     /// Spans this stream referenced since its last flush, written with it unless present:
     /// each record's body with the pieces it holds (see [`NewSpan`]).
     new_spans: std::collections::HashMap<SpanId, NewSpan>,
+    /// `new_spans`' ids in the order their records came: placing their bodies at the flush
+    /// visits packs in the order they were written (`spans::Placer` holds a few at a time).
+    new_span_order: Vec<SpanId>,
     tail_bytes: u64,
     dirty: bool,
     sidecar: BTreeMap<u64, Option<Vec<u8>>>,
@@ -149,6 +152,7 @@ impl ChunkStore {
             read_row: None,
             record_len: 0,
             new_spans: std::collections::HashMap::new(),
+            new_span_order: Vec::new(),
             in_flight: VecDeque::new(),
             in_flight_bytes: 0,
             spare: Vec::new(),
@@ -340,7 +344,10 @@ impl StreamState {
                     crate::spans::read(&txn)?.contains(&flat.0)
                 })?;
                 let id = SpanId::of(&span.body);
-                self.new_spans.entry(id).or_insert(span);
+                if let std::collections::hash_map::Entry::Vacant(e) = self.new_spans.entry(id) {
+                    e.insert(span);
+                    self.new_span_order.push(id);
+                }
                 self.push_entry(Entry::Span {
                     id,
                     len: hashed.data.len() as u32,
@@ -418,7 +425,9 @@ impl StreamState {
             ops.push(Op::PutStream(id, self.len));
             apply_sidecar(&txn, id, &self.sidecar, &mut ops)?;
             let mut spans = crate::spans::write(&txn)?;
-            for (span, new) in &self.new_spans {
+            let mut placer = crate::spans::Placer::open(&txn, &inner.placer_names)?;
+            for span in &self.new_span_order {
+                let new = &self.new_spans[span];
                 // A stored span has its pieces stored (reclaim keeps a live span's pieces), so
                 // a repeated record costs one lookup, not one per piece.
                 if spans.contains(&span.0)? {
@@ -426,11 +435,11 @@ impl StreamState {
                 }
                 for (piece, body) in &new.pieces {
                     if !spans.contains(&piece.0)? {
-                        spans.insert(&piece.0, body.as_slice())?;
+                        spans.insert_placing(&piece.0, body.as_slice(), &mut placer)?;
                         ops.push(Op::PutSpan(piece.0, body.clone()));
                     }
                 }
-                spans.insert(&span.0, new.body.as_slice())?;
+                spans.insert_placing(&span.0, new.body.as_slice(), &mut placer)?;
                 ops.push(Op::PutSpan(span.0, new.body.clone()));
             }
         }
@@ -438,6 +447,7 @@ impl StreamState {
         txn.commit()?;
         inner.note_nondurable_commit();
         self.new_spans.clear();
+        self.new_span_order.clear();
         self.full_rows.clear();
         self.sidecar.clear();
         self.dirty = false;
@@ -616,6 +626,7 @@ impl StreamState {
 
     pub(crate) fn reset_after_delete(&mut self) {
         self.new_spans.clear();
+        self.new_span_order.clear();
         self.in_flight.clear();
         self.in_flight_bytes = 0;
         self.len = 0;
