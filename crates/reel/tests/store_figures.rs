@@ -113,4 +113,14 @@ fn reduction_is_reported_for_the_packs_and_for_the_whole_data_directory() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("(store: packs only)"), "{text}");
     assert!(text.contains("(on disk: the data directory"), "{text}");
+    // And the catalog's share of it, table by table (the chunk index holds a row per chunk).
+    let catalog = text
+        .lines()
+        .find(|l| l.starts_with("catalog "))
+        .unwrap_or_else(|| panic!("no catalog line: {text}"));
+    assert!(
+        catalog.contains("on disk") && catalog.contains("in tables"),
+        "{text}"
+    );
+    assert!(text.contains("smaller tables"), "{text}");
 }
