@@ -228,6 +228,9 @@ pub(crate) struct Inner {
     blob_cache: Mutex<BlobCache>,
     /// Packs' names as span placing searches them (`spans::Placer`).
     pub(crate) placer_names: crate::spans::NameCache,
+    /// Span bodies flushes stored as written since the last durable commit because a chunk's
+    /// pack was not named yet (`spans::WriteSpans::place_pending`).
+    pub(crate) unplaced_spans: Mutex<Vec<u64>>,
     /// Tests only: new packs are written as pack format 1 (blobs without checksums).
     #[cfg(test)]
     write_format_1: AtomicBool,
@@ -547,6 +550,7 @@ impl ChunkStore {
             pack_buffers: Arc::default(),
             cache: Mutex::new(LocalityCache::new(config.cache_chunks)),
             placer_names: Default::default(),
+            unplaced_spans: Mutex::new(Vec::new()),
             config,
             filter: RwLock::new(filter),
             pending: Mutex::new(crate::index::IdSet::default()),
@@ -2005,6 +2009,7 @@ impl Inner {
             // Every pack is named now: bodies written before their chunks' packs were named
             // are stored placed (`spans::place_new_bodies`) in the same commit.
             crate::spans::place_new_bodies(&txn, &self.placer_names)?;
+            self.unplaced_spans.lock().clear();
             self.commit_txn_durably(txn)
         });
         self.stop_on_catalog_error(result)?;

@@ -429,6 +429,11 @@ impl StreamState {
             apply_sidecar(&txn, id, &self.sidecar, &mut ops)?;
             let mut spans = crate::spans::write(&txn)?;
             let mut placer = crate::spans::Placer::open(&txn, &inner.placer_names)?;
+            // Bodies earlier flushes stored as written whose packs are named by now, then
+            // this flush's. A failed commit below loses the list's changes with the rows;
+            // the durable commit places whatever is left either way.
+            let mut unplaced = inner.unplaced_spans.lock();
+            spans.place_pending(&mut placer, &mut unplaced)?;
             for span in &self.new_span_order {
                 let new = &self.new_spans[span];
                 // A stored span has its pieces stored (reclaim keeps a live span's pieces), so
@@ -438,11 +443,15 @@ impl StreamState {
                 }
                 for (piece, body) in &new.pieces {
                     if !spans.contains(&piece.0)? {
-                        spans.insert_placing(&piece.0, body.as_slice(), &mut placer)?;
+                        unplaced.extend(spans.insert_placing(
+                            &piece.0,
+                            body.as_slice(),
+                            &mut placer,
+                        )?);
                         ops.push(Op::PutSpan(piece.0, body.clone()));
                     }
                 }
-                spans.insert_placing(&span.0, new.body.as_slice(), &mut placer)?;
+                unplaced.extend(spans.insert_placing(&span.0, new.body.as_slice(), &mut placer)?);
                 ops.push(Op::PutSpan(span.0, new.body.clone()));
             }
         }
