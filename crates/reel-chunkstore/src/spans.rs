@@ -647,6 +647,21 @@ mod table_tests {
         }
     }
 
+    /// Span `id`'s body as stored (placed or as written).
+    fn stored_body(db: &Database, id: &SpanId) -> Vec<u8> {
+        let txn = db.begin_read().unwrap();
+        let seq = txn
+            .open_table(SPAN_INDEX)
+            .unwrap()
+            .get(&id.0)
+            .unwrap()
+            .unwrap()
+            .value();
+        parts::read(&txn.open_table(SPAN_BODIES).unwrap(), seq)
+            .unwrap()
+            .unwrap()
+    }
+
     /// A flat body is stored as runs of positions in packs' names (and an id no pack names,
     /// spelled out), reads back as written, still does once its pack's names are retired,
     /// and is reported as damage, never read as other chunks, when the names it reads change.
@@ -689,19 +704,7 @@ mod table_tests {
         assert_eq!((report.offered, report.placed), (1, 1));
         assert!(report.bytes_after * 5 < report.bytes_before, "{report:?}");
         assert_eq!(read_back().unwrap(), Some(body.clone()));
-        let stored = {
-            let txn = db.begin_read().unwrap();
-            let seq = txn
-                .open_table(SPAN_INDEX)
-                .unwrap()
-                .get(&id.0)
-                .unwrap()
-                .unwrap()
-                .value();
-            parts::read(&txn.open_table(SPAN_BODIES).unwrap(), seq)
-                .unwrap()
-                .unwrap()
-        };
+        let stored = stored_body(&db, &id);
         assert_eq!(
             format::decode_placed_refs(&stored).unwrap().runs,
             [
@@ -773,19 +776,7 @@ mod table_tests {
         let body = format::encode_refs(&refs);
         let id = SpanId::of(&body);
         let names = NameCache::default();
-        let stored = |db: &Database| {
-            let txn = db.begin_read().unwrap();
-            let seq = txn
-                .open_table(SPAN_INDEX)
-                .unwrap()
-                .get(&id.0)
-                .unwrap()
-                .unwrap()
-                .value();
-            parts::read(&txn.open_table(SPAN_BODIES).unwrap(), seq)
-                .unwrap()
-                .unwrap()
-        };
+        let stored = |db: &Database| stored_body(db, &id);
 
         let mut pending = Vec::new();
         let txn = db.begin_write().unwrap();
