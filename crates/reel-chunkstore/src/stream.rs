@@ -40,6 +40,10 @@ const MAX_IN_FLIGHT: usize = 16 << 20;
 /// of two pieces or more made the spans of 64 KiB and 256 KiB records 13-14 % larger).
 const PIECES_MIN: usize = 8;
 
+/// Span bodies stored as written that later flushes try to place (`spans::place_pending`),
+/// at most: a retry costs a few microseconds (estimated), so a flush spends about 0.1 s at most.
+const UNPLACED_MAX: usize = 16 << 10;
+
 /// A record is cut into pieces only if at least one in this many of its chunks was stored
 /// before: a record of new chunks (unique data, or the first copy of blocks) has no piece to
 /// share yet, and as a flat list costs ~9 % less catalog (§21).
@@ -454,6 +458,9 @@ impl StreamState {
                 unplaced.extend(spans.insert_placing(&span.0, new.body.as_slice(), &mut placer)?);
                 ops.push(Op::PutSpan(span.0, new.body.clone()));
             }
+            // Bounded: each flush retries the list, and a pack can stay open for long (a slow
+            // stream's); bodies beyond it wait for the durable commit's pass.
+            unplaced.truncate(UNPLACED_MAX);
         }
         inner.journal(ops);
         txn.commit()?;
