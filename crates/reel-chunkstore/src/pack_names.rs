@@ -4,7 +4,7 @@
 
 use redb::{ReadableTable, Table, TableDefinition};
 
-use crate::format::ChunkId;
+use crate::format::{self, ChunkId};
 use crate::parts;
 use crate::{Result, StoreError};
 
@@ -51,11 +51,9 @@ pub fn ids_at(
         if to <= at {
             break;
         }
-        out.extend(
-            bytes[at - part_start..to - part_start]
-                .chunks_exact(ID)
-                .map(|c| ChunkId(c.try_into().unwrap_or([0; 32]))),
-        );
+        out.extend(format::decode_pack_ids(
+            &bytes[at - part_start..to - part_start],
+        )?);
         at = to;
         next += 1;
     }

@@ -8,6 +8,11 @@
 //! key order stay about 40 % empty, while a body over a page takes a power-of-two run of pages
 //! (a 256 KiB record's body of ~4 KiB: half empty). Sequence numbers only grow, so bodies are
 //! appended in key order into full leaves; the index rows are 40 bytes (`efficiency.md` §26).
+//!
+//! Catalog format 8 stores a flat body *placed* (`format::PlacedRefs`): runs of positions in
+//! packs' names instead of 32-byte ids. Readers get the body as written ([`SpanSource`]),
+//! rebuilt and checked against the span's id; journal ops, checkpoints and bundles carry it so
+//! too (`efficiency.md` §27).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -190,7 +195,7 @@ impl WriteSpans<'_> {
     ) -> Result<Option<u64>> {
         match placer.placing(body, false)? {
             Placing::Placed(placed) => self.insert(id, &placed).map(|_| None),
-            Placing::NotSmaller => self.insert(id, body).map(|_| None),
+            Placing::Kept => self.insert(id, body).map(|_| None),
             Placing::Unfound => self.insert(id, body).map(Some),
         }
     }
@@ -207,28 +212,39 @@ impl WriteSpans<'_> {
     ) -> Result<()> {
         let mut still = Vec::new();
         for &seq in pending.iter() {
-            // Gone (reclaimed, replaced) or already placed: nothing to do.
+            // Gone (reclaimed, replaced): nothing to do.
             let Some(body) = parts::read(&self.bodies, seq)? else {
                 continue;
             };
-            if !format::span_is_flat(&body) {
-                continue;
-            }
-            let id = SpanId::of(&body);
-            if self.index.get(&id.0)?.map(|v| v.value()) != Some(seq) {
-                continue;
-            }
-            match placer.placing(&body, false)? {
-                Placing::Placed(placed) => {
-                    parts::delete(&mut self.bodies, seq)?;
-                    parts::write(&mut self.bodies, seq, &placed)?;
-                }
-                Placing::NotSmaller => {}
-                Placing::Unfound => still.push(seq),
+            if let Placing::Unfound = self.place_stored(seq, &body, placer, false)? {
+                still.push(seq);
             }
         }
         *pending = still;
         Ok(())
+    }
+
+    /// Stores `body`, the body under `seq`, placed if [`Placer::placing`] places it. Only a
+    /// flat body indexed under its own hash is offered: a read checks an expansion against
+    /// the span's id, the hash of its body (every body the store writes is so indexed).
+    fn place_stored(
+        &mut self,
+        seq: u64,
+        body: &[u8],
+        placer: &mut Placer<'_, '_>,
+        spell_unfound: bool,
+    ) -> Result<Placing> {
+        if !format::span_is_flat(body)
+            || self.index.get(&SpanId::of(body).0)?.map(|v| v.value()) != Some(seq)
+        {
+            return Ok(Placing::Kept);
+        }
+        let placing = placer.placing(body, spell_unfound)?;
+        if let Placing::Placed(placed) = &placing {
+            parts::delete(&mut self.bodies, seq)?;
+            parts::write(&mut self.bodies, seq, placed)?;
+        }
+        Ok(placing)
     }
 
     /// Drops span `id`; whether it was stored.
@@ -366,7 +382,7 @@ impl<'t, 'c> Placer<'t, 'c> {
     /// leaves it as written, or with `spell_unfound` becomes a literal id in the runs.
     fn placing(&mut self, body: &[u8], spell_unfound: bool) -> Result<Placing> {
         if !format::span_is_flat(body) {
-            return Ok(Placing::NotSmaller);
+            return Ok(Placing::Kept);
         }
         let refs = format::decode_refs(body)?;
         let mut runs = Vec::new();
@@ -397,7 +413,7 @@ impl<'t, 'c> Placer<'t, 'c> {
         Ok(if placed.len() < body.len() {
             Placing::Placed(placed)
         } else {
-            Placing::NotSmaller
+            Placing::Kept
         })
     }
 }
@@ -405,8 +421,9 @@ impl<'t, 'c> Placer<'t, 'c> {
 /// What became of a flat body offered for placing.
 enum Placing {
     Placed(Vec<u8>),
-    /// Its placed form would not be smaller (a body of a few spelled-out ids).
-    NotSmaller,
+    /// Stays as it is: not a flat body, or its placed form would not be smaller (a body of
+    /// a few spelled-out ids).
+    Kept,
     /// A chunk's names were not found (its pack is not named yet).
     Unfound,
 }
@@ -441,18 +458,7 @@ pub fn place_new_bodies(txn: &WriteTransaction, names: &NameCache) -> Result<Pla
         next = last + 1;
         for (seq, body) in batch {
             report.offered += 1;
-            if !format::span_is_flat(&body) {
-                continue;
-            }
-            // A read checks an expansion against the span's id, the hash of its body: only a
-            // body indexed under its own hash is placed (every one the store writes is).
-            let id = SpanId::of(&body);
-            if spans.index.get(&id.0)?.map(|v| v.value()) != Some(seq) {
-                continue;
-            }
-            if let Placing::Placed(placed) = placer.placing(&body, true)? {
-                parts::delete(&mut spans.bodies, seq)?;
-                parts::write(&mut spans.bodies, seq, &placed)?;
+            if let Placing::Placed(placed) = spans.place_stored(seq, &body, &mut placer, true)? {
                 report.placed += 1;
                 report.bytes_before += body.len() as u64;
                 report.bytes_after += placed.len() as u64;
