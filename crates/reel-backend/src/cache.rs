@@ -64,7 +64,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::ops::Bound::{Included, Unbounded};
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -1388,10 +1387,7 @@ impl Shared {
     fn read_at(key: &Key, file: &File, offset: u64, len: u64) -> Result<Vec<u8>> {
         let len = usize::try_from(len)
             .map_err(|_| map_io(key, io::Error::from(io::ErrorKind::OutOfMemory)))?;
-        let mut buf = vec![0; len];
-        file.read_exact_at(&mut buf, offset)
-            .map_err(|e| map_io(key, e))?;
-        Ok(buf)
+        crate::local::read_exact_at(file, offset, len).map_err(|e| map_io(key, e))
     }
 
     fn count_get(&self, bytes: u64, ahead: bool) {
@@ -2175,8 +2171,7 @@ fn read_entry(path: &Path) -> Result<Vec<u8>, String> {
         )));
     }
     let len = usize::try_from(data_len).map_err(|_| damaged("too large".to_string()))?;
-    let mut data = vec![0; len];
-    f.read_exact_at(&mut data, start).map_err(cannot)?;
+    let data = crate::local::read_exact_at(&f, start, len).map_err(cannot)?;
     if hash64(&data) != header.data_hash {
         return Err(damaged("data checksum mismatch".to_string()));
     }
