@@ -243,6 +243,9 @@ pub(crate) struct Inner {
     pub(crate) streams: Mutex<HashMap<StreamId, Weak<Mutex<StreamState>>>>,
     /// Held shared by stream flushes, exclusively by `sync` while it makes packs durable.
     pub(crate) commit_lock: RwLock<()>,
+    /// Span bodies the durable commits placed, a flush having stored them as written: each
+    /// rewrite leaves the pages it replaced free in the catalog file (`efficiency.md` §29).
+    pub(crate) bodies_placed_late: AtomicU64,
     /// Held shared by anything that references chunks, exclusively by reclaim.
     pub(crate) ingest_lock: RwLock<()>,
     stopped: Mutex<Option<String>>,
@@ -565,6 +568,7 @@ impl ChunkStore {
             builders: Mutex::new(Vec::new()),
             streams: Mutex::new(HashMap::new()),
             commit_lock: RwLock::new(()),
+            bodies_placed_late: AtomicU64::new(0),
             ingest_lock: RwLock::new(()),
             stopped: Mutex::new(None),
             fenced,
@@ -2008,7 +2012,9 @@ impl Inner {
         let result = txn.map_err(StoreError::from).and_then(|txn| {
             // Every pack is named now: bodies written before their chunks' packs were named
             // are stored placed (`spans::place_new_bodies`) in the same commit.
-            crate::spans::place_new_bodies(&txn, &self.placer_names)?;
+            let report = crate::spans::place_new_bodies(&txn, &self.placer_names)?;
+            self.bodies_placed_late
+                .fetch_add(report.placed, Ordering::Relaxed);
             self.unplaced_spans.lock().clear();
             self.commit_txn_durably(txn)
         });
@@ -3093,6 +3099,45 @@ mod format_4_upgrade_tests {
             }
         }
         (placed, total)
+    }
+
+    /// A stream's sync seals its pack before its flush, so the flush places every span body
+    /// and the durable commit rewrites none; a flush followed by a store sync (the order
+    /// before) stored the bodies of chunks in the open pack as written for the durable commit
+    /// to rewrite placed, leaving the pages they took free in the catalog file.
+    #[test]
+    fn a_stream_sync_places_every_body_in_its_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let placed_late = |name: &str, stream_sync: bool| {
+            let store = ChunkStore::open(
+                &dir.path().join(name),
+                Arc::new(MemoryBackend::new()),
+                StoreConfig::default(),
+            )
+            .unwrap();
+            let stream = store.open_stream(StreamId(1)).unwrap();
+            for seed in 0..24 {
+                stream.append_record(&noise(256 << 10, seed)).unwrap();
+            }
+            if stream_sync {
+                stream.sync().unwrap();
+            } else {
+                stream.flush().unwrap();
+                store.sync().unwrap();
+            }
+            let (placed, flat) = placed_bodies(&store);
+            assert!(
+                flat > 0 && placed == flat,
+                "{name}: {placed} of {flat} bodies placed"
+            );
+            (store.inner.bodies_placed_late.load(Ordering::Relaxed), flat)
+        };
+        let (late, flat) = placed_late("flush, then store sync", false);
+        assert_eq!(
+            late, flat as u64,
+            "the open pack's bodies wait for the durable commit"
+        );
+        assert_eq!(placed_late("stream sync", true).0, 0);
     }
 
     /// A format-5 catalog (names whole per pack, a row per span) opens as format 8 with the

@@ -763,9 +763,30 @@ impl Stream {
     }
 
     /// `flush` then `sync`: a synchronising point for this stream.
+    ///
+    /// Done in the order that lets the flush place every span body: this stream's chunks go
+    /// into its pack, every pack is sealed and named, then the rows and bodies are written and
+    /// the catalog committed durably, all under the commit lock held exclusively. Flushing
+    /// first stored the bodies whose chunks sat in the open pack as written, and the durable
+    /// commit rewrote them placed, leaving their first pages as free space in the catalog file
+    /// (`efficiency.md` §29).
     pub fn sync(&self) -> Result<()> {
-        self.flush()?;
-        self.inner.sync()
+        let _ingest = self.inner.ingest_lock.read();
+        self.inner.check_stopped()?;
+        let _commit = self.inner.commit_lock.write();
+        let r = (|| {
+            let mut state = self.state.lock();
+            state.drain(&self.inner)?;
+            state.emit_buf(&self.inner)?;
+            let stored = self.inner.seal_and_store_all();
+            // Flushed even when storing failed (a full disk): the rows are then in the
+            // catalog, not durable, as a flush before a failed sync left them.
+            state.flush(&self.inner)?;
+            drop(state);
+            stored?;
+            self.inner.commit_durably()
+        })();
+        self.inner.stop_on_catalog_error(r)
     }
 
     /// Cuts the stream to `len` bytes, committing pending sidecar changes with it.

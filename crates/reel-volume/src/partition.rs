@@ -293,8 +293,11 @@ impl PartitionStore for ChunkPartition {
     }
 
     fn sync(&mut self) -> Result<(), StoreError> {
-        self.flush()?;
+        // The stream's sync flushes (after sealing its pack, so every span body is placed at
+        // once): no flush of its own first.
+        self.stage_map();
         self.stream.sync()?;
+        self.unflushed = 0;
         self.synced_objects = self.object_count();
         self.synced_bytes = self.data_bytes();
         Ok(())
