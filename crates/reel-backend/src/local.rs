@@ -112,8 +112,9 @@ fn read_direct(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
             if keep_end > skip {
                 out.extend_from_slice(&piece[skip..keep_end]);
             }
-            if got < piece.len() && (out.len() as u64) < len as u64 {
-                // Short read before the end of the range: the file ends inside it.
+            if got % DIRECT_ALIGN != 0 && (out.len() as u64) < len as u64 {
+                // A direct read stops off the alignment only at the file's end: it ends
+                // inside the range. A short aligned read is progress; the next read goes on.
                 return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
             }
             at += got as u64;
@@ -485,6 +486,11 @@ mod tests {
         assert!(fs::read(&path).unwrap() == expected);
     }
 
+    fn is_direct(file: &File) -> bool {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        OFlag::from_bits_truncate(fcntl(file, FcntlArg::F_GETFL).unwrap()).contains(OFlag::O_DIRECT)
+    }
+
     /// A file on the checkout's disk (which takes `O_DIRECT`) of a little over two bounce
     /// buffers, with an unaligned length, for the range-read tests.
     fn direct_read_fixture() -> (tempfile::TempDir, PathBuf, Vec<u8>) {
@@ -520,6 +526,12 @@ mod tests {
             let f = File::open(&path).unwrap();
             let got = read_exact_at(&f, offset as u64, len).unwrap();
             assert!(got == data[offset..offset + len], "{len} bytes at {offset}");
+            // Read directly (no fallback to the page cache) exactly from the threshold on.
+            assert_eq!(
+                is_direct(&f),
+                len >= DIRECT_READ_MIN,
+                "{len} bytes at {offset}"
+            );
         }
         for (offset, len) in [
             (n - DIRECT_READ_MIN + 1, DIRECT_READ_MIN),

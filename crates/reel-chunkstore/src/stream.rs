@@ -774,19 +774,22 @@ impl Stream {
         let _ingest = self.inner.ingest_lock.read();
         self.inner.check_stopped()?;
         let _commit = self.inner.commit_lock.write();
-        let r = (|| {
-            let mut state = self.state.lock();
-            state.drain(&self.inner)?;
-            state.emit_buf(&self.inner)?;
-            let stored = self.inner.seal_and_store_all();
-            // Flushed even when storing failed (a full disk): the rows are then in the
-            // catalog, not durable, as a flush before a failed sync left them.
-            state.flush(&self.inner)?;
-            drop(state);
-            stored?;
-            self.inner.commit_durably()
-        })();
+        let r = self.seal_flush_and_commit();
         self.inner.stop_on_catalog_error(r)
+    }
+
+    /// [`Stream::sync`]'s steps; the caller holds the commit lock exclusively.
+    fn seal_flush_and_commit(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        state.drain(&self.inner)?;
+        state.emit_buf(&self.inner)?;
+        let stored = self.inner.seal_and_store_all();
+        // Flushed even when storing failed (a full disk): the rows are then in the catalog,
+        // not durable, as a flush before a failed sync left them.
+        state.flush(&self.inner)?;
+        drop(state);
+        stored?;
+        self.inner.commit_durably()
     }
 
     /// Cuts the stream to `len` bytes, committing pending sidecar changes with it.
