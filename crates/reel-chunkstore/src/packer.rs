@@ -221,6 +221,12 @@ impl PackBuilder {
         self
     }
 
+    /// Whether a pack is open (chunks added since the last seal).
+    #[cfg(test)]
+    pub fn is_open(&self) -> bool {
+        self.id.is_some()
+    }
+
     /// Finishes the open pack, if any.
     pub fn seal(&mut self) -> Option<SealedPack> {
         self.close_blob();

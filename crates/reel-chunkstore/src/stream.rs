@@ -412,6 +412,9 @@ impl StreamState {
         if !self.dirty && self.sidecar.is_empty() {
             return Ok(());
         }
+        // Packs stored so far are named first, so this flush places the bodies of records
+        // whose chunks they hold (`Inner::index_queued`; a batch of packs is one transaction).
+        inner.index_queued();
         let id = self.id.0;
         let mut txn = inner.db.begin_write()?;
         txn.set_durability(Durability::None)?;
