@@ -3041,18 +3041,8 @@ mod index_batch_tests {
 
     use super::*;
     use crate::StreamId;
-
-    fn noise(len: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
+    use crate::stream::Stream;
+    use crate::test_support::noise;
 
     /// A memory back end whose pack puts wait while the gate is shut: the test decides when
     /// the uploads end (timing only; every operation is the memory back end's).
@@ -3097,6 +3087,45 @@ mod index_batch_tests {
         }
     }
 
+    /// Small packs, and an upload queue that holds all of them while the gate is shut.
+    fn config() -> StoreConfig {
+        StoreConfig {
+            pack_target: 64 << 10,
+            upload_queue: 64,
+            ..StoreConfig::default()
+        }
+    }
+
+    /// Distinct records (`noise` gives seeds 2k and 2k + 1 the same bytes).
+    fn records(n: u64, len: usize) -> Vec<Vec<u8>> {
+        (0..n).map(|i| noise(len, 2 * i + 1)).collect()
+    }
+
+    /// Appends `records` to stream 1 while pack puts wait at the gate, then flushes: the
+    /// flush finds no pack stored, so it indexes none.
+    fn write_behind_the_gate(store: &ChunkStore, gate: &Gated, records: &[Vec<u8>]) -> Stream {
+        let stream = store.open_stream(StreamId(1)).unwrap();
+        gate.set_shut(true);
+        for r in records {
+            stream.append_record(r).unwrap();
+        }
+        stream.flush().unwrap();
+        assert_eq!(store.inner.index_commits.load(Ordering::Relaxed), 0);
+        gate.set_shut(false);
+        stream
+    }
+
+    fn assert_reads_back(store: &ChunkStore, records: &[Vec<u8>]) {
+        let stream = store.open_stream(StreamId(1)).unwrap();
+        let mut offset = 0u64;
+        for r in records {
+            let mut back = vec![0; r.len()];
+            stream.read_at(offset, &mut back).unwrap();
+            assert!(back == *r, "record at {offset} read back wrong");
+            offset += r.len() as u64;
+        }
+    }
+
     fn stored_packs(store: &ChunkStore) -> usize {
         store.backend().list("packs/").unwrap().len()
     }
@@ -3108,14 +3137,8 @@ mod index_batch_tests {
     #[test]
     fn stored_packs_are_indexed_several_to_a_transaction() {
         let dir = tempfile::tempdir().unwrap();
-        let backend = Arc::new(Gated::default());
-        // A queue that holds every pack while the gate is shut.
-        let config = || StoreConfig {
-            pack_target: 64 << 10,
-            upload_queue: 64,
-            ..StoreConfig::default()
-        };
-        let store = ChunkStore::open(dir.path(), backend.clone(), config()).unwrap();
+        let gate = Arc::new(Gated::default());
+        let store = ChunkStore::open(dir.path(), gate.clone(), config()).unwrap();
         let inner = &store.inner;
         let open_pack = || {
             let builders = inner.builders.lock();
@@ -3124,16 +3147,9 @@ mod index_batch_tests {
                 .filter_map(Weak::upgrade)
                 .any(|b| b.lock().is_open())
         };
-        let stream = store.open_stream(StreamId(1)).unwrap();
-        // Records that do not fill packs exactly: one pack stays open. The flush finds no
-        // pack stored (their puts wait at the gate), so it indexes none.
-        let records: Vec<Vec<u8>> = (0..40).map(|seed| noise(100_000, seed)).collect();
-        backend.set_shut(true);
-        for r in &records {
-            stream.append_record(r).unwrap();
-        }
-        stream.flush().unwrap();
-        backend.set_shut(false);
+        // Records that do not fill packs exactly: one pack stays open.
+        let records = records(40, 100_000);
+        let stream = write_behind_the_gate(&store, &gate, &records);
         let start = std::time::Instant::now();
         while inner.uploads.lock().in_flight != inner.index_queue.lock().packs.len() {
             assert!(start.elapsed().as_secs() < 30, "uploads never ended");
@@ -3162,17 +3178,10 @@ mod index_batch_tests {
         drop(stream);
         drop(store);
 
-        let store = ChunkStore::open(dir.path(), backend, config()).unwrap();
+        let store = ChunkStore::open(dir.path(), gate, config()).unwrap();
         assert_eq!(store.stats().unwrap().chunks, chunks);
         assert_eq!(stored_packs(&store), packs, "a stored pack was orphaned");
-        let stream = store.open_stream(StreamId(1)).unwrap();
-        let mut offset = 0u64;
-        for r in &records {
-            let mut back = vec![0; r.len()];
-            stream.read_at(offset, &mut back).unwrap();
-            assert!(back == *r, "record at {offset} read back wrong");
-            offset += r.len() as u64;
-        }
+        assert_reads_back(&store, &records);
     }
 
     /// A flush names chunks of packs still queued for indexing; dropping the store then (no
@@ -3180,33 +3189,13 @@ mod index_batch_tests {
     #[test]
     fn flushed_records_in_queued_packs_survive_a_drop() {
         let dir = tempfile::tempdir().unwrap();
-        let backend = Arc::new(Gated::default());
-        let config = || StoreConfig {
-            pack_target: 64 << 10,
-            upload_queue: 64,
-            ..StoreConfig::default()
-        };
-        let store = ChunkStore::open(dir.path(), backend.clone(), config()).unwrap();
-        let stream = store.open_stream(StreamId(1)).unwrap();
-        let records: Vec<Vec<u8>> = (0..8).map(|seed| noise(256 << 10, seed)).collect();
-        backend.set_shut(true);
-        for r in &records {
-            stream.append_record(r).unwrap();
-        }
-        stream.flush().unwrap();
-        assert_eq!(store.inner.index_commits.load(Ordering::Relaxed), 0);
-        backend.set_shut(false);
-        drop(stream);
+        let gate = Arc::new(Gated::default());
+        let store = ChunkStore::open(dir.path(), gate.clone(), config()).unwrap();
+        let records = records(8, 256 << 10);
+        drop(write_behind_the_gate(&store, &gate, &records));
         drop(store);
-        let store = ChunkStore::open(dir.path(), backend, config()).unwrap();
-        let stream = store.open_stream(StreamId(1)).unwrap();
-        let mut offset = 0u64;
-        for r in &records {
-            let mut back = vec![0; r.len()];
-            stream.read_at(offset, &mut back).unwrap();
-            assert!(back == *r, "record at {offset} read back wrong");
-            offset += r.len() as u64;
-        }
+        let store = ChunkStore::open(dir.path(), gate, config()).unwrap();
+        assert_reads_back(&store, &records);
     }
 }
 
