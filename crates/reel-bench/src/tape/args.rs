@@ -795,6 +795,34 @@ mod tests {
         assert!(marks.contains(&(Some(1 << 20), true)));
     }
 
+    /// Two runs in one work directory would clear each other's cells under running targets:
+    /// the second is refused while the first holds the directory's lock.
+    #[test]
+    fn a_second_run_in_the_same_work_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let device = dir.path().join("tape0");
+        let work = dir.path().join("work");
+        let p = plan(&[
+            "--targets",
+            "file",
+            "--device",
+            device.to_str().unwrap(),
+            "--drives",
+            "1",
+            "--work-dir",
+            work.to_str().unwrap(),
+        ])
+        .unwrap();
+        let first = crate::tape::targets::preflight(&p).unwrap();
+        let refused = format!("{:#}", crate::tape::targets::preflight(&p).unwrap_err());
+        assert!(
+            refused.contains("another benchmark run is using the work directory"),
+            "{refused}"
+        );
+        drop(first);
+        crate::tape::targets::preflight(&p).unwrap();
+    }
+
     #[test]
     fn the_file_target_takes_paths() {
         let p = plan(&[

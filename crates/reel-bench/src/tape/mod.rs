@@ -30,7 +30,7 @@ pub use report::{CellReport, Dim, Flatness, Goal, PhaseResult, Report, TargetRun
 /// returns the report (nothing is printed or written besides progress on stderr).
 pub fn measure(args: &TapeArgs) -> anyhow::Result<Report> {
     let plan = args::validate(args)?;
-    targets::preflight(&plan)?;
+    let _work_lock = targets::preflight(&plan)?;
     let threads = std::thread::available_parallelism()
         .map(std::num::NonZero::get)
         .unwrap_or(2)
@@ -99,7 +99,9 @@ pub fn measure(args: &TapeArgs) -> anyhow::Result<Report> {
     }
     machine.finish();
     if !plan.keep {
-        // Only succeeds when empty: the cells removed their own directories.
+        // Only succeeds when empty: the cells removed their own directories. The lock file
+        // goes first; the lock itself is held until this function returns.
+        let _ = fs::remove_file(plan.work_dir.join(targets::WORK_LOCK));
         let _ = fs::remove_dir(&plan.work_dir);
     }
     let base = plan

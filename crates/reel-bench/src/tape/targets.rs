@@ -59,8 +59,13 @@ enum Guard {
     },
 }
 
-/// Everything that can be checked before a target starts.
-pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
+/// The work directory's lock file, held for a whole run: two runs in one work directory would
+/// clear each other's cell directories under running targets (which then fail writes).
+pub const WORK_LOCK: &str = ".reel-bench.lock";
+
+/// Everything that can be checked before a target starts. Returns the work directory's lock,
+/// to be held until the run ends.
+pub fn preflight(plan: &Plan) -> anyhow::Result<fs::File> {
     for t in &plan.targets {
         match (&t.source, t.kind) {
             (Source::Launch, TargetKind::Reel) => plan.target.preflight_launch(t.kind)?,
@@ -89,6 +94,21 @@ pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
     plan.report.check()?;
     fs::create_dir_all(&plan.work_dir)
         .with_context(|| format!("creating the work directory {}", plan.work_dir.display()))?;
+    let lock_path = plan.work_dir.join(WORK_LOCK);
+    let lock = fs::File::create(&lock_path)
+        .with_context(|| format!("creating {}", lock_path.display()))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => bail!(
+            "another benchmark run is using the work directory {} (it holds {}); wait for it \
+             to end or pass another --work-dir",
+            plan.work_dir.display(),
+            lock_path.display()
+        ),
+        Err(fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("locking {}", lock_path.display()));
+        }
+    }
     // tgt stores every byte: the largest cell must fit (reel's share is far smaller).
     if plan
         .targets
@@ -107,7 +127,7 @@ pub fn preflight(plan: &Plan) -> anyhow::Result<()> {
             );
         }
     }
-    Ok(())
+    Ok(lock)
 }
 
 /// Free bytes in the filesystem holding `dir` (`df`; `None` if it cannot say).
