@@ -13,7 +13,6 @@
 //! never a wrong id.
 
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
@@ -21,6 +20,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::chunker::{Chunker, ChunkerParams};
 use crate::format::ChunkId;
+use crate::workers::Workers;
 
 /// A record's bytes on their way through the pool: a copy the stream made (into a buffer it
 /// reuses), or the caller's own bytes, shared without a copy.
@@ -54,52 +54,34 @@ struct Job {
 pub struct HashPool {
     params: ChunkerParams,
     recent: Arc<RecentCuts>,
-    tx: Option<Sender<Job>>,
-    threads: Vec<JoinHandle<()>>,
+    workers: Workers<Job>,
 }
 
 impl HashPool {
     pub fn new(params: ChunkerParams, threads: usize) -> std::io::Result<HashPool> {
-        let (tx, rx) = crossbeam_channel::bounded::<Job>(threads * 4);
         let recent = Arc::new(RecentCuts::new());
-        let threads = (0..threads)
-            .map(|i| {
-                let rx = rx.clone();
-                let recent = Arc::clone(&recent);
-                std::thread::Builder::new()
-                    .name(format!("reel-hash-{i}"))
-                    .spawn(move || {
-                        for job in rx {
-                            let chunks = recent.chunk_and_hash(params, &job.data);
-                            // The stream may have gone; then nobody wants the result.
-                            let _ = job.reply.send(Hashed {
-                                data: job.data,
-                                chunks,
-                            });
-                        }
-                    })
-            })
-            .collect::<std::io::Result<Vec<_>>>()?;
+        let workers = Workers::spawn("reel-hash", threads, || {
+            let recent = Arc::clone(&recent);
+            move |job: Job| {
+                let chunks = recent.chunk_and_hash(params, &job.data);
+                // The stream may have gone; then nobody wants the result.
+                let _ = job.reply.send(Hashed {
+                    data: job.data,
+                    chunks,
+                });
+            }
+        })?;
         Ok(HashPool {
             params,
             recent,
-            tx: Some(tx),
-            threads,
+            workers,
         })
     }
 
     /// Queues a record; the result arrives on the returned channel.
     pub fn submit(&self, data: RecordBytes) -> Receiver<Hashed> {
         let (reply, rx) = crossbeam_channel::bounded(1);
-        let job = Job { data, reply };
-        let unsent = match &self.tx {
-            Some(tx) => tx
-                .send(job)
-                .err()
-                .map(crossbeam_channel::SendError::into_inner),
-            None => Some(job),
-        };
-        if let Some(job) = unsent {
+        if let Err(job) = self.workers.send(Job { data, reply }) {
             let chunks = self.recent.chunk_and_hash(self.params, &job.data);
             let _ = job.reply.send(Hashed {
                 data: job.data,
@@ -107,15 +89,6 @@ impl HashPool {
             });
         }
         rx
-    }
-}
-
-impl Drop for HashPool {
-    fn drop(&mut self) {
-        self.tx.take();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
     }
 }
 

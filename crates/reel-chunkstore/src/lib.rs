@@ -45,6 +45,7 @@ mod stream;
 #[cfg(test)]
 mod test_support;
 mod usage;
+mod workers;
 
 pub use checkpoint::fuzz_manifest as checkpoint_fuzzing;
 pub use chunker::ChunkerParams;

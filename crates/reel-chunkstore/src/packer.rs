@@ -3,9 +3,14 @@
 use crate::format::{
     BlobAt, BlobEntry, ChunkId, Codec, PackTrailer, blob_checksum, encode_pack_header, finish_pack,
 };
+use crate::workers::Workers;
 
 /// Bytes of a blob compressed first to decide whether compressing the whole blob pays.
 const SAMPLE: usize = 16 * 1024;
+
+/// Blobs a builder may have out for compressing at once: enough to keep the compressing
+/// threads busy while the stream's thread adds chunks.
+const MAX_PENDING_BLOBS: usize = 4;
 
 /// Pack buffers kept for the next packs. A fresh pack-sized allocation (33 MiB by default) is
 /// mapped, faulted in and zeroed by the kernel page by page — 5–10 % of the CPU of ingesting
@@ -47,6 +52,111 @@ impl PackBuffers {
 }
 
 /// A pack ready to be stored.
+/// Threads that compress closed blobs while the stream's thread goes on with the next chunks.
+/// On unique data zstd is about a third of the stream thread's work (the thread that also
+/// answers the initiator), and on two cores the hash threads leave room beside it
+/// (`efficiency.md` §31). A builder without a pool compresses inline.
+pub struct BlobCompressors {
+    workers: Workers<CompressJob>,
+}
+
+struct CompressJob {
+    raw: Vec<u8>,
+    level: i32,
+    reply: crossbeam_channel::Sender<Compressed>,
+}
+
+/// A blob back from a compressing thread: its raw bytes and, if compressing pays, the
+/// compressed form.
+struct Compressed {
+    raw: Vec<u8>,
+    compressed: Option<Vec<u8>>,
+}
+
+impl BlobCompressors {
+    pub fn new(threads: usize) -> std::io::Result<BlobCompressors> {
+        let workers = Workers::spawn("reel-zstd", threads, || {
+            let mut compressors = Compressors::default();
+            move |job: CompressJob| {
+                // A panic inside zstd costs the blob its compression, not its bytes: the
+                // builder waits for every answer.
+                let compressed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    compressors.compress(job.level, &job.raw)
+                }))
+                .unwrap_or_else(|_| {
+                    compressors = Compressors::default();
+                    None
+                });
+                // The builder may have gone; then nobody wants the result.
+                let _ = job.reply.send(Compressed {
+                    raw: job.raw,
+                    compressed,
+                });
+            }
+        })?;
+        Ok(BlobCompressors { workers })
+    }
+
+    /// Queues `raw` for compressing at `level`; the result arrives on the returned channel.
+    /// With the threads gone it is compressed here.
+    fn submit(&self, raw: Vec<u8>, level: i32) -> crossbeam_channel::Receiver<Compressed> {
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        if let Err(job) = self.workers.send(CompressJob { raw, level, reply }) {
+            let compressed = Compressors::default().compress(job.level, &job.raw);
+            let _ = job.reply.send(Compressed {
+                raw: job.raw,
+                compressed,
+            });
+        }
+        rx
+    }
+}
+
+/// One zstd context per level used (a store uses one).
+#[derive(Default)]
+struct Compressors {
+    by_level: Vec<(i32, zstd::bulk::Compressor<'static>)>,
+}
+
+impl Compressors {
+    /// `raw` compressed at `level`, or None when compressing does not pay (level 0, or a
+    /// sample from the middle does not shrink by 3 %: a blob is one stream's consecutive new
+    /// chunks, so of one kind, and the full pass is skipped).
+    fn compress(&mut self, level: i32, raw: &[u8]) -> Option<Vec<u8>> {
+        if level <= 0 {
+            return None;
+        }
+        let at = match self.by_level.iter().position(|(l, _)| *l == level) {
+            Some(at) => at,
+            None => {
+                self.by_level.push((
+                    level,
+                    zstd::bulk::Compressor::new(level).expect("zstd level"),
+                ));
+                self.by_level.len() - 1
+            }
+        };
+        let compressor = &mut self.by_level[at].1;
+        let len = raw.len();
+        let sample = &raw[len / 2 - len.min(SAMPLE) / 2..][..len.min(SAMPLE)];
+        let pays = len <= SAMPLE
+            || compressor
+                .compress(sample)
+                .is_ok_and(|c| c.len() * 100 <= sample.len() * 97);
+        if pays {
+            compressor.compress(raw).ok()
+        } else {
+            None
+        }
+    }
+}
+
+/// A blob handed to the compressing threads, not yet in the pack.
+struct PendingBlob {
+    chunks: Vec<(ChunkId, u32)>,
+    result: crossbeam_channel::Receiver<Compressed>,
+}
+
 pub struct SealedPack {
     pub id: u64,
     pub bytes: Vec<u8>,
@@ -83,7 +193,14 @@ pub struct PackBuilder {
     blob_target: usize,
     pack_target: usize,
     zstd_level: i32,
-    compressor: Option<zstd::bulk::Compressor<'static>>,
+    compressors: Compressors,
+    /// Blobs out for compressing, oldest first; they enter the pack in this order.
+    pending: std::collections::VecDeque<PendingBlob>,
+    pool: Option<std::sync::Arc<BlobCompressors>>,
+    /// Blob buffers back from the compressing threads, for the next blobs.
+    spare_blobs: Vec<Vec<u8>>,
+    /// Raw bytes of the blobs in `pending`.
+    pending_raw: usize,
     owner: Option<u64>,
     buffers: Option<std::sync::Arc<PackBuffers>>,
     /// Tests only: write blobs as pack format 1 did (no checksum), to read them back.
@@ -104,7 +221,11 @@ impl PackBuilder {
             blob_target,
             pack_target,
             zstd_level,
-            compressor: None,
+            compressors: Compressors::default(),
+            pending: std::collections::VecDeque::new(),
+            pool: None,
+            spare_blobs: Vec::new(),
+            pending_raw: 0,
             owner: None,
             buffers: None,
             #[cfg(test)]
@@ -115,6 +236,12 @@ impl PackBuilder {
     /// Takes pack buffers from `buffers` (the caller gives them back once a pack is stored).
     pub fn with_buffers(mut self, buffers: std::sync::Arc<PackBuffers>) -> PackBuilder {
         self.buffers = Some(buffers);
+        self
+    }
+
+    /// Compresses blobs on `pool`'s threads instead of the caller's.
+    pub fn with_compressors(mut self, pool: std::sync::Arc<BlobCompressors>) -> PackBuilder {
+        self.pool = Some(pool);
         self
     }
 
@@ -140,47 +267,107 @@ impl PackBuilder {
         self.raw_bytes += data.len() as u64;
         if self.blob.len() >= self.blob_target {
             self.close_blob();
-            if self.bytes.len() >= self.pack_target {
+            if self.reaches_target() {
                 return self.seal();
             }
         }
         None
     }
 
+    /// Whether the pack is at its target size. Blobs out for compressing count at the
+    /// compression the pack's blobs had so far; when that would reach the target they are
+    /// waited for and the pack's real size decides. A pack ends past its target by at most
+    /// the blobs that were out (inline, by one blob).
+    fn reaches_target(&mut self) -> bool {
+        if self.bytes.len() >= self.pack_target || self.pending.is_empty() {
+            return self.bytes.len() >= self.pack_target;
+        }
+        let appended_raw = self.raw_bytes as usize - self.pending_raw - self.blob.len();
+        let estimate = if appended_raw == 0 {
+            self.pending_raw
+        } else {
+            (self.pending_raw as u128 * self.bytes.len() as u128 / appended_raw as u128) as usize
+        };
+        if self.bytes.len() + estimate < self.pack_target {
+            return false;
+        }
+        self.take_compressed(0);
+        self.bytes.len() >= self.pack_target
+    }
+
     fn close_blob(&mut self) {
+        if self.blob_chunks.is_empty() {
+            return;
+        }
+        let chunks = std::mem::take(&mut self.blob_chunks);
+        match &self.pool {
+            Some(pool) => {
+                let next = self
+                    .spare_blobs
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(self.blob_target + (1 << 16)));
+                let raw = std::mem::replace(&mut self.blob, next);
+                self.pending_raw += raw.len();
+                let result = pool.submit(raw, self.zstd_level);
+                self.pending.push_back(PendingBlob { chunks, result });
+                // Blobs enter the pack in order as they come back; a few may be out at once
+                // (the pack then ends up to that many blobs past its target).
+                self.take_compressed(MAX_PENDING_BLOBS);
+            }
+            None => {
+                let raw = std::mem::take(&mut self.blob);
+                let compressed = self.compressors.compress(self.zstd_level, &raw);
+                self.append_blob(chunks, raw, compressed);
+            }
+        }
+    }
+
+    /// Appends the compressed blobs that are back, oldest first, and waits for the oldest
+    /// while more than `keep` are out.
+    fn take_compressed(&mut self, keep: usize) {
+        while let Some(front) = self.pending.front() {
+            let done = if self.pending.len() > keep {
+                front.result.recv().ok()
+            } else {
+                match front.result.try_recv() {
+                    Ok(done) => Some(done),
+                    Err(crossbeam_channel::TryRecvError::Empty) => break,
+                    Err(crossbeam_channel::TryRecvError::Disconnected) => None,
+                }
+            };
+            let Some(PendingBlob { chunks, .. }) = self.pending.pop_front() else {
+                break;
+            };
+            // Every job is answered (the threads catch a panic in zstd and answer "store it
+            // raw"), and a builder holds the pool, so its threads outlive this wait.
+            let Some(Compressed { raw, compressed }) = done else {
+                unreachable!("a blob compressing thread stopped without answering");
+            };
+            self.pending_raw -= raw.len();
+            self.append_blob(chunks, raw, compressed);
+        }
+    }
+
+    /// Appends one blob to the pack: compressed if that saved at least 3 %, else raw.
+    fn append_blob(
+        &mut self,
+        chunks: Vec<(ChunkId, u32)>,
+        raw: Vec<u8>,
+        compressed: Option<Vec<u8>>,
+    ) {
         // A builder holding chunks has a pack id (`add` takes one before the first chunk).
-        let (Some(pack), false) = (self.id, self.blob_chunks.is_empty()) else {
+        let Some(pack) = self.id else {
             return;
         };
         let offset = self.bytes.len() as u64;
-        let raw = self.blob.len();
-        let level = self.zstd_level;
-        let compressed = if level > 0 {
-            let compressor = self
-                .compressor
-                .get_or_insert_with(|| zstd::bulk::Compressor::new(level).expect("zstd level"));
-            // Early exit: if a sample from the middle does not shrink, the blob (one stream's
-            // consecutive new chunks, so of one kind) will not either; skip the full pass.
-            let sample = &self.blob[raw / 2 - raw.min(SAMPLE) / 2..][..raw.min(SAMPLE)];
-            let pays = raw <= SAMPLE
-                || compressor
-                    .compress(sample)
-                    .is_ok_and(|c| c.len() * 100 <= sample.len() * 97);
-            if pays {
-                compressor.compress(&self.blob).ok()
-            } else {
-                None
-            }
-        } else {
-            None
-        };
+        let raw_len = raw.len();
         let codec = match compressed {
-            Some(c) if c.len() * 100 <= raw * 97 => {
+            Some(c) if c.len() * 100 <= raw_len * 97 => {
                 self.bytes.extend_from_slice(&c);
                 Codec::ZstdChecked
             }
             _ => {
-                self.bytes.extend_from_slice(&self.blob);
+                self.bytes.extend_from_slice(&raw);
                 Codec::RawChecked
             }
         };
@@ -192,20 +379,27 @@ impl PackBuilder {
         };
         if codec.is_checked() {
             self.bytes
-                .extend_from_slice(&blob_checksum(BlobAt { pack, offset }, &self.blob));
+                .extend_from_slice(&blob_checksum(BlobAt { pack, offset }, &raw));
         }
         self.trailer.blobs.push(BlobEntry {
             offset,
             stored: (self.bytes.len() as u64 - offset) as u32,
-            raw: raw as u32,
+            raw: raw_len as u32,
             codec,
-            chunks: self.blob_chunks.len() as u32,
+            chunks: chunks.len() as u32,
         });
-        for (id, len) in self.blob_chunks.drain(..) {
+        for (id, len) in chunks {
             self.ids.push(id);
             self.trailer.chunk_lens.push(len);
         }
-        self.blob.clear();
+        // The buffer serves a later blob.
+        let mut raw = raw;
+        raw.clear();
+        if self.pool.is_none() && self.blob.capacity() == 0 {
+            self.blob = raw;
+        } else if self.spare_blobs.len() <= MAX_PENDING_BLOBS {
+            self.spare_blobs.push(raw);
+        }
     }
 
     /// Tests only: blobs without checksums, as pack format 1 wrote them.
@@ -230,6 +424,7 @@ impl PackBuilder {
     /// Finishes the open pack, if any.
     pub fn seal(&mut self) -> Option<SealedPack> {
         self.close_blob();
+        self.take_compressed(0);
         let id = self.id.take()?;
         let mut bytes = std::mem::take(&mut self.bytes);
         let trailer = std::mem::take(&mut self.trailer);
@@ -330,5 +525,96 @@ mod tests {
             buffers.give(Vec::with_capacity(16));
         }
         assert_eq!(buffers.idle(), PackBuffers::KEEP);
+    }
+
+    /// Chunks of three kinds (zeros, a short period, noise), so blobs go both ways.
+    fn mixed_chunks(n: usize) -> Vec<Vec<u8>> {
+        let mut state = 7u64;
+        (0..n)
+            .map(|i| {
+                let len = 1500 + (i * 7919) % 3000;
+                match i % 3 {
+                    0 => vec![0; len],
+                    1 => (0..len).map(|j| (j % 5) as u8 + i as u8).collect(),
+                    _ => (0..len)
+                        .map(|_| {
+                            state = state
+                                .wrapping_mul(6364136223846793005)
+                                .wrapping_add(1442695040888963407);
+                            (state >> 56) as u8
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// Blobs compressed on the compressing threads make the same pack, byte for byte, as
+    /// blobs compressed inline: they enter the pack in the order they were closed.
+    #[test]
+    fn compressing_threads_make_the_same_pack_as_inline_compression() {
+        let pool = std::sync::Arc::new(BlobCompressors::new(2).unwrap());
+        let chunks = mixed_chunks(300);
+        let build = |threads: bool| {
+            let mut b = PackBuilder::new(4000, 64 << 20, 1);
+            if threads {
+                b = b.with_compressors(pool.clone());
+            }
+            for c in &chunks {
+                assert!(b.add(|| 3, ChunkId::of(c), c).is_none());
+            }
+            b.seal().unwrap()
+        };
+        let inline = build(false);
+        let threaded = build(true);
+        let (_, trailer) = decode_pack(&threaded.bytes).unwrap();
+        assert!(trailer.blobs.len() > 100, "{} blobs", trailer.blobs.len());
+        assert!(trailer.blobs.iter().any(|b| b.codec == Codec::ZstdChecked));
+        assert!(trailer.blobs.iter().any(|b| b.codec == Codec::RawChecked));
+        assert!(threaded.bytes == inline.bytes, "the packs differ");
+        assert_eq!(threaded.ids, inline.ids);
+    }
+
+    /// With blobs out for compressing, packs still end within the blobs that were out of
+    /// their target, and every chunk is in one pack, in order.
+    #[test]
+    fn packs_built_with_compressing_threads_end_near_their_target() {
+        let pool = std::sync::Arc::new(BlobCompressors::new(2).unwrap());
+        let chunks = mixed_chunks(600);
+        let target = 40_000;
+        let mut b = PackBuilder::new(4000, target, 1).with_compressors(pool);
+        let mut next = 0u64;
+        let mut packs = Vec::new();
+        for c in &chunks {
+            packs.extend(b.add(
+                || {
+                    next += 1;
+                    next
+                },
+                ChunkId::of(c),
+                c,
+            ));
+        }
+        packs.extend(b.seal());
+        assert!(packs.len() > 10, "{} packs", packs.len());
+        let mut ids = Vec::new();
+        for (i, pack) in packs.iter().enumerate() {
+            let (_, trailer) = decode_pack(&pack.bytes).unwrap();
+            if i + 1 < packs.len() {
+                assert!(pack.bytes.len() >= target, "pack {i} sealed short");
+            }
+            // The blobs that were out when the estimate said "full" all went in.
+            let n = trailer.blobs.len();
+            let last_out = &trailer.blobs[n.saturating_sub(MAX_PENDING_BLOBS + 1)];
+            assert!(
+                (last_out.offset as usize) < target,
+                "pack {i}: {} bytes before its last {} blobs",
+                last_out.offset,
+                MAX_PENDING_BLOBS + 1
+            );
+            ids.extend(pack.ids.iter().copied());
+        }
+        let expected: Vec<ChunkId> = chunks.iter().map(|c| ChunkId::of(c)).collect();
+        assert_eq!(ids, expected);
     }
 }

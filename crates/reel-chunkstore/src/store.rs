@@ -262,9 +262,10 @@ struct IndexQueue {
 }
 
 /// Queued chunks at which the queue is indexed without waiting for a sync: 36 full packs of
-/// incompressible data, 13 of compressible unique data, about 13 GB written at 29:1. A pack's thousands of random index keys touch most
-/// of the index's leaves, and redb rebuilds each leaf a transaction touches: one transaction
-/// for several packs rebuilds each leaf once instead of once per pack (`efficiency.md` §30).
+/// incompressible data, 13 of compressible unique data, about 13 GB written at 29:1. A pack's
+/// thousands of random index keys touch most of the index's leaves, and redb rebuilds each
+/// leaf a transaction touches: one transaction for several packs rebuilds each leaf once
+/// instead of once per pack (`efficiency.md` §30).
 const INDEX_BATCH_CHUNKS: usize = 512 << 10;
 
 pub(crate) struct Inner {
@@ -309,6 +310,8 @@ pub(crate) struct Inner {
     /// Set to make the catalog file refuse all writes (see `catalog_file`).
     fenced: Arc<AtomicBool>,
     pub(crate) hash_pool: crate::hasher::HashPool,
+    /// Compresses the stream builders' blobs beside the streams' threads.
+    compressors: Arc<crate::packer::BlobCompressors>,
     /// Buffers of stored packs, for the streams' next packs.
     pack_buffers: Arc<PackBuffers>,
     /// Non-durable catalog commits made, and how many of them the last durable commit covered.
@@ -603,10 +606,15 @@ impl ChunkStore {
             std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
         )
         .map_err(|e| StoreError::Catalog(format!("starting hash threads: {e}")))?;
+        let compressors = crate::packer::BlobCompressors::new(
+            std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
+        )
+        .map_err(|e| StoreError::Catalog(format!("starting compressing threads: {e}")))?;
         let inner = Arc::new(Inner {
             backend,
             db,
             hash_pool,
+            compressors: Arc::new(compressors),
             pack_buffers: Arc::default(),
             cache: Mutex::new(LocalityCache::new(config.cache_chunks)),
             placer_names: Default::default(),
@@ -1604,7 +1612,8 @@ impl Inner {
             self.config.zstd_level,
         )
         .with_owner(stream)
-        .with_buffers(self.pack_buffers.clone());
+        .with_buffers(self.pack_buffers.clone())
+        .with_compressors(self.compressors.clone());
         #[cfg(test)]
         let builder = match self.write_format_1.load(Ordering::Relaxed) {
             true => builder.writing_format_1(),
@@ -2083,7 +2092,8 @@ impl Inner {
                 self.submit(p);
             }
         }
-        // Packs queued before this call counted as a waiter.
+        // Packs queued before this waiter was counted are indexed here; later ones by the
+        // uploads that store them, which see the waiter.
         self.index_queued();
         self.wait_for_uploads();
         let mut u = self.uploads.lock();
