@@ -12,7 +12,7 @@
 //! ([`WriteOutcome`], [`ReadOutcome`], [`SpaceOutcome`]) and typed errors
 //! ([`MediaError`]) that the SCSI tape layer maps to sense data.
 //!
-//! With the `testing` feature, `testing` offers a conformance test for
+//! The `reel-media-testing` crate offers a conformance test for
 //! `PartitionStore` implementations and a reference-model test of the whole
 //! cartridge that other crates can run against their own stores.
 
@@ -24,9 +24,6 @@ mod media_type;
 mod position;
 mod store;
 mod time;
-
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
 
 pub use cartridge::{Cartridge, MAX_FILEMARKS_PER_WRITE, MAX_RECORD_LEN, MAX_SEALING_OVERHEAD};
 pub use error::{LayoutError, MediaError};

@@ -1,12 +1,12 @@
 //! Reference-model test: random operation sequences on a
 //! `Cartridge<MemoryPartition>` compared step by step with the independent
-//! model in `reel_media::testing`.
+//! model in `reel_media_testing`.
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
 use reel_media::MemoryPartition;
-use reel_media::testing::{
+use reel_media_testing::{
     CartridgeOp, ReferenceCase, ReferenceStats, reference_cases, run_reference_model,
 };
 

@@ -94,7 +94,7 @@ fn scrub_damage_names_cartridge_and_records() {
     let mut c = carts.mount("DMG001L9").unwrap();
     c.load(UnixTime(1_700_000_000)).unwrap();
     for i in 0..10u64 {
-        c.write_record(&reel_media::testing::record_bytes(i, 100_000))
+        c.write_record(&reel_media_testing::record_bytes(i, 100_000))
             .unwrap();
     }
     c.write_filemarks(1).unwrap();

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use proptest::prelude::*;
 use reel_backend::LocalBackend;
 use reel_chunkstore::{ChunkStore, StoreConfig, StreamId};
-use reel_media::testing::{
+use reel_media_testing::{
     check_partition_store, partition_ops, reference_cases, run_reference_model,
 };
 use reel_volume::ChunkPartition;
@@ -59,7 +59,7 @@ fn partition_reopens_with_its_record_map() {
         ChunkStore::open(&dir.path().join("catalog"), backend, StoreConfig::default()).unwrap()
     };
     let records: Vec<Vec<u8>> = (0..20u64)
-        .map(|i| reel_media::testing::record_bytes(i, 1 + (i as usize * 7919) % 70_000))
+        .map(|i| reel_media_testing::record_bytes(i, 1 + (i as usize * 7919) % 70_000))
         .collect();
     {
         let store = open();

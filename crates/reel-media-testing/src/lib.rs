@@ -1,5 +1,7 @@
-//! Reusable tests for [`PartitionStore`] implementations (enabled by the
-//! `testing` cargo feature).
+//! Reusable tests for `reel_media`'s [`PartitionStore`] implementations, for test code only
+//! (a crate of its own, not a feature of `reel-media`: a feature turned on by tests would be
+//! turned on in the test build's `reel` binary too, and `cargo build -p reel` after
+//! `cargo test` would rebuild every crate above `reel-media`).
 //!
 //! * [`check_partition_store`] + [`partition_ops`]: conformance of a store
 //!   against a plain `Vec` model, byte-exact.
@@ -14,7 +16,7 @@
 //! ```
 //! use proptest::prelude::*;
 //! use reel_media::MemoryPartition;
-//! use reel_media::testing::{check_partition_store, partition_ops, reference_cases, run_reference_model};
+//! use reel_media_testing::{check_partition_store, partition_ops, reference_cases, run_reference_model};
 //!
 //! // In a test crate, replace MemoryPartition with the store under test.
 //! proptest!(ProptestConfig::with_cases(8), |(ops in partition_ops(32))| {
@@ -27,7 +29,7 @@
 
 use proptest::prelude::*;
 
-use crate::{
+use reel_media::{
     Barcode, Cartridge, CartridgeInfo, MAX_FILEMARKS_PER_WRITE, MAX_RECORD_LEN, MediaError,
     MediaType, ObjectKind, PartitionStore, Position, ReadOutcome, SpaceOutcome, UnixTime,
     WriteOutcome,
@@ -315,7 +317,7 @@ pub fn check_partition_store<S: PartitionStore>(make: impl Fn() -> S, ops: &[Par
             }
         }
         check_store_state(&s, &m, step + 1);
-        let unsynced = crate::Unsynced {
+        let unsynced = reel_media::Unsynced {
             objects: (m.len() - synced) as u64,
             bytes: model_data_bytes(&m[synced..]),
         };
@@ -1163,7 +1165,7 @@ impl ReferenceStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MemoryPartition, MemoryPartitionError};
+    use reel_media::{MemoryPartition, MemoryPartitionError};
 
     proptest! {
         #[test]
@@ -1239,7 +1241,7 @@ mod tests {
         fn sync(&mut self) -> Result<(), Self::Error> {
             self.inner.sync()
         }
-        fn unsynced(&self) -> crate::Unsynced {
+        fn unsynced(&self) -> reel_media::Unsynced {
             self.inner.unsynced()
         }
     }
