@@ -166,7 +166,7 @@ if [ "$quick" -eq 0 ]; then
     # Every target in one build, so the runs below find them built (built one run at a time,
     # each linked in turn: the stage took five times as long). Debug assertions (overflow
     # checks in every parser) instead of AddressSanitizer: the workspace denies unsafe code,
-    # so ASan watched only the dependencies, and cost 45 s of the build (179 → 134 s).
+    # so ASan watched only the dependencies, and cost ~45 s of the build (179 → 132 s, one run each).
     fuzz_flags=(--sanitizer none --debug-assertions)
     (cd fuzz && cargo +nightly fuzz build "${fuzz_flags[@]}")
     for target in $(cd fuzz && cargo +nightly fuzz list); do

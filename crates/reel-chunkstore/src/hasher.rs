@@ -99,7 +99,7 @@ impl HashPool {
 /// need no eviction bookkeeping and their size is bounded:
 /// - records of up to [`RecentCuts::MAX_NAMED_RECORD`] bytes by their BLAKE3, with their chunks'
 ///   ids and lengths ([`RecentCuts::SLOTS`] × at most [`RecentCuts::MAX_NAMED_CHUNKS`] chunks of
-///   36 bytes: 47 MiB at worst, ~34 MiB for 256 KiB records, ~8 MiB for 64 KiB ones). A repeat
+///   36 bytes: 47 MB at worst, ~34 MB for 256 KiB records, ~8 MB for 64 KiB ones). A repeat
 ///   costs one BLAKE3 of the record at the hash's full SIMD width (~0.2 CPU-s/GB on a 2.1 GHz
 ///   Xeon) instead of an xxh3 fingerprint and a BLAKE3 of each 2 KiB chunk (~0.15 + 0.45);
 /// - longer records by a 128-bit xxh3 fingerprint, with where they were cut (at most
@@ -169,8 +169,7 @@ impl RecentCuts {
     }
 
     fn slot_of(record: &[u8; 32]) -> usize {
-        let mut low = [0u8; 8];
-        low.copy_from_slice(&record[..8]);
+        let low: [u8; 8] = record[..8].try_into().expect("8 of 32 bytes");
         (u64::from_le_bytes(low) as usize) % Self::SLOTS
     }
 
