@@ -6,14 +6,13 @@
 //! Backup streams repeat whole records (the same file block written again), so the pool also
 //! remembers recent records ([`RecentCuts`]): a record of up to 384 KiB by its BLAKE3 with its
 //! chunks' ids, so a repeat costs one hash of the record instead of a scan and a hash of each
-//! chunk; a longer one by an xxh3 fingerprint with its cuts, so a repeat is split at the same
-//! lengths without scanning it again, and only hashed. A record that does
-//! not repeat whole often repeats in pieces (a 1 MiB record of blocks seen before in another
-//! order), so the pool also remembers where recently scanned chunks ended, by the bytes they
-//! start with ([`ChunkCuts`]). Ids come from the bytes themselves: hashed again, or taken from a
-//! record whose BLAKE3 is this record's (the same assumption that makes a chunk's id its
-//! identity), so an xxh3 collision could only give a record other cut points (it would dedup
-//! worse), never a wrong id.
+//! chunk. Longer records, and records that do not repeat whole but in pieces (a 1 MiB record
+//! of blocks seen before in another order), are cut where recently scanned chunks ended, found
+//! by the bytes they start with ([`ChunkCuts`]), and hashed; a remembered cut counts only if the
+//! chunk it gives has the id remembered with it. Ids come from the bytes themselves: hashed
+//! again, or taken from a record whose BLAKE3 is this record's (the same assumption that makes
+//! a chunk's id its identity), so a key collision could only cost a second cut, never a wrong
+//! id or other cut points.
 
 use std::sync::Arc;
 
@@ -95,29 +94,21 @@ impl HashPool {
     }
 }
 
-/// Recently seen records, in two direct-mapped tables (a newer record takes its slot), so they
-/// need no eviction bookkeeping and their size is bounded:
-/// - records of up to [`RecentCuts::MAX_NAMED_RECORD`] bytes by their BLAKE3, with their chunks'
-///   ids and lengths ([`RecentCuts::SLOTS`] × at most [`RecentCuts::MAX_NAMED_CHUNKS`] chunks of
-///   36 bytes: 47 MB at worst, ~34 MB for 256 KiB records, ~8 MB for 64 KiB ones). A repeat
-///   costs one BLAKE3 of the record at the hash's full SIMD width (~0.2 CPU-s/GB on a 2.1 GHz
-///   Xeon) instead of an xxh3 fingerprint and a BLAKE3 of each 2 KiB chunk (~0.15 + 0.45);
-/// - longer records by a 128-bit xxh3 fingerprint, with where they were cut (at most
-///   [`RecentCuts::MAX_CHUNKS`] lengths each, 16 MiB at worst): their chunks are hashed again.
+/// Recently seen records of up to [`RecentCuts::MAX_NAMED_RECORD`] bytes, by their BLAKE3, with
+/// their chunks' ids and lengths, in a direct-mapped table (a newer record takes its slot), so
+/// it needs no eviction bookkeeping and its size is bounded: [`RecentCuts::SLOTS`] × at most
+/// [`RecentCuts::MAX_NAMED_CHUNKS`] chunks of 36 bytes, 47 MB at worst, ~34 MB for 256 KiB
+/// records, ~8 MB for 64 KiB ones. A repeat costs one BLAKE3 of the record at the hash's full
+/// SIMD width (~0.2 CPU-s/GB on a 2.1 GHz Xeon) instead of a BLAKE3 of each 2 KiB chunk (~0.45).
+/// Every other record is cut where remembered chunks ended ([`ChunkCuts`]) and hashed.
 pub struct RecentCuts {
     named: Box<[Mutex<Option<NamedRecord>>]>,
-    slots: Box<[Mutex<Option<Cuts>>]>,
     chunks: ChunkCuts,
 }
 
 struct NamedRecord {
     record: [u8; 32],
     chunks: Box<[(ChunkId, u32)]>,
-}
-
-struct Cuts {
-    fingerprint: u128,
-    lengths: Box<[u32]>,
 }
 
 impl Default for RecentCuts {
@@ -130,8 +121,6 @@ impl RecentCuts {
     /// Enough for four streams that repeat records within 1024 records of each other (the
     /// tapewrite workload's window), with room for collisions between slots.
     pub const SLOTS: usize = 8192;
-    /// Records of more chunks (about 1.5 MiB at the default chunk size) are not remembered.
-    pub const MAX_CHUNKS: usize = 512;
     /// Records up to this long are remembered by their BLAKE3 with their chunks' ids.
     pub const MAX_NAMED_RECORD: usize = 384 << 10;
     /// ... if they were cut into at most this many chunks.
@@ -140,16 +129,15 @@ impl RecentCuts {
     pub fn new() -> RecentCuts {
         RecentCuts {
             named: (0..Self::SLOTS).map(|_| Mutex::new(None)).collect(),
-            slots: (0..Self::SLOTS).map(|_| Mutex::new(None)).collect(),
             chunks: ChunkCuts::new(),
         }
     }
 
-    /// [`chunk_and_hash`], scanning only records not seen recently, and hashing the chunks only
-    /// of records not seen recently or too long to be remembered with their ids.
+    /// [`chunk_and_hash`], hashing the chunks only of records not seen recently or too long to
+    /// be remembered with their ids, and scanning only chunks not seen recently.
     pub fn chunk_and_hash(&self, params: ChunkerParams, data: &[u8]) -> Vec<(ChunkId, u32)> {
         if data.len() > Self::MAX_NAMED_RECORD {
-            return self.cut_and_hash(params, data);
+            return self.chunks.cut_and_hash(params, data);
         }
         let record = *blake3::hash(data).as_bytes();
         let slot = &self.named[Self::slot_of(&record)];
@@ -158,7 +146,7 @@ impl RecentCuts {
         {
             return known.chunks.to_vec();
         }
-        let chunks = hash_pieces(data, &self.chunks.cut(params, data));
+        let chunks = self.chunks.cut_and_hash(params, data);
         if chunks.len() <= Self::MAX_NAMED_CHUNKS {
             *slot.lock() = Some(NamedRecord {
                 record,
@@ -172,51 +160,36 @@ impl RecentCuts {
         let low: [u8; 8] = record[..8].try_into().expect("8 of 32 bytes");
         (u64::from_le_bytes(low) as usize) % Self::SLOTS
     }
-
-    /// A record too long to be remembered with its ids: cut where it was cut last time if its
-    /// fingerprint was seen, and hashed.
-    fn cut_and_hash(&self, params: ChunkerParams, data: &[u8]) -> Vec<(ChunkId, u32)> {
-        let fingerprint = xxhash_rust::xxh3::xxh3_128(data);
-        // The low bits pick the slot; the whole fingerprint (which also covers the length,
-        // since the lengths must add up to it) decides a hit.
-        let slot = &self.slots[(fingerprint as usize) % Self::SLOTS];
-        let known = slot
-            .lock()
-            .as_ref()
-            .and_then(|cuts| (cuts.fingerprint == fingerprint).then(|| cuts.lengths.clone()));
-        if let Some(lengths) = known
-            && lengths.iter().map(|&n| n as usize).sum::<usize>() == data.len()
-        {
-            return hash_pieces(data, &lengths);
-        }
-        let lengths = self.chunks.cut(params, data);
-        if lengths.len() <= Self::MAX_CHUNKS {
-            *slot.lock() = Some(Cuts {
-                fingerprint,
-                lengths: Box::from(lengths.as_slice()),
-            });
-        }
-        hash_pieces(data, &lengths)
-    }
 }
 
-/// Where recently scanned chunks ended, keyed by a fingerprint of their first `min` bytes.
+/// Where recently scanned chunks ended, keyed by a fingerprint of their first `min` bytes, with
+/// the first half of their id.
 ///
 /// Why a remembered cut is exact: a record sent to the pool starts on a chunk boundary, and the
 /// chunker starts afresh at every cut, so where a chunk ends depends only on its own bytes
 /// (`Chunker::scan` returns `Some(n)` after the first n bytes that pass the cut test, or at
 /// `max`). A chunk whose bytes equal those of a chunk the scan once ended at n therefore ends
-/// at n again. Equality is decided by a 128-bit xxh3 of the whole candidate chunk: as for whole
-/// records, a collision could only give other cut points, never a wrong id. Only chunks the scan
-/// cut are remembered, not a record's last piece (that one ended where its record did).
+/// at n again. A record is cut speculatively (remembered lengths where the table has the key,
+/// scans elsewhere) and hashed; then every chunk taken from the table must have the id
+/// remembered with it (a 128-bit BLAKE3 prefix: equal bytes), else the record is cut again from
+/// that chunk on by scanning alone. So the check costs nothing beyond the ids the store needs
+/// anyway, and a false key match (or a planted entry) costs a second cut and hash of the rest,
+/// never other cuts than a scan's, and never a wrong id: ids are always the BLAKE3 of the bytes.
+/// Only chunks the scan cut are remembered, not a record's last piece (that one ended where its
+/// record did).
 ///
 /// Direct-mapped like [`RecentCuts`] (a newer chunk takes the slot), in shards so the hash
 /// threads seldom wait for each other; bounded at [`ChunkCuts::SLOTS`] × 32 bytes.
 pub(crate) struct ChunkCuts {
     shards: Box<[Mutex<Box<[ChunkCut]>>]>,
-    /// Chunks cut where a remembered one ended (tests check the table is used).
+    /// Chunks cut where a remembered one ended and records cut again after a remembered
+    /// chunk's id differed (tests check the table is used, and how).
     #[cfg(test)]
     hits: std::sync::atomic::AtomicU64,
+    #[cfg(test)]
+    recuts: std::sync::atomic::AtomicU64,
+    #[cfg(test)]
+    hashed: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -225,8 +198,38 @@ struct ChunkCut {
     start: u64,
     /// 0: an empty slot.
     len: u32,
-    /// xxh3-128 of the whole chunk.
-    whole: u128,
+    /// [`end_of`] the chunk: checked before the chunk is taken, so a chunk that starts like a
+    /// remembered one and ends otherwise (the usual case: one that crossed into other data
+    /// after a block boundary) is scanned at once instead of failing its window.
+    end: u32,
+    /// The first 16 bytes of the chunk's id.
+    id: [u8; 16],
+}
+
+/// A 32-bit fingerprint of a chunk's last 32 bytes (or fewer: a chunk is at least `min` long).
+fn end_of(chunk: &[u8]) -> u32 {
+    xxhash_rust::xxh3::xxh3_64(&chunk[chunk.len().saturating_sub(32)..]) as u32
+}
+
+/// One chunk of a speculative cut: its length, and either the id prefix the table remembered
+/// it with, or (scanned, not a record's last piece) the key to remember it under.
+#[derive(Clone, Copy)]
+enum Cut {
+    Remembered { len: u32, id: [u8; 16] },
+    Scanned { len: u32, start: u64, end: u32 },
+    Last { len: u32 },
+}
+
+impl Cut {
+    fn len(self) -> u32 {
+        match self {
+            Cut::Remembered { len, .. } | Cut::Scanned { len, .. } | Cut::Last { len } => len,
+        }
+    }
+}
+
+fn id_prefix(id: &ChunkId) -> [u8; 16] {
+    id.0[..16].try_into().expect("16 of 32 bytes")
 }
 
 impl ChunkCuts {
@@ -234,6 +237,11 @@ impl ChunkCuts {
     /// for several streams, with room for slot collisions); 16 MiB.
     pub const SLOTS: usize = 1 << 19;
     const SHARDS: usize = 64;
+    /// Chunks cut and hashed at a time (about 700 KiB at the default size): `multihash` fills
+    /// its SIMD lanes best from many chunks at once (windows of 32 chunks hashed 1 MiB records
+    /// at twice the CPU of whole records), and since [`end_of`] is checked before a chunk is
+    /// taken, a window seldom fails.
+    const WINDOW: usize = 256;
 
     fn new() -> ChunkCuts {
         let per_shard = Self::SLOTS / Self::SHARDS;
@@ -243,6 +251,10 @@ impl ChunkCuts {
                 .collect(),
             #[cfg(test)]
             hits: std::sync::atomic::AtomicU64::new(0),
+            #[cfg(test)]
+            recuts: std::sync::atomic::AtomicU64::new(0),
+            #[cfg(test)]
+            hashed: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -252,55 +264,128 @@ impl ChunkCuts {
         (i / per_shard, i % per_shard)
     }
 
-    fn get(&self, start: u64) -> Option<(u32, u128)> {
+    fn get(&self, start: u64) -> Option<ChunkCut> {
         let (shard, i) = Self::slot(start);
         let cut = self.shards[shard].lock()[i];
-        (cut.len > 0 && cut.start == start).then_some((cut.len, cut.whole))
+        (cut.len > 0 && cut.start == start).then_some(cut)
     }
 
-    fn put(&self, start: u64, len: u32, whole: u128) {
-        let (shard, i) = Self::slot(start);
-        self.shards[shard].lock()[i] = ChunkCut { start, len, whole };
+    fn put(&self, cut: ChunkCut) {
+        let (shard, i) = Self::slot(cut.start);
+        self.shards[shard].lock()[i] = cut;
     }
 
-    /// The chunk lengths of a record that starts on a chunk boundary: exactly those a plain scan
-    /// gives (`chunk_and_hash`, the tests' reference), taken from remembered chunks where the
-    /// bytes match one and scanned elsewhere.
-    fn cut(&self, params: ChunkerParams, data: &[u8]) -> Vec<u32> {
+    /// The chunks of a record that starts on a chunk boundary: exactly those a plain scan gives
+    /// (`chunk_and_hash`, the tests' reference), cut where remembered chunks ended when their
+    /// ids agree.
+    ///
+    /// The record is cut and hashed in windows of about [`ChunkCuts::WINDOW`] chunks. A
+    /// remembered chunk whose id differs ends its window there: the chunks before it are kept, and what follows is cut by scanning alone
+    /// for at least as many bytes as the window hashed in vain. So a false key match wastes at
+    /// most one window's hashing, and data whose chunks mostly mismatch (many chunks that start
+    /// alike) is hashed at most about twice.
+    fn cut_and_hash(&self, params: ChunkerParams, data: &[u8]) -> Vec<(ChunkId, u32)> {
+        let mut chunks = Vec::with_capacity(data.len() / params.avg as usize + 2);
+        let mut offset = 0;
+        // Bytes to cut by scanning alone before the table is asked again.
+        let mut scan_owed = 0;
+        while offset < data.len() {
+            let rest = &data[offset..];
+            let cuts = self.cut(params, rest, scan_owed);
+            let lengths: Vec<u32> = cuts.iter().map(|c| c.len()).collect();
+            let hashed = hash_pieces(rest, &lengths);
+            #[cfg(test)]
+            self.hashed.fetch_add(
+                lengths.iter().map(|&n| u64::from(n)).sum(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            let mismatch = cuts.iter().zip(&hashed).position(|(cut, (id, _))| {
+                matches!(cut, Cut::Remembered { id: want, .. } if *want != id_prefix(id))
+            });
+            let good = mismatch.unwrap_or(hashed.len());
+            self.remember(&cuts[..good], &hashed[..good]);
+            offset += lengths[..good].iter().map(|&n| n as usize).sum::<usize>();
+            chunks.extend_from_slice(&hashed[..good]);
+            scan_owed = lengths[good..].iter().map(|&n| n as usize).sum();
+            #[cfg(test)]
+            if mismatch.is_some() {
+                self.recuts
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        chunks
+    }
+
+    /// Remembers the scanned chunks among `cuts` (hashed as `chunks`).
+    fn remember(&self, cuts: &[Cut], chunks: &[(ChunkId, u32)]) {
+        for (cut, (id, len)) in cuts.iter().zip(chunks) {
+            if let Cut::Scanned { start, end, .. } = *cut {
+                self.put(ChunkCut {
+                    start,
+                    len: *len,
+                    end,
+                    id: id_prefix(id),
+                });
+            }
+        }
+    }
+
+    /// Cuts one window off the start of `data`, which starts on a chunk boundary: where a
+    /// remembered chunk ended if the table knows the bytes it starts with, else by scanning; or,
+    /// when `scan_owed` > 0, by scanning alone. A window ends after [`ChunkCuts::WINDOW`] chunks
+    /// or as many average chunks' bytes, or (scanning alone) once it holds `scan_owed` bytes;
+    /// the last piece of `data` is cut only if reached.
+    fn cut(&self, params: ChunkerParams, data: &[u8], scan_owed: usize) -> Vec<Cut> {
+        let use_table = scan_owed == 0;
+        let window_bytes = Self::WINDOW * params.avg as usize;
+        let mut bytes = 0;
         // Every chunk the scan cuts is at least `min` long (the last piece of a record may be
         // shorter: it is never looked up).
         let key_len = params.min as usize;
-        let mut lengths = Vec::with_capacity(data.len() / params.avg as usize + 2);
+        let mut cuts = Vec::with_capacity(Self::WINDOW + 1);
         let mut rest = data;
         while rest.len() >= key_len {
+            let full = if use_table {
+                cuts.len() >= Self::WINDOW || bytes >= window_bytes
+            } else {
+                !cuts.is_empty() && bytes >= scan_owed
+            };
+            if full {
+                return cuts;
+            }
             let start = xxhash_rust::xxh3::xxh3_64(&rest[..key_len]);
-            let known = self.get(start).filter(|&(len, whole)| {
-                let len = len as usize;
-                len <= rest.len() && xxhash_rust::xxh3::xxh3_128(&rest[..len]) == whole
+            let known = use_table.then(|| self.get(start)).flatten().filter(|c| {
+                c.len as usize <= rest.len() && end_of(&rest[..c.len as usize]) == c.end
             });
-            let n = match known {
-                Some((len, _)) => {
+            let cut = match known {
+                Some(c) => {
                     #[cfg(test)]
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    len as usize
-                }
-                None => match Chunker::new(params).scan(rest) {
-                    Some(n) => {
-                        let whole = xxhash_rust::xxh3::xxh3_128(&rest[..n]);
-                        // `n` ≤ `max` ≤ 16 MiB (`ChunkerParams::validate`).
-                        self.put(start, n as u32, whole);
-                        n
+                    Cut::Remembered {
+                        len: c.len,
+                        id: c.id,
                     }
+                }
+                // `n` ≤ `max` ≤ 16 MiB (`ChunkerParams::validate`).
+                None => match Chunker::new(params).scan(rest) {
+                    Some(n) => Cut::Scanned {
+                        len: n as u32,
+                        start,
+                        end: end_of(&rest[..n]),
+                    },
                     None => break,
                 },
             };
-            lengths.push(n as u32);
-            rest = &rest[n..];
+            cuts.push(cut);
+            bytes += cut.len() as usize;
+            rest = &rest[cut.len() as usize..];
         }
         if !rest.is_empty() {
-            lengths.push(rest.len() as u32);
+            cuts.push(Cut::Last {
+                len: rest.len() as u32,
+            });
         }
-        lengths
+        cuts
     }
 }
 
@@ -425,30 +510,113 @@ mod tests {
         );
     }
 
+    /// The starts of the chunks a plain scan cuts `data` into, with their keys (not the last
+    /// piece: that one is never remembered, so a planted entry there would stay).
+    fn scanned_starts(params: ChunkerParams, data: &[u8]) -> Vec<(usize, u64)> {
+        let mut offset = 0;
+        let mut starts = Vec::new();
+        let chunks = chunk_and_hash(params, data);
+        for &(_, len) in &chunks[..chunks.len() - 1] {
+            if data.len() - offset >= params.min as usize {
+                let key = xxhash_rust::xxh3::xxh3_64(&data[offset..offset + params.min as usize]);
+                starts.push((offset, key));
+            }
+            offset += len as usize;
+        }
+        starts
+    }
+
     #[test]
-    fn a_remembered_chunk_is_used_only_when_its_whole_bytes_match() {
+    fn a_remembered_chunk_is_used_only_when_its_id_matches() {
         let params = ChunkerParams::DEFAULT;
         let recent = RecentCuts::new();
         let data = record(11, 100_000);
         let start = xxhash_rust::xxh3::xxh3_64(&data[..params.min as usize]);
-        // A planted cut the chunker would not make, with the fingerprint of those bytes: used
-        // (which shows the table is consulted), and the ids still name the bytes.
-        recent
-            .chunks
-            .put(start, 40_000, xxhash_rust::xxh3::xxh3_128(&data[..40_000]));
-        let lengths = recent.chunks.cut(params, &data);
-        assert_eq!(lengths[0], 40_000);
-        assert_eq!(
-            lengths.iter().map(|&n| n as usize).sum::<usize>(),
-            data.len()
-        );
-        let got = hash_pieces(&data, &lengths);
-        assert_eq!(got[0], (ChunkId::of(&data[..40_000]), 40_000));
-        // The same key with bytes that do not match, or a length past the record: scanned.
-        for (len, whole) in [(40_000, 1u128), (200_000, 0)] {
-            recent.chunks.put(start, len, whole);
-            let scanned: Vec<u32> = chunk_and_hash(params, &data).iter().map(|c| c.1).collect();
-            assert_eq!(recent.chunks.cut(params, &data), scanned);
+        // A planted cut the chunker would not make, with the id of those bytes: used (which
+        // shows the table is consulted and its id decides), and the ids still name the bytes.
+        let id = ChunkId::of(&data[..40_000]);
+        let plant = |len: u32, end: u32, id: [u8; 16]| {
+            recent.chunks.put(ChunkCut {
+                start,
+                len,
+                end,
+                id,
+            });
+        };
+        plant(40_000, end_of(&data[..40_000]), id_prefix(&id));
+        let got = recent.chunks.cut_and_hash(params, &data);
+        assert_eq!(got[0], (id, 40_000));
+        assert_eq!(got.iter().map(|c| c.1 as usize).sum::<usize>(), data.len());
+        for chunk in &got {
+            assert_ne!(chunk.1, 0);
+        }
+        let mut offset = 0;
+        for (id, len) in &got {
+            assert_eq!(*id, ChunkId::of(&data[offset..offset + *len as usize]));
+            offset += *len as usize;
+        }
+        // The same key with another end, another id, or a length past the record: cut as a
+        // scan cuts, and the scanned chunk takes the slot back. Only the wrong id costs a
+        // second cut (the end is checked before the chunk is taken).
+        let expected = chunk_and_hash(params, &data);
+        let end = end_of(&data[..40_000]);
+        for (len, end, id, recuts) in [
+            (40_000, end ^ 1, id_prefix(&id), 0),
+            (40_000, end, [1u8; 16], 1),
+            (200_000, end, id_prefix(&id), 1),
+        ] {
+            plant(len, end, id);
+            assert_eq!(recent.chunks.cut_and_hash(params, &data), expected);
+            let slot = recent.chunks.get(start).map(|c| (c.len, c.id));
+            assert_eq!(slot, Some((expected[0].1, id_prefix(&expected[0].0))));
+            let got = recent
+                .chunks
+                .recuts
+                .load(std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(got, recuts);
+        }
+    }
+
+    /// Every chunk start of a record planted with a wrong id and the right end (data whose
+    /// chunks start and end alike does this): the record is still cut as a scan cuts it, and it is hashed at most twice
+    /// over (a wrong chunk ends its window; the next window is scanned alone).
+    #[test]
+    fn wrong_remembered_chunks_cost_at_most_a_second_hash_of_the_record() {
+        let params = ChunkerParams::with_avg(256);
+        let data = record(12, 300_000);
+        let expected = chunk_and_hash(params, &data);
+        for wrong_len in [params.min, params.max, 1000] {
+            let recent = RecentCuts::new();
+            for (offset, start) in scanned_starts(params, &data) {
+                // The end of what the wrong length covers, so only the id tells.
+                let covered = &data[offset..(offset + wrong_len as usize).min(data.len())];
+                recent.chunks.put(ChunkCut {
+                    start,
+                    len: wrong_len,
+                    end: end_of(covered),
+                    id: [0xee; 16],
+                });
+            }
+            let recut = |cuts: &ChunkCuts| cuts.recuts.load(std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(recent.chunks.cut_and_hash(params, &data), expected);
+            // Each wrong chunk costs its window; as many bytes scanned alone follow it.
+            assert!(
+                recut(&recent.chunks) >= 1,
+                "the planted entries were consulted"
+            );
+            let hashed = recent
+                .chunks
+                .hashed
+                .load(std::sync::atomic::Ordering::Relaxed) as usize;
+            // Twice the record, and the last window's waste if the record ends before the
+            // scanning that repays it.
+            let bound =
+                2 * data.len() + ChunkCuts::WINDOW * params.avg as usize + params.max as usize;
+            assert!(hashed <= bound, "{hashed} bytes hashed for {}", data.len());
+            // The scanned chunks replaced the wrong ones: the repeat takes no second pass.
+            let before = recut(&recent.chunks);
+            assert_eq!(recent.chunks.cut_and_hash(params, &data), expected);
+            assert_eq!(recut(&recent.chunks), before);
         }
     }
 
@@ -482,49 +650,24 @@ mod tests {
         assert_eq!(recent.chunk_and_hash(params, &data), expected);
     }
 
-    /// Records past the named size are remembered by fingerprint and cuts only.
+    /// Records past the named size are not remembered whole; their chunks are, so a repeat is
+    /// cut from the table (every chunk but the last piece) and hashed.
     #[test]
-    fn a_long_record_is_remembered_by_its_cuts_only() {
+    fn a_long_record_is_remembered_by_its_chunks_only() {
         let params = ChunkerParams::DEFAULT;
         let recent = RecentCuts::new();
         let data = record(22, RecentCuts::MAX_NAMED_RECORD + 1);
         let expected = chunk_and_hash(params, &data);
         assert_eq!(recent.chunk_and_hash(params, &data), expected);
         assert!(recent.named.iter().all(|slot| slot.lock().is_none()));
-        let fingerprint = xxhash_rust::xxh3::xxh3_128(&data);
-        let cuts = recent.slots[(fingerprint as usize) % RecentCuts::SLOTS].lock();
-        let lengths: Vec<u32> = expected.iter().map(|c| c.1).collect();
-        assert_eq!(cuts.as_ref().map(|c| c.lengths.to_vec()), Some(lengths));
-    }
-
-    #[test]
-    fn a_fingerprint_collision_gives_other_cuts_never_wrong_ids() {
-        let params = ChunkerParams::DEFAULT;
-        let recent = RecentCuts::new();
-        // Long enough to be remembered by its xxh3 fingerprint, not by its BLAKE3.
-        let data = record(7, RecentCuts::MAX_NAMED_RECORD + 100_000);
-        let fingerprint = xxhash_rust::xxh3::xxh3_128(&data);
-        // Plant cuts for this fingerprint that the chunker would never make.
-        *recent.slots[(fingerprint as usize) % RecentCuts::SLOTS].lock() = Some(Cuts {
-            fingerprint,
-            lengths: vec![60_000, data.len() as u32 - 60_000].into(),
-        });
-        let got = recent.chunk_and_hash(params, &data);
-        assert_eq!(
-            got,
-            vec![
-                (ChunkId::of(&data[..60_000]), 60_000),
-                (ChunkId::of(&data[60_000..]), data.len() as u32 - 60_000)
-            ]
-        );
-        // Lengths that do not add up to the record are ignored: the record is scanned.
-        *recent.slots[(fingerprint as usize) % RecentCuts::SLOTS].lock() = Some(Cuts {
-            fingerprint,
-            lengths: vec![10, 20].into(),
-        });
-        assert_eq!(
-            recent.chunk_and_hash(params, &data),
-            chunk_and_hash(params, &data)
-        );
+        let hits = || {
+            recent
+                .chunks
+                .hits
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        assert_eq!(hits(), 0);
+        assert_eq!(recent.chunk_and_hash(params, &data), expected);
+        assert_eq!(hits() as usize, expected.len() - 1);
     }
 }
