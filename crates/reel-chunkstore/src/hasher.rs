@@ -182,6 +182,10 @@ impl RecentCuts {
 /// threads seldom wait for each other; bounded at [`ChunkCuts::SLOTS`] × 32 bytes.
 pub(crate) struct ChunkCuts {
     shards: Box<[Mutex<Box<[ChunkCut]>>]>,
+    runs: Box<[Mutex<Option<Run>>]>,
+    /// Runs named from memory (tests check they are used).
+    #[cfg(test)]
+    run_hits: std::sync::atomic::AtomicU64,
     /// Chunks cut where a remembered one ended and records cut again after a remembered
     /// chunk's id differed (tests check the table is used, and how).
     #[cfg(test)]
@@ -215,17 +219,55 @@ fn end_of(chunk: &[u8]) -> u32 {
 /// it with, or (scanned, not a record's last piece) the key to remember it under.
 #[derive(Clone, Copy)]
 enum Cut {
-    Remembered { len: u32, id: [u8; 16] },
-    Scanned { len: u32, start: u64, end: u32 },
-    Last { len: u32 },
+    Remembered {
+        len: u32,
+        start: u64,
+        id: [u8; 16],
+    },
+    Scanned {
+        len: u32,
+        start: u64,
+        end: u32,
+    },
+    Last {
+        len: u32,
+    },
+    /// A chunk of a remembered run whose bytes had the run's BLAKE3: its id is known.
+    Named {
+        len: u32,
+        id: ChunkId,
+    },
 }
 
 impl Cut {
     fn len(self) -> u32 {
         match self {
-            Cut::Remembered { len, .. } | Cut::Scanned { len, .. } | Cut::Last { len } => len,
+            Cut::Remembered { len, .. }
+            | Cut::Scanned { len, .. }
+            | Cut::Last { len }
+            | Cut::Named { len, .. } => len,
         }
     }
+}
+
+/// A run of chunks seen at least twice (every one taken from [`ChunkCuts`] and its id
+/// confirmed), remembered by the BLAKE3 of its bytes with the chunks' ids, so the next time its
+/// bytes come they are named by one hash at BLAKE3's full SIMD width instead of a table probe
+/// and a hash per chunk. Runs start after an anchor chunk and end at one (content-defined, as
+/// `format::split_into_pieces` cuts records), so the same run recurs wherever its blocks do.
+struct Run {
+    /// The key of its first chunk, as in [`ChunkCut::start`].
+    start: u64,
+    len: u32,
+    end: u32,
+    hash: [u8; 32],
+    chunks: Box<[(ChunkId, u32)]>,
+}
+
+/// A chunk after which a run may start, and at which one ends once it holds
+/// [`ChunkCuts::MIN_RUN`] chunks (one chunk in 16).
+fn is_anchor(id: &ChunkId) -> bool {
+    id.0[29].is_multiple_of(16)
 }
 
 fn id_prefix(id: &ChunkId) -> [u8; 16] {
@@ -242,6 +284,11 @@ impl ChunkCuts {
     /// at twice the CPU of whole records), and since [`end_of`] is checked before a chunk is
     /// taken, a window seldom fails.
     const WINDOW: usize = 256;
+    /// Runs remembered: about 750 MB of data in runs of 16 average chunks; at most
+    /// `RUN_SLOTS` × [`ChunkCuts::MAX_RUN`] × 36 bytes of ids (28 MB), ~10 MB typically.
+    const RUN_SLOTS: usize = 1 << 14;
+    const MIN_RUN: usize = 4;
+    const MAX_RUN: usize = 48;
 
     fn new() -> ChunkCuts {
         let per_shard = Self::SLOTS / Self::SHARDS;
@@ -249,6 +296,9 @@ impl ChunkCuts {
             shards: (0..Self::SHARDS)
                 .map(|_| Mutex::new(vec![ChunkCut::default(); per_shard].into_boxed_slice()))
                 .collect(),
+            runs: (0..Self::RUN_SLOTS).map(|_| Mutex::new(None)).collect(),
+            #[cfg(test)]
+            run_hits: std::sync::atomic::AtomicU64::new(0),
             #[cfg(test)]
             hits: std::sync::atomic::AtomicU64::new(0),
             #[cfg(test)]
@@ -293,10 +343,13 @@ impl ChunkCuts {
             let rest = &data[offset..];
             let cuts = self.cut(params, rest, scan_owed);
             let lengths: Vec<u32> = cuts.iter().map(|c| c.len()).collect();
-            let hashed = hash_pieces(rest, &lengths);
+            let hashed = hash_cuts(rest, &cuts);
             #[cfg(test)]
             self.hashed.fetch_add(
-                lengths.iter().map(|&n| u64::from(n)).sum(),
+                cuts.iter()
+                    .filter(|c| !matches!(c, Cut::Named { .. }))
+                    .map(|c| u64::from(c.len()))
+                    .sum(),
                 std::sync::atomic::Ordering::Relaxed,
             );
             let mismatch = cuts.iter().zip(&hashed).position(|(cut, (id, _))| {
@@ -304,6 +357,7 @@ impl ChunkCuts {
             });
             let good = mismatch.unwrap_or(hashed.len());
             self.remember(&cuts[..good], &hashed[..good]);
+            self.remember_runs(rest, &cuts[..good], &hashed[..good]);
             offset += lengths[..good].iter().map(|&n| n as usize).sum::<usize>();
             chunks.extend_from_slice(&hashed[..good]);
             scan_owed = lengths[good..].iter().map(|&n| n as usize).sum();
@@ -314,6 +368,69 @@ impl ChunkCuts {
             }
         }
         chunks
+    }
+
+    /// Remembers the runs of confirmed remembered chunks among `cuts` (hashed as `chunks`,
+    /// `data` their bytes from the first), cut at anchors (see [`Run`]). This is the one extra
+    /// cost of runs: a BLAKE3 over bytes seen for the second time.
+    fn remember_runs(&self, data: &[u8], cuts: &[Cut], chunks: &[(ChunkId, u32)]) {
+        let mut offset = 0;
+        // The run being gathered: its first chunk's index, start key and byte offset.
+        let mut run: Option<(usize, u64, usize)> = None;
+        let mut after_anchor = false;
+        for (i, (cut, (id, len))) in cuts.iter().zip(chunks).enumerate() {
+            match *cut {
+                Cut::Remembered { start, .. } => {
+                    if run.is_none() && after_anchor {
+                        run = Some((i, start, offset));
+                    }
+                }
+                _ => run = None,
+            }
+            offset += *len as usize;
+            let anchor = is_anchor(id);
+            if let Some((first, start, from)) = run {
+                let n = i + 1 - first;
+                if (anchor && n >= Self::MIN_RUN) || n == Self::MAX_RUN {
+                    let bytes = &data[from..offset];
+                    *self.runs[(start as usize) % Self::RUN_SLOTS].lock() = Some(Run {
+                        start,
+                        len: bytes.len() as u32,
+                        end: end_of(bytes),
+                        hash: *blake3::hash(bytes).as_bytes(),
+                        chunks: Box::from(&chunks[first..=i]),
+                    });
+                    run = None;
+                }
+            }
+            after_anchor = anchor;
+        }
+    }
+
+    /// The chunks of the remembered run that `data` starts with, if its bytes have the run's
+    /// BLAKE3. A run whose bytes differ is forgotten, so a false match costs one hash once.
+    fn run_at(&self, start: u64, data: &[u8]) -> Option<Box<[(ChunkId, u32)]>> {
+        let slot = &self.runs[(start as usize) % Self::RUN_SLOTS];
+        let (len, hash, chunks) = {
+            let run = slot.lock();
+            let run = run.as_ref().filter(|r| {
+                r.start == start
+                    && r.len as usize <= data.len()
+                    && end_of(&data[..r.len as usize]) == r.end
+            })?;
+            (run.len as usize, run.hash, run.chunks.clone())
+        };
+        if *blake3::hash(&data[..len]).as_bytes() == hash {
+            #[cfg(test)]
+            self.run_hits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Some(chunks);
+        }
+        let mut run = slot.lock();
+        if run.as_ref().is_some_and(|r| r.hash == hash) {
+            *run = None;
+        }
+        None
     }
 
     /// Remembers the scanned chunks among `cuts` (hashed as `chunks`).
@@ -354,6 +471,14 @@ impl ChunkCuts {
                 return cuts;
             }
             let start = xxhash_rust::xxh3::xxh3_64(&rest[..key_len]);
+            if use_table && let Some(run) = self.run_at(start, rest) {
+                for &(id, len) in &run {
+                    cuts.push(Cut::Named { len, id });
+                    bytes += len as usize;
+                    rest = &rest[len as usize..];
+                }
+                continue;
+            }
             let known = use_table.then(|| self.get(start)).flatten().filter(|c| {
                 c.len as usize <= rest.len() && end_of(&rest[..c.len as usize]) == c.end
             });
@@ -363,6 +488,7 @@ impl ChunkCuts {
                     self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     Cut::Remembered {
                         len: c.len,
+                        start,
                         id: c.id,
                     }
                 }
@@ -389,18 +515,27 @@ impl ChunkCuts {
     }
 }
 
-/// Splits `data` at `lengths` (which add up to its length) and hashes the pieces in one batch.
-fn hash_pieces(data: &[u8], lengths: &[u32]) -> Vec<(ChunkId, u32)> {
-    let mut pieces: Vec<&[u8]> = Vec::with_capacity(lengths.len());
-    let mut rest = data;
-    for &n in lengths {
-        let (piece, tail) = rest.split_at(n as usize);
-        pieces.push(piece);
-        rest = tail;
+/// The ids of `cuts` (which cover `data`): known for named chunks, the others hashed in one
+/// batch.
+fn hash_cuts(data: &[u8], cuts: &[Cut]) -> Vec<(ChunkId, u32)> {
+    let mut pieces: Vec<&[u8]> = Vec::with_capacity(cuts.len());
+    let mut offset = 0;
+    for cut in cuts {
+        let n = cut.len() as usize;
+        if !matches!(cut, Cut::Named { .. }) {
+            pieces.push(&data[offset..offset + n]);
+        }
+        offset += n;
     }
     let mut ids = Vec::with_capacity(pieces.len());
     crate::multihash::hash_all(&pieces, &mut ids);
-    ids.into_iter().zip(lengths.iter().copied()).collect()
+    let mut ids = ids.into_iter();
+    cuts.iter()
+        .map(|cut| match *cut {
+            Cut::Named { len, id } => (id, len),
+            other => (ids.next().expect("one id per piece hashed"), other.len()),
+        })
+        .collect()
 }
 
 /// Cuts a record that starts on a chunk boundary and ends on one (its end is a cut because it
@@ -508,6 +643,11 @@ mod tests {
             hits > 5000,
             "only {hits} chunks were cut where a remembered one ended"
         );
+        let run_hits = recent
+            .chunks
+            .run_hits
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert!(run_hits > 50, "only {run_hits} runs were named from memory");
     }
 
     /// The starts of the chunks a plain scan cuts `data` into, with their keys (not the last
@@ -618,6 +758,51 @@ mod tests {
             assert_eq!(recent.chunks.cut_and_hash(params, &data), expected);
             assert_eq!(recut(&recent.chunks), before);
         }
+    }
+
+    /// A run is named from memory only under its own BLAKE3: planted ids under the bytes'
+    /// hash are taken as they are (the run table is consulted and trusted), under another hash
+    /// they are not (the record is cut and hashed, and the run forgotten).
+    #[test]
+    fn a_run_is_named_from_memory_only_under_its_own_blake3() {
+        let params = ChunkerParams::DEFAULT;
+        let cuts = ChunkCuts::new();
+        let data = record(31, 100_000);
+        let start = xxhash_rust::xxh3::xxh3_64(&data[..params.min as usize]);
+        let slot = (start as usize) % ChunkCuts::RUN_SLOTS;
+        let planted: Box<[(ChunkId, u32)]> =
+            vec![(ChunkId([5; 32]), 30_000), (ChunkId([6; 32]), 20_000)].into();
+        let plant = |hash: [u8; 32]| {
+            *cuts.runs[slot].lock() = Some(Run {
+                start,
+                len: 50_000,
+                end: end_of(&data[..50_000]),
+                hash,
+                chunks: planted.clone(),
+            });
+        };
+        plant(*blake3::hash(&data[..50_000]).as_bytes());
+        let got = cuts.cut_and_hash(params, &data);
+        assert_eq!(&got[..2], &planted[..]);
+        assert_eq!(got.iter().map(|c| c.1 as usize).sum::<usize>(), data.len());
+        let mut other = *blake3::hash(&data[..50_000]).as_bytes();
+        other[0] ^= 1;
+        plant(other);
+        let cuts_fresh = ChunkCuts::new();
+        assert_eq!(
+            cuts.cut_and_hash(params, &data),
+            cuts_fresh.cut_and_hash(params, &data)
+        );
+        assert_eq!(
+            cuts.cut_and_hash(params, &data),
+            chunk_and_hash(params, &data)
+        );
+        assert!(
+            cuts.runs[slot]
+                .lock()
+                .as_ref()
+                .is_none_or(|r| r.hash != other)
+        );
     }
 
     /// A short record's repeat takes the remembered ids: planted ids under the record's BLAKE3

@@ -535,7 +535,9 @@ mod tests {
                 let len = 1500 + (i * 7919) % 3000;
                 match i % 3 {
                     0 => vec![0; len],
-                    1 => (0..len).map(|j| ((j % 5) as u8).wrapping_add(i as u8)).collect(),
+                    1 => (0..len)
+                        .map(|j| ((j % 5) as u8).wrapping_add(i as u8))
+                        .collect(),
                     _ => (0..len)
                         .map(|_| {
                             state = state
