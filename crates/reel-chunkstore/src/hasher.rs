@@ -178,8 +178,11 @@ impl RecentCuts {
 /// Only chunks the scan cut are remembered, not a record's last piece (that one ended where its
 /// record did).
 ///
+/// Runs of chunks seen twice are remembered as well, by the BLAKE3 of their bytes ([`Run`]).
+///
 /// Direct-mapped like [`RecentCuts`] (a newer chunk takes the slot), in shards so the hash
-/// threads seldom wait for each other; bounded at [`ChunkCuts::SLOTS`] × 32 bytes.
+/// threads seldom wait for each other; bounded at [`ChunkCuts::SLOTS`] × 32 bytes (16 MiB)
+/// for chunks and [`ChunkCuts::RUN_SLOTS`] runs (28 MB of ids at most) for runs.
 pub(crate) struct ChunkCuts {
     shards: Box<[Mutex<Box<[ChunkCut]>>]>,
     runs: Box<[Mutex<Option<Run>>]>,
@@ -215,8 +218,9 @@ fn end_of(chunk: &[u8]) -> u32 {
     xxhash_rust::xxh3::xxh3_64(&chunk[chunk.len().saturating_sub(32)..]) as u32
 }
 
-/// One chunk of a speculative cut: its length, and either the id prefix the table remembered
-/// it with, or (scanned, not a record's last piece) the key to remember it under.
+/// One chunk of a speculative cut: its length, and the id prefix the table remembered it with
+/// (to be checked), the key to remember it under (scanned, not a record's last piece), or its
+/// id (a chunk of a run named from memory).
 #[derive(Clone, Copy)]
 enum Cut {
     Remembered {
