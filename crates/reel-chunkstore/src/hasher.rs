@@ -171,10 +171,12 @@ impl RecentCuts {
 /// `max`). A chunk whose bytes equal those of a chunk the scan once ended at n therefore ends
 /// at n again. A record is cut speculatively (remembered lengths where the table has the key,
 /// scans elsewhere) and hashed; then every chunk taken from the table must have the id
-/// remembered with it (a 128-bit BLAKE3 prefix: equal bytes), else the record is cut again from
-/// that chunk on by scanning alone. So the check costs nothing beyond the ids the store needs
-/// anyway, and a false key match (or a planted entry) costs a second cut and hash of the rest,
-/// never other cuts than a scan's, and never a wrong id: ids are always the BLAKE3 of the bytes.
+/// remembered with it (a 128-bit BLAKE3 prefix: equal bytes), else the window is cut again from
+/// that chunk on, by scanning alone for as many bytes as were hashed in vain
+/// ([`ChunkCuts::cut_and_hash`]). So the check costs nothing beyond the ids the store needs
+/// anyway, and a false key match (or a planted entry) costs a second cut and hash of at most a
+/// window, never other cuts than a scan's, and never a wrong id: ids are always the BLAKE3 of
+/// the bytes.
 /// Only chunks the scan cut are remembered, not a record's last piece (that one ended where its
 /// record did).
 ///
