@@ -133,7 +133,7 @@ impl RecentCuts {
         }
     }
 
-    /// [`chunk_and_hash`], hashing the chunks only of records not seen recently or too long to
+    /// `chunk_and_hash` (the tests' reference), hashing the chunks only of records not seen recently or too long to
     /// be remembered with their ids, and scanning only chunks not seen recently.
     pub fn chunk_and_hash(&self, params: ChunkerParams, data: &[u8]) -> Vec<(ChunkId, u32)> {
         if data.len() > Self::MAX_NAMED_RECORD {
