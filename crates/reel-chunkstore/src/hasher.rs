@@ -133,8 +133,9 @@ impl RecentCuts {
         }
     }
 
-    /// `chunk_and_hash` (the tests' reference), hashing the chunks only of records not seen recently or too long to
-    /// be remembered with their ids, and scanning only chunks not seen recently.
+    /// `chunk_and_hash` (the tests' reference), hashing the chunks only of records not seen
+    /// recently or too long to be remembered with their ids, and scanning only chunks not seen
+    /// recently.
     pub fn chunk_and_hash(&self, params: ChunkerParams, data: &[u8]) -> Vec<(ChunkId, u32)> {
         if data.len() > Self::MAX_NAMED_RECORD {
             return self.chunks.cut_and_hash(params, data);
