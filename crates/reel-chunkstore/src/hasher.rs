@@ -192,12 +192,13 @@ pub(crate) struct ChunkCuts {
     /// Runs named from memory (tests check they are used).
     #[cfg(test)]
     run_hits: std::sync::atomic::AtomicU64,
-    /// Chunks cut where a remembered one ended and records cut again after a remembered
-    /// chunk's id differed (tests check the table is used, and how).
+    /// Chunks cut where a remembered one ended (tests check the table is used).
     #[cfg(test)]
     hits: std::sync::atomic::AtomicU64,
+    /// Windows ended early by a remembered chunk whose id differed.
     #[cfg(test)]
     recuts: std::sync::atomic::AtomicU64,
+    /// Bytes hashed chunk by chunk (tests bound the work wrong entries cost).
     #[cfg(test)]
     hashed: std::sync::atomic::AtomicU64,
 }
