@@ -913,6 +913,11 @@ impl Shared {
             let (head, tree) = self.remote_questions(key, mode);
             // Most puts (packs) ask nothing, and need no note of the queued deletes.
             if head || tree {
+                // A conflict the cache's own state shows needs no question to the remote; the
+                // answer would only add to it. (s3proxy on a file system answers a GET of a key
+                // under an existing object with 500s, retried for the whole retry window.)
+                self.check_running(&st, key)?;
+                self.check_key(&st, key, mode, &RemoteFacts::default())?;
                 let deleting = st.queued_deletes_around(key);
                 drop(st);
                 facts = self.remote_facts(key, head, tree);
