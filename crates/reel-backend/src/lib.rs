@@ -43,7 +43,7 @@ pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use local::LocalBackend;
 pub use memory::MemoryBackend;
 #[cfg(feature = "s3")]
-pub use s3::{S3Backend, S3Config, S3Counters, S3Credentials};
+pub use s3::{S3Backend, S3Config, S3Counters, S3Credentials, use_ring_for_tls};
 pub use versioned::{MemoryVersioned, Version, VersionedObjects};
 
 /// How a put treats an object that already exists.

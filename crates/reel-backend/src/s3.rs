@@ -434,6 +434,7 @@ impl S3Backend {
         if let Some(endpoint) = &config.endpoint {
             builder = builder.with_endpoint(endpoint);
         }
+        use_ring_for_tls();
         let store = builder
             .build()
             .map_err(|e| bad(format!("S3 client configuration: {e}")))?;
@@ -846,6 +847,15 @@ fn is_server_temp_name(name: &str) -> bool {
         && uuid
             .bytes()
             .all(|b| b == b'-' || b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Makes ring the process's rustls crypto provider unless one is installed already. The S3
+/// client's reqwest is built without a provider of its own (Cargo.toml: ring, not aws-lc-rs)
+/// and panics when a client is built with none; the web console uses ring too. Called before
+/// any `object_store` client is built.
+pub fn use_ring_for_tls() {
+    // Err only when a provider is installed already, which is all this asks for.
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// Starts the text of a `507 Insufficient Storage` answer as [`NoSpaceIsFinal`] passes it on.

@@ -466,6 +466,7 @@ struct Plain {
 /// signed or not as the back end's: unsigned to loopback) on a 2-thread runtime like the back
 /// end's. So the comparison is with a client that pays no more per byte than reel's.
 fn plain_put(env: &S3Env, data: &Bytes, prefix: &str) -> Result<Plain> {
+    reel_backend::use_ring_for_tls();
     let store = Arc::new(
         AmazonS3Builder::new()
             .with_bucket_name(env.gw.bucket())
