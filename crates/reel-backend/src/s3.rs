@@ -36,8 +36,8 @@ use object_store::client::{
 use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::Path;
 use object_store::{
-    BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutOptions,
-    PutPayload, RetryConfig,
+    BackoffConfig, Certificate, ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt,
+    PutOptions, PutPayload, RetryConfig,
 };
 
 use crate::{Backend, BackendError, Key, ObjectMeta, PutMode, Result, check_range};
@@ -79,6 +79,10 @@ pub struct S3Config {
     /// `x-amz-storage-class` of every PUT (the archive tier's image objects); `None` leaves
     /// the bucket's default.
     pub storage_class: Option<String>,
+    /// PEM certificates trusted besides the system's, for an https endpoint whose certificate
+    /// a private CA signed (an on-premises server). A certificate that fails verification is a
+    /// final error, never retried: see [`NoSpaceIsFinal`].
+    pub ca_certificates_pem: Option<Vec<u8>>,
 }
 
 impl S3Config {
@@ -97,6 +101,7 @@ impl S3Config {
             flat_prefixes: vec!["packs/".to_string(), "catalog/journal/".to_string()],
             unsigned_payload: None,
             storage_class: None,
+            ca_certificates_pem: None,
         }
     }
 
@@ -407,10 +412,20 @@ impl S3Backend {
             max_retries: usize::MAX,
             retry_timeout: config.retry_window,
         };
-        let client = ClientOptions::new()
+        let mut client = ClientOptions::new()
             .with_timeout(config.request_timeout)
             .with_connect_timeout(Duration::from_secs(5).min(config.request_timeout))
             .with_allow_http(config.allow_http);
+        if let Some(pem) = &config.ca_certificates_pem {
+            let certificates = Certificate::from_pem_bundle(pem)
+                .map_err(|e| bad(format!("CA certificates: {e}")))?;
+            if certificates.is_empty() {
+                return Err(bad("CA certificates: no PEM certificate found".to_string()));
+            }
+            for certificate in certificates {
+                client = client.with_root_certificate(certificate);
+            }
+        }
         let mut builder = AmazonS3Builder::new()
             .with_bucket_name(&config.bucket)
             .with_region(&config.region)
@@ -861,17 +876,27 @@ pub fn use_ring_for_tls() {
 /// Starts the text of a `507 Insufficient Storage` answer as [`NoSpaceIsFinal`] passes it on.
 const NO_SPACE_MARKER: &str = "507 Insufficient Storage";
 
-/// The default HTTP client, except that a `507 Insufficient Storage` answer (versitygw's for a
-/// full disk) reaches the S3 client as a final 400 whose body starts with [`NO_SPACE_MARKER`]:
-/// the client retries every 5xx for the whole retry window, which would stall writes for minutes
-/// before a full disk is reported as `NoSpace`.
+/// The default HTTP client, except for two answers that no retry can change, which the S3
+/// client would otherwise retry for the whole retry window (minutes) before failing:
+/// - A `507 Insufficient Storage` answer (versitygw's for a full disk) reaches the S3 client
+///   as a final 400 whose body starts with [`NO_SPACE_MARKER`], reported as `NoSpace`.
+/// - A TLS handshake that refused the server (its certificate not trusted, expired or for
+///   another name; no protocol in common) is a final error that says so, as [`TlsRefused`].
 #[derive(Debug)]
 struct NoSpaceIsFinal(HttpClient);
 
 #[async_trait::async_trait]
 impl HttpService for NoSpaceIsFinal {
     async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
-        let resp = self.0.execute(req).await?;
+        let resp = match self.0.execute(req).await {
+            Ok(resp) => resp,
+            Err(e) => {
+                return Err(match tls_refusal(&e) {
+                    Some(why) => HttpError::new(HttpErrorKind::Unknown, TlsRefused(why)),
+                    None => e,
+                });
+            }
+        };
         if resp.status() != http::StatusCode::INSUFFICIENT_STORAGE {
             return Ok(resp);
         }
@@ -887,6 +912,43 @@ impl HttpService for NoSpaceIsFinal {
         Ok(HttpResponse::from_parts(parts, body))
     }
 }
+
+/// Why a TLS handshake refused the server, for an error that no retry can change: the
+/// certificate (untrusted issuer, expired, another name, a CA used as the server's own) or no
+/// protocol version or cipher suite in common. `None` for anything else, which is retried.
+fn tls_refusal(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return match tls {
+                rustls::Error::InvalidCertificate(_)
+                | rustls::Error::NoCertificatesPresented
+                | rustls::Error::PeerIncompatible(_)
+                | rustls::Error::UnsupportedNameType => Some(tls.to_string()),
+                _ => None,
+            };
+        }
+        // io::Error::source skips the error it wraps (tokio-rustls puts rustls's there, and
+        // hyper wraps that io::Error in another): step into it instead.
+        next = match err.downcast_ref::<io::Error>() {
+            Some(io) => io.get_ref().map(|inner| inner as _),
+            None => err.source(),
+        };
+    }
+    None
+}
+
+/// A TLS handshake that refused the server (see [`tls_refusal`]).
+#[derive(Debug)]
+struct TlsRefused(String);
+
+impl fmt::Display for TlsRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TLS refused the server, not retried: {}", self.0)
+    }
+}
+
+impl std::error::Error for TlsRefused {}
 
 #[derive(Debug)]
 struct NoSpaceIsFinalConnector;

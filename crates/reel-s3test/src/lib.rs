@@ -99,6 +99,9 @@ pub struct S3Server {
     dir: tempfile::TempDir,
     program: PathBuf,
     child: Option<Child>,
+    /// Serves https with a certificate for 127.0.0.1 that a throw-away CA signed
+    /// ([`S3Server::start_https`]).
+    https: bool,
 }
 
 impl fmt::Debug for S3Server {
@@ -116,6 +119,22 @@ impl S3Server {
     /// Starts a server of `kind` on a free loopback port with a fresh data directory and random
     /// keys, waits until it answers, and creates the bucket [`S3Server::bucket`].
     pub fn start(kind: Kind) -> Result<S3Server> {
+        Self::start_with(kind, false)
+    }
+
+    /// [`S3Server::start`] serving https (versitygw only): a CA made for this server signs its
+    /// certificate for `127.0.0.1` (openssl); clients trust it through
+    /// [`S3Server::ca_certificate_pem`], and no system trusts it.
+    pub fn start_https(kind: Kind) -> Result<S3Server> {
+        if kind != Kind::Versitygw {
+            return Err(err(format!(
+                "https is set up for versitygw only, not {kind}"
+            )));
+        }
+        Self::start_with(kind, true)
+    }
+
+    fn start_with(kind: Kind, https: bool) -> Result<S3Server> {
         let program = find_program(kind)?;
         find_on_path("curl", "apt-get install curl")?;
         if kind == Kind::S3proxy {
@@ -137,7 +156,12 @@ impl S3Server {
             dir,
             program,
             child: None,
+            https,
         };
+        if https {
+            find_on_path("openssl", "apt-get install openssl")?;
+            make_certificates(server.dir.path())?;
+        }
         server.spawn_and_wait()?;
         server.create_bucket()?;
         Ok(server)
@@ -147,9 +171,15 @@ impl S3Server {
         self.kind
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://` for [`S3Server::start_https`].
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The PEM certificate of the CA that signed an https server's certificate.
+    pub fn ca_certificate_pem(&self) -> Result<Vec<u8>> {
+        fs::read(self.dir.path().join("ca.pem")).map_err(|e| err(format!("ca.pem: {e}")))
     }
 
     pub fn port(&self) -> u16 {
@@ -217,8 +247,14 @@ impl S3Server {
                     .env("ROOT_SECRET_KEY", &self.secret_key)
                     .arg("--port")
                     .arg(format!("127.0.0.1:{}", self.port))
-                    .args(["--region", REGION, "--health", "/health", "posix"])
-                    .arg(self.data_dir());
+                    .args(["--region", REGION, "--health", "/health"]);
+                if self.https {
+                    cmd.arg("--cert")
+                        .arg(self.dir.path().join("server.pem"))
+                        .arg("--key")
+                        .arg(self.dir.path().join("server.key"));
+                }
+                cmd.arg("posix").arg(self.data_dir());
                 Ok(cmd)
             }
             Kind::S3proxy => {
@@ -308,6 +344,7 @@ impl S3Server {
     fn ready(&self) -> bool {
         match self.kind {
             // versitygw has a health endpoint that needs no signature.
+            Kind::Versitygw if self.https => self.curl_status("/health") == Some(200),
             Kind::Versitygw => http_status(self.port, "/health") == Some(200),
             // s3proxy has none: a signed ListBuckets answering 200 means it serves requests.
             Kind::S3proxy => {
@@ -351,6 +388,7 @@ impl S3Server {
                 &format!("{}:{}", self.access_key, self.secret_key),
             ])
             .args(["-H", &format!("x-amz-content-sha256: {EMPTY_SHA256}")])
+            .args(self.curl_trust())
             .arg(format!("{}{path}", self.endpoint()))
             .stdin(Stdio::null())
             .output()
@@ -360,6 +398,107 @@ impl S3Server {
         let code = code.trim().parse().unwrap_or(0);
         Ok((code, body.to_string()))
     }
+}
+
+impl S3Server {
+    /// curl's arguments to trust an https server's CA (none for http).
+    fn curl_trust(&self) -> Vec<std::ffi::OsString> {
+        if !self.https {
+            return Vec::new();
+        }
+        vec!["--cacert".into(), self.dir.path().join("ca.pem").into()]
+    }
+
+    /// The status of an unsigned GET through curl, `None` when nothing answered.
+    fn curl_status(&self, path: &str) -> Option<u16> {
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "2",
+            ])
+            .args(self.curl_trust())
+            .arg(format!("{}{path}", self.endpoint()))
+            .stdin(Stdio::null())
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&code| code != 0)
+    }
+}
+
+/// A CA (`ca.pem`) and a certificate for `127.0.0.1` it signed (`server.pem`, `server.key`)
+/// in `dir`, by the openssl command (P-256 keys, valid for two days).
+fn make_certificates(dir: &Path) -> Result<()> {
+    let openssl = |args: &[&str]| -> Result<()> {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| err(format!("running openssl: {e}")))?;
+        if !out.status.success() {
+            return Err(err(format!(
+                "openssl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        Ok(())
+    };
+    let p256 = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let ca = ["req", "-x509", "-days", "2", "-subj", "/CN=reel-s3test CA"];
+    openssl(&[&ca[..], &p256[..], &["-keyout", "ca.key", "-out", "ca.pem"]].concat())?;
+    openssl(
+        &[
+            &["req"],
+            &p256[..],
+            &[
+                "-subj",
+                "/CN=127.0.0.1",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+            ],
+        ]
+        .concat(),
+    )?;
+    fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .map_err(|e| err(format!("server.ext: {e}")))?;
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+        "-out",
+        "server.pem",
+    ])
 }
 
 impl Drop for S3Server {

@@ -347,6 +347,10 @@ pub struct RecoverArgs {
     pub endpoint: Option<String>,
     #[arg(long, default_value = "us-east-1")]
     pub region: String,
+    /// PEM file of CA certificates trusted besides the system's (an https endpoint whose
+    /// certificate a private CA signed); the new node keeps using it (`[store.s3] ca_file`).
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
     /// The new node's durability (`local` or `bucket`; see `[store] durability`).
     #[arg(long, default_value = "local")]
     pub durability: String,
@@ -406,6 +410,7 @@ pub fn recover(args: RecoverArgs) -> anyhow::Result<()> {
             bucket: bucket.to_string(),
             prefix: prefix.trim_end_matches('/').to_string(),
             region: args.region.clone(),
+            ca_file: args.ca_file.clone(),
         }),
         cache: Some(CacheSection {
             size: args.cache_size.clone(),

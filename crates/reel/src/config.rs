@@ -298,6 +298,19 @@ pub struct S3Section {
     pub prefix: String,
     #[serde(default = "default_region")]
     pub region: String,
+    /// PEM file of CA certificates trusted besides the system's, for an https endpoint whose
+    /// certificate a private CA signed. Not part of which bucket this is: it may change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+}
+
+impl S3Section {
+    /// Whether both name the same objects: endpoint, bucket, prefix and region (not how the
+    /// server's certificate is checked).
+    pub fn same_bucket(&self, other: &S3Section) -> bool {
+        (&self.endpoint, &self.bucket, &self.prefix, &self.region)
+            == (&other.endpoint, &other.bucket, &other.prefix, &other.region)
+    }
 }
 
 fn default_region() -> String {
@@ -1479,6 +1492,22 @@ mod tests {
             2 << 30
         );
         assert_eq!(config.store.cache.as_ref().unwrap().upload_threads, 4);
+        assert_eq!(s3.ca_file, None);
+        // A private CA's file is how the server's certificate is checked, not which bucket
+        // this is: a data directory bound to the bucket accepts it being added or moved.
+        let with_ca = parse(
+            "[store]\nbackend = \"s3\"\ndurability = \"bucket\"\n[store.s3]\nendpoint = \"http://127.0.0.1:7070\"\nbucket = \"reel\"\nprefix = \"node-a\"\nca_file = \"/etc/reel/s3-ca.pem\"\n",
+        )
+        .unwrap();
+        let s3_ca = with_ca.store.s3.as_ref().unwrap();
+        assert_eq!(
+            s3_ca.ca_file.as_deref(),
+            Some(Path::new("/etc/reel/s3-ca.pem"))
+        );
+        assert!(s3_ca.same_bucket(s3) && s3 != s3_ca);
+        let mut other = s3.clone();
+        other.prefix = "node-b".into();
+        assert!(!other.same_bucket(s3));
         let cache = config.store.cache.as_ref().unwrap();
         assert_eq!(
             (

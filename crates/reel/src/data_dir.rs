@@ -196,7 +196,7 @@ pub fn open_with(
     let wanted = section.and_then(BucketBinding::from_section);
     let binding = match (bound, wanted) {
         (Some(bound), Some(wanted)) => {
-            if bound.s3 != wanted.s3 {
+            if !bound.s3.same_bucket(&wanted.s3) {
                 anyhow::bail!(
                     "the data directory {} caches {}, not {}: use another directory (or `reel recover`) for another bucket",
                     dir.display(),
@@ -426,6 +426,12 @@ pub fn open_bucket(
         .as_deref()
         .is_some_and(|e| e.starts_with("http://"));
     config.storage_class = storage_class.map(str::to_string);
+    if let Some(path) = &s3.ca_file {
+        config.ca_certificates_pem = Some(
+            std::fs::read(path)
+                .with_context(|| format!("reading the S3 CA file {}", path.display()))?,
+        );
+    }
     // Only the binary reads the environment (credentials: AWS_* and the credentials file).
     S3Backend::open_with_env(&config, &|name| std::env::var(name).ok()).with_context(|| {
         format!(
