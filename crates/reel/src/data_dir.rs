@@ -62,7 +62,7 @@ impl reel_chunkstore::ForeignStores for BucketStores {
     fn open(&self, source: &str) -> Result<Arc<dyn Backend>, String> {
         let prefix = reel_volume::shared_vault::source_store(source);
         let bucket: Arc<dyn Backend> =
-            Arc::new(open_bucket(&self.s3, prefix, None).map_err(|e| format!("{e:#}"))?);
+            Arc::new(open_bucket(&self.s3, prefix, None).map_err(|e| crate::error_text(&e))?);
         Ok(match &self.key {
             Some(keys) => Arc::new(keys.seal(bucket)),
             None => bucket,

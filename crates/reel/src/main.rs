@@ -131,10 +131,28 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("reel: error: {e:#}");
+            eprintln!("reel: error: {}", error_text(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// `e` and its causes joined by ": ", like `{:#}`, but without a cause whose text the
+/// messages before it already quote: several library errors name their source in their own
+/// message and also return it as `source()` (an S3 failure read "S3 GET: …: S3 GET: …").
+pub(crate) fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 /// The man pages, generated from the same definition as `--help`: reel.1, reel-serve.1, …
@@ -152,5 +170,26 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<()> {
     match std::io::stdout().write_all(&script) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.context("writing the completion script"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    #[test]
+    fn error_text_leaves_out_a_cause_its_message_already_quotes() {
+        let backend = reel_backend::BackendError::io("packs/1", std::io::Error::other("disk gone"));
+        let e = anyhow::Error::new(backend).context("opening the store");
+        assert_eq!(
+            format!("{e:#}"),
+            "opening the store: I/O error on packs/1: disk gone: disk gone"
+        );
+        assert_eq!(
+            error_text(&e),
+            "opening the store: I/O error on packs/1: disk gone"
+        );
+        let unrelated = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_text(&unrelated), "outer: inner");
     }
 }
