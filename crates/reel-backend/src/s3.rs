@@ -81,7 +81,7 @@ pub struct S3Config {
     pub storage_class: Option<String>,
     /// PEM certificates trusted besides the system's, for an https endpoint whose certificate
     /// a private CA signed (an on-premises server). A certificate that fails verification is a
-    /// final error, never retried: see [`NoSpaceIsFinal`].
+    /// final error, never retried.
     pub ca_certificates_pem: Option<Vec<u8>>,
 }
 
@@ -442,7 +442,7 @@ impl S3Backend {
             .with_retry(retry)
             // Carries `allow_http`; it replaces the builder's own client options.
             .with_client_options(client)
-            .with_http_connector(NoSpaceIsFinalConnector);
+            .with_http_connector(FinalAnswersConnector);
         if let Some(token) = &creds.session_token {
             builder = builder.with_token(token);
         }
@@ -873,7 +873,7 @@ pub fn use_ring_for_tls() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Starts the text of a `507 Insufficient Storage` answer as [`NoSpaceIsFinal`] passes it on.
+/// Starts the text of a `507 Insufficient Storage` answer as [`FinalAnswers`] passes it on.
 const NO_SPACE_MARKER: &str = "507 Insufficient Storage";
 
 /// The default HTTP client, except for two answers that no retry can change, which the S3
@@ -883,10 +883,10 @@ const NO_SPACE_MARKER: &str = "507 Insufficient Storage";
 /// - A TLS handshake that refused the server (its certificate not trusted, expired or for
 ///   another name; no protocol in common) is a final error that says so, as [`TlsRefused`].
 #[derive(Debug)]
-struct NoSpaceIsFinal(HttpClient);
+struct FinalAnswers(HttpClient);
 
 #[async_trait::async_trait]
-impl HttpService for NoSpaceIsFinal {
+impl HttpService for FinalAnswers {
     async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
         let resp = match self.0.execute(req).await {
             Ok(resp) => resp,
@@ -951,12 +951,12 @@ impl fmt::Display for TlsRefused {
 impl std::error::Error for TlsRefused {}
 
 #[derive(Debug)]
-struct NoSpaceIsFinalConnector;
+struct FinalAnswersConnector;
 
-impl HttpConnector for NoSpaceIsFinalConnector {
+impl HttpConnector for FinalAnswersConnector {
     fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
         let inner = ReqwestConnector::default().connect(options)?;
-        Ok(HttpClient::new(NoSpaceIsFinal(inner)))
+        Ok(HttpClient::new(FinalAnswers(inner)))
     }
 }
 
