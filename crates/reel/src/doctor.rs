@@ -115,7 +115,7 @@ pub fn examine(args: &DoctorArgs) -> Vec<Finding> {
             Err(e) => {
                 out.push(Finding::fail(
                     "configuration",
-                    format!("{}: {e:#}", path.display()),
+                    format!("{}: {}", path.display(), crate::error_text(&e)),
                     "correct the file (its keys: the README and docs/design)",
                 ));
                 return out;
@@ -417,7 +417,7 @@ fn check_bucket(config: &Config) -> Finding {
         Err(e) => {
             return Finding::fail(
                 check,
-                format!("{name}: {e:#}"),
+                format!("{name}: {}", crate::error_text(&e)),
                 "check endpoint, bucket and region, and the credentials (AWS_ACCESS_KEY_ID / \
                  AWS_SECRET_ACCESS_KEY or ~/.aws/credentials of the user reel runs as)",
             );

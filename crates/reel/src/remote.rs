@@ -144,7 +144,10 @@ impl Drop for Ctl {
         if self.session {
             self.session = false;
             if let Err(e) = self.client.logout() {
-                eprintln!("reel ctl: logging out: {:#}", failure(e, &self.url));
+                eprintln!(
+                    "reel ctl: logging out: {}",
+                    crate::error_text(&failure(e, &self.url))
+                );
             }
         }
     }
