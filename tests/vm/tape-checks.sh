@@ -1079,7 +1079,7 @@ if [ "$MODE" = full ] && want bacula; then
 		# owners, times, symbolic and hard links.
 		find /usr/share/perl /usr/lib/x86_64-linux-gnu /usr/bin /usr/sbin /usr/share -xdev \
 			\( -type f -o -type l \) -printf '%s %p\n' 2>/dev/null |
-			awk -v max=$((BACULA_MB << 20)) '{ sum += $1; if (sum > max) exit; sub(/^[0-9]+ /, ""); if (!seen[$0]++) print }' >"$W/bacula-files"
+			awk -v max=$((BACULA_MB << 20)) '{ size = $1; sub(/^[0-9]+ /, ""); if (seen[$0]++) next; sum += size; if (sum > max) exit; print }' >"$W/bacula-files"
 		tar -C / -cf - --verbatim-files-from -T <(sed 's|^/||' "$W/bacula-files") 2>/dev/null | tar -C "$BW/src" -xpf -
 		ln -s ../missing-target "$BW/src/dangling-link"
 		mkdir -p "$BW/src/modes"
