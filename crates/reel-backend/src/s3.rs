@@ -876,12 +876,17 @@ pub fn use_ring_for_tls() {
 /// Starts the text of a `507 Insufficient Storage` answer as [`FinalAnswers`] passes it on.
 const NO_SPACE_MARKER: &str = "507 Insufficient Storage";
 
-/// The default HTTP client, except for two answers that no retry can change, which the S3
-/// client would otherwise retry for the whole retry window (minutes) before failing:
+/// The default HTTP client, except for answers that no retry can change, which the S3 client
+/// would otherwise retry for the whole retry window (minutes) before failing:
 /// - A `507 Insufficient Storage` answer (versitygw's for a full disk) reaches the S3 client
 ///   as a final 400 whose body starts with [`NO_SPACE_MARKER`], reported as `NoSpace`.
 /// - A TLS handshake that refused the server (its certificate not trusted, expired or for
-///   another name; no protocol in common) is a final error that says so, as [`TlsRefused`].
+///   another name; no protocol in common; a server that does not speak TLS at all) and an
+///   endpoint whose host name does not resolve are final errors that say so, as [`NotRetried`].
+///
+/// Every other transport error keeps its kind (which decides whether it is retried) but
+/// carries its whole cause chain in its text, so the S3 client's retry log and the final error
+/// say why ("tcp connect error: Connection refused") instead of only "error sending request".
 #[derive(Debug)]
 struct FinalAnswers(HttpClient);
 
@@ -891,9 +896,15 @@ impl HttpService for FinalAnswers {
         let resp = match self.0.execute(req).await {
             Ok(resp) => resp,
             Err(e) => {
-                return Err(match tls_refusal(&e) {
-                    Some(why) => HttpError::new(HttpErrorKind::Unknown, TlsRefused(why)),
-                    None => e,
+                let refusal = tls_refusal(&e).or_else(|| unknown_host(&e));
+                return Err(match refusal {
+                    Some(why) => HttpError::new(HttpErrorKind::Unknown, NotRetried(why)),
+                    // The HttpError's own text is "HTTP error: " and its source's: start below.
+                    None => {
+                        let causes =
+                            std::error::Error::source(&e).map_or_else(String::new, cause_chain);
+                        HttpError::new(e.kind(), CauseChain(causes))
+                    }
                 });
             }
         };
@@ -913,42 +924,95 @@ impl HttpService for FinalAnswers {
     }
 }
 
-/// Why a TLS handshake refused the server, for an error that no retry can change: the
-/// certificate (untrusted issuer, expired, another name, a CA used as the server's own) or no
-/// protocol version or cipher suite in common. `None` for anything else, which is retried.
-fn tls_refusal(e: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut next = Some(e);
-    while let Some(err) = next {
-        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
-            return match tls {
-                rustls::Error::InvalidCertificate(_)
-                | rustls::Error::NoCertificatesPresented
-                | rustls::Error::PeerIncompatible(_)
-                | rustls::Error::UnsupportedNameType => Some(tls.to_string()),
-                _ => None,
-            };
+/// The errors of a chain from `e` down, outermost first. `io::Error::source` skips the error
+/// it wraps (tokio-rustls puts rustls's there, and hyper wraps that io::Error in another), so
+/// the walk steps into it instead.
+fn error_chain<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |err| match err.downcast_ref::<io::Error>() {
+        Some(io) => io.get_ref().map(|inner| inner as _),
+        None => err.source(),
+    })
+}
+
+/// The texts of `e`'s chain joined by ": ", each left out when the text so far has it already
+/// (an io::Error's text is the text of the error it wraps).
+fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = String::new();
+    for err in error_chain(e) {
+        let part = err.to_string();
+        if text.contains(&part) {
+            continue;
         }
-        // io::Error::source skips the error it wraps (tokio-rustls puts rustls's there, and
-        // hyper wraps that io::Error in another): step into it instead.
-        next = match err.downcast_ref::<io::Error>() {
-            Some(io) => io.get_ref().map(|inner| inner as _),
-            None => err.source(),
-        };
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
     }
-    None
+    text
 }
 
-/// A TLS handshake that refused the server (see [`tls_refusal`]).
+/// A transport error's text with its causes (see [`FinalAnswers`]); its kind stays on the
+/// `HttpError` around it.
 #[derive(Debug)]
-struct TlsRefused(String);
+struct CauseChain(String);
 
-impl fmt::Display for TlsRefused {
+impl fmt::Display for CauseChain {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "TLS refused the server, not retried: {}", self.0)
+        f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for TlsRefused {}
+impl std::error::Error for CauseChain {}
+
+/// Why a TLS handshake refused the server, for an error that no retry can change: the
+/// certificate (untrusted issuer, expired, another name, a CA used as the server's own), no
+/// protocol version or cipher suite in common, or an answer that is not TLS at all (a plain
+/// http server on an https endpoint; TCP already guards the bytes, so it is no line noise).
+/// `None` for anything else, which is retried.
+fn tls_refusal(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let tls = error_chain(e).find_map(|err| err.downcast_ref::<rustls::Error>())?;
+    match tls {
+        rustls::Error::InvalidCertificate(_)
+        | rustls::Error::NoCertificatesPresented
+        | rustls::Error::PeerIncompatible(_)
+        | rustls::Error::UnsupportedNameType => Some(format!("TLS refused the server: {tls}")),
+        rustls::Error::InvalidMessage(_) => Some(format!(
+            "the server did not answer in TLS ({tls}): the endpoint may be http://, not https://"
+        )),
+        _ => None,
+    }
+}
+
+/// Why the endpoint's host name does not resolve, when the resolver said it has no such name
+/// (a typo in the endpoint), which no retry changes; `None` for anything else, including a
+/// resolver that failed for now ("Temporary failure in name resolution"), which is retried.
+/// By text, since the standard library keeps the resolver's error code to itself: glibc's
+/// EAI_NONAME and EAI_NODATA, and musl's.
+fn unknown_host(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+    const NO_SUCH_NAME: [&str; 3] = [
+        "Name or service not known",
+        "No address associated with hostname",
+        "Name does not resolve",
+    ];
+    let text = error_chain(e).nth(1).map_or_else(String::new, cause_chain);
+    let lookup_failed = text.contains("dns error") || text.contains("lookup address");
+    (lookup_failed && NO_SUCH_NAME.iter().any(|s| text.contains(s)))
+        .then(|| format!("the endpoint's host name does not resolve ({text})"))
+}
+
+/// An error no retry can change (see [`FinalAnswers`]).
+#[derive(Debug)]
+struct NotRetried(String);
+
+impl fmt::Display for NotRetried {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; not retried", self.0)
+    }
+}
+
+impl std::error::Error for NotRetried {}
 
 #[derive(Debug)]
 struct FinalAnswersConnector;
@@ -1166,6 +1230,83 @@ aws_access_key_id = only
         config.prefix = String::new();
         config.bucket = String::new();
         assert!(S3Backend::open(&config).is_err());
+    }
+
+    /// A back end on `endpoint` with static credentials and the given retry window.
+    fn backend_on(endpoint: &str, retry_window: Duration) -> S3Backend {
+        let mut config = S3Config::new("b", "");
+        config.endpoint = Some(endpoint.to_string());
+        config.allow_http = true;
+        config.retry_window = retry_window;
+        config.request_timeout = Duration::from_secs(5);
+        config.credentials = S3Credentials::Static {
+            access_key_id: "a".to_string(),
+            secret_access_key: "s".to_string(),
+            session_token: None,
+        };
+        S3Backend::open(&config).unwrap()
+    }
+
+    /// The error of a GET on `backend`, or a failure if none came within a minute (an error
+    /// that should be final was retried: the retry window is ten).
+    fn get_error(backend: S3Backend) -> String {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(Backend::get(&backend, &Key::new("k").unwrap()));
+        });
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Err(e)) => e.to_string(),
+            Ok(Ok(_)) => panic!("a GET from no server succeeded"),
+            Err(_) => panic!("still retrying after a minute: the error was not final"),
+        }
+    }
+
+    #[test]
+    fn a_host_name_that_does_not_resolve_is_not_retried() {
+        // RFC 6761: `.invalid` never resolves.
+        let backend = backend_on("http://no-such-host.invalid:9000", Duration::from_secs(600));
+        let e = get_error(backend);
+        assert!(
+            e.contains("host name does not resolve") && e.contains("not retried"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_plain_http_server_on_an_https_endpoint_is_not_retried() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+            }
+        });
+        let backend = backend_on(
+            &format!("https://127.0.0.1:{port}"),
+            Duration::from_secs(600),
+        );
+        let e = get_error(backend);
+        assert!(
+            e.contains("did not answer in TLS") && e.contains("not retried"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_retried_transport_error_says_why() {
+        // A port nothing listens on: refused, retried for the (short) window, then failed with
+        // the cause in the text rather than only "error sending request".
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let backend = backend_on(&format!("http://127.0.0.1:{port}"), Duration::from_secs(1));
+        let e = get_error(backend);
+        assert!(e.contains("Connection refused"), "{e}");
+        assert!(!e.contains("not retried"), "{e}");
     }
 
     #[test]

@@ -69,6 +69,8 @@ pub struct ServeCommand {
     env: Vec<(OsString, OsString)>,
     /// `None`: kept in memory (the last lines), shown if the server fails to start.
     stderr: Option<Stdio>,
+    /// `None`: the test's own.
+    current_dir: Option<PathBuf>,
 }
 
 impl ServeCommand {
@@ -91,6 +93,7 @@ impl ServeCommand {
             args: Vec::new(),
             env: Vec::new(),
             stderr: None,
+            current_dir: None,
         }
     }
 
@@ -109,6 +112,12 @@ impl ServeCommand {
     /// An environment variable for the server (S3 credentials, `REEL_LOG`).
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The server's working directory (relative paths in its configuration start there).
+    pub fn current_dir(mut self, dir: &Path) -> Self {
+        self.current_dir = Some(dir.to_path_buf());
         self
     }
 
@@ -138,6 +147,9 @@ impl ServeCommand {
         let http_given = self.args.iter().any(|a| a == "--http");
         if !http_given {
             command.args(["--http", "127.0.0.1:0"]);
+        }
+        if let Some(dir) = &self.current_dir {
+            command.current_dir(dir);
         }
         let keep_stderr = self.stderr.is_none();
         let mut child = command

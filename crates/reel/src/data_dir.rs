@@ -257,6 +257,8 @@ pub fn open_with(
     // is refused with a clear message, not a journal decode error later.
     check_bucket_key(&bucket, &binding, key.as_ref())?;
     let absolute = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    // Kept absolute for the offline tools, which read it from here in another working directory.
+    binding.s3.ca_file = binding.s3.ca_file.as_deref().map(absolute);
     binding.encryption = key.as_ref().map(|key| EncryptionBinding {
         key_id: key.id().to_string(),
         key_file: key_file.as_deref().map(absolute),

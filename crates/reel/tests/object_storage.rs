@@ -58,6 +58,10 @@ fn write_config(path: &Path, s3: &S3Server, durability: &str) {
 }
 
 fn serve(data: &Path, config: Option<&Path>, s3: &S3Server) -> common::Server {
+    serve_command(data, config, s3).start()
+}
+
+fn serve_command(data: &Path, config: Option<&Path>, s3: &S3Server) -> ServeCommand {
     let mut command = ServeCommand::new(data)
         .args(&["--cartridges", "10"])
         .env("AWS_ACCESS_KEY_ID", s3.access_key())
@@ -65,7 +69,7 @@ fn serve(data: &Path, config: Option<&Path>, s3: &S3Server) -> common::Server {
     if let Some(config) = config {
         command = command.args(&[std::ffi::OsStr::new("--config"), config.as_os_str()]);
     }
-    command.start()
+    command
 }
 
 #[test]
@@ -188,6 +192,70 @@ fn at_durability_local_a_killed_node_uploads_its_queue_after_the_restart() {
         }
     }
     server.stop();
+}
+
+/// An https bucket whose certificate a private CA signed: without `ca_file` the server refuses
+/// to start at once, naming the certificate; with it, it serves, and the data directory keeps
+/// the CA (absolute) for the offline tools, which have no configuration.
+#[test]
+fn an_https_bucket_needs_its_ca_file_and_the_data_directory_keeps_it() {
+    let s3 = S3Server::start_https(Kind::Versitygw).expect("versitygw starts over https");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("reel.toml");
+    write_config(&config, &s3, "bucket");
+    let data = dir.path().join("node");
+    // "not retried": the five-minute retry window is not waited out for a refused certificate.
+    let out = Command::new(reel_binary())
+        .args(["serve", "--listen"])
+        .arg(free_portal().to_string())
+        .args(["--http", "off", "--config"])
+        .arg(&config)
+        .arg("--data")
+        .arg(&data)
+        .env("AWS_ACCESS_KEY_ID", s3.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("TLS refused the server") && stderr.contains("not retried"),
+        "{stderr}"
+    );
+
+    // Added later, as a relative path from the server's working directory.
+    std::fs::write(dir.path().join("ca.pem"), s3.ca_certificate_pem().unwrap()).unwrap();
+    let with_ca = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("[store.cache]", "ca_file = \"ca.pem\"\n\n[store.cache]");
+    std::fs::write(&config, with_ca).unwrap();
+    serve_command(&data, Some(Path::new("reel.toml")), &s3)
+        .current_dir(dir.path())
+        .start()
+        .stop();
+    let bound = std::fs::read_to_string(data.join("bucket.toml")).unwrap();
+    let ca = std::fs::canonicalize(dir.path().join("ca.pem")).unwrap();
+    assert!(
+        bound.contains(&format!("ca_file = \"{}\"", ca.display())),
+        "{bound}"
+    );
+
+    // An offline tool elsewhere, with no configuration, reaches the bucket with the kept CA.
+    let out = Command::new(reel_binary())
+        .current_dir("/")
+        .args(["cartridges", "list", "--data"])
+        .arg(&data)
+        .env("AWS_ACCESS_KEY_ID", s3.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("REL001"), "{stdout}");
 }
 
 #[test]
