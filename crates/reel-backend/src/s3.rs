@@ -146,8 +146,9 @@ pub enum S3Credentials {
     },
     /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN` if set, else profile
     /// `AWS_PROFILE` (or `default`) of the shared credentials file (`AWS_SHARED_CREDENTIALS_FILE`,
-    /// or `~/.aws/credentials`). Read once, when the back end is opened: temporary credentials
-    /// are not refreshed.
+    /// or `~/.aws/credentials`). The variables are read once, when the back end is opened; the
+    /// file is read again whenever it changes (keys rotated, temporary credentials renewed by
+    /// whatever writes it), so a running node follows it without a restart.
     Environment,
 }
 
@@ -180,6 +181,8 @@ struct ResolvedCredentials {
     secret_access_key: String,
     session_token: Option<String>,
     source: String,
+    /// The shared credentials file and profile they were read from, which is watched.
+    file: Option<(PathBuf, String)>,
 }
 
 impl fmt::Debug for ResolvedCredentials {
@@ -205,6 +208,7 @@ impl S3Credentials {
                 secret_access_key: secret_access_key.clone(),
                 session_token: session_token.clone(),
                 source: "the configuration".to_string(),
+                file: None,
             }),
             S3Credentials::Environment => {
                 if let (Some(id), Some(secret)) =
@@ -215,6 +219,7 @@ impl S3Credentials {
                         secret_access_key: secret,
                         session_token: env("AWS_SESSION_TOKEN"),
                         source: "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY".to_string(),
+                        file: None,
                     });
                 }
                 let file = match (env("AWS_SHARED_CREDENTIALS_FILE"), env("HOME")) {
@@ -228,20 +233,14 @@ impl S3Credentials {
                     }
                 };
                 let profile = env("AWS_PROFILE").unwrap_or_else(|| "default".to_string());
-                let text = std::fs::read_to_string(&file).map_err(|e| {
-                    format!(
-                        "no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, and the credentials file \
-                         {} cannot be read: {e}",
-                        file.display()
-                    )
-                })?;
-                let p = parse_credentials_file(&text, &profile)
-                    .map_err(|e| format!("credentials file {}: {e}", file.display()))?;
+                let p = read_credentials_file(&file, &profile)
+                    .map_err(|e| format!("no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, and {e}"))?;
                 Ok(ResolvedCredentials {
                     access_key_id: p.access_key_id,
                     secret_access_key: p.secret_access_key,
                     session_token: p.session_token,
                     source: format!("profile {profile} of {}", file.display()),
+                    file: Some((file, profile)),
                 })
             }
         }
@@ -315,6 +314,128 @@ fn parse_credentials_file(text: &str, profile: &str) -> Result<ProfileKeys, Stri
     }
 }
 
+/// `profile`'s keys from the credentials file at `path`.
+fn read_credentials_file(path: &std::path::Path, profile: &str) -> Result<ProfileKeys, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "the credentials file {} cannot be read: {e}",
+            path.display()
+        )
+    })?;
+    parse_credentials_file(&text, profile)
+        .map_err(|e| format!("credentials file {}: {e}", path.display()))
+}
+
+/// What tells one version of a file from the next without reading it: replaced (a new inode,
+/// as editors and `aws configure` write), rewritten in place (size, modification time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileVersion {
+    inode: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileVersion {
+    fn of(path: &std::path::Path) -> Option<FileVersion> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileVersion {
+            inode: meta.ino(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
+}
+
+/// Keys from a shared credentials file, read again whenever the file changes: one `stat` per
+/// request, nothing more while it stays the same. A version that cannot be used (half written,
+/// the profile gone) keeps the last good keys, and the refusal they may earn names the problem
+/// ([`FileCredentials::problem`]).
+struct FileCredentials {
+    path: PathBuf,
+    profile: String,
+    state: std::sync::Mutex<FileCredentialState>,
+}
+
+struct FileCredentialState {
+    current: Arc<object_store::aws::AwsCredential>,
+    /// The version last looked at (used or not); `None` if the file could not be found.
+    seen: Option<FileVersion>,
+    /// Why the version seen is not the one in use.
+    problem: Option<String>,
+}
+
+impl FileCredentials {
+    fn new(path: PathBuf, profile: String, keys: &ResolvedCredentials) -> FileCredentials {
+        let seen = FileVersion::of(&path);
+        FileCredentials {
+            path,
+            profile,
+            state: std::sync::Mutex::new(FileCredentialState {
+                current: Arc::new(object_store::aws::AwsCredential {
+                    key_id: keys.access_key_id.clone(),
+                    secret_key: keys.secret_access_key.clone(),
+                    token: keys.session_token.clone(),
+                }),
+                seen,
+                problem: None,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FileCredentialState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The keys to sign with now: the file's, read again if it changed since it was last
+    /// looked at.
+    fn current(&self) -> Arc<object_store::aws::AwsCredential> {
+        let version = FileVersion::of(&self.path);
+        let mut state = self.lock();
+        if version != state.seen {
+            state.seen = version;
+            match read_credentials_file(&self.path, &self.profile) {
+                Ok(p) => {
+                    state.current = Arc::new(object_store::aws::AwsCredential {
+                        key_id: p.access_key_id,
+                        secret_key: p.secret_access_key,
+                        token: p.session_token,
+                    });
+                    state.problem = None;
+                }
+                Err(e) => state.problem = Some(e),
+            }
+        }
+        state.current.clone()
+    }
+
+    /// Why the file's latest version is not in use, if it is not.
+    fn problem(&self) -> Option<String> {
+        self.lock().problem.clone()
+    }
+}
+
+// By hand: the keys stay out of any log.
+impl fmt::Debug for FileCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileCredentials")
+            .field("path", &self.path)
+            .field("profile", &self.profile)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl object_store::CredentialProvider for FileCredentials {
+    type Credential = object_store::aws::AwsCredential;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<Self::Credential>> {
+        Ok(self.current())
+    }
+}
+
 /// Requests made and bytes moved since the back end was opened. A request retried by the
 /// client counts once; a list counts one per page.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -363,6 +484,8 @@ struct Inner {
     storage_class: Option<String>,
     /// Named in authentication errors, so a refused key can be traced to its origin.
     credentials_source: String,
+    /// The watched credentials file, when the keys come from one.
+    file_credentials: Option<Arc<FileCredentials>>,
     counters: Counters,
 }
 
@@ -429,8 +552,6 @@ impl S3Backend {
         let mut builder = AmazonS3Builder::new()
             .with_bucket_name(&config.bucket)
             .with_region(&config.region)
-            .with_access_key_id(&creds.access_key_id)
-            .with_secret_access_key(&creds.secret_access_key)
             .with_virtual_hosted_style_request(false)
             .with_unsigned_payload(config.payload_unsigned())
             // Every PUT carries `x-amz-checksum-crc64nvme` of its body, so a server that
@@ -443,9 +564,23 @@ impl S3Backend {
             // Carries `allow_http`; it replaces the builder's own client options.
             .with_client_options(client)
             .with_http_connector(FinalAnswersConnector);
-        if let Some(token) = &creds.session_token {
-            builder = builder.with_token(token);
-        }
+        let file_credentials = match &creds.file {
+            Some((path, profile)) => {
+                let provider =
+                    Arc::new(FileCredentials::new(path.clone(), profile.clone(), &creds));
+                builder = builder.with_credentials(provider.clone());
+                Some(provider)
+            }
+            None => {
+                builder = builder
+                    .with_access_key_id(&creds.access_key_id)
+                    .with_secret_access_key(&creds.secret_access_key);
+                if let Some(token) = &creds.session_token {
+                    builder = builder.with_token(token);
+                }
+                None
+            }
+        };
         if let Some(endpoint) = &config.endpoint {
             builder = builder.with_endpoint(endpoint);
         }
@@ -473,6 +608,7 @@ impl S3Backend {
                 flat_prefixes: config.flat_prefixes.clone(),
                 storage_class: config.storage_class.clone(),
                 credentials_source: creds.source,
+                file_credentials,
                 counters: Counters::default(),
             }),
             runtime: Some(runtime),
@@ -570,9 +706,17 @@ impl Inner {
             || text.contains("SignatureDoesNotMatch")
             || text.contains("XAdminUserNotFound");
         let hint = if refused {
+            // A newer version of the credentials file that could not be used explains why the
+            // keys refused are older ones.
+            let unused = self
+                .file_credentials
+                .as_ref()
+                .and_then(|f| f.problem())
+                .map(|why| format!("; its latest version is not used: {why}"))
+                .unwrap_or_default();
             format!(
-                "the server refused the credentials from {} (wrong access key or secret, or no \
-                 permission on the bucket): ",
+                "the server refused the credentials from {}{unused} (wrong access key or secret, \
+                 or no permission on the bucket): ",
                 self.credentials_source
             )
         } else if text.contains("NoSuchBucket") {

@@ -72,7 +72,7 @@ fn versitygw_over_https() {
 }
 
 fn run_all_checks(kind: Kind) {
-    let checks: [(&str, Check); 14] = [
+    let checks: [(&str, Check); 15] = [
         ("conformance", conformance_suite),
         (
             "conformance of the write-back cache over S3",
@@ -80,6 +80,10 @@ fn run_all_checks(kind: Kind) {
         ),
         ("prefix isolation", prefix_isolation),
         ("wrong credentials", wrong_credentials),
+        (
+            "a credentials file that changes is followed",
+            credentials_file_changes,
+        ),
         ("inside a tokio runtime", inside_tokio_runtime),
         ("large object", large_object),
         ("counters", counters),
@@ -187,6 +191,60 @@ fn wrong_credentials(server: &S3Server) {
     let b = S3Backend::open(&c).unwrap();
     let e = b.get(&key("k")).unwrap_err().to_string();
     assert!(e.contains("refused the credentials"), "{e}");
+}
+
+/// Keys from a shared credentials file follow the file while the back end runs: a wrong
+/// secret fixed in the file is used from the next request on, a half-written version keeps the
+/// last good keys, and a refusal names the version that could not be used.
+fn credentials_file_changes(server: &S3Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("credentials");
+    let write = |secret: &str| {
+        // Written aside and renamed into place, as `aws configure` and editors do.
+        let text = format!(
+            "[reel]\naws_access_key_id = {}\naws_secret_access_key = {secret}\n",
+            server.access_key()
+        );
+        std::fs::write(dir.path().join("new"), text).unwrap();
+        std::fs::rename(dir.path().join("new"), &file).unwrap();
+    };
+    write("not-the-secret");
+    let mut c = config(server, &fresh_prefix());
+    c.credentials = S3Credentials::Environment;
+    let env = |name: &str| match name {
+        "AWS_SHARED_CREDENTIALS_FILE" => Some(file.display().to_string()),
+        "AWS_PROFILE" => Some("reel".to_string()),
+        _ => None,
+    };
+    let b = S3Backend::open_with_env(&c, &env).unwrap();
+    let e = b.put(&key("k"), b"one", PutMode::Create).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("refused the credentials from profile reel"),
+        "{text}"
+    );
+
+    write(server.secret_key());
+    b.put(&key("k"), b"one", PutMode::Create).unwrap();
+    assert_eq!(b.get(&key("k")).unwrap(), b"one");
+
+    // A version without the profile: the last good keys go on working.
+    std::fs::write(&file, "[other]\naws_access_key_id = x\n").unwrap();
+    assert_eq!(b.get(&key("k")).unwrap(), b"one");
+
+    // Wrong keys in a good version are used (and refused); a broken version after them
+    // leaves them in use, and the refusal says why the latest version is not.
+    write("not-the-secret");
+    assert!(b.get(&key("k")).is_err());
+    std::fs::write(&file, "[reel\n").unwrap();
+    let e = b.get(&key("k")).unwrap_err().to_string();
+    assert!(
+        e.contains("its latest version is not used") && e.contains("unterminated section"),
+        "{e}"
+    );
+    assert!(!e.contains("not-the-secret"), "{e}");
+    write(server.secret_key());
+    assert_eq!(b.get(&key("k")).unwrap(), b"one");
 }
 
 /// The server calls the back end from threads inside its tokio runtime, where a nested
