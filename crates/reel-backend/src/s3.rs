@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use object_store::aws::{AmazonS3, AmazonS3Builder, Checksum};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, Checksum};
 use object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse,
     HttpResponseBody, HttpService, ReqwestConnector,
@@ -37,7 +37,7 @@ use object_store::list::{PaginatedListOptions, PaginatedListStore};
 use object_store::path::Path;
 use object_store::{
     BackoffConfig, Certificate, ClientOptions, GetOptions, GetRange, ObjectStore, ObjectStoreExt,
-    PutOptions, PutPayload, RetryConfig,
+    PutOptions, PutPayload, RetryConfig, StaticCredentialProvider,
 };
 
 use crate::{Backend, BackendError, Key, ObjectMeta, PutMode, Result, check_range};
@@ -174,23 +174,38 @@ impl fmt::Debug for S3Credentials {
     }
 }
 
-/// Credentials resolved to keys, and where they came from (for error messages).
-#[derive(Clone, PartialEq, Eq)]
+/// Credentials resolved to where the keys come from, and a description of that (for error
+/// messages).
 struct ResolvedCredentials {
-    access_key_id: String,
-    secret_access_key: String,
-    session_token: Option<String>,
+    keys: KeySource,
     source: String,
-    /// The shared credentials file and profile they were read from, which is watched.
-    file: Option<(PathBuf, String)>,
+}
+
+/// Where the keys a back end signs with come from.
+enum KeySource {
+    /// The same keys for the back end's life (the configuration, environment variables).
+    Fixed(StaticKeys),
+    /// A profile of a shared credentials file, read again when the file changes
+    /// ([`FileCredentials`]); `first` is what it holds now.
+    File {
+        path: PathBuf,
+        profile: String,
+        first: StaticKeys,
+    },
+    /// Temporary keys from the platform's credentials service, fetched and renewed before they
+    /// expire by the S3 client's own provider, which these settings select.
+    Service(Vec<(AmazonS3ConfigKey, String)>),
 }
 
 impl fmt::Debug for ResolvedCredentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResolvedCredentials")
-            .field("access_key_id", &self.access_key_id)
-            .field("source", &self.source)
-            .finish_non_exhaustive()
+        // StaticKeys' Debug shows the access key id only; the service settings hold no secret.
+        let mut d = f.debug_struct("ResolvedCredentials");
+        match &self.keys {
+            KeySource::Fixed(keys) | KeySource::File { first: keys, .. } => d.field("keys", keys),
+            KeySource::Service(settings) => d.field("service", settings),
+        };
+        d.field("source", &self.source).finish()
     }
 }
 
@@ -204,69 +219,146 @@ impl S3Credentials {
                 secret_access_key,
                 session_token,
             } => Ok(ResolvedCredentials {
-                access_key_id: access_key_id.clone(),
-                secret_access_key: secret_access_key.clone(),
-                session_token: session_token.clone(),
+                keys: KeySource::Fixed(StaticKeys {
+                    access_key_id: access_key_id.clone(),
+                    secret_access_key: secret_access_key.clone(),
+                    session_token: session_token.clone(),
+                }),
                 source: "the configuration".to_string(),
-                file: None,
             }),
             S3Credentials::Environment => {
                 if let (Some(id), Some(secret)) =
                     (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))
                 {
                     return Ok(ResolvedCredentials {
-                        access_key_id: id,
-                        secret_access_key: secret,
-                        session_token: env("AWS_SESSION_TOKEN"),
+                        keys: KeySource::Fixed(StaticKeys {
+                            access_key_id: id,
+                            secret_access_key: secret,
+                            session_token: env("AWS_SESSION_TOKEN"),
+                        }),
                         source: "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY".to_string(),
-                        file: None,
                     });
                 }
+                let service = credentials_service(&env);
                 let file = match (env("AWS_SHARED_CREDENTIALS_FILE"), env("HOME")) {
-                    (Some(f), _) => PathBuf::from(f),
-                    (None, Some(home)) => PathBuf::from(home).join(".aws/credentials"),
-                    (None, None) => {
-                        return Err("no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, and neither \
-                                    AWS_SHARED_CREDENTIALS_FILE nor HOME to find a credentials \
-                                    file"
-                            .to_string());
-                    }
+                    (Some(f), _) => Some(PathBuf::from(f)),
+                    (None, Some(home)) => Some(PathBuf::from(home).join(".aws/credentials")),
+                    (None, None) => None,
                 };
                 let profile = env("AWS_PROFILE").unwrap_or_else(|| "default".to_string());
-                let p = read_credentials_file(&file, &profile)
-                    .map_err(|e| format!("no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, and {e}"))?;
-                Ok(ResolvedCredentials {
-                    access_key_id: p.access_key_id,
-                    secret_access_key: p.secret_access_key,
-                    session_token: p.session_token,
-                    source: format!("profile {profile} of {}", file.display()),
-                    file: Some((file, profile)),
-                })
+                if let Some(path) = file {
+                    match read_credentials_file(&path, &profile) {
+                        Ok(first) => {
+                            return Ok(ResolvedCredentials {
+                                source: format!("profile {profile} of {}", path.display()),
+                                keys: KeySource::File {
+                                    path,
+                                    profile,
+                                    first,
+                                },
+                            });
+                        }
+                        // No file at all: the platform's service, if there is one.
+                        Err(_) if service.is_some() && !path.exists() => {}
+                        Err(e) => {
+                            return Err(format!(
+                                "no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, and {e}"
+                            ));
+                        }
+                    }
+                }
+                match service {
+                    Some((settings, source)) => Ok(ResolvedCredentials {
+                        keys: KeySource::Service(settings),
+                        source,
+                    }),
+                    None => Err(
+                        "no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, no credentials \
+                                 service (AWS_WEB_IDENTITY_TOKEN_FILE, \
+                                 AWS_CONTAINER_CREDENTIALS_FULL_URI or _RELATIVE_URI), and \
+                                 neither AWS_SHARED_CREDENTIALS_FILE nor HOME to find a \
+                                 credentials file"
+                            .to_string(),
+                    ),
+                }
             }
         }
     }
 }
 
+/// The platform's credentials service the environment names, if any, as the S3 client's
+/// settings for it and a description: web identity (Kubernetes service-account roles: a token
+/// file exchanged with STS for a role's keys), a container credentials service with a token file
+/// (EKS Pod Identity), or an ECS task role. The keys they hand out expire; the client fetches
+/// new ones before they do. The instance metadata service (EC2 instance profiles) is not among
+/// them: no request leaves for a metadata address unless a variable says to.
+fn credentials_service(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<(Vec<(AmazonS3ConfigKey, String)>, String)> {
+    use AmazonS3ConfigKey as K;
+    if let (Some(token_file), Some(role)) =
+        (env("AWS_WEB_IDENTITY_TOKEN_FILE"), env("AWS_ROLE_ARN"))
+    {
+        let mut settings = vec![
+            (K::WebIdentityTokenFile, token_file),
+            (K::RoleArn, role.clone()),
+        ];
+        if let Some(name) = env("AWS_ROLE_SESSION_NAME") {
+            settings.push((K::RoleSessionName, name));
+        }
+        if let Some(sts) = env("AWS_ENDPOINT_URL_STS") {
+            settings.push((K::StsEndpoint, sts));
+        }
+        return Some((settings, format!("web identity for role {role}")));
+    }
+    if let (Some(uri), Some(token_file)) = (
+        env("AWS_CONTAINER_CREDENTIALS_FULL_URI"),
+        env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"),
+    ) {
+        let source = format!("the container credentials service at {uri}");
+        let settings = vec![
+            (K::ContainerCredentialsFullUri, uri),
+            (K::ContainerAuthorizationTokenFile, token_file),
+        ];
+        return Some((settings, source));
+    }
+    let uri = env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")?;
+    Some((
+        vec![(K::ContainerCredentialsRelativeUri, uri)],
+        "the ECS task role".to_string(),
+    ))
+}
+
 /// One profile's keys from an AWS shared credentials file.
 #[derive(Clone, PartialEq, Eq)]
-struct ProfileKeys {
+struct StaticKeys {
     access_key_id: String,
     secret_access_key: String,
     session_token: Option<String>,
 }
 
-impl fmt::Debug for ProfileKeys {
+impl fmt::Debug for StaticKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProfileKeys")
+        f.debug_struct("StaticKeys")
             .field("access_key_id", &self.access_key_id)
             .finish_non_exhaustive()
+    }
+}
+
+impl From<StaticKeys> for object_store::aws::AwsCredential {
+    fn from(keys: StaticKeys) -> Self {
+        object_store::aws::AwsCredential {
+            key_id: keys.access_key_id,
+            secret_key: keys.secret_access_key,
+            token: keys.session_token,
+        }
     }
 }
 
 /// Reads `profile` from the INI text of an AWS shared credentials file: `[name]` sections
 /// (`[profile name]` is accepted too, as in `~/.aws/config`), `key = value` lines, comments
 /// starting with `#` or `;`. Keys are case-insensitive; a repeated section adds to the first.
-fn parse_credentials_file(text: &str, profile: &str) -> Result<ProfileKeys, String> {
+fn parse_credentials_file(text: &str, profile: &str) -> Result<StaticKeys, String> {
     let (mut id, mut secret, mut token) = (None, None, None);
     let mut found = false;
     let mut in_profile = false;
@@ -303,7 +395,7 @@ fn parse_credentials_file(text: &str, profile: &str) -> Result<ProfileKeys, Stri
         return Err(format!("no profile [{profile}]"));
     }
     match (id, secret) {
-        (Some(access_key_id), Some(secret_access_key)) => Ok(ProfileKeys {
+        (Some(access_key_id), Some(secret_access_key)) => Ok(StaticKeys {
             access_key_id,
             secret_access_key,
             session_token: token.filter(|t| !t.is_empty()),
@@ -315,7 +407,7 @@ fn parse_credentials_file(text: &str, profile: &str) -> Result<ProfileKeys, Stri
 }
 
 /// `profile`'s keys from the credentials file at `path`.
-fn read_credentials_file(path: &std::path::Path, profile: &str) -> Result<ProfileKeys, String> {
+fn read_credentials_file(path: &std::path::Path, profile: &str) -> Result<StaticKeys, String> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         format!(
             "the credentials file {} cannot be read: {e}",
@@ -366,17 +458,13 @@ struct FileCredentialState {
 }
 
 impl FileCredentials {
-    fn new(path: PathBuf, profile: String, keys: &ResolvedCredentials) -> FileCredentials {
+    fn new(path: PathBuf, profile: String, keys: &StaticKeys) -> FileCredentials {
         let seen = FileVersion::of(&path);
         FileCredentials {
             path,
             profile,
             state: std::sync::Mutex::new(FileCredentialState {
-                current: Arc::new(object_store::aws::AwsCredential {
-                    key_id: keys.access_key_id.clone(),
-                    secret_key: keys.secret_access_key.clone(),
-                    token: keys.session_token.clone(),
-                }),
+                current: Arc::new(keys.clone().into()),
                 seen,
                 problem: None,
             }),
@@ -397,12 +485,8 @@ impl FileCredentials {
         if version != state.seen {
             state.seen = version;
             match read_credentials_file(&self.path, &self.profile) {
-                Ok(p) => {
-                    state.current = Arc::new(object_store::aws::AwsCredential {
-                        key_id: p.access_key_id,
-                        secret_key: p.secret_access_key,
-                        token: p.session_token,
-                    });
+                Ok(keys) => {
+                    state.current = Arc::new(keys.into());
                     state.problem = None;
                 }
                 Err(e) => state.problem = Some(e),
@@ -564,19 +648,25 @@ impl S3Backend {
             // Carries `allow_http`; it replaces the builder's own client options.
             .with_client_options(client)
             .with_http_connector(FinalAnswersConnector);
-        let file_credentials = match &creds.file {
-            Some((path, profile)) => {
-                let provider =
-                    Arc::new(FileCredentials::new(path.clone(), profile.clone(), &creds));
+        let file_credentials = match creds.keys {
+            KeySource::Fixed(keys) => {
+                builder = builder.with_credentials(Arc::new(StaticCredentialProvider::new(
+                    object_store::aws::AwsCredential::from(keys),
+                )));
+                None
+            }
+            KeySource::File {
+                path,
+                profile,
+                first,
+            } => {
+                let provider = Arc::new(FileCredentials::new(path, profile, &first));
                 builder = builder.with_credentials(provider.clone());
                 Some(provider)
             }
-            None => {
-                builder = builder
-                    .with_access_key_id(&creds.access_key_id)
-                    .with_secret_access_key(&creds.secret_access_key);
-                if let Some(token) = &creds.session_token {
-                    builder = builder.with_token(token);
+            KeySource::Service(settings) => {
+                for (key, value) in settings {
+                    builder = builder.with_config(key, value);
                 }
                 None
             }
@@ -1024,6 +1114,8 @@ const NO_SPACE_MARKER: &str = "507 Insufficient Storage";
 /// would otherwise retry for the whole retry window (minutes) before failing:
 /// - A `507 Insufficient Storage` answer (versitygw's for a full disk) reaches the S3 client
 ///   as a final 400 whose body starts with [`NO_SPACE_MARKER`], reported as `NoSpace`.
+/// - A `501 Not Implemented` answer (a request needing what the server lacks: s3proxy's for a
+///   session token) reaches it as a final 400 whose body starts with "501 Not Implemented".
 /// - A TLS handshake that refused the server (its certificate not trusted, expired or for
 ///   another name; no protocol in common; a server that does not speak TLS at all) and an
 ///   endpoint whose host name does not resolve are final errors that say so, as [`NotRetried`].
@@ -1052,9 +1144,11 @@ impl HttpService for FinalAnswers {
                 });
             }
         };
-        if resp.status() != http::StatusCode::INSUFFICIENT_STORAGE {
-            return Ok(resp);
-        }
+        let marker = match resp.status() {
+            http::StatusCode::INSUFFICIENT_STORAGE => NO_SPACE_MARKER,
+            http::StatusCode::NOT_IMPLEMENTED => "501 Not Implemented",
+            _ => return Ok(resp),
+        };
         let (mut parts, body) = resp.into_parts();
         let answer = body
             .bytes()
@@ -1063,7 +1157,7 @@ impl HttpService for FinalAnswers {
             .unwrap_or_default();
         parts.status = http::StatusCode::BAD_REQUEST;
         parts.headers.remove(http::header::CONTENT_LENGTH);
-        let body = HttpResponseBody::from(format!("{NO_SPACE_MARKER}: {answer}"));
+        let body = HttpResponseBody::from(format!("{marker}: {answer}"));
         Ok(HttpResponse::from_parts(parts, body))
     }
 }
@@ -1305,10 +1399,99 @@ aws_access_key_id = only
             ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent"),
         ]);
         let c = S3Credentials::Environment.resolve(&env).unwrap();
+        let KeySource::Fixed(keys) = c.keys else {
+            panic!("{c:?}")
+        };
         assert_eq!(
-            (c.access_key_id.as_str(), c.session_token.as_deref()),
+            (keys.access_key_id.as_str(), keys.session_token.as_deref()),
             ("AKIENV", Some("t"))
         );
+    }
+
+    /// The access key id of fixed or file keys.
+    fn key_id(c: &ResolvedCredentials) -> &str {
+        match &c.keys {
+            KeySource::Fixed(keys) | KeySource::File { first: keys, .. } => &keys.access_key_id,
+            KeySource::Service(_) => panic!("a credentials service: {c:?}"),
+        }
+    }
+
+    #[test]
+    fn credentials_services_after_variables_and_file() {
+        use AmazonS3ConfigKey as K;
+        let service = |vars: &[(&str, &str)]| match S3Credentials::Environment
+            .resolve(&env_of(vars))
+            .unwrap()
+        {
+            ResolvedCredentials {
+                keys: KeySource::Service(settings),
+                source,
+            } => (settings, source),
+            other => panic!("{other:?}"),
+        };
+        let (settings, source) = service(&[
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token"),
+            ("AWS_ROLE_ARN", "arn:aws:iam::1:role/reel"),
+            ("AWS_ROLE_SESSION_NAME", "node-a"),
+            ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds"),
+        ]);
+        assert_eq!(
+            settings,
+            [
+                (K::WebIdentityTokenFile, "/var/run/token".to_string()),
+                (K::RoleArn, "arn:aws:iam::1:role/reel".to_string()),
+                (K::RoleSessionName, "node-a".to_string()),
+            ]
+        );
+        assert!(source.contains("arn:aws:iam::1:role/reel"), "{source}");
+        let (settings, source) = service(&[
+            (
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                "http://127.0.0.1:9/creds",
+            ),
+            (
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                "/var/run/pod-token",
+            ),
+            ("HOME", "/nonexistent"),
+        ]);
+        assert_eq!(settings[0].0, K::ContainerCredentialsFullUri);
+        assert_eq!(settings[1].0, K::ContainerAuthorizationTokenFile);
+        assert!(source.contains("http://127.0.0.1:9/creds"), "{source}");
+        let (settings, _) = service(&[("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds")]);
+        assert_eq!(
+            settings,
+            [(K::ContainerCredentialsRelativeUri, "/v2/creds".to_string())]
+        );
+
+        // A credentials file that is there comes first; one that is there but unusable is an
+        // error, not a reason to try the service.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("creds");
+        std::fs::write(&file, FILE).unwrap();
+        let f = file.to_str().unwrap();
+        let with_file = [
+            ("AWS_SHARED_CREDENTIALS_FILE", f),
+            ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds"),
+        ];
+        let c = S3Credentials::Environment
+            .resolve(&env_of(&with_file))
+            .unwrap();
+        assert_eq!(key_id(&c), "AKIDEFAULT");
+        let with_broken = [
+            ("AWS_SHARED_CREDENTIALS_FILE", f),
+            ("AWS_PROFILE", "broken"),
+            ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds"),
+        ];
+        let e = S3Credentials::Environment
+            .resolve(&env_of(&with_broken))
+            .unwrap_err();
+        assert!(e.contains("profile [broken] lacks"), "{e}");
+        // Half a service is none.
+        let e = S3Credentials::Environment
+            .resolve(&env_of(&[("AWS_ROLE_ARN", "arn:aws:iam::1:role/reel")]))
+            .unwrap_err();
+        assert!(e.contains("no credentials service"), "{e}");
     }
 
     #[test]
@@ -1320,14 +1503,14 @@ aws_access_key_id = only
         let c = S3Credentials::Environment
             .resolve(&env_of(&[("AWS_SHARED_CREDENTIALS_FILE", f)]))
             .unwrap();
-        assert_eq!(c.access_key_id, "AKIDEFAULT");
+        assert_eq!(key_id(&c), "AKIDEFAULT");
         let c = S3Credentials::Environment
             .resolve(&env_of(&[
                 ("AWS_SHARED_CREDENTIALS_FILE", f),
                 ("AWS_PROFILE", "work"),
             ]))
             .unwrap();
-        assert_eq!(c.access_key_id, "AKIWORK");
+        assert_eq!(key_id(&c), "AKIWORK");
         assert!(c.source.contains("profile work"), "{}", c.source);
         // ~/.aws/credentials under HOME.
         std::fs::create_dir(dir.path().join(".aws")).unwrap();
@@ -1336,7 +1519,7 @@ aws_access_key_id = only
         let c = S3Credentials::Environment
             .resolve(&env_of(&[("HOME", home)]))
             .unwrap();
-        assert_eq!(c.access_key_id, "AKIDEFAULT");
+        assert_eq!(key_id(&c), "AKIDEFAULT");
         let e = S3Credentials::Environment
             .resolve(&env_of(&[("HOME", "/nonexistent")]))
             .unwrap_err();

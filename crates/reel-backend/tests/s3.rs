@@ -72,7 +72,7 @@ fn versitygw_over_https() {
 }
 
 fn run_all_checks(kind: Kind) {
-    let checks: [(&str, Check); 15] = [
+    let checks: [(&str, Check); 16] = [
         ("conformance", conformance_suite),
         (
             "conformance of the write-back cache over S3",
@@ -83,6 +83,10 @@ fn run_all_checks(kind: Kind) {
         (
             "a credentials file that changes is followed",
             credentials_file_changes,
+        ),
+        (
+            "temporary keys from a credentials service, renewed",
+            credentials_service_keys,
         ),
         ("inside a tokio runtime", inside_tokio_runtime),
         ("large object", large_object),
@@ -245,6 +249,111 @@ fn credentials_file_changes(server: &S3Server) {
     assert!(!e.contains("not-the-secret"), "{e}");
     write(server.secret_key());
     assert_eq!(b.get(&key("k")).unwrap(), b"one");
+}
+
+/// Temporary keys from a container credentials service (EKS Pod Identity's protocol: a GET
+/// with the token file's contents as `Authorization`, keys and their expiry in JSON). The real
+/// service exists only inside AWS, so a stand-in on loopback serves the S3 server's keys with a
+/// session token. Neither server here has STS, so neither accepts a session token: versitygw
+/// answers InvalidToken, s3proxy 501 NotImplemented (final, not retried) — which shows the
+/// fetched token reached the server. The client fetches keys with the token file's contents at
+/// the first request, keeps them while they have more than five minutes left, and fetches new
+/// ones before they expire, with no restart. A service that refuses the token fails the request.
+fn credentials_service_keys(server: &S3Server) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::Mutex;
+
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("pod-token");
+    std::fs::write(&token_file, "pod-token-1").unwrap();
+    // What the stand-in was asked with, one entry per request.
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let uri = format!("http://{}/v1/credentials", listener.local_addr().unwrap());
+    let (access_key, secret_key) = (
+        server.access_key().to_string(),
+        server.secret_key().to_string(),
+    );
+    let log = asked.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(&stream);
+            let mut authorization = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("authorization")
+                {
+                    authorization = value.trim().to_string();
+                }
+            }
+            let n = {
+                let mut log = log.lock().unwrap();
+                log.push(authorization.clone());
+                log.len()
+            };
+            // Expiring in 302 s: two seconds before the client wants new keys.
+            let expiration = std::process::Command::new("date")
+                .args(["-u", "-d", "+302 seconds", "+%Y-%m-%dT%H:%M:%SZ"])
+                .output()
+                .unwrap();
+            let expiration = String::from_utf8(expiration.stdout).unwrap();
+            let (status, body) = if authorization == "pod-token-1" {
+                let body = format!(
+                    "{{\"AccessKeyId\":\"{access_key}\",\"SecretAccessKey\":\"{secret_key}\",\
+                     \"Token\":\"session-{n}\",\"Expiration\":\"{}\"}}",
+                    expiration.trim()
+                );
+                ("200 OK", body)
+            } else {
+                ("403 Forbidden", "{\"Message\":\"bad token\"}".to_string())
+            };
+            let _ = (&stream).write_all(
+                format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    let mut c = config(server, &fresh_prefix());
+    c.credentials = S3Credentials::Environment;
+    let env = |name: &str| match name {
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI" => Some(uri.clone()),
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE" => Some(token_file.display().to_string()),
+        "HOME" => Some(dir.path().display().to_string()),
+        _ => None,
+    };
+    // The server's answer to a request signed with the service's keys and session token.
+    let session_refused = |r: Result<Vec<u8>, BackendError>| {
+        let e = r.unwrap_err().to_string();
+        assert!(
+            e.contains("InvalidToken") || e.contains("501 Not Implemented"),
+            "{e}"
+        );
+    };
+    let b = S3Backend::open_with_env(&c, &env).unwrap();
+    session_refused(b.get(&key("k")));
+    session_refused(
+        b.put(&key("k"), b"one", PutMode::Create)
+            .map(|()| Vec::new()),
+    );
+    // One fetch for both requests (the keys have more than five minutes left), with the token.
+    assert_eq!(*asked.lock().unwrap(), ["pod-token-1"]);
+    std::thread::sleep(Duration::from_millis(2500));
+    session_refused(b.get(&key("k")));
+    assert_eq!(asked.lock().unwrap().len(), 2, "the keys were not renewed");
+
+    // A service that refuses the token: the request fails, naming the service.
+    let b = S3Backend::open_with_env(&c, &env).unwrap();
+    std::fs::write(&token_file, "pod-token-2").unwrap();
+    let e = b.get(&key("k")).unwrap_err().to_string();
+    assert!(e.contains("403") && e.contains(&uri), "{e}");
 }
 
 /// The server calls the back end from threads inside its tokio runtime, where a nested
