@@ -83,6 +83,11 @@ pub struct S3Config {
     /// a private CA signed (an on-premises server). A certificate that fails verification is a
     /// final error, never retried.
     pub ca_certificates_pem: Option<Vec<u8>>,
+    /// The EC2 instance metadata service (`http://169.254.169.254` on EC2). When set, the
+    /// instance profile's role is the last place [`S3Credentials::Environment`] looks for keys
+    /// (temporary, renewed before they expire). `None`: no request goes to a metadata address,
+    /// which off EC2 would wait out connect timeouts for the whole retry window.
+    pub instance_metadata: Option<String>,
 }
 
 impl S3Config {
@@ -102,6 +107,7 @@ impl S3Config {
             unsigned_payload: None,
             storage_class: None,
             ca_certificates_pem: None,
+            instance_metadata: None,
         }
     }
 
@@ -210,8 +216,13 @@ impl fmt::Debug for ResolvedCredentials {
 }
 
 impl S3Credentials {
-    /// Resolves to keys, reading variables through `env` (the process environment in use).
-    fn resolve(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<ResolvedCredentials, String> {
+    /// Resolves to keys, reading variables through `env` (the process environment in use);
+    /// `instance_metadata` as [`S3Config::instance_metadata`].
+    fn resolve(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+        instance_metadata: Option<&str>,
+    ) -> Result<ResolvedCredentials, String> {
         let env = |name: &str| env(name).filter(|v| !v.is_empty());
         match self {
             S3Credentials::Static {
@@ -239,13 +250,23 @@ impl S3Credentials {
                         source: "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY".to_string(),
                     });
                 }
-                let service = credentials_service(&env);
+                let service = credentials_service(&env).or_else(|| {
+                    instance_metadata.map(|endpoint| {
+                        (
+                            vec![(AmazonS3ConfigKey::MetadataEndpoint, endpoint.to_string())],
+                            format!("the instance profile (metadata service at {endpoint})"),
+                        )
+                    })
+                });
                 let file = match (env("AWS_SHARED_CREDENTIALS_FILE"), env("HOME")) {
                     (Some(f), _) => Some(PathBuf::from(f)),
                     (None, Some(home)) => Some(PathBuf::from(home).join(".aws/credentials")),
                     (None, None) => None,
                 };
                 let profile = env("AWS_PROFILE").unwrap_or_else(|| "default".to_string());
+                let mut no_file = "neither AWS_SHARED_CREDENTIALS_FILE nor HOME to find a \
+                                   credentials file"
+                    .to_string();
                 if let Some(path) = file {
                     match read_credentials_file(&path, &profile) {
                         Ok(first) => {
@@ -259,7 +280,10 @@ impl S3Credentials {
                             });
                         }
                         // No file at all: the platform's service, if there is one.
-                        Err(_) if service.is_some() && !path.exists() => {}
+                        Err(_) if !path.exists() => {
+                            no_file = format!("no credentials file {}", path.display());
+                        }
+                        // One that is there but unusable is a mistake to report.
                         Err(e) => {
                             return Err(format!(
                                 "no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, and {e}"
@@ -272,14 +296,12 @@ impl S3Credentials {
                         keys: KeySource::Service(settings),
                         source,
                     }),
-                    None => Err(
-                        "no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, no credentials \
-                                 service (AWS_WEB_IDENTITY_TOKEN_FILE, \
-                                 AWS_CONTAINER_CREDENTIALS_FULL_URI or _RELATIVE_URI), and \
-                                 neither AWS_SHARED_CREDENTIALS_FILE nor HOME to find a \
-                                 credentials file"
-                            .to_string(),
-                    ),
+                    None => Err(format!(
+                        "no AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, {no_file}, no credentials \
+                         service (AWS_WEB_IDENTITY_TOKEN_FILE, \
+                         AWS_CONTAINER_CREDENTIALS_FULL_URI or _RELATIVE_URI) and no instance \
+                         metadata service configured"
+                    )),
                 }
             }
         }
@@ -607,7 +629,10 @@ impl S3Backend {
         if config.bucket.is_empty() {
             return Err(bad("no S3 bucket configured".to_string()));
         }
-        let creds = config.credentials.resolve(env).map_err(bad)?;
+        let creds = config
+            .credentials
+            .resolve(env, config.instance_metadata.as_deref())
+            .map_err(bad)?;
         let retry = RetryConfig {
             backoff: BackoffConfig {
                 init_backoff: Duration::from_millis(100),
@@ -1398,7 +1423,7 @@ aws_access_key_id = only
             ("AWS_SESSION_TOKEN", "t"),
             ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent"),
         ]);
-        let c = S3Credentials::Environment.resolve(&env).unwrap();
+        let c = S3Credentials::Environment.resolve(&env, None).unwrap();
         let KeySource::Fixed(keys) = c.keys else {
             panic!("{c:?}")
         };
@@ -1420,7 +1445,7 @@ aws_access_key_id = only
     fn credentials_services_after_variables_and_file() {
         use AmazonS3ConfigKey as K;
         let service = |vars: &[(&str, &str)]| match S3Credentials::Environment
-            .resolve(&env_of(vars))
+            .resolve(&env_of(vars), None)
             .unwrap()
         {
             ResolvedCredentials {
@@ -1475,7 +1500,7 @@ aws_access_key_id = only
             ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds"),
         ];
         let c = S3Credentials::Environment
-            .resolve(&env_of(&with_file))
+            .resolve(&env_of(&with_file), None)
             .unwrap();
         assert_eq!(key_id(&c), "AKIDEFAULT");
         let with_broken = [
@@ -1484,14 +1509,35 @@ aws_access_key_id = only
             ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds"),
         ];
         let e = S3Credentials::Environment
-            .resolve(&env_of(&with_broken))
+            .resolve(&env_of(&with_broken), None)
             .unwrap_err();
         assert!(e.contains("profile [broken] lacks"), "{e}");
         // Half a service is none.
         let e = S3Credentials::Environment
-            .resolve(&env_of(&[("AWS_ROLE_ARN", "arn:aws:iam::1:role/reel")]))
+            .resolve(
+                &env_of(&[("AWS_ROLE_ARN", "arn:aws:iam::1:role/reel")]),
+                None,
+            )
             .unwrap_err();
         assert!(e.contains("no credentials service"), "{e}");
+
+        // The instance profile only when asked for, and last.
+        let imds = Some("http://127.0.0.1:9");
+        let c = S3Credentials::Environment
+            .resolve(&env_of(&[("HOME", "/nonexistent")]), imds)
+            .unwrap();
+        let KeySource::Service(settings) = c.keys else {
+            panic!("{c:?}")
+        };
+        assert_eq!(
+            settings,
+            [(K::MetadataEndpoint, "http://127.0.0.1:9".to_string())]
+        );
+        assert!(c.source.contains("instance profile"), "{}", c.source);
+        let c = S3Credentials::Environment
+            .resolve(&env_of(&with_file), imds)
+            .unwrap();
+        assert_eq!(key_id(&c), "AKIDEFAULT");
     }
 
     #[test]
@@ -1501,14 +1547,14 @@ aws_access_key_id = only
         std::fs::write(&file, FILE).unwrap();
         let f = file.to_str().unwrap();
         let c = S3Credentials::Environment
-            .resolve(&env_of(&[("AWS_SHARED_CREDENTIALS_FILE", f)]))
+            .resolve(&env_of(&[("AWS_SHARED_CREDENTIALS_FILE", f)]), None)
             .unwrap();
         assert_eq!(key_id(&c), "AKIDEFAULT");
         let c = S3Credentials::Environment
-            .resolve(&env_of(&[
-                ("AWS_SHARED_CREDENTIALS_FILE", f),
-                ("AWS_PROFILE", "work"),
-            ]))
+            .resolve(
+                &env_of(&[("AWS_SHARED_CREDENTIALS_FILE", f), ("AWS_PROFILE", "work")]),
+                None,
+            )
             .unwrap();
         assert_eq!(key_id(&c), "AKIWORK");
         assert!(c.source.contains("profile work"), "{}", c.source);
@@ -1517,11 +1563,11 @@ aws_access_key_id = only
         std::fs::write(dir.path().join(".aws/credentials"), FILE).unwrap();
         let home = dir.path().to_str().unwrap();
         let c = S3Credentials::Environment
-            .resolve(&env_of(&[("HOME", home)]))
+            .resolve(&env_of(&[("HOME", home)]), None)
             .unwrap();
         assert_eq!(key_id(&c), "AKIDEFAULT");
         let e = S3Credentials::Environment
-            .resolve(&env_of(&[("HOME", "/nonexistent")]))
+            .resolve(&env_of(&[("HOME", "/nonexistent")]), None)
             .unwrap_err();
         assert!(e.contains("/nonexistent/.aws/credentials"), "{e}");
     }

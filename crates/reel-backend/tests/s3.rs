@@ -72,7 +72,7 @@ fn versitygw_over_https() {
 }
 
 fn run_all_checks(kind: Kind) {
-    let checks: [(&str, Check); 16] = [
+    let checks: [(&str, Check); 17] = [
         ("conformance", conformance_suite),
         (
             "conformance of the write-back cache over S3",
@@ -87,6 +87,10 @@ fn run_all_checks(kind: Kind) {
         (
             "temporary keys from a credentials service, renewed",
             credentials_service_keys,
+        ),
+        (
+            "the instance profile, only when configured",
+            instance_metadata_keys,
         ),
         ("inside a tokio runtime", inside_tokio_runtime),
         ("large object", large_object),
@@ -260,67 +264,18 @@ fn credentials_file_changes(server: &S3Server) {
 /// the first request, keeps them while they have more than five minutes left, and fetches new
 /// ones before they expire, with no restart. A service that refuses the token fails the request.
 fn credentials_service_keys(server: &S3Server) {
-    use std::io::{BufRead, BufReader, Write};
-    use std::sync::Mutex;
-
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("pod-token");
     std::fs::write(&token_file, "pod-token-1").unwrap();
-    // What the stand-in was asked with, one entry per request.
-    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let uri = format!("http://{}/v1/credentials", listener.local_addr().unwrap());
-    let (access_key, secret_key) = (
-        server.access_key().to_string(),
-        server.secret_key().to_string(),
-    );
-    let log = asked.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(&stream);
-            let mut authorization = String::new();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some((name, value)) = line.split_once(':')
-                    && name.eq_ignore_ascii_case("authorization")
-                {
-                    authorization = value.trim().to_string();
-                }
-            }
-            let n = {
-                let mut log = log.lock().unwrap();
-                log.push(authorization.clone());
-                log.len()
-            };
-            // Expiring in 302 s: two seconds before the client wants new keys.
-            let expiration = std::process::Command::new("date")
-                .args(["-u", "-d", "+302 seconds", "+%Y-%m-%dT%H:%M:%SZ"])
-                .output()
-                .unwrap();
-            let expiration = String::from_utf8(expiration.stdout).unwrap();
-            let (status, body) = if authorization == "pod-token-1" {
-                let body = format!(
-                    "{{\"AccessKeyId\":\"{access_key}\",\"SecretAccessKey\":\"{secret_key}\",\
-                     \"Token\":\"session-{n}\",\"Expiration\":\"{}\"}}",
-                    expiration.trim()
-                );
-                ("200 OK", body)
-            } else {
-                ("403 Forbidden", "{\"Message\":\"bad token\"}".to_string())
-            };
-            let _ = (&stream).write_all(
-                format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n\
-                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-                .as_bytes(),
-            );
+    let keys = temporary_keys(server);
+    let (base, asked) = stand_in(move |request| {
+        if request.header("authorization") == Some("pod-token-1") {
+            ("200 OK", keys())
+        } else {
+            ("403 Forbidden", "{\"Message\":\"bad token\"}".to_string())
         }
     });
+    let uri = format!("{base}/v1/credentials");
     let mut c = config(server, &fresh_prefix());
     c.credentials = S3Credentials::Environment;
     let env = |name: &str| match name {
@@ -344,7 +299,10 @@ fn credentials_service_keys(server: &S3Server) {
             .map(|()| Vec::new()),
     );
     // One fetch for both requests (the keys have more than five minutes left), with the token.
-    assert_eq!(*asked.lock().unwrap(), ["pod-token-1"]);
+    assert_eq!(
+        *asked.lock().unwrap(),
+        ["GET /v1/credentials authorization=pod-token-1"]
+    );
     std::thread::sleep(Duration::from_millis(2500));
     session_refused(b.get(&key("k")));
     assert_eq!(asked.lock().unwrap().len(), 2, "the keys were not renewed");
@@ -354,6 +312,151 @@ fn credentials_service_keys(server: &S3Server) {
     std::fs::write(&token_file, "pod-token-2").unwrap();
     let e = b.get(&key("k")).unwrap_err().to_string();
     assert!(e.contains("403") && e.contains(&uri), "{e}");
+}
+
+/// The EC2 instance profile through the instance metadata service (IMDSv2: a session token from
+/// a PUT, then the role's name and its keys), only when configured
+/// (`S3Config::instance_metadata`); a stand-in on loopback plays the service, as in
+/// [`credentials_service_keys`], and the S3 server's refusal of the session token shows the keys
+/// were used.
+fn instance_metadata_keys(server: &S3Server) {
+    let keys = temporary_keys(server);
+    let (base, asked) = stand_in(move |request| {
+        let token = request.header("x-aws-ec2-metadata-token") == Some("imds-token");
+        match (request.method.as_str(), request.path.as_str()) {
+            ("PUT", "/latest/api/token") => ("200 OK", "imds-token".to_string()),
+            ("GET", "/latest/meta-data/iam/security-credentials/") if token => {
+                ("200 OK", "reel-node".to_string())
+            }
+            ("GET", "/latest/meta-data/iam/security-credentials/reel-node") if token => {
+                ("200 OK", keys())
+            }
+            _ => ("401 Unauthorized", String::new()),
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let env = |name: &str| (name == "HOME").then(|| dir.path().display().to_string());
+    let mut c = config(server, &fresh_prefix());
+    c.credentials = S3Credentials::Environment;
+    // Not configured: no keys anywhere is an error at open, and nothing is asked.
+    let e = S3Backend::open_with_env(&c, &env).unwrap_err().to_string();
+    assert!(e.contains("no instance metadata service configured"), "{e}");
+    assert!(asked.lock().unwrap().is_empty());
+    c.instance_metadata = Some(base);
+    let b = S3Backend::open_with_env(&c, &env).unwrap();
+    let e = b.get(&key("k")).unwrap_err().to_string();
+    assert!(
+        e.contains("InvalidToken") || e.contains("501 Not Implemented"),
+        "{e}"
+    );
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [
+            "PUT /latest/api/token",
+            "GET /latest/meta-data/iam/security-credentials/ x-aws-ec2-metadata-token=imds-token",
+            "GET /latest/meta-data/iam/security-credentials/reel-node \
+             x-aws-ec2-metadata-token=imds-token",
+        ]
+    );
+}
+
+/// The server's keys as a credentials service hands them out (JSON, as ECS, EKS Pod Identity
+/// and the EC2 metadata service do), with a session token numbered per call and an expiry
+/// 302 s away: two seconds before the S3 client wants new keys (it renews with five minutes
+/// left).
+fn temporary_keys(server: &S3Server) -> impl Fn() -> String + Send + 'static {
+    let (access_key, secret_key) = (
+        server.access_key().to_string(),
+        server.secret_key().to_string(),
+    );
+    let served = std::sync::atomic::AtomicUsize::new(0);
+    move || {
+        let n = served.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let expiration = std::process::Command::new("date")
+            .args(["-u", "-d", "+302 seconds", "+%Y-%m-%dT%H:%M:%SZ"])
+            .output()
+            .unwrap();
+        let expiration = String::from_utf8(expiration.stdout).unwrap();
+        format!(
+            "{{\"AccessKeyId\":\"{access_key}\",\"SecretAccessKey\":\"{secret_key}\",\
+             \"Token\":\"session-{n}\",\"Expiration\":\"{}\"}}",
+            expiration.trim()
+        )
+    }
+}
+
+/// A request to a [`stand_in`].
+struct StandInRequest {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+}
+
+impl StandInRequest {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A stand-in HTTP service on loopback for a credentials service that only exists inside AWS:
+/// each request answered by `answer` (status line, JSON or text body), one connection per
+/// request. Returns its base URL and a log of "METHOD PATH" plus the credential headers
+/// (`authorization`, `x-aws-ec2-metadata-token`) of each request.
+fn stand_in(
+    answer: impl Fn(&StandInRequest) -> (&'static str, String) + Send + 'static,
+) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let asked: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let log = asked.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(&stream);
+            let mut first = String::new();
+            if reader.read_line(&mut first).unwrap_or(0) == 0 {
+                continue;
+            }
+            let mut parts = first.split_whitespace();
+            let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            let mut request = StandInRequest {
+                method: method.to_string(),
+                path: path.to_string(),
+                headers: Vec::new(),
+            };
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':') {
+                    request
+                        .headers
+                        .push((name.trim().to_string(), value.trim().to_string()));
+                }
+            }
+            let mut entry = format!("{} {}", request.method, request.path);
+            for name in ["authorization", "x-aws-ec2-metadata-token"] {
+                if let Some(value) = request.header(name) {
+                    entry.push_str(&format!(" {name}={value}"));
+                }
+            }
+            log.lock().unwrap().push(entry);
+            let (status, body) = answer(&request);
+            let _ = (&stream).write_all(
+                format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+        }
+    });
+    (base, asked)
 }
 
 /// The server calls the back end from threads inside its tokio runtime, where a nested

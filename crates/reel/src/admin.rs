@@ -351,6 +351,11 @@ pub struct RecoverArgs {
     /// certificate a private CA signed); the new node keeps using it (`[store.s3] ca_file`).
     #[arg(long, value_name = "FILE")]
     pub ca_file: Option<std::path::PathBuf>,
+    /// The EC2 instance metadata service (`http://169.254.169.254`), to sign with the instance
+    /// profile's role when no other keys are found; the new node keeps using it
+    /// (`[store.s3] instance_metadata`).
+    #[arg(long, value_name = "URL")]
+    pub instance_metadata: Option<String>,
     /// The new node's durability (`local` or `bucket`; see `[store] durability`).
     #[arg(long, default_value = "local")]
     pub durability: String,
@@ -411,6 +416,7 @@ pub fn recover(args: RecoverArgs) -> anyhow::Result<()> {
             prefix: prefix.trim_end_matches('/').to_string(),
             region: args.region.clone(),
             ca_file: args.ca_file.clone(),
+            instance_metadata: args.instance_metadata.clone(),
         }),
         cache: Some(CacheSection {
             size: args.cache_size.clone(),

@@ -285,8 +285,11 @@ pub enum DurabilityLevel {
 }
 
 /// `[store.s3]`. Credentials are never read from here: they come from the environment
-/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`) or the AWS shared
-/// credentials file (`~/.aws/credentials`, profile `AWS_PROFILE` or `default`).
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`), the AWS shared
+/// credentials file (`~/.aws/credentials`, profile `AWS_PROFILE` or `default`; read again when
+/// it changes), the platform's credentials service the environment names (web identity, EKS Pod
+/// Identity, ECS task role), or, if `instance_metadata` is set, the EC2 instance profile
+/// (`reel_backend::S3Credentials::Environment`).
 #[derive(Debug, Deserialize, serde::Serialize, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct S3Section {
@@ -302,11 +305,16 @@ pub struct S3Section {
     /// certificate a private CA signed. Not part of which bucket this is: it may change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
+    /// The EC2 instance metadata service, `http://169.254.169.254` on EC2: the instance
+    /// profile's role is then the last place keys are looked for. Unset, no request goes to a
+    /// metadata address. Not part of which bucket this is either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_metadata: Option<String>,
 }
 
 impl S3Section {
     /// Whether both name the same objects: endpoint, bucket, prefix and region (not how the
-    /// server's certificate is checked).
+    /// server's certificate is checked, nor where keys come from).
     pub fn same_bucket(&self, other: &S3Section) -> bool {
         (&self.endpoint, &self.bucket, &self.prefix, &self.region)
             == (&other.endpoint, &other.bucket, &other.prefix, &other.region)
@@ -1505,6 +1513,17 @@ mod tests {
             Some(Path::new("/etc/reel/s3-ca.pem"))
         );
         assert!(s3_ca.same_bucket(s3) && s3 != s3_ca);
+        // Nor is where the keys come from.
+        let with_imds = parse(
+            "[store]\nbackend = \"s3\"\ndurability = \"bucket\"\n[store.s3]\nendpoint = \"http://127.0.0.1:7070\"\nbucket = \"reel\"\nprefix = \"node-a\"\ninstance_metadata = \"http://169.254.169.254\"\n",
+        )
+        .unwrap();
+        let s3_imds = with_imds.store.s3.as_ref().unwrap();
+        assert_eq!(
+            s3_imds.instance_metadata.as_deref(),
+            Some("http://169.254.169.254")
+        );
+        assert!(s3_imds.same_bucket(s3) && s3 != s3_imds);
         let mut other = s3.clone();
         other.prefix = "node-b".into();
         assert!(!other.same_bucket(s3));

@@ -428,6 +428,7 @@ pub fn open_bucket(
         .as_deref()
         .is_some_and(|e| e.starts_with("http://"));
     config.storage_class = storage_class.map(str::to_string);
+    config.instance_metadata = s3.instance_metadata.clone();
     if let Some(path) = &s3.ca_file {
         config.ca_certificates_pem = Some(
             std::fs::read(path)
