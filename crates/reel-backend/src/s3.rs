@@ -313,7 +313,8 @@ impl S3Credentials {
 /// file exchanged with STS for a role's keys), a container credentials service with a token file
 /// (EKS Pod Identity), or an ECS task role. The keys they hand out expire; the client fetches
 /// new ones before they do. The instance metadata service (EC2 instance profiles) is not among
-/// them: no request leaves for a metadata address unless a variable says to.
+/// them: no request leaves for a metadata address unless the configuration names it
+/// ([`S3Config::instance_metadata`]).
 fn credentials_service(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Option<(Vec<(AmazonS3ConfigKey, String)>, String)> {
@@ -351,7 +352,8 @@ fn credentials_service(
     ))
 }
 
-/// One profile's keys from an AWS shared credentials file.
+/// An access key, its secret and an optional session token: from the configuration, the
+/// environment or a profile of a shared credentials file.
 #[derive(Clone, PartialEq, Eq)]
 struct StaticKeys {
     access_key_id: String,
@@ -730,6 +732,12 @@ impl S3Backend {
         })
     }
 
+    /// Where the keys it signs with come from ("profile default of /root/.aws/credentials",
+    /// "the ECS task role", ...), for a person checking the setup.
+    pub fn credentials_source(&self) -> &str {
+        &self.inner.credentials_source
+    }
+
     /// Requests and bytes so far.
     pub fn counters(&self) -> S3Counters {
         let c = &self.inner.counters;
@@ -839,7 +847,7 @@ impl Inner {
         } else {
             String::new()
         };
-        self.error_msg(op, what, format!("{hint}{text}"))
+        self.error_msg(op, what, format!("{hint}{}", tidy_answer(&text)))
     }
 
     /// The size of `key` (HEAD).
@@ -1087,6 +1095,26 @@ impl Inner {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.error("DELETE", &key, e)),
         }
+    }
+}
+
+/// `text` with an S3 XML error document in it reduced to its code and message: the document
+/// also carries the request's canonical form and string to sign in hex (versitygw's
+/// SignatureDoesNotMatch: 2 KB), which buried the reason in logs and `reel doctor`. Anything
+/// without such a document is returned as it is.
+fn tidy_answer(text: &str) -> String {
+    let element = |name: &str| {
+        let start = text.find(&format!("<{name}>"))? + name.len() + 2;
+        let len = text[start..].find(&format!("</{name}>"))?;
+        Some(&text[start..start + len])
+    };
+    let Some(at) = text.find("<?xml").or_else(|| text.find("<Error>")) else {
+        return text.to_string();
+    };
+    match (element("Code"), element("Message")) {
+        (Some(code), Some(message)) => format!("{}{code}: {message}", &text[..at]),
+        (Some(code), None) => format!("{}{code}", &text[..at]),
+        _ => text.to_string(),
     }
 }
 
@@ -1733,6 +1761,26 @@ aws_access_key_id = only
         }
         // AWS itself is https.
         assert!(S3Config::new("b", "p").payload_unsigned());
+    }
+
+    #[test]
+    fn server_error_documents_are_reduced_to_code_and_message() {
+        let answer = "S3 LIST: Error performing GET http://h/b in 1ms - Server returned non-2xx \
+                      status code: 403 Forbidden: <?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+                      <Error><Code>SignatureDoesNotMatch</Code><Message>The request signature \
+                      we calculated does not match.</Message><StringToSignBytes>41 57 53\
+                      </StringToSignBytes></Error>";
+        assert_eq!(
+            tidy_answer(answer),
+            "S3 LIST: Error performing GET http://h/b in 1ms - Server returned non-2xx status \
+             code: 403 Forbidden: SignatureDoesNotMatch: The request signature we calculated \
+             does not match."
+        );
+        let plain = "HTTP error: tcp connect error: Connection refused";
+        assert_eq!(tidy_answer(plain), plain);
+        // Not an error document after all: left whole.
+        let odd = "answer: <?xml version=\"1.0\"?><Other/>";
+        assert_eq!(tidy_answer(odd), odd);
     }
 
     #[test]

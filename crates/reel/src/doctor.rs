@@ -402,6 +402,12 @@ fn check_clock(now: std::time::SystemTime, synchronized: bool) -> Finding {
     }
 }
 
+/// Where keys come from, in the order the S3 back end looks (`reel_backend::S3Credentials`).
+const CREDENTIALS_HINT: &str = "check endpoint, bucket and region, and the credentials of the \
+    user reel runs as: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, ~/.aws/credentials \
+    (AWS_PROFILE), the platform's role (web identity, EKS Pod Identity, ECS), or on EC2 the \
+    instance profile with [store.s3] instance_metadata = \"http://169.254.169.254\"";
+
 fn check_bucket(config: &Config) -> Finding {
     let check = "S3 bucket";
     let Some(s3) = &config.store.s3 else {
@@ -418,21 +424,21 @@ fn check_bucket(config: &Config) -> Finding {
             return Finding::fail(
                 check,
                 format!("{name}: {}", crate::error_text(&e)),
-                "check endpoint, bucket and region, and the credentials (AWS_ACCESS_KEY_ID / \
-                 AWS_SECRET_ACCESS_KEY or ~/.aws/credentials of the user reel runs as)",
+                CREDENTIALS_HINT,
             );
         }
     };
     // A listing of a prefix nothing uses: it proves the endpoint answers and the credentials
     // are accepted, and costs one request whatever the bucket holds.
     match reel_backend::Backend::list(&backend, "reel-doctor-probe/") {
-        Ok(_) => Finding::ok(check, format!("{name}: reachable, credentials accepted")),
-        Err(e) => Finding::fail(
+        Ok(_) => Finding::ok(
             check,
-            format!("{name}: {e}"),
-            "check endpoint, bucket and region, and the credentials (AWS_ACCESS_KEY_ID / \
-             AWS_SECRET_ACCESS_KEY or ~/.aws/credentials of the user reel runs as)",
+            format!(
+                "{name}: reachable, credentials from {} accepted",
+                backend.credentials_source()
+            ),
         ),
+        Err(e) => Finding::fail(check, format!("{name}: {e}"), CREDENTIALS_HINT),
     }
 }
 

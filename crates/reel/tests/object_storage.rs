@@ -258,6 +258,53 @@ fn an_https_bucket_needs_its_ca_file_and_the_data_directory_keeps_it() {
     assert!(stdout.contains("REL001"), "{stdout}");
 }
 
+/// `reel doctor` reaches the bucket and says where its keys came from; refused keys are a
+/// failure with the server's reason and where to look.
+#[test]
+fn doctor_names_where_the_bucket_keys_come_from() {
+    let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("reel.toml");
+    write_config(&config, &s3, "local");
+    let doctor = |secret: &str| {
+        let out = Command::new(reel_binary())
+            .args(["doctor", "--config"])
+            .arg(&config)
+            .arg("--data")
+            .arg(dir.path().join("node"))
+            .env("AWS_ACCESS_KEY_ID", s3.access_key())
+            .env("AWS_SECRET_ACCESS_KEY", secret)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let report = doctor(s3.secret_key());
+    let line = report
+        .lines()
+        .find(|l| l.contains("S3 bucket"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        line.contains("credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY accepted"),
+        "{report}"
+    );
+    let report = doctor("not-the-secret");
+    let failed = report
+        .lines()
+        .skip_while(|l| !l.contains("S3 bucket"))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        failed.contains("FAIL")
+            && failed.contains("refused the credentials")
+            && failed.contains("SignatureDoesNotMatch: "),
+        "{report}"
+    );
+    // The server's reason, not its 2 KB error document.
+    assert!(!failed.contains("StringToSign"), "{report}");
+    assert!(failed.contains("instance_metadata"), "{report}");
+}
+
 #[test]
 fn a_data_directory_is_never_pointed_at_another_bucket() {
     let s3 = S3Server::start(Kind::Versitygw).expect("versitygw starts");
