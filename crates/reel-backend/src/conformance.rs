@@ -467,9 +467,10 @@ fn cas_key() -> Key {
     Key::new("conformance/cas/lease").unwrap()
 }
 
-/// Six writers swap [`cas_key`] at the version it has now, at the same moment. Checks that at
-/// least one won, that the object now holds one winner's body at the version that winner was
-/// given, and that a writer at any other winner's version is refused. Returns how many won.
+/// Six writers swap `conformance/cas/lease` at the version it has now, at the same moment.
+/// Checks that at least one won, that the object now holds one winner's body at the version that
+/// winner was given, and that a writer at any other winner's version is refused. Returns how
+/// many won.
 pub fn concurrent_swaps(b: &dyn crate::VersionedObjects) -> usize {
     let key = cas_key();
     let (_, start) = b
