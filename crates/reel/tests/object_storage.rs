@@ -61,6 +61,22 @@ fn serve(data: &Path, config: Option<&Path>, s3: &S3Server) -> common::Server {
     serve_command(data, config, s3).start()
 }
 
+/// `reel serve` on `config` and `data` that is expected to stop by itself (a refusal at start):
+/// its exit status and output.
+fn serve_to_the_end(data: &Path, config: &Path, s3: &S3Server) -> std::process::Output {
+    Command::new(reel_binary())
+        .args(["serve", "--listen"])
+        .arg(free_portal().to_string())
+        .args(["--http", "off", "--config"])
+        .arg(config)
+        .arg("--data")
+        .arg(data)
+        .env("AWS_ACCESS_KEY_ID", s3.access_key())
+        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
+        .output()
+        .unwrap()
+}
+
 fn serve_command(data: &Path, config: Option<&Path>, s3: &S3Server) -> ServeCommand {
     let mut command = ServeCommand::new(data)
         .args(&["--cartridges", "10"])
@@ -205,17 +221,7 @@ fn an_https_bucket_needs_its_ca_file_and_the_data_directory_keeps_it() {
     write_config(&config, &s3, "bucket");
     let data = dir.path().join("node");
     // "not retried": the five-minute retry window is not waited out for a refused certificate.
-    let out = Command::new(reel_binary())
-        .args(["serve", "--listen"])
-        .arg(free_portal().to_string())
-        .args(["--http", "off", "--config"])
-        .arg(&config)
-        .arg("--data")
-        .arg(&data)
-        .env("AWS_ACCESS_KEY_ID", s3.access_key())
-        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
-        .output()
-        .unwrap();
+    let out = serve_to_the_end(&data, &config, &s3);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
@@ -317,17 +323,7 @@ fn a_data_directory_is_never_pointed_at_another_bucket() {
         .unwrap()
         .replace("node-a", "node-b");
     std::fs::write(&config, moved).unwrap();
-    let out = Command::new(reel_binary())
-        .args(["serve", "--listen"])
-        .arg(free_portal().to_string())
-        .args(["--http", "off", "--config"])
-        .arg(&config)
-        .arg("--data")
-        .arg(&data)
-        .env("AWS_ACCESS_KEY_ID", s3.access_key())
-        .env("AWS_SECRET_ACCESS_KEY", s3.secret_key())
-        .output()
-        .unwrap();
+    let out = serve_to_the_end(&data, &config, &s3);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
