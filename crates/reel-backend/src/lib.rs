@@ -23,6 +23,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 mod cache;
+mod chain_text;
 pub mod conformance;
 pub mod crypt;
 pub mod fault;
@@ -37,6 +38,7 @@ pub use cache::{
     CacheConfig, CacheStats, DEFAULT_READ_MEMORY, DEFAULT_UPLOAD_MEMORY, PendingItem, RemoteCheck,
     WriteBackCache,
 };
+pub use chain_text::chain_text;
 pub use crypt::{EncryptedBackend, KeyId, Resealed, StoreKey, StoreKeyError};
 pub use fault::{CrashBackend, FaultRates, FlakyBackend, QuotaBackend};
 pub use key::{Key, KeyError, MAX_KEY_LEN};

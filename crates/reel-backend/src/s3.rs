@@ -40,7 +40,7 @@ use object_store::{
     PutOptions, PutPayload, RetryConfig, StaticCredentialProvider,
 };
 
-use crate::{Backend, BackendError, Key, ObjectMeta, PutMode, Result, check_range};
+use crate::{Backend, BackendError, Key, ObjectMeta, PutMode, Result, chain_text, check_range};
 
 mod versioned;
 
@@ -354,7 +354,7 @@ fn credentials_service(
 
 /// An access key, its secret and an optional session token: from the configuration, the
 /// environment or a profile of a shared credentials file.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 struct StaticKeys {
     access_key_id: String,
     secret_access_key: String,
@@ -1171,7 +1171,8 @@ const NO_SPACE_MARKER: &str = "507 Insufficient Storage";
 ///   session token) reaches it as a final 400 whose body starts with "501 Not Implemented".
 /// - A TLS handshake that refused the server (its certificate not trusted, expired or for
 ///   another name; no protocol in common; a server that does not speak TLS at all) and an
-///   endpoint whose host name does not resolve are final errors that say so, as [`NotRetried`].
+///   endpoint whose host name does not resolve are final errors that say so ("…; not
+///   retried").
 ///
 /// Every other transport error keeps its kind (which decides whether it is retried) but
 /// carries its whole cause chain in its text, so the S3 client's retry log and the final error
@@ -1185,16 +1186,16 @@ impl HttpService for FinalAnswers {
         let resp = match self.0.execute(req).await {
             Ok(resp) => resp,
             Err(e) => {
-                let refusal = tls_refusal(&e).or_else(|| unknown_host(&e));
-                return Err(match refusal {
-                    Some(why) => HttpError::new(HttpErrorKind::Unknown, NotRetried(why)),
-                    // The HttpError's own text is "HTTP error: " and its source's: start below.
-                    None => {
-                        let causes =
-                            std::error::Error::source(&e).map_or_else(String::new, cause_chain);
-                        HttpError::new(e.kind(), CauseChain(causes))
-                    }
-                });
+                // The HttpError's own text is "HTTP error: " and its source's: start below.
+                let causes = chain_text(error_chain(&e).skip(1));
+                let reason = match tls_refusal(&e).or_else(|| unknown_host(&causes)) {
+                    Some(why) => HttpError::new(
+                        HttpErrorKind::Unknown,
+                        Reason(format!("{why}; not retried")),
+                    ),
+                    None => HttpError::new(e.kind(), Reason(causes)),
+                };
+                return Err(reason);
             }
         };
         let marker = match resp.status() {
@@ -1227,35 +1228,18 @@ fn error_chain<'a>(
     })
 }
 
-/// The texts of `e`'s chain joined by ": ", each left out when the text so far has it already
-/// (an io::Error's text is the text of the error it wraps).
-fn cause_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = String::new();
-    for err in error_chain(e) {
-        let part = err.to_string();
-        if text.contains(&part) {
-            continue;
-        }
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&part);
-    }
-    text
-}
-
-/// A transport error's text with its causes (see [`FinalAnswers`]); its kind stays on the
-/// `HttpError` around it.
+/// The text an [`HttpError`] from [`FinalAnswers`] carries: a transport error's causes (its kind
+/// stays on the `HttpError` around it), or why it is final.
 #[derive(Debug)]
-struct CauseChain(String);
+struct Reason(String);
 
-impl fmt::Display for CauseChain {
+impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for CauseChain {}
+impl std::error::Error for Reason {}
 
 /// Why a TLS handshake refused the server, for an error that no retry can change: the
 /// certificate (untrusted issuer, expired, another name, a CA used as the server's own), no
@@ -1276,34 +1260,22 @@ fn tls_refusal(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     }
 }
 
-/// Why the endpoint's host name does not resolve, when the resolver said it has no such name
-/// (a typo in the endpoint), which no retry changes; `None` for anything else, including a
-/// resolver that failed for now ("Temporary failure in name resolution"), which is retried.
+/// Why the endpoint's host name does not resolve, when a transport error's `causes` say the
+/// resolver has no such name (a typo in the endpoint), which no retry changes; `None` for
+/// anything else, including a resolver that failed for now ("Temporary failure in name
+/// resolution"), which is retried.
 /// By text, since the standard library keeps the resolver's error code to itself: glibc's
 /// EAI_NONAME and EAI_NODATA, and musl's.
-fn unknown_host(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+fn unknown_host(causes: &str) -> Option<String> {
     const NO_SUCH_NAME: [&str; 3] = [
         "Name or service not known",
         "No address associated with hostname",
         "Name does not resolve",
     ];
-    let text = error_chain(e).nth(1).map_or_else(String::new, cause_chain);
-    let lookup_failed = text.contains("dns error") || text.contains("lookup address");
-    (lookup_failed && NO_SUCH_NAME.iter().any(|s| text.contains(s)))
-        .then(|| format!("the endpoint's host name does not resolve ({text})"))
+    let lookup_failed = causes.contains("dns error") || causes.contains("lookup address");
+    (lookup_failed && NO_SUCH_NAME.iter().any(|s| causes.contains(s)))
+        .then(|| format!("the endpoint's host name does not resolve ({causes})"))
 }
-
-/// An error no retry can change (see [`FinalAnswers`]).
-#[derive(Debug)]
-struct NotRetried(String);
-
-impl fmt::Display for NotRetried {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}; not retried", self.0)
-    }
-}
-
-impl std::error::Error for NotRetried {}
 
 #[derive(Debug)]
 struct FinalAnswersConnector;

@@ -41,22 +41,19 @@ fn versitygw_over_https() {
     let mut c = config(&server, &fresh_prefix());
     c.allow_http = false;
     let untrusted = S3Backend::open(&c).unwrap();
-    let t = Instant::now();
+    // "not retried" is the final error's (a retried one would wait out the window first).
     match untrusted.put(&key("k"), b"v", PutMode::Create) {
         Err(e) => {
             let text = e.to_string();
             assert!(
-                text.contains("TLS refused the server") && text.contains("UnknownIssuer"),
+                text.contains("TLS refused the server")
+                    && text.contains("UnknownIssuer")
+                    && text.contains("not retried"),
                 "{text}"
             );
         }
         Ok(()) => panic!("a put to a server whose certificate no one trusts succeeded"),
     }
-    assert!(
-        t.elapsed() < Duration::from_secs(10),
-        "retried: {:?}",
-        t.elapsed()
-    );
 
     c.ca_certificates_pem = Some(b"not a certificate".to_vec());
     let refused = S3Backend::open(&c).map(|_| ()).unwrap_err().to_string();

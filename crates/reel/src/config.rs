@@ -1501,29 +1501,25 @@ mod tests {
         );
         assert_eq!(config.store.cache.as_ref().unwrap().upload_threads, 4);
         assert_eq!(s3.ca_file, None);
-        // A private CA's file is how the server's certificate is checked, not which bucket
-        // this is: a data directory bound to the bucket accepts it being added or moved.
-        let with_ca = parse(
-            "[store]\nbackend = \"s3\"\ndurability = \"bucket\"\n[store.s3]\nendpoint = \"http://127.0.0.1:7070\"\nbucket = \"reel\"\nprefix = \"node-a\"\nca_file = \"/etc/reel/s3-ca.pem\"\n",
+        // A private CA's file is how the server's certificate is checked, and the metadata
+        // service where keys may come from, not which bucket this is: a data directory bound
+        // to the bucket accepts them being added or moved.
+        let with_both = parse(
+            "[store]\nbackend = \"s3\"\ndurability = \"bucket\"\n[store.s3]\nendpoint = \"http://127.0.0.1:7070\"\nbucket = \"reel\"\nprefix = \"node-a\"\nca_file = \"/etc/reel/s3-ca.pem\"\ninstance_metadata = \"http://169.254.169.254\"\n",
         )
         .unwrap();
-        let s3_ca = with_ca.store.s3.as_ref().unwrap();
+        let s3_both = with_both.store.s3.as_ref().unwrap();
         assert_eq!(
-            s3_ca.ca_file.as_deref(),
-            Some(Path::new("/etc/reel/s3-ca.pem"))
+            (
+                s3_both.ca_file.as_deref(),
+                s3_both.instance_metadata.as_deref()
+            ),
+            (
+                Some(Path::new("/etc/reel/s3-ca.pem")),
+                Some("http://169.254.169.254")
+            )
         );
-        assert!(s3_ca.same_bucket(s3) && s3 != s3_ca);
-        // Nor is where the keys come from.
-        let with_imds = parse(
-            "[store]\nbackend = \"s3\"\ndurability = \"bucket\"\n[store.s3]\nendpoint = \"http://127.0.0.1:7070\"\nbucket = \"reel\"\nprefix = \"node-a\"\ninstance_metadata = \"http://169.254.169.254\"\n",
-        )
-        .unwrap();
-        let s3_imds = with_imds.store.s3.as_ref().unwrap();
-        assert_eq!(
-            s3_imds.instance_metadata.as_deref(),
-            Some("http://169.254.169.254")
-        );
-        assert!(s3_imds.same_bucket(s3) && s3 != s3_imds);
+        assert!(s3_both.same_bucket(s3) && s3 != s3_both);
         let mut other = s3.clone();
         other.prefix = "node-b".into();
         assert!(!other.same_bucket(s3));

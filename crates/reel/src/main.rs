@@ -138,21 +138,9 @@ fn main() -> ExitCode {
 }
 
 /// `e` and its causes joined by ": ", like `{:#}`, but without a cause whose text the
-/// messages before it already quote: several library errors name their source in their own
-/// message and also return it as `source()` (an S3 failure read "S3 GET: …: S3 GET: …").
+/// messages before it already quote ([`reel_backend::chain_text`]).
 pub(crate) fn error_text(e: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for cause in e.chain() {
-        let part = cause.to_string();
-        if text.contains(&part) {
-            continue;
-        }
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&part);
-    }
-    text
+    reel_backend::chain_text(e.chain())
 }
 
 /// The man pages, generated from the same definition as `--help`: reel.1, reel-serve.1, …
