@@ -111,6 +111,7 @@ if [ "$vm" -eq 1 ]; then
   case "${REEL_VM_TAPE:-ci}" in
     full | 1) tape_sections="$tape_sections btape amtapetype" ;;
     0 | off) tape_sections="" app_sections="" skipped="$skipped vm-tape-suites(REEL_VM_TAPE=0)" ;;
+    *) skipped="$skipped vm-long-drive-tests(btape test/auto, amtapetype: REEL_VM_TAPE=full)" ;;
   esac
   vm_suite() { # NAME: run suite NAME, its outcome into DIR/NAME.{tap,log,rc,s}
     local name=$1 dir=target/vm-tap t0=$SECONDS rc=0 cmd

@@ -405,9 +405,9 @@ impl ChunkCuts {
 
     /// Remembers the runs of confirmed remembered chunks among `cuts`, one window of `data`
     /// that starts at `offset` and whose chunks are the last of `chunks` (the data's chunks so
-    /// far), cut at anchors and seams (see [`Run`]). A run being gathered at the window's end goes on in
-    /// the next through `gathering`. This is the one extra cost of runs: a BLAKE3 over bytes
-    /// seen for the second time.
+    /// far), cut at anchors and seams (see [`Run`]). A run being gathered at the window's end
+    /// goes on in the next through `gathering`. This is the one extra cost of runs: a BLAKE3
+    /// over bytes seen for the second time.
     fn remember_runs(
         &self,
         data: &[u8],
