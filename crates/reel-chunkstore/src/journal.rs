@@ -59,9 +59,12 @@ const MAGIC: &[u8; 8] = b"REELJRNL";
 /// version 5 would take them for damage, so it refuses the object instead), 7 chunk locations
 /// that name checked blobs (catalog format 4, for the same reason), 8 no chunk rows: the chunk
 /// index is derived from the packs' names (`chunk_index.rs`), so a pack-names op also indexes
-/// its chunks, and a reel that reads version 7 would lose the index. Every older object is read:
-/// its ops keep their meaning ([`Op::LegacyPutPackIds`]).
-const VERSION: u16 = 8;
+/// its chunks, and a reel that reads version 7 would lose the index, 9 span bodies journaled
+/// placed (runs of positions in packs' names, `efficiency.md` §37: a reel that reads version 8
+/// may predate placed bodies, catalog format 8, and would take them for damage, so it refuses
+/// the object instead). Every older object is read: its ops keep their meaning
+/// ([`Op::LegacyPutPackIds`]).
+const VERSION: u16 = 9;
 /// The first version whose pack-names ops index the pack's chunks.
 const DERIVED_INDEX_VERSION: u16 = 8;
 const F_COMPRESSED: u16 = 1;

@@ -11,8 +11,8 @@
 //!
 //! Catalog format 8 stores a flat body *placed* (`format::PlacedRefs`): runs of positions in
 //! packs' names instead of 32-byte ids. Readers get the body as written ([`SpanSource`]),
-//! rebuilt and checked against the span's id; journal ops, checkpoints and bundles carry it so
-//! too (`efficiency.md` §27).
+//! rebuilt and checked against the span's id; checkpoints and bundles carry it so too. A
+//! journal op carries the body as its flush stored it, placed or not (`efficiency.md` §27, §37).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -184,20 +184,25 @@ impl WriteSpans<'_> {
     }
 
     /// [`WriteSpans::insert`], storing a flat body placed when `placer` finds every chunk's
-    /// names and that is smaller; otherwise as given. Returns the sequence number of a body
-    /// stored as written because a chunk's pack is not named yet, for [`Self::place_pending`]
-    /// to take up at a later flush (and `place_new_bodies` at the durable commit).
+    /// names and that is smaller; otherwise as given. Says which: the journal carries the body
+    /// as stored (`efficiency.md` §37).
     pub fn insert_placing(
         &mut self,
         id: &[u8; 32],
         body: &[u8],
         placer: &mut Placer<'_, '_>,
-    ) -> Result<Option<u64>> {
-        match placer.placing(body, false)? {
-            Placing::Placed(placed) => self.insert(id, &placed).map(|_| None),
-            Placing::Kept => self.insert(id, body).map(|_| None),
-            Placing::Unfound => self.insert(id, body).map(Some),
-        }
+    ) -> Result<Inserted> {
+        Ok(match placer.placing(body, false)? {
+            Placing::Placed(placed) => {
+                self.insert(id, &placed)?;
+                Inserted::Placed(placed)
+            }
+            Placing::Kept => {
+                self.insert(id, body)?;
+                Inserted::AsWritten
+            }
+            Placing::Unfound => Inserted::Unplaced(self.insert(id, body)?),
+        })
     }
 
     /// Places the bodies under `pending` (sequence numbers from [`Self::insert_placing`])
@@ -428,6 +433,19 @@ enum Placing {
     Unfound,
 }
 
+/// How [`WriteSpans::insert_placing`] stored a body.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Inserted {
+    /// Placed: these bytes, which name positions in packs' names that are in the catalog.
+    Placed(Vec<u8>),
+    /// As written, and it stays so (not a flat body, or placing it saves nothing).
+    AsWritten,
+    /// As written under this sequence number because a chunk's pack is not named yet, for
+    /// [`WriteSpans::place_pending`] to take up at a later flush (and `place_new_bodies` at the
+    /// durable commit).
+    Unplaced(u64),
+}
+
 /// What [`place_new_bodies`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PlacingReport {
@@ -443,7 +461,7 @@ pub struct PlacingReport {
 /// packs were not named yet when it was written, or it came from a replay or an import).
 /// Called where every pack is stored and named (a synchronising point, and on open), so each
 /// chunk is found; one that is not is spelled out. Only the catalog's local form changes:
-/// the journal has the bodies as written.
+/// the journal keeps such a body as it was written (a replay places it here again).
 pub fn place_new_bodies(txn: &WriteTransaction, names: &NameCache) -> Result<PlacingReport> {
     const BATCH_BYTES: usize = 8 << 20;
     let mut spans = write(txn)?;
@@ -790,7 +808,10 @@ mod table_tests {
             chunk_index::Tables::open(&txn).unwrap();
             let mut spans = write(&txn).unwrap();
             let mut placer = Placer::open(&txn, &names).unwrap();
-            pending.extend(spans.insert_placing(&id.0, &body, &mut placer).unwrap());
+            match spans.insert_placing(&id.0, &body, &mut placer).unwrap() {
+                Inserted::Unplaced(seq) => pending.push(seq),
+                other => panic!("stored {other:?}, though no pack is named yet"),
+            }
         }
         txn.commit().unwrap();
         assert_eq!(pending.len(), 1);

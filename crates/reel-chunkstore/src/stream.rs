@@ -21,6 +21,7 @@ use crate::format::{
 use crate::hasher::RecordBytes;
 use crate::journal::Op;
 use crate::packer::PackBuilder;
+use crate::spans::Inserted;
 use crate::store::{Blob, ChunkStore, Inner};
 use crate::{Result, StoreError};
 
@@ -448,18 +449,28 @@ impl StreamState {
                 if spans.contains(&span.0)? {
                     continue;
                 }
-                for (piece, body) in &new.pieces {
-                    if !spans.contains(&piece.0)? {
-                        unplaced.extend(spans.insert_placing(
-                            &piece.0,
-                            body.as_slice(),
-                            &mut placer,
-                        )?);
-                        ops.push(Op::PutSpan(piece.0, body.clone()));
+                // The journal gets each body as stored: a placed one names positions in
+                // packs' names that are journaled before it (named above, or by an earlier
+                // commit), so a replay stores it as the same bytes (`efficiency.md` §37).
+                let mut store = |id: &SpanId, body: &Vec<u8>, unless_stored: bool| -> Result<()> {
+                    if unless_stored && spans.contains(&id.0)? {
+                        return Ok(());
                     }
+                    let journaled = match spans.insert_placing(&id.0, body, &mut placer)? {
+                        Inserted::Placed(placed) => placed,
+                        Inserted::AsWritten => body.clone(),
+                        Inserted::Unplaced(seq) => {
+                            unplaced.push(seq);
+                            body.clone()
+                        }
+                    };
+                    ops.push(Op::PutSpan(id.0, journaled));
+                    Ok(())
+                };
+                for (piece, body) in &new.pieces {
+                    store(piece, body, true)?;
                 }
-                unplaced.extend(spans.insert_placing(&span.0, new.body.as_slice(), &mut placer)?);
-                ops.push(Op::PutSpan(span.0, new.body.clone()));
+                store(span, &new.body, false)?;
             }
             // Bounded: each flush retries the list, and a pack can stay open for long (a slow
             // stream's); bodies beyond it wait for the durable commit's pass.
