@@ -1204,16 +1204,33 @@ impl HttpService for FinalAnswers {
             _ => return Ok(resp),
         };
         let (mut parts, body) = resp.into_parts();
-        let answer = body
-            .bytes()
-            .await
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
+        let answer = String::from_utf8_lossy(&answer_start(body).await).into_owned();
         parts.status = http::StatusCode::BAD_REQUEST;
         parts.headers.remove(http::header::CONTENT_LENGTH);
         let body = HttpResponseBody::from(format!("{marker}: {answer}"));
         Ok(HttpResponse::from_parts(parts, body))
     }
+}
+
+/// How much of an error answer's body [`FinalAnswers`] reads into the error's text: enough
+/// for any S3 error document, while a server that answers with an endless body cannot make
+/// the client hold it all.
+const ANSWER_BYTES_MAX: usize = 16 << 10;
+
+/// The first [`ANSWER_BYTES_MAX`] bytes of `body` (fewer if it ends, or fails, sooner); the
+/// rest is not read.
+async fn answer_start(body: HttpResponseBody) -> Vec<u8> {
+    use futures_util::StreamExt;
+    let mut stream = body.bytes_stream();
+    let mut answer = Vec::new();
+    while answer.len() < ANSWER_BYTES_MAX {
+        match stream.next().await {
+            Some(Ok(bytes)) => answer.extend_from_slice(&bytes),
+            Some(Err(_)) | None => break,
+        }
+    }
+    answer.truncate(ANSWER_BYTES_MAX);
+    answer
 }
 
 /// The errors of a chain from `e` down, outermost first. `io::Error::source` skips the error
@@ -1665,6 +1682,46 @@ aws_access_key_id = only
         assert!(
             e.contains("did not answer in TLS") && e.contains("not retried"),
             "{e}"
+        );
+    }
+
+    /// A 507 whose body never ends is still a full disk, reported at once: the client reads
+    /// the body's first 16 KiB (it read forever before, holding every byte).
+    #[test]
+    fn an_endless_error_answer_is_read_only_in_part() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (sent_tx, sent_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            if let Some(mut stream) = listener.incoming().flatten().next() {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                let head =
+                    b"HTTP/1.1 507 Insufficient Storage\r\ntransfer-encoding: chunked\r\n\r\n";
+                let chunk = format!("{:x}\r\n{}\r\n", 1 << 16, "x".repeat(1 << 16));
+                let mut sent = 0usize;
+                if stream.write_all(head).is_ok() {
+                    // Until the client hangs up.
+                    while stream.write_all(chunk.as_bytes()).is_ok() {
+                        sent += chunk.len();
+                    }
+                }
+                let _ = sent_tx.send(sent);
+            }
+        });
+        let backend = backend_on(
+            &format!("http://127.0.0.1:{port}"),
+            Duration::from_secs(600),
+        );
+        let e = get_error(backend);
+        assert!(e.contains("no space left"), "{}", &e[..e.len().min(300)]);
+        // What the server got into the connection before the client hung up: the kernel's
+        // socket buffers (a few MB on loopback), not the gigabytes a whole read took.
+        let sent = sent_rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        assert!(
+            sent < 64 << 20,
+            "the client took {sent} bytes of the answer"
         );
     }
 
