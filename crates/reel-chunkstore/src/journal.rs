@@ -157,6 +157,10 @@ pub enum Op {
     RaisePackIdFloor(u64),
     /// Version 5: the chunker parameters the store cuts with (`catalog::META_CHUNK_AVG`).
     SetChunker(ChunkerParams),
+    /// Version 9, in checkpoints (and a first journal object that holds a whole catalog): the
+    /// names of a pack reclaim dropped, which placed span bodies still read
+    /// (`pack_names::RETIRED_NAMES`).
+    PutRetiredNames(u64, Vec<u8>),
 }
 
 // Table tags on the wire: fixed forever (a new table gets a new tag).
@@ -172,6 +176,7 @@ const T_FOREIGN_PACKS: u8 = 9;
 const T_PINS: u8 = 10;
 const T_PACK_ID_FLOOR: u8 = 11;
 const T_CHUNKER: u8 = 12;
+const T_RETIRED_NAMES: u8 = 13;
 const K_PUT: u8 = 0;
 const K_DEL: u8 = 1;
 const K_DEL_RANGE: u8 = 2;
@@ -294,6 +299,11 @@ impl Op {
                 out.extend_from_slice(&[T_PINS, K_DEL]);
                 out.extend_from_slice(&id.to_le_bytes());
             }
+            Op::PutRetiredNames(id, v) => {
+                out.extend_from_slice(&[T_RETIRED_NAMES, K_PUT]);
+                out.extend_from_slice(&id.to_le_bytes());
+                value(out, v);
+            }
             Op::RaisePackIdFloor(floor) => {
                 out.extend_from_slice(&[T_PACK_ID_FLOOR, K_PUT]);
                 out.extend_from_slice(&floor.to_le_bytes());
@@ -349,6 +359,7 @@ impl Op {
             (T_PINS, K_PUT) => Op::PutPin(r.u64()?, r.value()?),
             (T_PINS, K_DEL) => Op::DelPin(r.u64()?),
             (T_PACK_ID_FLOOR, K_PUT) => Op::RaisePackIdFloor(r.u64()?),
+            (T_RETIRED_NAMES, K_PUT) => Op::PutRetiredNames(r.u64()?, r.value()?),
             (T_CHUNKER, K_PUT) => {
                 let p = ChunkerParams {
                     min: r.u32()?,
@@ -408,6 +419,7 @@ pub fn apply(txn: &WriteTransaction, ops: &[Op]) -> Result<()> {
             Op::LegacyDelPackIds(id) => {
                 crate::pack_names::remove(&mut index.names_table, *id)?;
             }
+            Op::PutRetiredNames(id, v) => crate::pack_names::put(&mut index.retired, *id, v)?,
             Op::PutStream(id, len) => {
                 streams.insert(*id, *len)?;
             }
@@ -476,14 +488,27 @@ pub fn apply(txn: &WriteTransaction, ops: &[Op]) -> Result<()> {
     Ok(())
 }
 
-/// Every row of every journaled table as put ops, in table then key order: what a replay of
-/// the whole journal must reproduce (tests compare two catalogs with it). The pack-id floor is
-/// left out: it is not content, and every opening raises it.
-pub fn dump(db: &redb::Database) -> Result<Vec<Op>> {
+/// How [`dump_into`] hands over span bodies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// Every body as written, and no retired names: the catalog's content, the same whatever
+    /// a node placed (`ChunkStore::catalog_fingerprint`).
+    AsWritten,
+    /// Every body as stored (placed ones as runs of positions in packs' names) with the
+    /// retired names they may read: what a checkpoint carries, a fifth of the bytes for the
+    /// bodies (`efficiency.md` §38). The names come before the bodies that read them.
+    AsStored,
+}
+
+/// Every row of every journaled table as put ops, in table then key order, in `form`:
+/// [`Form::AsWritten`] is what a replay of the whole journal must reproduce (tests compare two
+/// catalogs with it). The pack-id floor is left out: it is not content, and every opening
+/// raises it.
+pub fn dump(db: &redb::Database, form: Form) -> Result<Vec<Op>> {
     use redb::ReadableDatabase;
     let txn = db.begin_read()?;
     let mut out = Vec::new();
-    dump_into(&txn, &mut |op| {
+    dump_into(&txn, form, &mut |op| {
         out.push(op);
         Ok(())
     })?;
@@ -494,6 +519,7 @@ pub fn dump(db: &redb::Database) -> Result<Vec<Op>> {
 /// order, one at a time (a checkpoint of a large catalog never holds it whole).
 pub fn dump_into(
     txn: &redb::ReadTransaction,
+    form: Form,
     sink: &mut dyn FnMut(Op) -> Result<()>,
 ) -> Result<()> {
     // The chunk index is not dumped: the pack-names ops rebuild it. A legacy row not yet
@@ -511,6 +537,12 @@ pub fn dump_into(
         &txn.open_table(crate::pack_names::PACK_NAMES)?,
         |pack, names| sink(Op::PutPackIds(pack, names.to_vec())),
     )?;
+    if form == Form::AsStored {
+        crate::pack_names::for_each(
+            &txn.open_table(crate::pack_names::RETIRED_NAMES)?,
+            |pack, names| sink(Op::PutRetiredNames(pack, names.to_vec())),
+        )?;
+    }
     for row in txn.open_table(STREAMS)?.iter()? {
         let (k, v) = row?;
         sink(Op::PutStream(k.value(), v.value()))?;
@@ -519,7 +551,12 @@ pub fn dump_into(
         let (k, v) = row?;
         sink(Op::PutExtent(k.value(), v.value().to_vec()))?;
     }
-    crate::spans::read(txn)?.for_each(|id, body| sink(Op::PutSpan(*id, body.to_vec())))?;
+    let spans = crate::spans::read(txn)?;
+    let put_span = &mut |id: &[u8; 32], body: &[u8]| sink(Op::PutSpan(*id, body.to_vec()));
+    match form {
+        Form::AsWritten => spans.for_each(put_span)?,
+        Form::AsStored => spans.for_each_stored(put_span)?,
+    }
     for row in txn.open_table(SIDECAR)?.iter()? {
         let (k, v) = row?;
         sink(Op::PutSidecar(k.value(), v.value().to_vec()))?;
@@ -882,7 +919,8 @@ mod tests {
             bytes.clone().prop_map(Op::DelRecord),
             (any::<u64>(), bytes.clone()).prop_map(|(i, v)| Op::PutForeignPack(i, v)),
             any::<u64>().prop_map(Op::DelForeignPack),
-            (any::<u64>(), bytes).prop_map(|(i, v)| Op::PutPin(i, v)),
+            (any::<u64>(), bytes.clone()).prop_map(|(i, v)| Op::PutPin(i, v)),
+            (any::<u64>(), bytes).prop_map(|(i, v)| Op::PutRetiredNames(i, v)),
             any::<u64>().prop_map(Op::DelPin),
             any::<u64>().prop_map(Op::RaisePackIdFloor),
             (8u32..=20).prop_map(|bits| Op::SetChunker(ChunkerParams::with_avg(1 << bits))),

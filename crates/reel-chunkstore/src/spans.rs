@@ -11,8 +11,9 @@
 //!
 //! Catalog format 8 stores a flat body *placed* (`format::PlacedRefs`): runs of positions in
 //! packs' names instead of 32-byte ids. Readers get the body as written ([`SpanSource`]),
-//! rebuilt and checked against the span's id; checkpoints and bundles carry it so too. A
-//! journal op carries the body as its flush stored it, placed or not (`efficiency.md` §27, §37).
+//! rebuilt and checked against the span's id; bundles and the fingerprint carry it so too. A
+//! journal op carries the body as its flush stored it, placed or not, and a checkpoint every
+//! body as stored with the retired names (`efficiency.md` §27, §37, §38).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -111,6 +112,18 @@ impl ReadSpans {
             let (id, seq) = row?;
             let stored = body_at(&self.bodies, id.value(), seq.value())?;
             visit(id.value(), &self.as_written(id.value(), stored)?)?;
+        }
+        Ok(())
+    }
+
+    /// Every stored span as (id, body as stored: placed or as written), in id order.
+    pub fn for_each_stored(
+        &self,
+        mut visit: impl FnMut(&[u8; 32], &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        for row in self.index.iter()? {
+            let (id, seq) = row?;
+            visit(id.value(), &body_at(&self.bodies, id.value(), seq.value())?)?;
         }
         Ok(())
     }
