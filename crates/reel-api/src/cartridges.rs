@@ -80,8 +80,8 @@ pub struct MamView {
 }
 
 /// What a cartridge takes in the store (docs/design/api.md defines each number). Counts the
-/// data as of each partition's last flush: a drive flushes at least every 256 MiB and at every
-/// synchronising point.
+/// data as of each partition's last flush: a drive flushes at every synchronising point, and
+/// in between once the rows it holds reach 64 MiB (about 10 GiB of tapewrite data).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageView {

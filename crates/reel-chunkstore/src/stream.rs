@@ -120,6 +120,8 @@ pub(crate) struct StreamState {
     /// visits packs in the order they were written (`spans::Placer` holds a few at a time).
     new_span_order: Vec<SpanId>,
     tail_bytes: u64,
+    /// About how much memory the rows and bodies waiting for the next flush take.
+    unflushed_catalog_bytes: usize,
     dirty: bool,
     sidecar: BTreeMap<u64, Option<Vec<u8>>>,
     builder: Arc<Mutex<PackBuilder>>,
@@ -154,6 +156,7 @@ impl ChunkStore {
             row_start,
             tail_bytes: len - row_start,
             tail,
+            unflushed_catalog_bytes: 0,
             dirty: false,
             sidecar: BTreeMap::new(),
             builder: inner.new_builder(id.0),
@@ -227,6 +230,7 @@ impl StreamState {
 
     fn push_entry(&mut self, entry: Entry) {
         self.tail_bytes += u64::from(entry.bytes());
+        self.unflushed_catalog_bytes += size_of::<Entry>();
         self.tail.push(entry);
         if self
             .read_row
@@ -353,6 +357,8 @@ impl StreamState {
                 })?;
                 let id = SpanId::of(&span.body);
                 if let std::collections::hash_map::Entry::Vacant(e) = self.new_spans.entry(id) {
+                    self.unflushed_catalog_bytes += span.body.len()
+                        + span.pieces.iter().map(|(_, b)| 32 + b.len()).sum::<usize>();
                     e.insert(span);
                     self.new_span_order.push(id);
                 }
@@ -483,6 +489,7 @@ impl StreamState {
         self.new_span_order.clear();
         self.full_rows.clear();
         self.sidecar.clear();
+        self.unflushed_catalog_bytes = 0;
         self.dirty = false;
         Ok(())
     }
@@ -668,6 +675,7 @@ impl StreamState {
         self.row_start = 0;
         self.tail.clear();
         self.tail_bytes = 0;
+        self.unflushed_catalog_bytes = 0;
         self.dirty = false;
         self.sidecar.clear();
         self.chunker.reset();
@@ -764,6 +772,13 @@ impl Stream {
     /// record the hash threads take is not copied; they hold a reference until it is applied.
     pub fn append_record_shared(&self, data: bytes::Bytes) -> Result<()> {
         self.admit(|st, inner| st.append_record(inner, &data, Some(&data)))
+    }
+
+    /// About how many bytes of memory the catalog rows and span bodies waiting for the next
+    /// flush take (reference rows and new bodies; records still being hashed not included).
+    /// A caller that never synchronises bounds its memory by flushing when this grows.
+    pub fn unflushed_catalog_bytes(&self) -> usize {
+        self.state.lock().unflushed_catalog_bytes
     }
 
     /// Writes the appended bytes and sidecar changes to the catalog (not yet durably: call

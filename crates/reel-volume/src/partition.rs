@@ -5,9 +5,18 @@ use reel_media::{ObjectKind, PartitionStore, Unsynced};
 
 use crate::record_map::{RUNS_PER_PAGE, Run, RunKind, decode_page, encode_page};
 
-/// Flush the stream and record map after this many unflushed bytes, bounding memory and the
-/// work a crash can lose beyond what the tape contract allows anyway.
-const FLUSH_EVERY: u64 = 256 << 20;
+/// Flush the stream and record map once the catalog rows waiting for the next flush take this
+/// much memory (`Stream::unflushed_catalog_bytes`). A flush only bounds memory: a crash loses
+/// everything after the last synchronising point, flushed or not, and reads flush first. Each
+/// flush costs the catalog file pages (non-durable commits copy the durable pages they touch,
+/// and bodies whose chunks sit in the still-open pack are rewritten placed at a later flush):
+/// flushing every 256 MiB written, as before, left a 2 GiB tape of 1 MiB records with a 14.1 MB
+/// catalog for 9.5 MB of tables (`docs/design/efficiency.md` §39). 64 MiB of rows is ~10 GiB of
+/// tapewrite data at 1 MiB records, ~3.5 GiB of unique data at 64 KiB.
+const UNFLUSHED_CATALOG_MAX: usize = 64 << 20;
+/// Also flush after this many bytes written: `unflushed_catalog_bytes` counts rows and bodies,
+/// and this bounds whatever else a long unsynchronised write keeps per record.
+const FLUSH_EVERY: u64 = 64 << 30;
 
 /// One partition of a mounted cartridge.
 pub struct ChunkPartition {
@@ -26,6 +35,8 @@ pub struct ChunkPartition {
     /// they still count until this partition syncs, so the count never understates.
     synced_objects: u64,
     synced_bytes: u64,
+    /// [`UNFLUSHED_CATALOG_MAX`]; smaller in tests.
+    flush_at: usize,
 }
 
 impl ChunkPartition {
@@ -63,6 +74,7 @@ impl ChunkPartition {
             unflushed: 0,
             synced_objects,
             synced_bytes: end,
+            flush_at: UNFLUSHED_CATALOG_MAX,
         })
     }
 
@@ -191,7 +203,7 @@ impl ChunkPartition {
         }
         self.push(kind(len), 1);
         self.unflushed += u64::from(len);
-        if self.unflushed >= FLUSH_EVERY {
+        if self.unflushed >= FLUSH_EVERY || self.stream.unflushed_catalog_bytes() >= self.flush_at {
             self.flush()?;
         }
         Ok(())
@@ -308,5 +320,71 @@ impl PartitionStore for ChunkPartition {
             objects: self.object_count() - self.synced_objects,
             bytes: self.data_bytes() - self.synced_bytes,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use reel_backend::LocalBackend;
+    use reel_chunkstore::{ChunkStore, StoreConfig, StreamId};
+    use reel_media::PartitionStore;
+
+    use super::*;
+
+    fn noise(n: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// A long write with no synchronising point flushes once its rows waiting for the catalog
+    /// reach the bound, not after every so many bytes: memory stays bounded, and a write whose
+    /// rows stay under it is written to the catalog only at its sync.
+    #[test]
+    fn an_unsynchronised_write_flushes_when_its_rows_reach_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(LocalBackend::open(&dir.path().join("objects")).unwrap());
+        let store =
+            ChunkStore::open(&dir.path().join("catalog"), backend, StoreConfig::default()).unwrap();
+        let mut p = ChunkPartition::open(store.open_stream(StreamId(1)).unwrap()).unwrap();
+        p.flush_at = 8 << 10;
+        let mut flushes = 0;
+        let mut before = 0;
+        for seed in 0..96 {
+            p.append_record(&noise(64 << 10, seed)).unwrap();
+            let now = p.stream().unflushed_catalog_bytes();
+            assert!(
+                now < p.flush_at,
+                "{now} bytes of rows waiting after record {seed}"
+            );
+            if now < before {
+                flushes += 1;
+            }
+            before = now;
+        }
+        // 96 unique 64 KiB records: ~3,000 chunks, ~110 KB of rows (records still being
+        // hashed count once they are applied).
+        assert!(flushes >= 3, "{flushes} flushes");
+
+        // Under the default bound, the same write waits for its sync.
+        let mut q = ChunkPartition::open(store.open_stream(StreamId(2)).unwrap()).unwrap();
+        for seed in 100..148 {
+            q.append_record(&noise(64 << 10, seed)).unwrap();
+        }
+        let waiting = q.stream().unflushed_catalog_bytes();
+        assert!(waiting > 8 << 10, "{waiting}");
+        q.sync().unwrap();
+        assert_eq!(q.stream().unflushed_catalog_bytes(), 0);
+        let mut record = Vec::new();
+        q.read_record(47, &mut record).unwrap();
+        assert_eq!(record, noise(64 << 10, 147));
     }
 }
