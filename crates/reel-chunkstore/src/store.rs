@@ -261,12 +261,14 @@ struct IndexQueue {
     chunks: usize,
 }
 
-/// Queued chunks at which the queue is indexed without waiting for a sync: 36 full packs of
-/// incompressible data, 13 of compressible unique data, about 13 GB written at 29:1. A pack's
+/// Queued chunks at which the queue is indexed without waiting for a sync: 9 full packs of
+/// incompressible data, 3 of compressible unique data, about 3 GB written at 29:1. A pack's
 /// thousands of random index keys touch most of the index's leaves, and redb rebuilds each
 /// leaf a transaction touches: one transaction for several packs rebuilds each leaf once
-/// instead of once per pack (`efficiency.md` §30).
-const INDEX_BATCH_CHUNKS: usize = 512 << 10;
+/// instead of once per pack (`efficiency.md` §30). Not more: a batch is a burst of CPU, and
+/// 512 Ki chunks at once made a one-drive write dip 26–36 % for a second once flushes no
+/// longer indexed the queue every 256 MiB (§39).
+const INDEX_BATCH_CHUNKS: usize = 128 << 10;
 
 pub(crate) struct Inner {
     pub(crate) backend: Arc<dyn Backend>,
