@@ -3445,6 +3445,37 @@ mod format_4_upgrade_tests {
         assert_eq!(placed_late("stream sync", true).0, 0);
     }
 
+    /// Streams 1 to 3, each a shared record, one of its own and the shared record's start,
+    /// synced: bodies placed in their flushes, chunks shared across packs.
+    fn three_streams_sharing_a_record(store: &ChunkStore) {
+        let common = noise(700_000, 1);
+        for s in 1..=3u64 {
+            let stream = store.open_stream(StreamId(s)).unwrap();
+            stream.append_record(&common).unwrap();
+            stream.append_record(&noise(500_000, 10 + s)).unwrap();
+            stream.append_record(&common[..300_000]).unwrap();
+            stream.sync().unwrap();
+        }
+    }
+
+    /// Deletes stream 1 and reclaims: the packs its own record leaves partly dead are
+    /// rewritten, their names retired.
+    fn delete_stream_1_and_reclaim(store: &ChunkStore) {
+        store.delete_stream(StreamId(1)).unwrap();
+        store.reclaim(0.99, &mut |_, _| {}).unwrap();
+        store.sync().unwrap();
+    }
+
+    fn assert_scrubs_clean(store: &ChunkStore) {
+        let scrub = store.scrub(&mut |_, _| {}).unwrap();
+        assert!(
+            scrub.damage.is_empty()
+                && scrub.bad_chunks.is_empty()
+                && scrub.index_problems.is_empty(),
+            "{scrub:?}"
+        );
+    }
+
     /// The span ops of every journal object in `backend`: (placed, as written).
     fn journaled_span_bodies(backend: &MemoryBackend) -> (usize, usize) {
         let (mut placed, mut written) = (0, 0);
@@ -3473,24 +3504,15 @@ mod format_4_upgrade_tests {
         let dir = tempfile::tempdir().unwrap();
         let backend = Arc::new(MemoryBackend::new());
         let store = ChunkStore::open(&dir.path().join("a"), backend.clone(), config()).unwrap();
-        let common = noise(700_000, 1);
-        for s in 1..=3u64 {
-            let stream = store.open_stream(StreamId(s)).unwrap();
-            stream.append_record(&common).unwrap();
-            stream.append_record(&noise(500_000, 10 + s)).unwrap();
-            stream.append_record(&common[..300_000]).unwrap();
-            stream.sync().unwrap();
-        }
+        three_streams_sharing_a_record(&store);
         let (placed, written) = journaled_span_bodies(&backend);
         assert!(
             placed > 0 && placed >= written,
             "journaled bodies: {placed} placed, {written} as written"
         );
-        // A reclaim rewrites the packs stream 1 leaves partly dead; placed bodies naming them
-        // read their names from the retired table, locally and after a rebuild.
-        store.delete_stream(StreamId(1)).unwrap();
-        store.reclaim(0.99, &mut |_, _| {}).unwrap();
-        store.sync().unwrap();
+        // Placed bodies naming the packs the reclaim rewrites read their names from the retired
+        // table, locally and after a rebuild.
+        delete_stream_1_and_reclaim(&store);
         let fingerprint = store.catalog_fingerprint().unwrap();
         let expected = contents(&store);
         drop(store);
@@ -3509,12 +3531,7 @@ mod format_4_upgrade_tests {
             retired(&rebuilt) > 0,
             "the reclaim retired names placed bodies read"
         );
-        let scrub = rebuilt.scrub(&mut |_, _| {}).unwrap();
-        assert!(
-            scrub.damage.is_empty()
-                && scrub.bad_chunks.is_empty()
-                && scrub.index_problems.is_empty()
-        );
+        assert_scrubs_clean(&rebuilt);
     }
 
     /// The ops of every part of the checkpoint of `seq` in `backend`.
@@ -3544,16 +3561,8 @@ mod format_4_upgrade_tests {
             ..config()
         };
         let store = ChunkStore::open(&dir.path().join("a"), backend.clone(), config()).unwrap();
-        let common = noise(700_000, 1);
-        for s in 1..=3u64 {
-            let stream = store.open_stream(StreamId(s)).unwrap();
-            stream.append_record(&common).unwrap();
-            stream.append_record(&noise(500_000, 10 + s)).unwrap();
-            stream.sync().unwrap();
-        }
-        store.delete_stream(StreamId(1)).unwrap();
-        store.reclaim(0.99, &mut |_, _| {}).unwrap();
-        store.sync().unwrap();
+        three_streams_sharing_a_record(&store);
+        delete_stream_1_and_reclaim(&store);
         let report = store
             .checkpoint()
             .unwrap()
@@ -3583,12 +3592,7 @@ mod format_4_upgrade_tests {
         assert_eq!(contents(&restored), expected);
         assert_eq!(placed_bodies(&restored), (placed_here, flat_here));
         assert_eq!(restored.inner.bodies_placed_late.load(Ordering::Relaxed), 0);
-        let scrub = restored.scrub(&mut |_, _| {}).unwrap();
-        assert!(
-            scrub.damage.is_empty()
-                && scrub.bad_chunks.is_empty()
-                && scrub.index_problems.is_empty()
-        );
+        assert_scrubs_clean(&restored);
     }
 
     /// A format-5 catalog (names whole per pack, a row per span) opens as format 8 with the

@@ -330,20 +330,9 @@ mod tests {
     use reel_backend::LocalBackend;
     use reel_chunkstore::{ChunkStore, StoreConfig, StreamId};
     use reel_media::PartitionStore;
+    use reel_testkit::data::noise;
 
     use super::*;
-
-    fn noise(n: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
 
     /// A long write with no synchronising point flushes once its rows waiting for the catalog
     /// reach the bound, not after every so many bytes: memory stays bounded, and a write whose
