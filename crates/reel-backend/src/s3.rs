@@ -1686,7 +1686,8 @@ aws_access_key_id = only
     }
 
     /// A 507 whose body never ends is still a full disk, reported at once: the client reads
-    /// the body's first 16 KiB (it read forever before, holding every byte).
+    /// the body's first 16 KiB. Before, it read until the connection failed, holding every
+    /// byte (8.4 GB in 5 s in this test).
     #[test]
     fn an_endless_error_answer_is_read_only_in_part() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
