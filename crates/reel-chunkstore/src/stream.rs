@@ -357,8 +357,16 @@ impl StreamState {
                 })?;
                 let id = SpanId::of(&span.body);
                 if let std::collections::hash_map::Entry::Vacant(e) = self.new_spans.entry(id) {
+                    // The bodies, and what holding one costs beside its bytes (the map's entry,
+                    // the id again in `new_span_order`): short records make many small spans.
                     self.unflushed_catalog_bytes += span.body.len()
-                        + span.pieces.iter().map(|(_, b)| 32 + b.len()).sum::<usize>();
+                        + size_of::<(SpanId, NewSpan)>()
+                        + size_of::<SpanId>()
+                        + span
+                            .pieces
+                            .iter()
+                            .map(|(_, b)| size_of::<(SpanId, Vec<u8>)>() + b.len())
+                            .sum::<usize>();
                     e.insert(span);
                     self.new_span_order.push(id);
                 }

@@ -7,12 +7,10 @@
 //!   that must answer GOOD.
 //! - [`tape`]: a blocking session to one drive, for tests that are not async.
 //! - [`volumes`]: a cartridge catalog on a fresh chunk store.
-//! - [`data`]: test data ([`data::noise`]).
 //!
 //! CDBs come from [`reel_scsi::initiator`]; this crate adds no SCSI of its own.
 //! Never a dependency of a shipped crate (`publish = false`).
 
-pub mod data;
 pub mod initiator;
 pub mod serve;
 pub mod tape;

@@ -330,9 +330,21 @@ mod tests {
     use reel_backend::LocalBackend;
     use reel_chunkstore::{ChunkStore, StoreConfig, StreamId};
     use reel_media::PartitionStore;
-    use reel_testkit::data::noise;
 
     use super::*;
+
+    /// 64 KiB record `seed`: an entirely random block of the project's data generator, so no
+    /// two seeds share a chunk.
+    fn unique_record(seed: u64) -> Vec<u8> {
+        let cfg = reel_datagen::GenConfig {
+            block_size: 64 << 10,
+            randomness: 1.0,
+            ..Default::default()
+        };
+        let mut record = vec![0; cfg.block_size];
+        reel_datagen::unique_block(&cfg, seed, &mut record);
+        record
+    }
 
     /// A long write with no synchronising point flushes once its rows waiting for the catalog
     /// reach the bound, not after every so many bytes: memory stays bounded, and a write whose
@@ -348,7 +360,7 @@ mod tests {
         let mut flushes = 0;
         let mut before = 0;
         for seed in 0..96 {
-            p.append_record(&noise(64 << 10, seed)).unwrap();
+            p.append_record(&unique_record(seed)).unwrap();
             let now = p.stream().unflushed_catalog_bytes();
             assert!(
                 now < p.flush_at,
@@ -366,7 +378,7 @@ mod tests {
         // Under the default bound, the same write waits for its sync.
         let mut q = ChunkPartition::open(store.open_stream(StreamId(2)).unwrap()).unwrap();
         for seed in 100..148 {
-            q.append_record(&noise(64 << 10, seed)).unwrap();
+            q.append_record(&unique_record(seed)).unwrap();
         }
         let waiting = q.stream().unflushed_catalog_bytes();
         assert!(waiting > 8 << 10, "{waiting}");
@@ -374,6 +386,6 @@ mod tests {
         assert_eq!(q.stream().unflushed_catalog_bytes(), 0);
         let mut record = Vec::new();
         q.read_record(47, &mut record).unwrap();
-        assert_eq!(record, noise(64 << 10, 147));
+        assert_eq!(record, unique_record(147));
     }
 }
