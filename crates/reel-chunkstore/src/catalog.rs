@@ -51,7 +51,10 @@ pub const META_FORMAT: &str = "format_version";
 /// *placed* (`format::PlacedRefs`: runs of positions in packs' names instead of 32-byte ids)
 /// and keeps the names of dropped packs such bodies read (`pack_names::RETIRED_NAMES`); older
 /// bodies are placed on open, and a reel reading version 7 would take a placed body for damage.
-pub const CATALOG_VERSION: u64 = 8;
+/// 9 writes extent rows and bodies of pieces *compact* (`format::CompactRow`: spans named by
+/// their ids' first 8 bytes, the row checked by a hash); rows written before stay as they are,
+/// and a reel reading version 8 would take a compact row for damage.
+pub const CATALOG_VERSION: u64 = 9;
 /// The last catalog journal object this catalog includes (0: none; see `journal.rs`).
 pub const META_JOURNAL_SEQ: &str = "journal_seq";
 /// Set while a checkpoint (`checkpoint.rs`) is restored into this catalog: the checkpoint's

@@ -31,8 +31,9 @@ const MAGIC: &[u8; 8] = b"REELCKPT";
 /// 2: span bodies may hold pieces (catalog format 3); 3: chunk locations may name checked blobs
 /// (catalog format 4); 4: no chunk rows, the pack names rebuild the index (catalog format 5,
 /// journal version 8); 5: span bodies as stored, placed ones with the retired names they read
-/// (journal version 9, `efficiency.md` §38). Older checkpoints are read as well.
-const VERSION: u16 = 5;
+/// (journal version 9, `efficiency.md` §38); 6: compact extent rows and bodies of pieces
+/// (catalog format 9, journal version 10). Older checkpoints are read as well.
+const VERSION: u16 = 6;
 const HASH_LEN: usize = 32;
 const PART_LEN: usize = 8 + HASH_LEN;
 /// A checkpoint is cut into parts once their encoded ops reach about this many bytes.

@@ -81,7 +81,7 @@ impl Part {
         stream: StreamId,
     ) -> Result<()> {
         let body = crate::spans::stored(spans, id)?;
-        for e in crate::spans::decode_span(id, &body, len)? {
+        for e in crate::spans::decode_span(spans, id, &body, len)? {
             match e {
                 Entry::Chunk(r) => self.chunk(r.id, locate, foreign, stream)?,
                 Entry::Span { id: piece, len } => {
@@ -259,14 +259,15 @@ impl Bundle {
             )));
         }
         let chunk_ids: HashSet<ChunkId> = chunks.iter().map(|c| c.0).collect();
-        let span_ids: HashSet<[u8; 32]> = spans.iter().map(|s| s.0).collect();
+        // Ordered: compact rows name spans by their ids' first bytes (`spans::decode_row`).
+        let span_ids: BTreeSet<[u8; 32]> = spans.iter().map(|s| s.0).collect();
         let flat_span_ids: HashSet<[u8; 32]> = spans
             .iter()
             .filter(|s| format::span_is_flat(&s.1))
             .map(|s| s.0)
             .collect();
         for (_, body) in &spans {
-            for e in format::decode_extent_row(body)? {
+            for e in crate::spans::decode_row(&span_ids, body)? {
                 match e {
                     Entry::Chunk(r) if !chunk_ids.contains(&r.id) => {
                         return Err(invalid(format!(
@@ -283,7 +284,7 @@ impl Bundle {
             }
         }
         for (_, row) in &extents {
-            for e in format::decode_extent_row(row)? {
+            for e in crate::spans::decode_row(&span_ids, row)? {
                 let known = match e {
                     Entry::Chunk(r) => chunk_ids.contains(&r.id),
                     Entry::Span { id, .. } => span_ids.contains(&id.0),
@@ -422,7 +423,7 @@ impl ChunkStore {
             .range((stream.0, 0)..=(stream.0, u64::MAX))?
         {
             let (k, v) = row?;
-            for e in format::decode_extent_row(v.value())? {
+            for e in crate::spans::decode_row(&spans, v.value())? {
                 match e {
                     Entry::Chunk(r) => part.chunk(r.id, &locate, &foreign, stream)?,
                     Entry::Span { id, len } => {

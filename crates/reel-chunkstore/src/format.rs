@@ -788,6 +788,124 @@ pub fn decode_extent_row(bytes: &[u8]) -> Result<Vec<Entry>, FormatError> {
     }
 }
 
+// A *compact* row (catalog format 9) is how reel writes extent rows and span bodies of pieces
+// now. It names a span by the first 8 bytes of its id, not all 32, and carries the first 8
+// bytes of the BLAKE3 of the same row in version 2 (the *full* row, every id whole):
+//   version u8 (4) | count varint | check [8] | count × entry
+// where an entry is `0 | chunk id [32] | len varint` or `1 | span id's first 8 bytes | len
+// varint`. Reading it resolves each prefix among the stored spans (`spans::decode_row`) and
+// compares the full row's hash with the check: a prefix two stored spans share (one pair in
+// 2^64 / n²) is settled by the check, and a damaged prefix is never read as another span. A
+// span's id is the hash of its body as stored, so a record in pieces is named by its compact
+// body. 37 B per span entry become ~12 (`efficiency.md` §40).
+// ---------------------------------------------------------------------------------------------
+
+const COMPACT_ROW_VERSION: u8 = 4;
+pub const SPAN_PREFIX_LEN: usize = 8;
+
+/// An entry of a compact row: a span is named by its id's first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompactEntry {
+    Chunk(ChunkRef),
+    Span {
+        prefix: [u8; SPAN_PREFIX_LEN],
+        len: u32,
+    },
+}
+
+/// A compact row before its span prefixes are resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompactRow {
+    pub check: [u8; 8],
+    pub entries: Vec<CompactEntry>,
+}
+
+/// A stored row: entries with whole ids (versions 1 and 2), or compact (version 4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoredRow {
+    Full(Vec<Entry>),
+    Compact(CompactRow),
+}
+
+/// The check a compact row carries: the first 8 bytes of the BLAKE3 of the full row.
+pub fn row_check(entries: &[Entry]) -> [u8; 8] {
+    let hash = blake3::hash(&encode_extent_row(entries));
+    let mut check = [0u8; 8];
+    check.copy_from_slice(&hash.as_bytes()[..8]);
+    check
+}
+
+/// The compact form of a row: what reel stores for extent rows and bodies of pieces.
+pub fn encode_row(entries: &[Entry]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(12 + entries.len() * 14);
+    out.push(COMPACT_ROW_VERSION);
+    put_varint(&mut out, entries.len() as u64);
+    out.extend_from_slice(&row_check(entries));
+    for e in entries {
+        match e {
+            Entry::Chunk(r) => {
+                out.push(0);
+                out.extend_from_slice(&r.id.0);
+                put_varint(&mut out, u64::from(r.len));
+            }
+            Entry::Span { id, len } => {
+                out.push(1);
+                out.extend_from_slice(&id.0[..SPAN_PREFIX_LEN]);
+                put_varint(&mut out, u64::from(*len));
+            }
+        }
+    }
+    out
+}
+
+/// Decodes a row of any version; a compact one still names its spans by prefix.
+pub fn decode_row(bytes: &[u8]) -> Result<StoredRow, FormatError> {
+    const WHAT: &str = "compact row";
+    if bytes.first() != Some(&COMPACT_ROW_VERSION) {
+        return decode_extent_row(bytes).map(StoredRow::Full);
+    }
+    let mut r = Reader::new(&bytes[1..], WHAT);
+    let count = r.varint()?;
+    // Every entry takes at least 10 bytes: bounds the allocation by the input.
+    if count > r.data.len() as u64 / 10 {
+        return Err(malformed(WHAT, "more entries than bytes"));
+    }
+    let check = r.array()?;
+    let mut entries = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let kind = r.u8()?;
+        let entry = match kind {
+            0 => {
+                let id = ChunkId(r.array()?);
+                CompactEntry::Chunk(ChunkRef {
+                    id,
+                    len: r.varint_u32()?,
+                })
+            }
+            1 => CompactEntry::Span {
+                prefix: r.array()?,
+                len: r.varint_u32()?,
+            },
+            _ => return Err(malformed(WHAT, format!("unknown entry kind {kind}"))),
+        };
+        let len = match entry {
+            CompactEntry::Chunk(c) => c.len,
+            CompactEntry::Span { len, .. } => len,
+        };
+        if len == 0 {
+            return Err(malformed(WHAT, "empty reference"));
+        }
+        entries.push(entry);
+    }
+    r.finish()?;
+    Ok(StoredRow::Compact(CompactRow { check, entries }))
+}
+
+/// A span's body holds pieces: a version-2 row or a compact one (not a flat list, not placed).
+pub fn span_holds_pieces(body: &[u8]) -> bool {
+    matches!(body.first(), Some(&ROW_VERSION) | Some(&COMPACT_ROW_VERSION))
+}
+
 // A *placed* span body (catalog format 8) is a flat reference list stored by where its chunks'
 // names are rather than by the names themselves:
 //   version u8 (3) | count varint | count × len varint | runs until the end
@@ -940,6 +1058,7 @@ pub mod fuzzing {
     pub fn decode_anything(data: &[u8]) {
         let _ = super::decode_pack(data);
         let _ = super::decode_extent_row(data);
+        let _ = super::decode_row(data);
         let _ = super::decode_refs(data);
         let _ = super::ChunkLoc::decode(data);
         let _ = super::decode_pack_ids(data);
@@ -1136,6 +1255,50 @@ mod tests {
                 let named: u64 = shorter.runs.iter().map(RefRun::ids).sum();
                 prop_assert_eq!(named, shorter.lens.len() as u64);
             }
+        }
+
+        #[test]
+        fn compact_rows_keep_chunk_ids_span_prefixes_lengths_and_the_full_rows_check(
+            entries in proptest::collection::vec(
+                (any::<bool>(), any::<[u8; 32]>(), 1u32..u32::MAX).prop_map(|(span, id, len)| {
+                    if span {
+                        Entry::Span { id: SpanId(id), len }
+                    } else {
+                        Entry::Chunk(ChunkRef { id: ChunkId(id), len })
+                    }
+                }),
+                0..40,
+            ),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let encoded = encode_row(&entries);
+            prop_assert!(!span_is_flat(&encoded) && !span_is_placed(&encoded));
+            prop_assert!(span_holds_pieces(&encoded));
+            let StoredRow::Compact(row) = decode_row(&encoded).unwrap() else {
+                panic!("not compact");
+            };
+            prop_assert_eq!(row.check, row_check(&entries));
+            prop_assert_eq!(row.entries.len(), entries.len());
+            for (stored, e) in row.entries.iter().zip(&entries) {
+                match (stored, e) {
+                    (CompactEntry::Chunk(a), Entry::Chunk(b)) => prop_assert_eq!(a, b),
+                    (CompactEntry::Span { prefix, len }, Entry::Span { id, len: l }) => {
+                        prop_assert_eq!(&prefix[..], &id.0[..SPAN_PREFIX_LEN]);
+                        prop_assert_eq!(len, l);
+                    }
+                    _ => prop_assert!(false, "entry kind changed"),
+                }
+            }
+            // 23 B smaller for each span named (37 B, at most 14 compact); a chunk entry costs a
+            // byte more at most (a varint length), the header five.
+            let spans = entries.iter().filter(|e| matches!(e, Entry::Span { .. })).count();
+            let chunks = entries.len() - spans;
+            prop_assert!(encoded.len() + 23 * spans <= encode_extent_row(&entries).len() + 5 + chunks);
+            // A row cut short is refused, never read as a shorter one.
+            let cut = cut.index(encoded.len());
+            prop_assert!(decode_row(&encoded[..cut]).is_err());
+            // The full versions still decode as they did.
+            prop_assert_eq!(decode_row(&encode_extent_row(&entries)).unwrap(), StoredRow::Full(entries));
         }
 
         #[test]

@@ -62,9 +62,10 @@ const MAGIC: &[u8; 8] = b"REELJRNL";
 /// its chunks, and a reel that reads version 7 would lose the index, 9 span bodies journaled
 /// placed (runs of positions in packs' names, `efficiency.md` §37: a reel that reads version 8
 /// may predate placed bodies, catalog format 8, and would take them for damage, so it refuses
-/// the object instead). Every older object is read: its ops keep their meaning
-/// ([`Op::LegacyPutPackIds`]).
-const VERSION: u16 = 9;
+/// the object instead), 10 compact extent rows and bodies of pieces (catalog format 9: spans
+/// named by their ids' first 8 bytes; a reel that reads version 9 would take them for damage).
+/// Every older object is read: its ops keep their meaning ([`Op::LegacyPutPackIds`]).
+const VERSION: u16 = 10;
 /// The first version whose pack-names ops index the pack's chunks.
 const DERIVED_INDEX_VERSION: u16 = 8;
 const F_COMPRESSED: u16 = 1;

@@ -19,7 +19,8 @@ use reel_backend::PutMode;
 
 use crate::catalog::{EXTENTS, FOREIGN_PACKS, PACKS, PINS, PackRow, pack_key};
 use crate::chunk_index::{self, INDEX, INDEX_FULL};
-use crate::format::{ChunkId, ChunkLoc, Entry, decode_extent_row};
+use crate::format::{ChunkId, ChunkLoc, Entry};
+use crate::spans::row_marks;
 use crate::journal::Op;
 use crate::pack_names::PACK_NAMES;
 use crate::packer::PackBuilder;
@@ -86,10 +87,11 @@ impl ChunkStore {
             let mut live_spans = HashSet::new();
             let mut pinned_chunks: HashSet<ChunkId> = HashSet::new();
             let mut pinned_spans = HashSet::new();
+            let spans = crate::spans::read(&txn)?;
             for row in txn.open_table(EXTENTS)?.iter()? {
                 let (k, v) = row?;
                 let is_pinned = pinned.contains(&k.value().0);
-                for e in decode_extent_row(v.value())? {
+                for e in row_marks(&spans, v.value())? {
                     match e {
                         Entry::Chunk(r) => {
                             live.insert(r.id);
@@ -106,7 +108,6 @@ impl ChunkStore {
                     }
                 }
             }
-            let spans = crate::spans::read(&txn)?;
             // The pieces of live spans are live (and pinned with them): found before the scan
             // below, which meets pieces and the spans holding them in key order.
             let mut pieces = Vec::new();
@@ -116,7 +117,7 @@ impl ChunkStore {
                     continue;
                 };
                 if !crate::format::span_is_flat(&body) {
-                    for e in decode_extent_row(&body)? {
+                    for e in row_marks(&spans, &body)? {
                         if let Entry::Span { id: piece, .. } = e {
                             pieces.push((piece, pinned_spans.contains(&id)));
                         }
@@ -134,7 +135,7 @@ impl ChunkStore {
                 if live_spans.contains(&id) {
                     // A span's chunk entries; its pieces were counted live above and add
                     // their own chunks when the scan reaches them.
-                    for e in decode_extent_row(body)? {
+                    for e in row_marks(&spans, body)? {
                         if let Entry::Chunk(r) = e {
                             if pinned_spans.contains(&id) {
                                 pinned_chunks.insert(r.id);

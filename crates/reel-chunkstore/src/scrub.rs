@@ -8,7 +8,7 @@ use redb::{ReadableDatabase, ReadableTable};
 use crate::Result;
 use crate::catalog::{EXTENTS, PACKS, PackRow};
 use crate::chunk_index::{self, INDEX, INDEX_FULL};
-use crate::format::{ChunkId, decode_blob, decode_extent_row, decode_pack, decode_pack_ids};
+use crate::format::{ChunkId, decode_blob, decode_pack, decode_pack_ids};
 use crate::store::ChunkStore;
 use crate::stream::StreamId;
 
@@ -201,10 +201,11 @@ impl ChunkStore {
             }
         }
         report.index_problems = index_problems(&index, &full, &packs, indexed.len())?;
+        let span_index = txn.open_table(crate::spans::SPAN_INDEX)?;
         for row in txn.open_table(EXTENTS)?.iter()? {
             let (k, v) = row?;
             let (stream, mut offset) = k.value();
-            let entries = match decode_extent_row(v.value()) {
+            let entries = match crate::spans::decode_row(&span_index, v.value()) {
                 Ok(r) => r,
                 Err(e) => {
                     report.damage.push(Damage {

@@ -24,7 +24,9 @@ use redb::{
 };
 
 use crate::chunk_index;
-use crate::format::{self, ChunkId, ChunkRef, Entry, PlacedRefs, RefRun, SpanId, TOMBSTONE};
+use crate::format::{
+    self, ChunkId, ChunkRef, Entry, PlacedRefs, RefRun, SPAN_PREFIX_LEN, SpanId, TOMBSTONE,
+};
 use crate::pack_names::{self, PACK_NAMES, RETIRED_NAMES};
 use crate::parts;
 use crate::{Result, StoreError};
@@ -71,8 +73,14 @@ pub fn write(txn: &WriteTransaction) -> Result<WriteSpans<'_>> {
     })
 }
 
+/// Where compact rows' span prefixes are resolved: the stored spans' ids.
+pub trait SpanIds {
+    /// The ids of stored spans that start with `prefix` (almost always one).
+    fn ids_with_prefix(&self, prefix: &[u8; SPAN_PREFIX_LEN]) -> Result<Vec<[u8; 32]>>;
+}
+
 /// Reading span bodies as they were written (placed ones expanded), whatever transaction.
-pub trait SpanSource {
+pub trait SpanSource: SpanIds {
     /// Span `id`'s body, or `None` if it is not stored.
     fn body(&self, id: &[u8; 32]) -> Result<Option<Vec<u8>>>;
 }
@@ -85,6 +93,148 @@ impl SpanSource for ReadSpans {
         let stored = body_at(&self.bodies, id, seq)?;
         self.as_written(id, stored).map(Some)
     }
+}
+
+/// The ids in a span index that start with `prefix`.
+pub fn index_ids_with_prefix(
+    index: &impl ReadableTable<&'static [u8; 32], u64>,
+    prefix: &[u8; SPAN_PREFIX_LEN],
+) -> Result<Vec<[u8; 32]>> {
+    let mut low = [0u8; 32];
+    low[..SPAN_PREFIX_LEN].copy_from_slice(prefix);
+    let mut high = [0xffu8; 32];
+    high[..SPAN_PREFIX_LEN].copy_from_slice(prefix);
+    let mut ids = Vec::with_capacity(1);
+    for row in index.range::<&[u8; 32]>(&low..=&high)? {
+        ids.push(*row?.0.value());
+    }
+    Ok(ids)
+}
+
+impl SpanIds for ReadSpans {
+    fn ids_with_prefix(&self, prefix: &[u8; SPAN_PREFIX_LEN]) -> Result<Vec<[u8; 32]>> {
+        index_ids_with_prefix(&self.index, prefix)
+    }
+}
+
+impl SpanIds for WriteSpans<'_> {
+    fn ids_with_prefix(&self, prefix: &[u8; SPAN_PREFIX_LEN]) -> Result<Vec<[u8; 32]>> {
+        index_ids_with_prefix(&self.index, prefix)
+    }
+}
+
+impl SpanIds for ReadOnlyTable<&'static [u8; 32], u64> {
+    fn ids_with_prefix(&self, prefix: &[u8; SPAN_PREFIX_LEN]) -> Result<Vec<[u8; 32]>> {
+        index_ids_with_prefix(self, prefix)
+    }
+}
+
+impl SpanIds for Table<'_, &'static [u8; 32], u64> {
+    fn ids_with_prefix(&self, prefix: &[u8; SPAN_PREFIX_LEN]) -> Result<Vec<[u8; 32]>> {
+        index_ids_with_prefix(self, prefix)
+    }
+}
+
+/// The spans of an export bundle, before they are stored anywhere.
+impl SpanIds for std::collections::BTreeSet<[u8; 32]> {
+    fn ids_with_prefix(&self, prefix: &[u8; SPAN_PREFIX_LEN]) -> Result<Vec<[u8; 32]>> {
+        let mut low = [0u8; 32];
+        low[..SPAN_PREFIX_LEN].copy_from_slice(prefix);
+        let mut high = [0xffu8; 32];
+        high[..SPAN_PREFIX_LEN].copy_from_slice(prefix);
+        Ok(self.range(low..=high).copied().collect())
+    }
+}
+
+/// What a row may name, for marking what is live: a compact row's every span with a prefix it
+/// names (all of them when two share one; none when none is stored, which is the reader's
+/// error to report), so a mark never misses a span the row means. Nothing is checked.
+pub fn row_marks(spans: &impl SpanIds, bytes: &[u8]) -> Result<Vec<Entry>> {
+    let row = match format::decode_row(bytes)? {
+        format::StoredRow::Full(entries) => return Ok(entries),
+        format::StoredRow::Compact(row) => row,
+    };
+    let mut entries = Vec::with_capacity(row.entries.len());
+    for e in row.entries {
+        match e {
+            format::CompactEntry::Chunk(r) => entries.push(Entry::Chunk(r)),
+            format::CompactEntry::Span { prefix, len } => {
+                for id in spans.ids_with_prefix(&prefix)? {
+                    entries.push(Entry::Span {
+                        id: SpanId(id),
+                        len,
+                    });
+                }
+            }
+        }
+    }
+    Ok(entries)
+}
+
+/// Ambiguous prefixes settled by trying their spans against a row's check, at most this many
+/// combinations (two stored spans share a prefix once in 2^64 / n² pairs; more is damage).
+const PREFIX_COMBINATIONS_MAX: usize = 64;
+
+/// A row (an extent row or a body of pieces) of any version as entries with whole ids. A
+/// compact row's span prefixes are resolved among `spans`, and the full row it stands for must
+/// hash to its check, so a prefix two spans share is settled and a damaged one is caught.
+pub fn decode_row(spans: &impl SpanIds, bytes: &[u8]) -> Result<Vec<Entry>> {
+    let row = match format::decode_row(bytes)? {
+        format::StoredRow::Full(entries) => return Ok(entries),
+        format::StoredRow::Compact(row) => row,
+    };
+    // Entries whose prefix more than one stored span has, with those spans.
+    let mut shared: Vec<(usize, Vec<[u8; 32]>)> = Vec::new();
+    let mut entries = Vec::with_capacity(row.entries.len());
+    for e in &row.entries {
+        entries.push(match *e {
+            format::CompactEntry::Chunk(r) => Entry::Chunk(r),
+            format::CompactEntry::Span { prefix, len } => {
+                let ids = spans.ids_with_prefix(&prefix)?;
+                let Some(&first) = ids.first() else {
+                    let mut named = [0u8; 32];
+                    named[..SPAN_PREFIX_LEN].copy_from_slice(&prefix);
+                    return Err(StoreError::Corrupt(format!(
+                        "a row names span {} (by its first 8 bytes), which is not stored",
+                        SpanId(named)
+                    )));
+                };
+                if ids.len() > 1 {
+                    shared.push((entries.len(), ids));
+                }
+                Entry::Span {
+                    id: SpanId(first),
+                    len,
+                }
+            }
+        });
+    }
+    if format::row_check(&entries) == row.check {
+        return Ok(entries);
+    }
+    // A shared prefix (or damage): try every combination of the shared prefixes' spans.
+    let combinations = shared
+        .iter()
+        .try_fold(1usize, |n, (_, ids)| n.checked_mul(ids.len()))
+        .filter(|&n| n <= PREFIX_COMBINATIONS_MAX)
+        .ok_or_else(|| {
+            StoreError::Corrupt("a row's span prefixes match too many stored spans".into())
+        })?;
+    for combination in 1..combinations {
+        let mut n = combination;
+        for (slot, ids) in &shared {
+            if let Entry::Span { id, .. } = &mut entries[*slot] {
+                *id = SpanId(ids[n % ids.len()]);
+            }
+            n /= ids.len();
+        }
+        if format::row_check(&entries) == row.check {
+            return Ok(entries);
+        }
+    }
+    Err(StoreError::Corrupt(
+        "a row's entries do not hash to its check (damaged, or a span it names is gone)".into(),
+    ))
 }
 
 /// The body stored under `seq` for span `id`; the index names only bodies that are stored.
@@ -562,8 +712,13 @@ pub(crate) fn stored(spans: &impl SpanSource, id: SpanId) -> Result<Vec<u8>> {
 
 /// A span's body as entries (chunk references, and pieces when the record was stored in
 /// pieces), checked to cover the `len` bytes its referrer promised.
-pub(crate) fn decode_span(id: SpanId, body: &[u8], len: u32) -> Result<Vec<Entry>> {
-    let entries = format::decode_extent_row(body)?;
+pub(crate) fn decode_span(
+    spans: &impl SpanIds,
+    id: SpanId,
+    body: &[u8],
+    len: u32,
+) -> Result<Vec<Entry>> {
+    let entries = decode_row(spans, body)?;
     check_len(id, entries.iter().map(|e| u64::from(e.bytes())), len)?;
     Ok(entries)
 }
@@ -583,7 +738,7 @@ pub(crate) fn decode_flat(id: SpanId, body: &[u8], len: u32) -> Result<Vec<Chunk
 
 /// The entries of span `id`, checked to cover `len` bytes.
 pub(crate) fn span_entries(spans: &impl SpanSource, id: SpanId, len: u32) -> Result<Vec<Entry>> {
-    decode_span(id, &stored(spans, id)?, len)
+    decode_span(spans, id, &stored(spans, id)?, len)
 }
 
 /// The chunk references of piece `id`, checked to be flat and cover `len` bytes.
@@ -601,7 +756,7 @@ pub(crate) fn span_refs(spans: &impl SpanSource, id: SpanId, len: u32) -> Result
         return decode_flat(id, &body, len);
     }
     let mut out = Vec::new();
-    for entry in decode_span(id, &body, len)? {
+    for entry in decode_span(spans, id, &body, len)? {
         match entry {
             Entry::Chunk(r) => out.push(r),
             Entry::Span { id: piece, len } => out.extend(piece_refs(spans, piece, len)?),
@@ -681,6 +836,70 @@ mod table_tests {
                 Ok(())
             }).unwrap();
             prop_assert_eq!(seen, model.into_iter().collect::<Vec<_>>());
+        }
+    }
+
+    fn span(id: [u8; 32], len: u32) -> Entry {
+        Entry::Span {
+            id: SpanId(id),
+            len,
+        }
+    }
+
+    /// Compact rows name spans by 8-byte prefixes: resolved among the stored spans, settled
+    /// by the row's check when two share a prefix, and refused (never read as another span)
+    /// when a prefix is damaged or names nothing stored.
+    #[test]
+    fn compact_rows_resolve_shared_prefixes_by_their_check_and_refuse_damage() {
+        let mut a = [7u8; 32];
+        let mut b = [7u8; 32];
+        a[31] = 1;
+        b[31] = 2; // a and b share their first 8 bytes
+        let c = [9u8; 32];
+        let chunk = Entry::Chunk(ChunkRef {
+            id: ChunkId([3; 32]),
+            len: 100,
+        });
+        let stored: std::collections::BTreeSet<[u8; 32]> = [a, b, c].into_iter().collect();
+        for entries in [
+            vec![span(a, 10), chunk, span(c, 30)],
+            vec![span(b, 10), chunk, span(c, 30)],
+            vec![span(b, 10), span(a, 20), span(b, 5), span(c, 1)],
+        ] {
+            let row = format::encode_row(&entries);
+            assert_eq!(decode_row(&stored, &row).unwrap(), entries);
+            // Marking takes every span a prefix may mean: a and b both.
+            let marked: Vec<[u8; 32]> = row_marks(&stored, &row)
+                .unwrap()
+                .into_iter()
+                .filter_map(|e| match e {
+                    Entry::Span { id, .. } => Some(id.0),
+                    Entry::Chunk(_) => None,
+                })
+                .collect();
+            assert!(marked.contains(&a) && marked.contains(&b), "{marked:?}");
+        }
+        // Without b stored, a row naming b finds only a by its prefix, whose row fails the check.
+        let without_b: std::collections::BTreeSet<[u8; 32]> = [a, c].into_iter().collect();
+        let row = format::encode_row(&[span(b, 10), span(c, 30)]);
+        let err = decode_row(&without_b, &row).unwrap_err().to_string();
+        assert!(err.contains("do not hash to its check"), "{err}");
+        // A prefix nothing stored has.
+        let row = format::encode_row(&[span([1; 32], 10)]);
+        let err = decode_row(&stored, &row).unwrap_err().to_string();
+        assert!(err.contains("not stored"), "{err}");
+        // Any flipped bit of a row is refused or caught by its check.
+        let entries = vec![span(a, 10), chunk, span(c, 30)];
+        let row = format::encode_row(&entries);
+        for at in 0..row.len() {
+            for bit in 0..8 {
+                let mut damaged = row.clone();
+                damaged[at] ^= 1 << bit;
+                assert!(
+                    decode_row(&stored, &damaged).is_err(),
+                    "byte {at} bit {bit} flipped was read as a row"
+                );
+            }
         }
     }
 

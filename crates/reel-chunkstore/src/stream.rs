@@ -15,13 +15,13 @@ use redb::{Durability, ReadableDatabase, ReadableTable};
 use crate::catalog::{EXTENTS, SIDECAR, STREAMS};
 use crate::chunker::Chunker;
 use crate::format::{
-    ChunkId, ChunkRef, Entry, SpanId, decode_extent_row, encode_extent_row, encode_refs,
+    ChunkId, ChunkRef, Entry, SpanId, encode_refs, encode_row,
     split_into_pieces,
 };
 use crate::hasher::RecordBytes;
 use crate::journal::Op;
 use crate::packer::PackBuilder;
-use crate::spans::Inserted;
+use crate::spans::{Inserted, SPAN_INDEX};
 use crate::store::{Blob, ChunkStore, Inner};
 use crate::{Result, StoreError};
 
@@ -93,7 +93,7 @@ impl NewSpan {
             pieces.push((id, body));
         }
         Ok(NewSpan {
-            body: encode_extent_row(&entries),
+            body: encode_row(&entries),
             pieces,
         })
     }
@@ -187,7 +187,10 @@ fn load_tail(inner: &Inner, id: StreamId) -> Result<(u64, u64, Vec<Entry>)> {
         .next_back()
         .transpose()?;
     let (row_start, tail) = match last {
-        Some((k, v)) => (k.value().1, decode_extent_row(v.value())?),
+        Some((k, v)) => (
+            k.value().1,
+            crate::spans::decode_row(&txn.open_table(SPAN_INDEX)?, v.value())?,
+        ),
         None => (0, Vec::new()),
     };
     let tail_bytes: u64 = tail.iter().map(|e| u64::from(e.bytes())).sum();
@@ -437,12 +440,12 @@ impl StreamState {
         {
             let mut extents = txn.open_table(EXTENTS)?;
             for (start, refs) in &self.full_rows {
-                let row = encode_extent_row(refs);
+                let row = encode_row(refs);
                 extents.insert((id, *start), row.as_slice())?;
                 ops.push(Op::PutExtent((id, *start), row));
             }
             if !self.tail.is_empty() {
-                let row = encode_extent_row(&self.tail);
+                let row = encode_row(&self.tail);
                 extents.insert((id, self.row_start), row.as_slice())?;
                 ops.push(Op::PutExtent((id, self.row_start), row));
             }
@@ -523,8 +526,12 @@ impl StreamState {
                     .range((id, 0)..(id, new_len))?
                     .next_back()
                     .transpose()?;
-                row.map(|(k, v)| decode_extent_row(v.value()).map(|entries| (k.value().1, entries)))
-                    .transpose()?
+                let span_index = txn.open_table(SPAN_INDEX)?;
+                row.map(|(k, v)| {
+                    crate::spans::decode_row(&span_index, v.value())
+                        .map(|entries| (k.value().1, entries))
+                })
+                .transpose()?
             };
             extents.retain_in((id, new_len)..=(id, u64::MAX), |_, _| false)?;
             ops.push(Op::DelExtents {
@@ -557,7 +564,7 @@ impl StreamState {
                             at += u64::from(len);
                         }
                     }
-                    let row = encode_extent_row(&kept);
+                    let row = encode_row(&kept);
                     extents.insert((id, start), row.as_slice())?;
                     ops.push(Op::PutExtent((id, start), row));
                     (start, kept)
@@ -651,7 +658,10 @@ impl StreamState {
             .next_back()
             .transpose()?
         {
-            Some((k, v)) => (k.value().1, inner.expand(&decode_extent_row(v.value())?)?),
+            Some((k, v)) => {
+                let entries = crate::spans::decode_row(&txn.open_table(SPAN_INDEX)?, v.value())?;
+                (k.value().1, inner.expand(&entries)?)
+            }
             None => {
                 return Err(StoreError::Corrupt(format!(
                     "stream {id}: no extent at {offset}"

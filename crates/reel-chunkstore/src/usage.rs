@@ -17,7 +17,8 @@ use redb::{ReadableDatabase, ReadableTable};
 use crate::Result;
 use crate::catalog::{EXTENTS, STREAMS};
 use crate::catalog::{PACKS, PackRow};
-use crate::format::{ChunkId, ChunkRef, Entry, SpanId, decode_extent_row};
+use crate::format::{ChunkId, ChunkRef, Entry, SpanId};
+use crate::spans::decode_row;
 use crate::store::{ChunkStore, Located};
 use crate::stream::StreamId;
 
@@ -113,7 +114,7 @@ impl ChunkStore {
         for &stream in &wanted {
             usage.logical_bytes += lengths.get(stream)?.map_or(0, |v| v.value());
             for row in extents.range((stream, 0)..=(stream, u64::MAX))? {
-                for entry in decode_extent_row(row?.1.value())? {
+                for entry in decode_row(&spans, row?.1.value())? {
                     usage.referenced_bytes += u64::from(entry.bytes());
                     for r in refs_of(&spans, &mut memo, entry)? {
                         sample.add(r);
@@ -131,7 +132,7 @@ impl ChunkStore {
                 if wanted.contains(&key.value().0) {
                     continue;
                 }
-                for entry in decode_extent_row(value.value())? {
+                for entry in decode_row(&spans, value.value())? {
                     for r in refs_of(&spans, &mut memo, entry)? {
                         if sample.chunks.contains_key(&r.id) {
                             shared.insert(r.id);
