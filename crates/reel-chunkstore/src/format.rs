@@ -903,7 +903,10 @@ pub fn decode_row(bytes: &[u8]) -> Result<StoredRow, FormatError> {
 
 /// A span's body holds pieces: a version-2 row or a compact one (not a flat list, not placed).
 pub fn span_holds_pieces(body: &[u8]) -> bool {
-    matches!(body.first(), Some(&ROW_VERSION) | Some(&COMPACT_ROW_VERSION))
+    matches!(
+        body.first(),
+        Some(&ROW_VERSION) | Some(&COMPACT_ROW_VERSION)
+    )
 }
 
 // A *placed* span body (catalog format 8) is a flat reference list stored by where its chunks'

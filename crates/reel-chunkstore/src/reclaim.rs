@@ -20,10 +20,10 @@ use reel_backend::PutMode;
 use crate::catalog::{EXTENTS, FOREIGN_PACKS, PACKS, PINS, PackRow, pack_key};
 use crate::chunk_index::{self, INDEX, INDEX_FULL};
 use crate::format::{ChunkId, ChunkLoc, Entry};
-use crate::spans::row_marks;
 use crate::journal::Op;
 use crate::pack_names::PACK_NAMES;
 use crate::packer::PackBuilder;
+use crate::spans::row_marks;
 use crate::store::ChunkStore;
 use crate::{Result, StoreError};
 

@@ -3562,10 +3562,7 @@ mod format_4_upgrade_tests {
             let txn = store.inner.db.begin_read().unwrap();
             if table == "extents" {
                 let t = txn.open_table(EXTENTS).unwrap();
-                t.iter()
-                    .unwrap()
-                    .map(|r| r.unwrap().1.value()[0])
-                    .collect()
+                t.iter().unwrap().map(|r| r.unwrap().1.value()[0]).collect()
             } else {
                 let t = txn.open_table(crate::spans::SPAN_BODIES).unwrap();
                 t.iter()
@@ -3578,7 +3575,10 @@ mod format_4_upgrade_tests {
         let rows = first_bytes("extents");
         assert!(!rows.is_empty() && rows.iter().all(|&v| v == 4), "{rows:?}");
         let pieces_rows = first_bytes("bodies").iter().filter(|&&v| v == 4).count();
-        assert!(pieces_rows >= 3, "{pieces_rows} bodies of pieces stored compact");
+        assert!(
+            pieces_rows >= 3,
+            "{pieces_rows} bodies of pieces stored compact"
+        );
         let expected = contents(&store);
         let fingerprint = store.catalog_fingerprint().unwrap();
         let rebuilt = ChunkStore::open(&dir.path().join("b"), backend.clone(), config()).unwrap();

@@ -14,10 +14,7 @@ use redb::{Durability, ReadableDatabase, ReadableTable};
 
 use crate::catalog::{EXTENTS, SIDECAR, STREAMS};
 use crate::chunker::Chunker;
-use crate::format::{
-    ChunkId, ChunkRef, Entry, SpanId, encode_refs, encode_row,
-    split_into_pieces,
-};
+use crate::format::{ChunkId, ChunkRef, Entry, SpanId, encode_refs, encode_row, split_into_pieces};
 use crate::hasher::RecordBytes;
 use crate::journal::Op;
 use crate::packer::PackBuilder;
