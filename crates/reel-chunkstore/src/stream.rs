@@ -796,6 +796,12 @@ impl Stream {
         self.state.lock().unflushed_catalog_bytes
     }
 
+    /// Waits for every record still being hashed and applies it to the rows waiting for the
+    /// next flush, writing nothing: [`Stream::unflushed_catalog_bytes`] then counts them all.
+    pub fn finish_hashing(&self) -> Result<()> {
+        self.admit(StreamState::drain)
+    }
+
     /// Writes the appended bytes and sidecar changes to the catalog (not yet durably: call
     /// [`ChunkStore::sync`] for that).
     pub fn flush(&self) -> Result<()> {
