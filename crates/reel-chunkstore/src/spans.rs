@@ -95,15 +95,21 @@ impl SpanSource for ReadSpans {
     }
 }
 
-/// The ids in a span index that start with `prefix`.
-pub fn index_ids_with_prefix(
-    index: &impl ReadableTable<&'static [u8; 32], u64>,
-    prefix: &[u8; SPAN_PREFIX_LEN],
-) -> Result<Vec<[u8; 32]>> {
+/// The smallest and largest ids that start with `prefix`.
+fn prefix_range(prefix: &[u8; SPAN_PREFIX_LEN]) -> ([u8; 32], [u8; 32]) {
     let mut low = [0u8; 32];
     low[..SPAN_PREFIX_LEN].copy_from_slice(prefix);
     let mut high = [0xffu8; 32];
     high[..SPAN_PREFIX_LEN].copy_from_slice(prefix);
+    (low, high)
+}
+
+/// The ids in a span index that start with `prefix`.
+fn index_ids_with_prefix(
+    index: &impl ReadableTable<&'static [u8; 32], u64>,
+    prefix: &[u8; SPAN_PREFIX_LEN],
+) -> Result<Vec<[u8; 32]>> {
+    let (low, high) = prefix_range(prefix);
     let mut ids = Vec::with_capacity(1);
     for row in index.range::<&[u8; 32]>(&low..=&high)? {
         ids.push(*row?.0.value());
@@ -112,12 +118,6 @@ pub fn index_ids_with_prefix(
 }
 
 impl SpanIds for ReadSpans {
-    fn ids_with_prefix(&self, prefix: &[u8; SPAN_PREFIX_LEN]) -> Result<Vec<[u8; 32]>> {
-        index_ids_with_prefix(&self.index, prefix)
-    }
-}
-
-impl SpanIds for WriteSpans<'_> {
     fn ids_with_prefix(&self, prefix: &[u8; SPAN_PREFIX_LEN]) -> Result<Vec<[u8; 32]>> {
         index_ids_with_prefix(&self.index, prefix)
     }
@@ -138,10 +138,7 @@ impl SpanIds for Table<'_, &'static [u8; 32], u64> {
 /// The spans of an export bundle, before they are stored anywhere.
 impl SpanIds for std::collections::BTreeSet<[u8; 32]> {
     fn ids_with_prefix(&self, prefix: &[u8; SPAN_PREFIX_LEN]) -> Result<Vec<[u8; 32]>> {
-        let mut low = [0u8; 32];
-        low[..SPAN_PREFIX_LEN].copy_from_slice(prefix);
-        let mut high = [0xffu8; 32];
-        high[..SPAN_PREFIX_LEN].copy_from_slice(prefix);
+        let (low, high) = prefix_range(prefix);
         Ok(self.range(low..=high).copied().collect())
     }
 }
@@ -192,11 +189,9 @@ pub fn decode_row(spans: &impl SpanIds, bytes: &[u8]) -> Result<Vec<Entry>> {
             format::CompactEntry::Span { prefix, len } => {
                 let ids = spans.ids_with_prefix(&prefix)?;
                 let Some(&first) = ids.first() else {
-                    let mut named = [0u8; 32];
-                    named[..SPAN_PREFIX_LEN].copy_from_slice(&prefix);
                     return Err(StoreError::Corrupt(format!(
                         "a row names span {} (by its first 8 bytes), which is not stored",
-                        SpanId(named)
+                        SpanId(prefix_range(&prefix).0)
                     )));
                 };
                 if ids.len() > 1 {
