@@ -9,7 +9,7 @@
 use std::io;
 use std::ops::Bound;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use redb::StorageBackend;
 use redb::backends::FileBackend;
@@ -79,5 +79,261 @@ impl StorageBackend for FencedFile {
     }
     fn query_lock_range(&self, s: Bound<u64>, e: Bound<u64>) -> Result<bool, redb::BackendError> {
         self.file.query_lock_range(s, e)
+    }
+}
+
+/// The catalog's database, behind a lock that only compaction takes exclusively.
+///
+/// redb frees a copy-on-write page only once no snapshot can see it, and keeps the pages of
+/// the last durable commit until the next one; between synchronising points a stream's
+/// flushes and the index batches rewrite leaves all over the index, so the file grows to hold
+/// both copies and stays that size (`efficiency.md` §41). [`CatalogDb::try_compact`] gives
+/// those pages back when the catalog is idle. Every transaction begins through this type: a
+/// begin holds the shared lock only for the call (redb's transactions do not borrow the
+/// database), and compaction only ever *tries* the exclusive lock, so it never waits on a
+/// begin, and a begin waits only while a compaction runs.
+pub(crate) struct CatalogDb {
+    db: parking_lot::RwLock<redb::Database>,
+    path: std::path::PathBuf,
+    epoch: std::time::Instant,
+    /// When a write transaction last began or ended, in ms since `epoch`. Reads do not count:
+    /// a console polling the catalog would keep it from ever being idle, and a read open at
+    /// the time only makes compaction wait for the next look.
+    last_use_ms: AtomicU64,
+    /// Write transactions begun and not yet committed or dropped, bookkeeping included.
+    live_writes: AtomicUsize,
+    /// Non-durable commits so far (counted before they commit).
+    nondurable: AtomicU64,
+    /// Non-durable commits a durable commit has covered.
+    durable_covers: AtomicU64,
+    /// `last_use_ms` when compaction last looked (it looks once per spell of use).
+    checked_at_use: AtomicU64,
+}
+
+/// Why [`CatalogDb::try_compact`] did not compact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NotCompacted {
+    /// A transaction was live or beginning, or the catalog was used within the idle period.
+    Busy,
+    /// A non-durable commit is pending: redb's compaction would make it durable at a moment
+    /// no caller chose (it may name packs not stored yet, or run ahead of the journal).
+    Pending,
+    /// Nothing began since the last look.
+    Unused,
+    /// Too little spare space to be worth moving pages for.
+    Small,
+}
+
+impl CatalogDb {
+    pub(crate) fn new(db: redb::Database, path: std::path::PathBuf) -> CatalogDb {
+        CatalogDb {
+            db: parking_lot::RwLock::new(db),
+            path,
+            epoch: std::time::Instant::now(),
+            last_use_ms: AtomicU64::new(0),
+            live_writes: AtomicUsize::new(0),
+            nondurable: AtomicU64::new(0),
+            durable_covers: AtomicU64::new(0),
+            checked_at_use: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    fn touch(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        self.last_use_ms.fetch_max(now, Ordering::AcqRel);
+    }
+
+    /// How long since a write transaction last began or ended.
+    pub(crate) fn idle_for(&self) -> std::time::Duration {
+        let last = self.last_use_ms.load(Ordering::Acquire);
+        let now = self.epoch.elapsed().as_millis() as u64;
+        std::time::Duration::from_millis(now.saturating_sub(last))
+    }
+
+    pub(crate) fn begin_read(&self) -> Result<redb::ReadTransaction, redb::TransactionError> {
+        use redb::ReadableDatabase;
+        self.db.read().begin_read()
+    }
+
+    pub(crate) fn begin_write(&self) -> Result<CatalogWrite<'_>, redb::TransactionError> {
+        let db = self.db.read();
+        self.touch();
+        // Counted under the shared lock, before the begin: a compactor holding the exclusive
+        // lock sees every write transaction that could still commit.
+        self.live_writes.fetch_add(1, Ordering::AcqRel);
+        let live = LiveWrite(self);
+        let txn = db.begin_write()?;
+        // The only writer now: no commit lands between this and ours.
+        let covers = self.nondurable.load(Ordering::Acquire);
+        Ok(CatalogWrite {
+            txn,
+            durable: true,
+            covers,
+            live,
+        })
+    }
+
+    /// The database itself, for helpers written against `&redb::Database` (the journal's
+    /// dump, the filter's hooks). Holding it keeps compaction out.
+    pub(crate) fn database(&self) -> parking_lot::RwLockReadGuard<'_, redb::Database> {
+        self.db.read()
+    }
+
+    /// Whether a non-durable commit is not yet covered by a durable one.
+    pub(crate) fn nondurable_pending(&self) -> bool {
+        self.nondurable.load(Ordering::Acquire) > self.durable_covers.load(Ordering::Acquire)
+    }
+
+    #[cfg(test)]
+    /// The catalog file's size on disk (allocated blocks, as `du` counts them).
+    pub(crate) fn file_bytes(&self) -> u64 {
+        file_bytes(&self.path)
+    }
+
+    /// Compacts the file if the catalog has been idle for `idle`, was used since the last
+    /// compaction, no non-durable commit is pending, and at least a tenth of the file (and
+    /// 1 MiB) is pages no table uses. Never waits for the lock; begins wait while it runs.
+    pub(crate) fn try_compact(
+        &self,
+        idle: std::time::Duration,
+    ) -> Result<Result<Compacted, NotCompacted>, redb::Error> {
+        let Some(mut db) = self.db.try_write() else {
+            return Ok(Err(NotCompacted::Busy));
+        };
+        // No transaction begins while the lock is held; one begun before might still commit.
+        if self.live_writes.load(Ordering::Acquire) != 0 || self.idle_for() < idle {
+            return Ok(Err(NotCompacted::Busy));
+        }
+        let used = self.last_use_ms.load(Ordering::Acquire);
+        if self.checked_at_use.swap(used, Ordering::AcqRel) == used {
+            return Ok(Err(NotCompacted::Unused));
+        }
+        if self.nondurable_pending() {
+            return Ok(Err(NotCompacted::Pending));
+        }
+        let outcome = compact_file(&self.path, &mut db);
+        if matches!(outcome, Ok(Err(NotCompacted::Busy))) {
+            // A reader kept it out: look again next time, used or not.
+            self.checked_at_use.store(u64::MAX, Ordering::Release);
+        }
+        outcome
+    }
+
+    /// [`CatalogDb::try_compact`]'s checks but idleness, with the database owned (closing).
+    pub(crate) fn compact_owned(&mut self) -> Result<Result<Compacted, NotCompacted>, redb::Error> {
+        if self.nondurable_pending() {
+            return Ok(Err(NotCompacted::Pending));
+        }
+        compact_file(&self.path, self.db.get_mut())
+    }
+}
+
+/// Compacts `db` (whose file is `path`) if at least a tenth of the file, and 1 MiB, is pages no
+/// table uses.
+fn compact_file(
+    path: &std::path::Path,
+    db: &mut redb::Database,
+) -> Result<Result<Compacted, NotCompacted>, redb::Error> {
+    let before = file_bytes(path);
+    let txn = db.begin_write()?;
+    let stats = txn.stats()?;
+    txn.abort()?;
+    let in_use = stats.allocated_pages() * stats.page_size() as u64;
+    let spare = before.saturating_sub(in_use);
+    if spare < COMPACT_MIN_SPARE_BYTES || spare * 10 < before {
+        return Ok(Err(NotCompacted::Small));
+    }
+    let started = std::time::Instant::now();
+    match db.compact() {
+        Ok(_) => Ok(Ok(Compacted {
+            before,
+            after: file_bytes(path),
+            took: started.elapsed(),
+        })),
+        // A read transaction (a checkpoint's snapshot, a scrub) is open.
+        Err(redb::CompactionError::TransactionInProgress) => Ok(Err(NotCompacted::Busy)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn file_bytes(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).map_or(0, |m| m.blocks() * 512)
+}
+
+/// Spare pages below this are left in the file.
+const COMPACT_MIN_SPARE_BYTES: u64 = 1 << 20;
+
+/// What a compaction of the catalog file gave back.
+#[derive(Clone, Copy, Debug)]
+pub struct Compacted {
+    /// The file's size on disk (allocated blocks) before and after.
+    pub before: u64,
+    pub after: u64,
+    pub took: std::time::Duration,
+}
+
+/// One counted live write transaction (see [`CatalogDb::begin_write`]).
+struct LiveWrite<'a>(&'a CatalogDb);
+
+impl Drop for LiveWrite<'_> {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.live_writes.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A catalog write transaction; derefs to redb's. It keeps the catalog's count of pending
+/// non-durable commits, and stays counted live until that bookkeeping is done, so a compaction
+/// never runs between a commit and its record.
+pub(crate) struct CatalogWrite<'a> {
+    txn: redb::WriteTransaction,
+    durable: bool,
+    covers: u64,
+    live: LiveWrite<'a>,
+}
+
+impl CatalogWrite<'_> {
+    /// As redb's, and remembered: a non-durable commit is pending until a durable one.
+    pub(crate) fn set_durability(
+        &mut self,
+        durability: redb::Durability,
+    ) -> Result<(), redb::SetDurabilityError> {
+        self.txn.set_durability(durability)?;
+        self.durable = !matches!(durability, redb::Durability::None);
+        Ok(())
+    }
+
+    pub(crate) fn commit(self) -> Result<(), redb::CommitError> {
+        let CatalogWrite {
+            txn,
+            durable,
+            covers,
+            live,
+        } = self;
+        let db = live.0;
+        if durable {
+            txn.commit()?;
+            db.durable_covers.fetch_max(covers, Ordering::AcqRel);
+        } else {
+            // Counted first: pending from before the commit lands.
+            db.nondurable.fetch_add(1, Ordering::AcqRel);
+            txn.commit()?;
+        }
+        drop(live);
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for CatalogWrite<'_> {
+    type Target = redb::WriteTransaction;
+    fn deref(&self) -> &redb::WriteTransaction {
+        &self.txn
+    }
+}
+
+impl std::ops::DerefMut for CatalogWrite<'_> {
+    fn deref_mut(&mut self) -> &mut redb::WriteTransaction {
+        &mut self.txn
     }
 }

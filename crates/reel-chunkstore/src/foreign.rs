@@ -27,7 +27,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use redb::{Durability, ReadableDatabase, ReadableTable};
+use redb::{Durability, ReadableTable};
 use reel_backend::Backend;
 
 use crate::catalog::{EXTENTS, FOREIGN_PACKS, ForeignPack, PACKS, PINS, PackRow, SIDECAR, STREAMS};

@@ -47,6 +47,7 @@ mod test_support;
 mod usage;
 mod workers;
 
+pub use catalog_file::Compacted as CatalogCompaction;
 pub use checkpoint::fuzz_manifest as checkpoint_fuzzing;
 pub use chunker::ChunkerParams;
 pub use foreign::{ForeignStores, ImportReport};

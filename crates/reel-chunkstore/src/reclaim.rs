@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use redb::{ReadableDatabase, ReadableTable};
+use redb::ReadableTable;
 use reel_backend::PutMode;
 
 use crate::catalog::{EXTENTS, FOREIGN_PACKS, PACKS, PINS, PackRow, pack_key};

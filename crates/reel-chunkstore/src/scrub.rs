@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use redb::{ReadableDatabase, ReadableTable};
+use redb::ReadableTable;
 
 use crate::Result;
 use crate::catalog::{EXTENTS, PACKS, PackRow};
@@ -305,7 +305,6 @@ fn index_problems(
 mod tests {
     use std::sync::Arc;
 
-    use redb::ReadableDatabase;
     use reel_backend::{Backend, LocalBackend};
 
     use crate::chunk_index::{INDEX, INDEX_FULL};

@@ -2,7 +2,7 @@
 //! the bytes of their keys and values, redb's index pages, and the slack in partly filled pages.
 //! Read from one snapshot; a few page reads per table, so it runs beside writers.
 
-use redb::{ReadableDatabase, ReadableTableMetadata, TableHandle};
+use redb::{ReadableTableMetadata, TableHandle};
 
 use crate::Result;
 use crate::store::ChunkStore;

@@ -65,6 +65,10 @@ pub struct StoreConfig {
     pub checkpoint_min_bytes: u64,
     /// A checkpoint is cut into objects of about this many bytes of catalog rows.
     pub checkpoint_part_bytes: usize,
+    /// The catalog file is compacted once no write transaction has begun for this long (and
+    /// none is open, nor any read), and when the store closes, if a tenth of it is pages no
+    /// table uses (`efficiency.md` §41). `None`: never.
+    pub catalog_compact_idle: Option<std::time::Duration>,
 }
 
 /// The open streams [`StoreConfig::read_cache_per_stream`] is counted for, at most.
@@ -107,6 +111,7 @@ impl Default for StoreConfig {
             journal_piece_bytes: journal::PIECE_BYTES,
             checkpoint_min_bytes: 64 << 20,
             checkpoint_part_bytes: checkpoint::PART_RAW_BYTES,
+            catalog_compact_idle: Some(std::time::Duration::from_secs(30)),
         }
     }
 }
@@ -272,7 +277,7 @@ const INDEX_BATCH_CHUNKS: usize = 128 << 10;
 
 pub(crate) struct Inner {
     pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) db: Database,
+    pub(crate) db: crate::catalog_file::CatalogDb,
     pub(crate) config: StoreConfig,
     filter: RwLock<Bloom>,
     pending: Mutex<crate::index::IdSet>,
@@ -335,6 +340,10 @@ pub(crate) struct Inner {
     /// The checkpoint thread holds a snapshot: no other is taken meanwhile.
     checkpoint_busy: AtomicBool,
     checkpointer: Mutex<Option<JoinHandle<()>>>,
+    /// The thread compacting the catalog when idle (`StoreConfig::catalog_compact_idle`).
+    compactor: Mutex<Option<JoinHandle<()>>>,
+    /// Compactions of the catalog file so far.
+    pub(crate) catalog_compactions: AtomicU64,
     /// One checkpoint at a time (the thread's and `ChunkStore::checkpoint`'s).
     checkpoint_lock: Mutex<()>,
     /// The store is closing: a checkpoint being written gives up between rows.
@@ -420,6 +429,10 @@ impl Drop for ShutdownGuard {
         self.inner.closing.store(true, Ordering::Release);
         self.inner.checkpoint_tx.lock().take();
         if let Some(h) = self.inner.checkpointer.lock().take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.inner.compactor.lock().take() {
+            h.thread().unpark();
             let _ = h.join();
         }
         self.inner.upload_tx.lock().take();
@@ -614,7 +627,7 @@ impl ChunkStore {
         .map_err(|e| StoreError::Catalog(format!("starting compressing threads: {e}")))?;
         let inner = Arc::new(Inner {
             backend,
-            db,
+            db: crate::catalog_file::CatalogDb::new(db, path.clone()),
             hash_pool,
             compressors: Arc::new(compressors),
             pack_buffers: Arc::default(),
@@ -664,6 +677,8 @@ impl ChunkStore {
             }),
             checkpoint_tx: Mutex::new(None),
             checkpointer: Mutex::new(None),
+            compactor: Mutex::new(None),
+            catalog_compactions: AtomicU64::new(0),
             checkpoint_lock: Mutex::new(()),
             checkpoint_busy: AtomicBool::new(false),
             closing: AtomicBool::new(false),
@@ -671,7 +686,7 @@ impl ChunkStore {
         if inner.config.journal && journal_seq == 0 {
             // A catalog that has rows but no journal yet (a store that starts journaling):
             // its first journal object is the whole catalog, so the back end is complete.
-            let base = journal::dump(&inner.db, journal::Form::AsStored)?;
+            let base = journal::dump(&inner.db.database(), journal::Form::AsStored)?;
             if !base.is_empty() {
                 let mut j = inner.journal.lock();
                 for op in &base {
@@ -698,6 +713,27 @@ impl ChunkStore {
                 })
                 .map_err(|e| StoreError::Catalog(format!("starting uploader: {e}")))?;
             inner.uploaders.lock().push(handle);
+        }
+        if let Some(idle) = inner.config.catalog_compact_idle {
+            let weak = Arc::downgrade(&inner);
+            let handle = std::thread::Builder::new()
+                .name("reel-compact".into())
+                .spawn(move || {
+                    let tick = (idle / 2).clamp(
+                        std::time::Duration::from_millis(10),
+                        std::time::Duration::from_secs(5),
+                    );
+                    loop {
+                        std::thread::park_timeout(tick);
+                        let Some(inner) = weak.upgrade() else { return };
+                        if inner.closing.load(Ordering::Acquire) {
+                            return;
+                        }
+                        inner.compact_catalog_when_idle(idle);
+                    }
+                })
+                .map_err(|e| StoreError::Catalog(format!("starting the compactor: {e}")))?;
+            *inner.compactor.lock() = Some(handle);
         }
         if inner.config.journal {
             let (tx, rx) = crossbeam_channel::bounded::<CatalogSnapshot>(1);
@@ -993,7 +1029,7 @@ impl ChunkStore {
     /// recovered from the back end's journal.
     pub fn catalog_fingerprint(&self) -> Result<[u8; 32]> {
         let mut raw = Vec::new();
-        for row in journal::dump(&self.inner.db, journal::Form::AsWritten)? {
+        for row in journal::dump(&self.inner.db.database(), journal::Form::AsWritten)? {
             journal::append_op(&mut raw, &row);
         }
         for (key, pack) in crate::chunk_index::rows(&self.inner.db.begin_read()?)? {
@@ -1085,6 +1121,18 @@ impl Drop for Inner {
         }
         if self.stopped.lock().is_some() {
             self.fenced.store(true, Ordering::Release);
+        }
+        if self.config.catalog_compact_idle.is_some() && !self.fenced.load(Ordering::Acquire) {
+            match self.db.compact_owned() {
+                Ok(Ok(c)) => tracing::info!(
+                    "catalog compacted on close: {:.1} -> {:.1} MB in {} ms",
+                    c.before as f64 / 1e6,
+                    c.after as f64 / 1e6,
+                    c.took.as_millis()
+                ),
+                Ok(Err(_)) => {}
+                Err(e) => tracing::warn!("compacting the catalog on close: {e}"),
+            }
         }
     }
 }
@@ -1566,7 +1614,49 @@ impl PartWriter<'_> {
     }
 }
 
+impl ChunkStore {
+    /// Compacts the catalog file now if a tenth of it (and 1 MiB) is pages no table uses and
+    /// nothing needs it: no transaction open, no non-durable commit waiting for a sync. For a
+    /// server stopping, after its last sync (handles elsewhere may keep the store open past
+    /// its exit, so closing alone would not). `None`: not compacted.
+    pub fn compact_catalog(&self) -> Result<Option<crate::CatalogCompaction>> {
+        self.inner.check_stopped()?;
+        match self.inner.db.try_compact(std::time::Duration::ZERO) {
+            Ok(Ok(c)) => {
+                self.inner
+                    .catalog_compactions
+                    .fetch_add(1, Ordering::Relaxed);
+                Ok(Some(c))
+            }
+            Ok(Err(_)) => Ok(None),
+            Err(e) => Err(StoreError::Catalog(format!("compacting the catalog: {e}"))),
+        }
+    }
+}
+
 impl Inner {
+    /// Gives the catalog file's unused pages back once no write has begun for `idle`
+    /// (`CatalogDb::try_compact` says when it may).
+    pub(crate) fn compact_catalog_when_idle(&self, idle: std::time::Duration) {
+        if self.fenced.load(Ordering::Acquire) || self.stopped.lock().is_some() {
+            return;
+        }
+        match self.db.try_compact(idle) {
+            Ok(Ok(c)) => {
+                self.catalog_compactions.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    "catalog compacted after {} s idle: {:.1} -> {:.1} MB in {} ms",
+                    idle.as_secs(),
+                    c.before as f64 / 1e6,
+                    c.after as f64 / 1e6,
+                    c.took.as_millis()
+                );
+            }
+            Ok(Err(_)) => {}
+            Err(e) => tracing::warn!("compacting the catalog: {e}"),
+        }
+    }
+
     pub(crate) fn note_nondurable_commit(&self) {
         self.nondurable_commits.fetch_add(1, Ordering::AcqRel);
     }
@@ -1691,7 +1781,7 @@ impl Inner {
         }
         let pending = self.pending.lock();
         let bigger = Bloom::with_capacity(filter.capacity() * 2);
-        insert_named_hooks(&self.db, &bigger)?;
+        insert_named_hooks(&self.db.database(), &bigger)?;
         for id in pending.iter().filter(|id| is_hook(id)) {
             bigger.insert(id);
         }
@@ -2157,7 +2247,10 @@ impl Inner {
     /// the changes since the last journal object are first written as the next one (and, for
     /// [`DurableAt::Bucket`], flushed to the back end's final home), and its number goes into
     /// this commit: the local catalog never gets ahead of the back end's journal.
-    pub(crate) fn commit_txn_durably(&self, txn: redb::WriteTransaction) -> Result<()> {
+    pub(crate) fn commit_txn_durably(
+        &self,
+        txn: crate::catalog_file::CatalogWrite<'_>,
+    ) -> Result<()> {
         self.commit_txn_durably_with_snapshot(txn, false)
             .map(|_| ())
     }
@@ -2171,7 +2264,7 @@ impl Inner {
     /// streams' flushed but unsynchronised changes durable at a moment no caller chose.
     fn commit_txn_durably_with_snapshot(
         &self,
-        mut txn: redb::WriteTransaction,
+        mut txn: crate::catalog_file::CatalogWrite<'_>,
         snapshot: bool,
     ) -> Result<Option<CatalogSnapshot>> {
         txn.set_durability(Durability::Immediate)?;
@@ -3286,7 +3379,8 @@ mod format_4_upgrade_tests {
             .iter()
             .map(|(id, loc)| journal::Op::PutChunk(*id, loc.clone()))
             .collect();
-        legacy_ops.extend(journal::dump(&store.inner.db, journal::Form::AsWritten).unwrap());
+        legacy_ops
+            .extend(journal::dump(&store.inner.db.database(), journal::Form::AsWritten).unwrap());
         drop(store);
 
         // The catalog as format 4 left it.
@@ -3737,5 +3831,171 @@ mod format_4_upgrade_tests {
                 .value();
             assert_eq!(version, catalog::CATALOG_VERSION);
         }
+    }
+}
+
+#[cfg(test)]
+mod catalog_compaction_tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use reel_backend::MemoryBackend;
+
+    use super::*;
+    use crate::StreamId;
+    use crate::catalog_file::NotCompacted;
+    use crate::test_support::noise;
+
+    fn open(dir: &Path, backend: &Arc<MemoryBackend>, idle: Option<Duration>) -> ChunkStore {
+        let config = StoreConfig {
+            catalog_compact_idle: idle,
+            ..StoreConfig::default()
+        };
+        ChunkStore::open(dir, backend.clone(), config).unwrap()
+    }
+
+    /// Writes streams 1–3 (96 MiB of distinct records), deletes 2 and 3 and reclaims their
+    /// packs: their rows leave the tables, their pages stay in the file. Returns stream 1's.
+    fn write_three_keep_one(store: &ChunkStore) -> Vec<u8> {
+        let mut kept = Vec::new();
+        for s in 1..=3u64 {
+            let stream = store.open_stream(StreamId(s)).unwrap();
+            for i in 0..128u64 {
+                let record = noise(256 << 10, 2 * (s * 1000 + i) + 1);
+                stream.append_record(&record).unwrap();
+                if s == 1 {
+                    kept.extend_from_slice(&record);
+                }
+            }
+            stream.sync().unwrap();
+        }
+        store.delete_stream(StreamId(2)).unwrap();
+        store.delete_stream(StreamId(3)).unwrap();
+        store.reclaim(0.5, &mut |_, _| {}).unwrap();
+        store.sync().unwrap();
+        kept
+    }
+
+    fn read_stream(store: &ChunkStore, id: u64) -> Vec<u8> {
+        let stream = store.open_stream(StreamId(id)).unwrap();
+        let mut out = vec![0; stream.len() as usize];
+        stream.read_at(0, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn an_idle_catalog_gives_its_spare_pages_back_and_reads_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(MemoryBackend::new());
+        let store = open(dir.path(), &backend, Some(Duration::from_millis(300)));
+        let kept = write_three_keep_one(&store);
+        let fingerprint = store.catalog_fingerprint().unwrap();
+        let tables = store.catalog_space().unwrap().total_bytes();
+        let before = store.inner.db.file_bytes();
+        assert!(
+            before > tables + tables / 5,
+            "the test needs spare pages: file {before} B, tables {tables} B"
+        );
+
+        // The compactor looks every 150 ms and acts after 300 ms without a transaction.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while store.inner.catalog_compactions.load(Ordering::Relaxed) == 0 {
+            assert!(Instant::now() < deadline, "no compaction within 20 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let after = store.inner.db.file_bytes();
+        assert!(
+            after < before && after <= tables + tables / 10 + (1 << 20),
+            "file {before} -> {after} B for {tables} B of tables"
+        );
+        assert_eq!(store.catalog_fingerprint().unwrap(), fingerprint);
+        assert_eq!(read_stream(&store, 1), kept);
+        assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
+
+        // Once per spell of use: idle and untouched, it does not compact again.
+        std::thread::sleep(Duration::from_millis(700));
+        assert_eq!(store.inner.catalog_compactions.load(Ordering::Relaxed), 1);
+
+        // And the store reopens to the same catalog.
+        drop(store);
+        let store = open(dir.path(), &backend, None);
+        assert_eq!(store.catalog_fingerprint().unwrap(), fingerprint);
+        assert_eq!(read_stream(&store, 1), kept);
+    }
+
+    #[test]
+    fn compaction_waits_for_readers_writers_and_the_next_durable_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(MemoryBackend::new());
+        let store = open(dir.path(), &backend, None);
+        let db = &store.inner.db;
+        write_three_keep_one(&store);
+        // Used within the idle period.
+        assert_eq!(
+            db.try_compact(Duration::from_secs(3600))
+                .unwrap()
+                .unwrap_err(),
+            NotCompacted::Busy
+        );
+        // A reader's snapshot (a checkpoint's, a scrub's) keeps the pages it sees.
+        let reader = db.begin_read().unwrap();
+        assert_eq!(
+            db.try_compact(Duration::ZERO).unwrap().unwrap_err(),
+            NotCompacted::Busy
+        );
+        drop(reader);
+        // A live write transaction might commit under it.
+        let writer = db.begin_write().unwrap();
+        assert_eq!(
+            db.try_compact(Duration::ZERO).unwrap().unwrap_err(),
+            NotCompacted::Busy
+        );
+        drop(writer);
+
+        // A flush is a non-durable commit: compacting would make it durable before its
+        // stream's sync, so it waits for one.
+        let stream = store.open_stream(StreamId(4)).unwrap();
+        stream.append_record(&noise(1 << 20, 9001)).unwrap();
+        stream.flush().unwrap();
+        assert_eq!(
+            db.try_compact(Duration::ZERO).unwrap().unwrap_err(),
+            NotCompacted::Pending
+        );
+        // Not compacted, so the next look (nothing begun since) does not count as done.
+        stream.sync().unwrap();
+        let before = db.file_bytes();
+        let c = db.try_compact(Duration::ZERO).unwrap().unwrap();
+        assert_eq!(c.before, before);
+        assert!(c.after < c.before, "{c:?}");
+        assert_eq!(
+            db.try_compact(Duration::ZERO).unwrap().unwrap_err(),
+            NotCompacted::Unused
+        );
+    }
+
+    #[test]
+    fn closing_compacts_the_catalog() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(MemoryBackend::new());
+        let store = open(dir.path(), &backend, Some(Duration::from_secs(3600)));
+        let kept = write_three_keep_one(&store);
+        let fingerprint = store.catalog_fingerprint().unwrap();
+        let tables = store.catalog_space().unwrap().total_bytes();
+        let before = store.inner.db.file_bytes();
+        drop(store);
+        let after = {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(dir.path().join("catalog.redb"))
+                .unwrap()
+                .blocks()
+                * 512
+        };
+        assert!(
+            after < before && after <= tables + tables / 10 + (1 << 20),
+            "closing: file {before} -> {after} B for {tables} B of tables"
+        );
+        let store = open(dir.path(), &backend, None);
+        assert_eq!(store.catalog_fingerprint().unwrap(), fingerprint);
+        assert_eq!(read_stream(&store, 1), kept);
     }
 }

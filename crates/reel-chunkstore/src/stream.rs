@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use redb::{Durability, ReadableDatabase, ReadableTable};
+use redb::{Durability, ReadableTable};
 
 use crate::catalog::{EXTENTS, SIDECAR, STREAMS};
 use crate::chunker::Chunker;
