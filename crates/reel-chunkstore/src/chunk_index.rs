@@ -9,11 +9,13 @@
 //! journal before version 8 did, as `PutChunk`/`DelChunk` ops: [`set`] and [`remove`] replay
 //! those).
 //!
-//! A row is 16 bytes: the id's first 8 bytes → the pack, where format 4 kept the whole id and
-//! a 33-byte location (`efficiency.md` §25). The location is in the pack's trailer (the
-//! locality cache loads a pack's names and trailer together). Dedup stays exact: a prefix hit
-//! counts only when the pack's names hold the whole id. An id whose prefix another indexed id
-//! holds (one pair in about 2^64 / n² at n chunks) is kept whole in [`INDEX_FULL`].
+//! A row is 12 bytes: the id's first 6 bytes → the pack in 48 bits (format 10; formats 5 to 9
+//! keyed 8 bytes to 64 bits, 16 B a row, `efficiency.md` §42; format 4 kept the whole id and a
+//! 33-byte location, §25). The location is in the pack's trailer (the locality cache loads a
+//! pack's names and trailer together). Dedup stays exact: a key hit counts only when the
+//! pack's names hold the whole id. An id whose key another indexed id holds (at n chunks, one
+//! new chunk in 2^48 / n: about one in 600,000 at 1 TB of 2 KiB chunks), or whose pack is
+//! numbered past 2^48 (see [`PackRef`]), is kept whole in [`INDEX_FULL`].
 
 use std::collections::HashMap;
 
@@ -25,12 +27,54 @@ use crate::format::{self, ChunkId, ChunkLoc, TOMBSTONE};
 use crate::index::IdSet;
 use crate::pack_names::{self, PACK_NAMES};
 
-/// First 8 bytes of a chunk id (little-endian) → the pack holding that chunk.
-pub const INDEX: TableDefinition<u64, u64> = TableDefinition::new("chunk_index");
-/// Whole chunk id → pack, for an id whose prefix another indexed id holds in [`INDEX`].
-pub const INDEX_FULL: TableDefinition<&[u8; 32], u64> = TableDefinition::new("chunk_index_full");
+/// A chunk id's first [`KEY_BYTES`] bytes: its key in [`INDEX`].
+pub type Key = [u8; KEY_BYTES];
+/// Bytes of an id that key the index. BLAKE3 output is uniform, so 6 of its bytes spread as
+/// well as 32; fewer would send more ids to [`INDEX_FULL`] (at 2^24 bits per key, 4 bytes
+/// collide once in every few hundred chunks of a 1 TB store).
+pub const KEY_BYTES: usize = 6;
 
-/// The key of `id` in [`INDEX`]. BLAKE3 output is uniform, so 8 of its bytes spread as well as 32.
+/// A pack id in 48 bits, little-endian: an opening of the store gives out ids from a new
+/// multiple of 2^32 (`catalog::PACK_IDS_PER_OPEN`), so ids need more than 32 bits after the
+/// first restart; 48 last 65,536 openings, and a pack past them is indexed by whole ids.
+pub type PackRef = [u8; PACK_REF_BYTES];
+pub const PACK_REF_BYTES: usize = 6;
+
+/// `pack` as an index value, if it fits.
+pub fn pack_ref(pack: u64) -> Option<PackRef> {
+    let bytes = pack.to_le_bytes();
+    if bytes[PACK_REF_BYTES..].iter().any(|b| *b != 0) {
+        return None;
+    }
+    let mut out = [0u8; PACK_REF_BYTES];
+    out.copy_from_slice(&bytes[..PACK_REF_BYTES]);
+    Some(out)
+}
+
+/// The pack an index value names.
+pub fn pack_of(value: PackRef) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes[..PACK_REF_BYTES].copy_from_slice(&value);
+    u64::from_le_bytes(bytes)
+}
+
+/// A chunk id's first 6 bytes → the pack holding that chunk, in 48 bits (format 10).
+pub const INDEX: TableDefinition<Key, PackRef> = TableDefinition::new("chunk_index");
+/// Whole chunk id → pack, for an id whose key another indexed id holds in [`INDEX`], or whose
+/// pack's number does not fit 48 bits.
+pub const INDEX_FULL: TableDefinition<&[u8; 32], u64> = TableDefinition::new("chunk_index_full");
+/// Formats 5 to 9's table of the same name: the id's first 8 bytes → the pack. Deleted on open
+/// and rebuilt as [`INDEX`] from the names ([`rebuild_from_names`]); only ever opened to delete.
+pub const LEGACY_INDEX: TableDefinition<u64, u64> = TableDefinition::new("chunk_index");
+
+/// The key of `id` in [`INDEX`].
+pub fn key(id: &ChunkId) -> Key {
+    let mut key = [0u8; KEY_BYTES];
+    key.copy_from_slice(&id.0[..KEY_BYTES]);
+    key
+}
+
+/// An id's first 8 bytes as a number (formats 5 to 9's index key; sorting a pack's names).
 pub fn prefix(id: &ChunkId) -> u64 {
     let mut word = [0u8; 8];
     word.copy_from_slice(&id.0[..8]);
@@ -103,12 +147,12 @@ impl Default for Names {
 /// names (if that pack's names hold `id`, it is there), then the one its whole-id row names.
 /// Callers that confirm by a pack's table of contents (the store's lookups) start here.
 pub fn candidates(
-    index: &impl ReadableTable<u64, u64>,
+    index: &impl ReadableTable<Key, PackRef>,
     full: &impl ReadableTable<&'static [u8; 32], u64>,
     id: &ChunkId,
 ) -> Result<[Option<u64>; 2]> {
     Ok([
-        index.get(prefix(id))?.map(|v| v.value()),
+        index.get(key(id))?.map(|v| pack_of(v.value())),
         full.get(&id.0)?.map(|v| v.value()),
     ])
 }
@@ -117,26 +161,28 @@ pub fn candidates(
 /// an id with a whole-id row is indexed there; otherwise it is indexed where its prefix row
 /// points if that pack names it, which `pack` does.
 pub fn indexed_at(
-    index: &impl ReadableTable<u64, u64>,
+    index: &impl ReadableTable<Key, PackRef>,
     full: &impl ReadableTable<&'static [u8; 32], u64>,
     id: &ChunkId,
     pack: u64,
 ) -> Result<bool> {
     Ok(match full.get(&id.0)? {
         Some(at) => at.value() == pack,
-        None => index.get(prefix(id))?.is_some_and(|at| at.value() == pack),
+        None => index
+            .get(key(id))?
+            .is_some_and(|at| pack_of(at.value()) == pack),
     })
 }
 
 /// The pack the index names for `id`, if any.
 pub fn lookup(
-    index: &impl ReadableTable<u64, u64>,
+    index: &impl ReadableTable<Key, PackRef>,
     full: &impl ReadableTable<&'static [u8; 32], u64>,
     names_table: &impl ReadableTable<(u64, u32), &'static [u8]>,
     names: &mut Names,
     id: &ChunkId,
 ) -> Result<Option<u64>> {
-    if let Some(pack) = index.get(prefix(id))?.map(|v| v.value())
+    if let Some(pack) = index.get(key(id))?.map(|v| pack_of(v.value()))
         && names.holds(names_table, pack, id)?
     {
         return Ok(Some(pack));
@@ -146,7 +192,7 @@ pub fn lookup(
 
 /// The index's tables and the names they derive from, open in one write transaction.
 pub struct Tables<'t> {
-    pub index: Table<'t, u64, u64>,
+    pub index: Table<'t, Key, PackRef>,
     pub full: Table<'t, &'static [u8; 32], u64>,
     pub names_table: Table<'t, (u64, u32), &'static [u8]>,
     /// Names of dropped packs, which placed span bodies may still read (`spans.rs`).
@@ -187,14 +233,26 @@ impl<'t> Tables<'t> {
         if let Some(at) = self.full.get(&id.0)?.map(|v| v.value()) {
             return Ok(at);
         }
-        let key = prefix(id);
-        let taken = self.index.insert(key, pack)?.map(|v| v.value());
-        if let Some(holder) = taken {
-            self.index.insert(key, holder)?;
-            if self.names.holds(&self.names_table, holder, id)? {
-                return Ok(holder);
+        let key = key(id);
+        match pack_ref(pack) {
+            Some(small) => {
+                let taken = self.index.insert(key, small)?.map(|v| v.value());
+                if let Some(holder) = taken {
+                    self.index.insert(key, holder)?;
+                    if self.names.holds(&self.names_table, pack_of(holder), id)? {
+                        return Ok(pack_of(holder));
+                    }
+                    self.full.insert(&id.0, pack)?;
+                }
             }
-            self.full.insert(&id.0, pack)?;
+            None => {
+                if let Some(holder) = self.index.get(key)?.map(|v| pack_of(v.value()))
+                    && self.names.holds(&self.names_table, holder, id)?
+                {
+                    return Ok(holder);
+                }
+                self.full.insert(&id.0, pack)?;
+            }
         }
         self.names.note(pack, *id);
         Ok(pack)
@@ -206,8 +264,12 @@ impl<'t> Tables<'t> {
             if self.full.get(&id.0)?.is_some_and(|v| v.value() == pack) {
                 self.full.remove(&id.0)?;
             }
-            let key = prefix(id);
-            if self.index.get(key)?.is_some_and(|v| v.value() == pack) {
+            let key = key(id);
+            if self
+                .index
+                .get(key)?
+                .is_some_and(|v| pack_of(v.value()) == pack)
+            {
                 self.index.remove(key)?;
             }
         }
@@ -288,12 +350,15 @@ pub fn convert_legacy(txn: &redb::WriteTransaction) -> Result<u64> {
         let (k, v) = row?;
         let id = ChunkId(*k.value());
         let pack = ChunkLoc::decode(v.value())?.pack;
-        // Legacy ids are unique: a taken prefix is another id's.
-        let key = prefix(&id);
-        if index.get(key)?.is_none() {
-            index.insert(key, pack)?;
-        } else {
-            full.insert(&id.0, pack)?;
+        // Legacy ids are unique: a taken key is another id's.
+        let key = key(&id);
+        match pack_ref(pack) {
+            Some(small) if index.get(key)?.is_none() => {
+                index.insert(key, small)?;
+            }
+            _ => {
+                full.insert(&id.0, pack)?;
+            }
         }
         moved += 1;
     }
@@ -301,12 +366,48 @@ pub fn convert_legacy(txn: &redb::WriteTransaction) -> Result<u64> {
     Ok(moved)
 }
 
-/// Every index row, as (id prefix or whole id, pack), in key order: compared across catalogs.
+/// Replaces formats 5 to 9's index with format 10's, rebuilt from the packs' names: for a
+/// catalog of one of those versions, before anything reads the index. The names hold each
+/// indexed chunk exactly once (a copy indexed elsewhere is a tombstone), so the order packs
+/// are visited in changes nothing. Returns the chunks indexed.
+pub fn rebuild_from_names(txn: &redb::WriteTransaction) -> Result<u64> {
+    txn.delete_table(LEGACY_INDEX)?;
+    let mut tables = Tables::open(txn)?;
+    tables.index.retain(|_, _| false)?;
+    tables.full.retain(|_, _| false)?;
+    let mut packs = Vec::new();
+    for row in tables.names_table.iter()? {
+        let (pack, part) = row?.0.value();
+        if part == 0 {
+            packs.push(pack);
+        }
+    }
+    let mut indexed = 0u64;
+    for pack in packs {
+        let Some(names) = pack_names::get(&tables.names_table, pack)? else {
+            continue;
+        };
+        for id in format::decode_pack_ids(&names)? {
+            if id == TOMBSTONE {
+                continue;
+            }
+            if tables.insert(&id, pack)? != pack {
+                return Err(crate::StoreError::Corrupt(format!(
+                    "chunk {id} is named by two packs' names, neither as a tombstone"
+                )));
+            }
+            indexed += 1;
+        }
+    }
+    Ok(indexed)
+}
+
+/// Every index row, as (id key or whole id, pack), in key order: compared across catalogs.
 pub fn rows(txn: &redb::ReadTransaction) -> Result<Vec<(Vec<u8>, u64)>> {
     let mut out = Vec::new();
     for row in txn.open_table(INDEX)?.iter()? {
         let (k, v) = row?;
-        out.push((k.value().to_le_bytes().to_vec(), v.value()));
+        out.push((k.value().to_vec(), pack_of(v.value())));
     }
     for row in txn.open_table(INDEX_FULL)?.iter()? {
         let (k, v) = row?;
@@ -333,7 +434,7 @@ mod tests {
         (dir, db)
     }
 
-    /// An id from a small alphabet of prefixes, so collisions of the 8-byte key are common.
+    /// An id from a small alphabet of prefixes, so collisions of the 6-byte key are common.
     fn id_strategy() -> impl Strategy<Value = ChunkId> {
         (0u8..4, 1u8..=255).prop_map(|(p, tail)| {
             let mut id = [0u8; 32];
@@ -341,6 +442,17 @@ mod tests {
             id[31] = tail;
             ChunkId(id)
         })
+    }
+
+    /// Small pack numbers, one of a later opening (past 32 bits), and two past 48 bits
+    /// (indexed by whole ids).
+    fn pack_strategy() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            4 => 0u64..6,
+            1 => Just((3u64 << 32) + 1),
+            1 => Just(1u64 << 48),
+            1 => Just((1u64 << 48) + 7)
+        ]
     }
 
     #[derive(Clone, Debug)]
@@ -351,9 +463,12 @@ mod tests {
 
     fn step() -> impl Strategy<Value = Step> {
         prop_oneof![
-            (0u64..6, proptest::collection::vec(id_strategy(), 0..8))
+            (
+                pack_strategy(),
+                proptest::collection::vec(id_strategy(), 0..8)
+            )
                 .prop_map(|(p, ids)| Step::Put(p, ids)),
-            (0u64..6).prop_map(Step::Delete),
+            pack_strategy().prop_map(Step::Delete),
         ]
     }
 

@@ -266,7 +266,7 @@ impl ChunkStore {
 /// Index rows that point at packs the catalog does not have, and rows beyond the `explained`
 /// ones the packs' names account for (each indexed named chunk has exactly one row).
 fn index_problems(
-    index: &impl ReadableTable<u64, u64>,
+    index: &impl ReadableTable<chunk_index::Key, chunk_index::PackRef>,
     full: &impl ReadableTable<&'static [u8; 32], u64>,
     packs: &[(u64, PackRow)],
     explained: usize,
@@ -285,8 +285,11 @@ fn index_problems(
         }
     };
     for row in index.iter()? {
-        let (prefix, pack) = row?;
-        check(pack.value(), &|| format!("{:016x}", prefix.value()));
+        let (key, pack) = row?;
+        let key = key.value();
+        check(chunk_index::pack_of(pack.value()), &|| {
+            key.iter().map(|b| format!("{b:02x}")).collect()
+        });
     }
     for row in full.iter()? {
         let (id, pack) = row?;
@@ -337,12 +340,20 @@ mod tests {
             let (_, pack) = redb::ReadableTable::first(&t).unwrap().unwrap();
             pack.value()
         };
+        // Keys no real id has here (ids are BLAKE3 outputs; these are two fixed patterns).
         {
             let txn = store.inner.db.begin_write().unwrap();
             {
                 let mut index = txn.open_table(INDEX).unwrap();
-                index.insert(0x1234_5678_9abc_def0u64, 999_999u64).unwrap();
-                index.insert(0x0fed_cba9_8765_4321u64, real_pack).unwrap();
+                index
+                    .insert(
+                        [0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc],
+                        crate::chunk_index::pack_ref(999_999).unwrap(),
+                    )
+                    .unwrap();
+                index
+                    .insert([0x0f, 0xed, 0xcb, 0xa9, 0x87, 0x65], real_pack)
+                    .unwrap();
                 let mut full = txn.open_table(INDEX_FULL).unwrap();
                 full.insert(&[7u8; 32], 888_888u64).unwrap();
             }
@@ -355,7 +366,7 @@ mod tests {
         assert_eq!(report.chunks_checked, chunks);
         let problems = report.index_problems.join("\n");
         assert!(
-            problems.contains("123456789abcdef0 points at pack 999999"),
+            problems.contains("123456789abc points at pack 999999"),
             "{problems}"
         );
         assert!(problems.contains("points at pack 888888"), "{problems}");

@@ -108,10 +108,10 @@ mod tests {
             .iter()
             .find(|t| t.name == "chunk_index")
             .unwrap();
-        // No two of a few thousand ids share their first 8 bytes: every row is a prefix row.
+        // No two of a few thousand ids share their first 6 bytes: every row is a key row.
         assert_eq!(chunks.rows, stats.chunks);
-        // An 8-byte prefix and a pack id per row.
-        assert_eq!(chunks.stored_bytes, stats.chunks * 16, "{chunks:?}");
+        // A 6-byte key and a 48-bit pack id per row (catalog format 10).
+        assert_eq!(chunks.stored_bytes, stats.chunks * 12, "{chunks:?}");
         assert!(space.total_bytes() > empty.total_bytes());
         let sorted = space
             .tables

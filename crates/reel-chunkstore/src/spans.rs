@@ -455,7 +455,7 @@ impl WriteSpans<'_> {
 /// references to chunks named one after the other in one pack costs a few bytes, where the
 /// written body spells every 32-byte id (`efficiency.md` §27).
 pub struct Placer<'t, 'c> {
-    index: Table<'t, u64, u64>,
+    index: Table<'t, chunk_index::Key, chunk_index::PackRef>,
     full: Table<'t, &'static [u8; 32], u64>,
     names: Table<'t, (u64, u32), &'static [u8]>,
     packs: &'c NameCache,

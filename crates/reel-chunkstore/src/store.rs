@@ -1218,7 +1218,8 @@ fn init_catalog(db: &Database) -> Result<()> {
             // below; versions 3 and 4 change no row written before them; version 5's index is
             // converted from the legacy chunk rows once the journal is replayed (`open`);
             // version 6's name parts are moved from the whole rows just below; version 8's
-            // placed bodies are made from the written ones once the journal is replayed.
+            // placed bodies are made from the written ones once the journal is replayed;
+            // version 10's index is rebuilt from the names just below.
             Some(v) if v == catalog::CATALOG_VERSION => {}
             _ => {
                 meta.insert(catalog::META_FORMAT, catalog::CATALOG_VERSION)?;
@@ -1228,6 +1229,11 @@ fn init_catalog(db: &Database) -> Result<()> {
         // parts before anything reads them.
         crate::pack_names::convert_legacy(&txn)?;
         crate::spans::convert_legacy(&txn)?;
+        // Versions 5 to 9: the index keyed 8 bytes to 64-bit packs is rebuilt from the names
+        // before a replay indexes more chunks against it.
+        if matches!(version, Some(5..=9)) {
+            crate::chunk_index::rebuild_from_names(&txn)?;
+        }
         txn.open_table(catalog::LEGACY_CHUNKS)?;
         txn.open_table(crate::chunk_index::INDEX)?;
         txn.open_table(crate::chunk_index::INDEX_FULL)?;
@@ -3352,6 +3358,106 @@ mod format_4_upgrade_tests {
             }
         }
         rows
+    }
+
+    /// A format-9 catalog (the index keyed by 8 bytes to 64-bit packs, in the table of the
+    /// same name) comes up with format 10's index rebuilt from the names: the same rows by
+    /// the same rule, the same data, a clean scrub, and the old table gone.
+    #[test]
+    fn a_format_9_index_is_rebuilt_from_the_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(MemoryBackend::new());
+        let config = || StoreConfig {
+            pack_target: 256 << 10,
+            ..StoreConfig::default()
+        };
+        let store = ChunkStore::open(dir.path(), backend.clone(), config()).unwrap();
+        let common = noise(600_000, 1);
+        for (s, seed) in [(1u64, 2u64), (2, 3)] {
+            let stream = store.open_stream(StreamId(s)).unwrap();
+            stream.append_record(&common).unwrap();
+            stream.append_record(&noise(300_000, seed)).unwrap();
+            stream.sync().unwrap();
+        }
+        let fingerprint = store.catalog_fingerprint().unwrap();
+        let before = contents(&store);
+        // Format 9's rows: each indexed chunk's first 8 bytes → its pack, from the names.
+        let mut legacy_rows = Vec::new();
+        {
+            let txn = store.inner.db.begin_read().unwrap();
+            let index = txn.open_table(crate::chunk_index::INDEX).unwrap();
+            let full = txn.open_table(crate::chunk_index::INDEX_FULL).unwrap();
+            assert!(full.is_empty().unwrap());
+            crate::pack_names::for_each(
+                &txn.open_table(crate::pack_names::PACK_NAMES).unwrap(),
+                |pack, names| {
+                    for id in format::decode_pack_ids(names)? {
+                        if id != format::TOMBSTONE
+                            && crate::chunk_index::indexed_at(&index, &full, &id, pack)?
+                        {
+                            legacy_rows.push((crate::chunk_index::prefix(&id), pack));
+                        }
+                    }
+                    Ok(())
+                },
+            )
+            .unwrap();
+            assert_eq!(legacy_rows.len() as u64, index.len().unwrap());
+        }
+        assert!(legacy_rows.len() > 300, "{} chunks", legacy_rows.len());
+        drop(store);
+        {
+            let db = Database::create(dir.path().join("catalog.redb")).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.delete_table(crate::chunk_index::INDEX).unwrap();
+            {
+                let mut old = txn.open_table(crate::chunk_index::LEGACY_INDEX).unwrap();
+                for (prefix, pack) in &legacy_rows {
+                    old.insert(prefix, pack).unwrap();
+                }
+                txn.open_table(META)
+                    .unwrap()
+                    .insert(catalog::META_FORMAT, 9)
+                    .unwrap();
+            }
+            txn.commit().unwrap();
+        }
+
+        let store = ChunkStore::open(dir.path(), backend, config()).unwrap();
+        assert_eq!(store.catalog_fingerprint().unwrap(), fingerprint);
+        assert_eq!(contents(&store), before);
+        assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
+        let txn = store.inner.db.begin_read().unwrap();
+        assert_eq!(
+            txn.open_table(META)
+                .unwrap()
+                .get(catalog::META_FORMAT)
+                .unwrap()
+                .unwrap()
+                .value(),
+            catalog::CATALOG_VERSION
+        );
+        let index = txn.open_table(crate::chunk_index::INDEX).unwrap();
+        assert_eq!(index.len().unwrap(), legacy_rows.len() as u64);
+        drop((index, txn));
+
+        // Packs of this opening are numbered past 2^32 and still indexed by 6-byte keys.
+        let stream = store.open_stream(StreamId(3)).unwrap();
+        stream.append_record(&noise(300_000, 4)).unwrap();
+        stream.sync().unwrap();
+        let txn = store.inner.db.begin_read().unwrap();
+        let packs: Vec<u64> = txn
+            .open_table(PACKS)
+            .unwrap()
+            .iter()
+            .unwrap()
+            .map(|r| r.unwrap().0.value())
+            .collect();
+        assert!(packs.iter().any(|p| *p > u64::from(u32::MAX)), "{packs:?}");
+        let full = txn.open_table(crate::chunk_index::INDEX_FULL).unwrap();
+        assert!(full.is_empty().unwrap());
+        let index = txn.open_table(crate::chunk_index::INDEX).unwrap();
+        assert!(index.len().unwrap() > legacy_rows.len() as u64);
     }
 
     /// A format-4 catalog (chunk rows by whole id) and a bucket whose journal objects are of
