@@ -30,8 +30,8 @@ use crate::pack_names::{self, PACK_NAMES};
 /// A chunk id's first [`KEY_BYTES`] bytes: its key in [`INDEX`].
 pub type Key = [u8; KEY_BYTES];
 /// Bytes of an id that key the index. BLAKE3 output is uniform, so 6 of its bytes spread as
-/// well as 32; fewer would send more ids to [`INDEX_FULL`] (at 2^24 bits per key, 4 bytes
-/// collide once in every few hundred chunks of a 1 TB store).
+/// well as 32; with 4, at 1 TB of 2 KiB chunks one new chunk in nine would meet a stored
+/// chunk's key and go to [`INDEX_FULL`] (40 B a row), with 6 one in 600,000.
 pub const KEY_BYTES: usize = 6;
 
 /// A pack id in 48 bits, little-endian: an opening of the store gives out ids from a new
