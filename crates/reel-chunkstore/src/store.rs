@@ -2813,7 +2813,7 @@ mod record_commit_tests {
 
     use super::*;
     use crate::StreamId;
-    use crate::test_support::noise;
+    use crate::test_support::{noise, read_stream};
 
     fn open(dir: &Path) -> ChunkStore {
         let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(&dir.join("objects")).unwrap());
@@ -2875,13 +2875,6 @@ mod record_commit_tests {
             .collect()
     }
 
-    fn read_all(store: &ChunkStore, stream: u64) -> Vec<u8> {
-        let s = store.open_stream(StreamId(stream)).unwrap();
-        let mut out = vec![0; s.len() as usize];
-        s.read_at(0, &mut out).unwrap();
-        out
-    }
-
     /// Pack format 2 blobs are checked once, by their checksum, and their chunks are not
     /// hashed on read; format-1 blobs (no checksum) are still read, each chunk checked by its
     /// hash; and a blob whose checksum is damaged but whose data is not still serves it, each
@@ -2911,7 +2904,7 @@ mod record_commit_tests {
         assert_eq!(packs(&store), 2);
 
         store.inner.drop_caches();
-        assert_eq!(read_all(&store, 1), old);
+        assert_eq!(read_stream(&store, 1), old);
         let blobs = cached_blobs(&store);
         assert!(!blobs.is_empty());
         assert!(
@@ -2919,7 +2912,7 @@ mod record_commit_tests {
             "format-1 blobs are checked chunk by chunk: {blobs:?}"
         );
         store.inner.drop_caches();
-        assert_eq!(read_all(&store, 2), new);
+        assert_eq!(read_stream(&store, 2), new);
         let blobs = cached_blobs(&store);
         assert!(
             blobs.iter().all(|&(whole, hashed)| whole && hashed == 0),
@@ -2943,13 +2936,13 @@ mod record_commit_tests {
         }
         std::fs::write(newest, &bytes).unwrap();
         let store = open(dir.path());
-        assert_eq!(read_all(&store, 2), new, "the data itself is intact");
+        assert_eq!(read_stream(&store, 2), new, "the data itself is intact");
         let blobs = cached_blobs(&store);
         assert!(
             blobs.iter().all(|&(whole, hashed)| !whole && hashed > 0),
             "blobs failing their checksum are checked chunk by chunk: {blobs:?}"
         );
-        assert_eq!(read_all(&store, 1), old);
+        assert_eq!(read_stream(&store, 1), old);
     }
 
     #[test]
@@ -3950,7 +3943,7 @@ mod catalog_compaction_tests {
     use super::*;
     use crate::StreamId;
     use crate::catalog_file::NotCompacted;
-    use crate::test_support::noise;
+    use crate::test_support::{noise, read_stream};
 
     fn open(dir: &Path, backend: &Arc<MemoryBackend>, idle: Option<Duration>) -> ChunkStore {
         let config = StoreConfig {
@@ -3980,13 +3973,6 @@ mod catalog_compaction_tests {
         store.reclaim(0.5, &mut |_, _| {}).unwrap();
         store.sync().unwrap();
         kept
-    }
-
-    fn read_stream(store: &ChunkStore, id: u64) -> Vec<u8> {
-        let stream = store.open_stream(StreamId(id)).unwrap();
-        let mut out = vec![0; stream.len() as usize];
-        stream.read_at(0, &mut out).unwrap();
-        out
     }
 
     #[test]

@@ -12,3 +12,11 @@ pub fn noise(n: usize, seed: u64) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Stream `id`'s whole contents.
+pub fn read_stream(store: &crate::ChunkStore, id: u64) -> Vec<u8> {
+    let stream = store.open_stream(crate::StreamId(id)).unwrap();
+    let mut out = vec![0; stream.len() as usize];
+    stream.read_at(0, &mut out).unwrap();
+    out
+}
