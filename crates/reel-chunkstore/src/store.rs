@@ -3334,6 +3334,17 @@ mod format_4_upgrade_tests {
         out
     }
 
+    /// Streams 1 and 2, synced: a record they share and one of their own each.
+    fn write_two_streams(store: &ChunkStore) {
+        let common = noise(600_000, 1);
+        for (s, seed) in [(1u64, 2u64), (2, 3)] {
+            let stream = store.open_stream(StreamId(s)).unwrap();
+            stream.append_record(&common).unwrap();
+            stream.append_record(&noise(300_000, seed)).unwrap();
+            stream.sync().unwrap();
+        }
+    }
+
     /// The rows format 4 kept: every indexed chunk's whole id and location.
     fn legacy_rows(store: &ChunkStore) -> Vec<([u8; 32], Vec<u8>)> {
         let inner = &store.inner;
@@ -3365,13 +3376,7 @@ mod format_4_upgrade_tests {
             ..StoreConfig::default()
         };
         let store = ChunkStore::open(dir.path(), backend.clone(), config()).unwrap();
-        let common = noise(600_000, 1);
-        for (s, seed) in [(1u64, 2u64), (2, 3)] {
-            let stream = store.open_stream(StreamId(s)).unwrap();
-            stream.append_record(&common).unwrap();
-            stream.append_record(&noise(300_000, seed)).unwrap();
-            stream.sync().unwrap();
-        }
+        write_two_streams(&store);
         let fingerprint = store.catalog_fingerprint().unwrap();
         let before = contents(&store);
         // Format 9's rows: each indexed chunk's first 8 bytes → its pack, from the names.
@@ -3461,13 +3466,7 @@ mod format_4_upgrade_tests {
         let dir = tempfile::tempdir().unwrap();
         let backend = Arc::new(MemoryBackend::new());
         let store = ChunkStore::open(&dir.path().join("a"), backend.clone(), config()).unwrap();
-        let common = noise(600_000, 1);
-        for (s, seed) in [(1u64, 2u64), (2, 3)] {
-            let stream = store.open_stream(StreamId(s)).unwrap();
-            stream.append_record(&common).unwrap();
-            stream.append_record(&noise(300_000, seed)).unwrap();
-            stream.sync().unwrap();
-        }
+        write_two_streams(&store);
         let fingerprint = store.catalog_fingerprint().unwrap();
         let expected = contents(&store);
         let chunks = store.stats().unwrap().chunks;
