@@ -54,7 +54,7 @@ pub const META_FORMAT: &str = "format_version";
 /// 9 writes extent rows and bodies of pieces *compact* (`format::CompactRow`: spans named by
 /// their ids' first 8 bytes, the row checked by a hash); rows written before stay as they are,
 /// and a reel reading version 8 would take a compact row for damage. 10 keys the chunk index
-/// by the ids' first 6 bytes with 32-bit pack numbers (`chunk_index::INDEX`, 10 B a row
+/// by the ids' first 6 bytes with 48-bit pack numbers (`chunk_index::INDEX`, 12 B a row
 /// instead of 16); the older index is rebuilt from the names on open, and a reel reading
 /// version 9 would find no chunk indexed.
 pub const CATALOG_VERSION: u64 = 10;

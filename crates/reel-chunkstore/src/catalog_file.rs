@@ -179,6 +179,13 @@ impl CatalogDb {
         self.db.read()
     }
 
+    /// Counts every write so far as looked at: what opening the store wrote does not call for
+    /// a compaction (a command that only reads, `reel stats`, leaves the file alone).
+    pub(crate) fn mark_looked(&self) {
+        let used = self.last_use_ms.load(Ordering::Acquire);
+        self.checked_at_use.store(used, Ordering::Release);
+    }
+
     /// Whether a non-durable commit is not yet covered by a durable one.
     pub(crate) fn nondurable_pending(&self) -> bool {
         self.nondurable.load(Ordering::Acquire) > self.durable_covers.load(Ordering::Acquire)
@@ -220,7 +227,12 @@ impl CatalogDb {
     }
 
     /// [`CatalogDb::try_compact`]'s checks but idleness, with the database owned (closing).
+    /// Looking costs a walk of every table (redb's page count), so a store that wrote nothing
+    /// since the last look closes without one.
     pub(crate) fn compact_owned(&mut self) -> Result<Result<Compacted, NotCompacted>, redb::Error> {
+        if *self.checked_at_use.get_mut() == *self.last_use_ms.get_mut() {
+            return Ok(Err(NotCompacted::Unused));
+        }
         if self.nondurable_pending() {
             return Ok(Err(NotCompacted::Pending));
         }

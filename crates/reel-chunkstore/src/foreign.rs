@@ -389,7 +389,6 @@ impl ChunkStore {
             }
             inner.journal([Op::PutPin(stream.0, label.to_vec())]);
             txn.commit()?;
-            inner.note_nondurable_commit();
             inner.pinned.write().insert(stream.0);
         }
         inner.sync()?;
@@ -459,7 +458,6 @@ impl ChunkStore {
             inner.journal([Op::DelPin(stream.0)]);
         }
         txn.commit()?;
-        inner.note_nondurable_commit();
         inner.pinned.write().remove(&stream.0);
         Ok(())
     }
@@ -641,7 +639,6 @@ impl ChunkStore {
             inner.journal(ops);
             let committed = txn.commit().map_err(StoreError::from);
             inner.stop_on_catalog_error(committed)?;
-            inner.note_nondurable_commit();
             inner.foreign.write().extend(added_foreign.iter().cloned());
             for id in &added_chunks {
                 inner.note_indexed(id)?;

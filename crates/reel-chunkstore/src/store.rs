@@ -322,8 +322,6 @@ pub(crate) struct Inner {
     /// Buffers of stored packs, for the streams' next packs.
     pack_buffers: Arc<PackBuffers>,
     /// Non-durable catalog commits made, and how many of them the last durable commit covered.
-    nondurable_commits: AtomicU64,
-    durable_covers: AtomicU64,
     /// Catalog changes since the last journal object (only with `config.journal`).
     journal: Mutex<JournalState>,
     /// Which stream wrote each pack stored by this process (see `ChunkStore::pack_owner`).
@@ -656,8 +654,6 @@ impl ChunkStore {
             ingest_lock: RwLock::new(()),
             stopped: Mutex::new(None),
             fenced,
-            nondurable_commits: AtomicU64::new(0),
-            durable_covers: AtomicU64::new(0),
             pack_owners: Mutex::new(HashMap::new()),
             foreign: RwLock::new(foreign),
             pinned: RwLock::new(pinned),
@@ -694,7 +690,6 @@ impl ChunkStore {
                 }
                 j.count = base.len() as u32;
                 drop(j);
-                inner.note_nondurable_commit();
                 inner.commit_durably()?;
             }
         }
@@ -729,7 +724,17 @@ impl ChunkStore {
                         if inner.closing.load(Ordering::Acquire) {
                             return;
                         }
-                        inner.compact_catalog_when_idle(idle);
+                        match inner.compact_catalog(idle) {
+                            Ok(Some(c)) => tracing::info!(
+                                "catalog compacted after {} s idle: {:.1} -> {:.1} MB in {} ms",
+                                idle.as_secs(),
+                                c.before as f64 / 1e6,
+                                c.after as f64 / 1e6,
+                                c.took.as_millis()
+                            ),
+                            Ok(None) => {}
+                            Err(e) => tracing::warn!("{e}"),
+                        }
                     }
                 })
                 .map_err(|e| StoreError::Catalog(format!("starting the compactor: {e}")))?;
@@ -761,6 +766,7 @@ impl ChunkStore {
             *inner.checkpoint_tx.lock() = Some(tx);
             *inner.checkpointer.lock() = Some(handle);
         }
+        inner.db.mark_looked();
         let guard = Arc::new(ShutdownGuard {
             inner: inner.clone(),
         });
@@ -891,7 +897,6 @@ impl ChunkStore {
         }
         inner.journal([record_op(key, value)]);
         txn.commit()?;
-        inner.note_nondurable_commit();
         Ok(())
     }
 
@@ -921,7 +926,6 @@ impl ChunkStore {
         }
         inner.journal(records.iter().map(|(k, v)| record_op(k, v.as_deref())));
         txn.commit()?;
-        inner.note_nondurable_commit();
         Ok(())
     }
 
@@ -1112,8 +1116,7 @@ impl Drop for Inner {
                 let _ = h.join();
             }
         }
-        let behind = self.nondurable_commits.load(Ordering::Acquire)
-            > self.durable_covers.load(Ordering::Acquire);
+        let behind = self.db.nondurable_pending();
         if behind && self.sync().is_err() {
             // redb would make the pending commits durable on close; they may name chunks that
             // were never stored. Fence so the catalog stays at its last durable commit.
@@ -1627,44 +1630,28 @@ impl ChunkStore {
     /// its exit, so closing alone would not). `None`: not compacted.
     pub fn compact_catalog(&self) -> Result<Option<crate::CatalogCompaction>> {
         self.inner.check_stopped()?;
-        match self.inner.db.try_compact(std::time::Duration::ZERO) {
-            Ok(Ok(c)) => {
-                self.inner
-                    .catalog_compactions
-                    .fetch_add(1, Ordering::Relaxed);
-                Ok(Some(c))
-            }
-            Ok(Err(_)) => Ok(None),
-            Err(e) => Err(StoreError::Catalog(format!("compacting the catalog: {e}"))),
-        }
+        self.inner.compact_catalog(std::time::Duration::ZERO)
     }
 }
 
 impl Inner {
     /// Gives the catalog file's unused pages back once no write has begun for `idle`
-    /// (`CatalogDb::try_compact` says when it may).
-    pub(crate) fn compact_catalog_when_idle(&self, idle: std::time::Duration) {
+    /// (`CatalogDb::try_compact` says when it may). `None`: not compacted.
+    pub(crate) fn compact_catalog(
+        &self,
+        idle: std::time::Duration,
+    ) -> Result<Option<crate::CatalogCompaction>> {
         if self.fenced.load(Ordering::Acquire) || self.stopped.lock().is_some() {
-            return;
+            return Ok(None);
         }
         match self.db.try_compact(idle) {
             Ok(Ok(c)) => {
                 self.catalog_compactions.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(
-                    "catalog compacted after {} s idle: {:.1} -> {:.1} MB in {} ms",
-                    idle.as_secs(),
-                    c.before as f64 / 1e6,
-                    c.after as f64 / 1e6,
-                    c.took.as_millis()
-                );
+                Ok(Some(c))
             }
-            Ok(Err(_)) => {}
-            Err(e) => tracing::warn!("compacting the catalog: {e}"),
+            Ok(Err(_)) => Ok(None),
+            Err(e) => Err(StoreError::Catalog(format!("compacting the catalog: {e}"))),
         }
-    }
-
-    pub(crate) fn note_nondurable_commit(&self) {
-        self.nondurable_commits.fetch_add(1, Ordering::AcqRel);
     }
 
     pub(crate) fn is_pending(&self, id: &ChunkId) -> bool {
@@ -2155,7 +2142,6 @@ impl Inner {
                 }
             }
             txn.commit()?;
-            self.note_nondurable_commit();
             self.index_commits.fetch_add(1, Ordering::Relaxed);
             Ok(())
         })();
@@ -2233,7 +2219,6 @@ impl Inner {
     /// Commits the catalog durably, covering every earlier non-durable commit. The caller holds
     /// the commit lock exclusively and has stored every pack (the write path's step 5).
     pub(crate) fn commit_durably(&self) -> Result<()> {
-        let covers = self.nondurable_commits.load(Ordering::Acquire);
         let txn = self.db.begin_write();
         let result = txn.map_err(StoreError::from).and_then(|txn| {
             // Every pack is named now: bodies written before their chunks' packs were named
@@ -2244,9 +2229,7 @@ impl Inner {
             self.unplaced_spans.lock().clear();
             self.commit_txn_durably(txn)
         });
-        self.stop_on_catalog_error(result)?;
-        self.durable_covers.fetch_max(covers, Ordering::AcqRel);
-        Ok(())
+        self.stop_on_catalog_error(result)
     }
 
     /// Commits `txn` durably, covering every earlier non-durable commit. With the journal on,
@@ -2353,15 +2336,12 @@ impl Inner {
         let view = {
             let _commit = self.commit_lock.write();
             self.seal_and_store_all()?;
-            let covers = self.nondurable_commits.load(Ordering::Acquire);
             let result = self
                 .db
                 .begin_write()
                 .map_err(StoreError::from)
                 .and_then(|txn| self.commit_txn_durably_with_snapshot(txn, true));
-            let view = self.stop_on_catalog_error(result)?;
-            self.durable_covers.fetch_max(covers, Ordering::AcqRel);
-            view
+            self.stop_on_catalog_error(result)?
         };
         match view {
             Some(view) => self.write_checkpoint_of(view),
@@ -4064,26 +4044,52 @@ mod catalog_compaction_tests {
         );
     }
 
+    /// The catalog file's size on disk, the store closed.
+    fn file_on_disk(dir: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dir.join("catalog.redb"))
+            .unwrap()
+            .blocks()
+            * 512
+    }
+
     #[test]
-    fn closing_compacts_the_catalog() {
+    fn closing_compacts_a_catalog_it_wrote_to_and_leaves_one_it_only_read() {
         let dir = tempfile::tempdir().unwrap();
         let backend = Arc::new(MemoryBackend::new());
-        let store = open(dir.path(), &backend, Some(Duration::from_secs(3600)));
+        let store = open(dir.path(), &backend, None);
         let kept = write_three_keep_one(&store);
+        let tables = store.catalog_space().unwrap().total_bytes();
+        drop(store);
+        let spared = file_on_disk(dir.path());
+        assert!(
+            spared > tables + tables / 5,
+            "the test needs spare pages: file {spared} B, tables {tables} B"
+        );
+
+        // Opened and read only: closing neither walks the tables nor compacts.
+        let store = open(dir.path(), &backend, Some(Duration::from_secs(3600)));
+        assert_eq!(read_stream(&store, 1), kept);
+        drop(store);
+        let read_only = file_on_disk(dir.path());
+        assert!(
+            read_only <= spared && read_only > tables + tables / 5,
+            "closing after reads only: file {spared} -> {read_only} B for {tables} B of tables"
+        );
+
+        // Written to in this opening: closing compacts.
+        let store = open(dir.path(), &backend, Some(Duration::from_secs(3600)));
+        let stream = store.open_stream(StreamId(9)).unwrap();
+        stream.append_record(&noise(64 << 10, 77)).unwrap();
+        stream.sync().unwrap();
+        drop(stream);
         let fingerprint = store.catalog_fingerprint().unwrap();
         let tables = store.catalog_space().unwrap().total_bytes();
-        let before = store.inner.db.file_bytes();
         drop(store);
-        let after = {
-            use std::os::unix::fs::MetadataExt;
-            std::fs::metadata(dir.path().join("catalog.redb"))
-                .unwrap()
-                .blocks()
-                * 512
-        };
+        let after = file_on_disk(dir.path());
         assert!(
-            after < before && after <= tables + tables / 10 + (1 << 20),
-            "closing: file {before} -> {after} B for {tables} B of tables"
+            after < read_only && after <= tables + tables / 10 + (1 << 20),
+            "closing after a write: file {read_only} -> {after} B for {tables} B of tables"
         );
         let store = open(dir.path(), &backend, None);
         assert_eq!(store.catalog_fingerprint().unwrap(), fingerprint);

@@ -492,7 +492,6 @@ impl StreamState {
         }
         inner.journal(ops);
         txn.commit()?;
-        inner.note_nondurable_commit();
         self.new_spans.clear();
         self.new_span_order.clear();
         self.full_rows.clear();
@@ -574,7 +573,6 @@ impl StreamState {
         apply_sidecar(&txn, id, &self.sidecar, &mut ops)?;
         inner.journal(ops);
         txn.commit()?;
-        inner.note_nondurable_commit();
         self.sidecar.clear();
         self.len = new_len;
         self.row_start = row_start;
