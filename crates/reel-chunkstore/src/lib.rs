@@ -124,7 +124,8 @@ from_redb!(
     redb::TableError,
     redb::StorageError,
     redb::CommitError,
-    redb::SetDurabilityError
+    redb::SetDurabilityError,
+    redb::CursorError
 );
 
 impl From<FormatError> for StoreError {
