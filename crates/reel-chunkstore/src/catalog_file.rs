@@ -197,15 +197,19 @@ impl CatalogDb {
         file_bytes(&self.path)
     }
 
-    /// Compacts the file if the catalog has been idle for `idle`, was used since the last
-    /// compaction, no non-durable commit is pending, and at least a tenth of the file (and
-    /// 1 MiB) is pages no table uses. Never waits for the lock; begins wait while it runs.
+    /// Compacts the file if the catalog has been idle for the moment's period, was used since
+    /// the last compaction, no non-durable commit is pending, and enough of the file is pages
+    /// no table uses ([`CompactMoment`]). Never waits for the lock; begins wait while it runs.
     pub(crate) fn try_compact(
         &self,
-        idle: std::time::Duration,
+        moment: CompactMoment,
     ) -> Result<Result<Compacted, NotCompacted>, redb::Error> {
         let Some(mut db) = self.db.try_write() else {
             return Ok(Err(NotCompacted::Busy));
+        };
+        let idle = match moment {
+            CompactMoment::Idle(idle) => idle,
+            CompactMoment::Stopping => std::time::Duration::ZERO,
         };
         // No transaction begins while the lock is held; one begun before might still commit.
         if self.live_writes.load(Ordering::Acquire) != 0 || self.idle_for() < idle {
@@ -218,7 +222,7 @@ impl CatalogDb {
         if self.nondurable_pending() {
             return Ok(Err(NotCompacted::Pending));
         }
-        let outcome = compact_file(&self.path, &mut db);
+        let outcome = compact_file(&self.path, &mut db, moment);
         if matches!(outcome, Ok(Err(NotCompacted::Busy))) {
             // A reader kept it out: look again next time, used or not.
             self.checked_at_use.store(u64::MAX, Ordering::Release);
@@ -236,23 +240,34 @@ impl CatalogDb {
         if self.nondurable_pending() {
             return Ok(Err(NotCompacted::Pending));
         }
-        compact_file(&self.path, self.db.get_mut())
+        compact_file(&self.path, self.db.get_mut(), CompactMoment::Stopping)
     }
 }
 
-/// Compacts `db` (whose file is `path`) if at least a tenth of the file, and 1 MiB, is pages no
-/// table uses.
+/// When a compaction is tried, which decides how much spare space makes it worth it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CompactMoment {
+    /// A store idle for this long: a write that begins meanwhile waits for the compaction,
+    /// so only when a tenth of the file is spare.
+    Idle(std::time::Duration),
+    /// A clean stop or the close, after the last sync: nothing waits, and what is left is
+    /// what `du` shows until the next start, so from a fiftieth (`efficiency.md` §43).
+    Stopping,
+}
+
+/// Compacts `db` (whose file is `path`) if at least 1 MiB, and the share `moment` asks for, of
+/// the file is pages no table uses.
 fn compact_file(
     path: &std::path::Path,
     db: &mut redb::Database,
+    moment: CompactMoment,
 ) -> Result<Result<Compacted, NotCompacted>, redb::Error> {
-    let before = file_bytes(path);
-    let txn = db.begin_write()?;
-    let stats = txn.stats()?;
-    txn.abort()?;
-    let in_use = stats.allocated_pages() * stats.page_size() as u64;
-    let spare = before.saturating_sub(in_use);
-    if spare < COMPACT_MIN_SPARE_BYTES || spare * 10 < before {
+    let (before, spare) = spare_bytes(path, db)?;
+    let share = match moment {
+        CompactMoment::Idle(_) => 10,
+        CompactMoment::Stopping => 50,
+    };
+    if spare < COMPACT_MIN_SPARE_BYTES || spare * share < before {
         return Ok(Err(NotCompacted::Small));
     }
     let started = std::time::Instant::now();
@@ -266,6 +281,16 @@ fn compact_file(
         Err(redb::CompactionError::TransactionInProgress) => Ok(Err(NotCompacted::Busy)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The file's size on disk, and how much of it is pages no table (nor redb itself) uses.
+fn spare_bytes(path: &std::path::Path, db: &redb::Database) -> Result<(u64, u64), redb::Error> {
+    let size = file_bytes(path);
+    let txn = db.begin_write()?;
+    let stats = txn.stats()?;
+    txn.abort()?;
+    let in_use = stats.allocated_pages() * stats.page_size() as u64;
+    Ok((size, size.saturating_sub(in_use)))
 }
 
 fn file_bytes(path: &std::path::Path) -> u64 {
@@ -347,5 +372,65 @@ impl std::ops::Deref for CatalogWrite<'_> {
 impl std::ops::DerefMut for CatalogWrite<'_> {
     fn deref_mut(&mut self) -> &mut redb::WriteTransaction {
         &mut self.txn
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redb::{Database, ReadableDatabase, TableDefinition};
+
+    use super::*;
+
+    const ROWS: TableDefinition<u64, &[u8]> = TableDefinition::new("rows");
+
+    /// A file with a few per cent of it spare is left alone by an idle server (writers would
+    /// wait for little) and compacted at a stop (`CompactMoment`).
+    #[test]
+    fn a_stop_compacts_a_smaller_spare_share_than_an_idle_spell() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.redb");
+        let mut db = Database::create(&path).unwrap();
+        type Rows<'t> = redb::Table<'t, u64, &'static [u8]>;
+        let commit = |db: &Database, f: &dyn Fn(&mut Rows<'_>)| {
+            let txn = db.begin_write().unwrap();
+            f(&mut txn.open_table(ROWS).unwrap());
+            txn.commit().unwrap();
+        };
+        commit(&db, &|t| {
+            for i in 0..4096u64 {
+                t.insert(i, &[i as u8; 4000][..]).unwrap();
+            }
+        });
+        // About 7 % of the rows, from the middle of the file; the next commit frees their pages.
+        commit(&db, &|t| {
+            for i in 1000..1300u64 {
+                t.remove(i).unwrap();
+            }
+        });
+        commit(&db, &|t| {
+            t.insert(1 << 20, &b"last"[..]).unwrap();
+        });
+        let (size, spare) = spare_bytes(&path, &db).unwrap();
+        assert!(
+            spare >= COMPACT_MIN_SPARE_BYTES && spare * 50 >= size && spare * 10 < size,
+            "{spare} of {size} bytes spare: not between a fiftieth and a tenth"
+        );
+        let idle = CompactMoment::Idle(std::time::Duration::ZERO);
+        assert_eq!(
+            compact_file(&path, &mut db, idle).unwrap().unwrap_err(),
+            NotCompacted::Small
+        );
+        let c = compact_file(&path, &mut db, CompactMoment::Stopping)
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.before, size);
+        assert!(c.after + spare / 2 <= c.before, "{c:?}, {spare} spare");
+        // Every row is still there.
+        let txn = db.begin_read().unwrap();
+        let t = txn.open_table(ROWS).unwrap();
+        for i in (0..1000u64).chain(1300..4096) {
+            assert_eq!(t.get(i).unwrap().unwrap().value(), &[i as u8; 4000][..]);
+        }
+        assert!(t.get(1100).unwrap().is_none());
     }
 }

@@ -14,6 +14,7 @@ use crate::catalog::{
     self, EXTENTS, FOREIGN_PACKS, ForeignPack, META, PACKS, PINS, PackRow, RECORDS, SIDECAR,
     STREAMS, pack_key,
 };
+use crate::catalog_file::CompactMoment;
 use crate::checkpoint;
 use crate::chunker::ChunkerParams;
 use crate::format::{self, ChunkId, ChunkLoc, FormatError};
@@ -66,8 +67,8 @@ pub struct StoreConfig {
     /// A checkpoint is cut into objects of about this many bytes of catalog rows.
     pub checkpoint_part_bytes: usize,
     /// The catalog file is compacted once no write transaction has begun for this long (and
-    /// none is open, nor any read), and when the store closes, if a tenth of it is pages no
-    /// table uses (`efficiency.md` §41). `None`: never.
+    /// none is open, nor any read) if a tenth of it is pages no table uses, and when the store
+    /// closes if a fiftieth is (`efficiency.md` §41, §43). `None`: never.
     pub catalog_compact_idle: Option<std::time::Duration>,
 }
 
@@ -724,7 +725,7 @@ impl ChunkStore {
                         if inner.closing.load(Ordering::Acquire) {
                             return;
                         }
-                        match inner.compact_catalog(idle) {
+                        match inner.compact_catalog(CompactMoment::Idle(idle)) {
                             Ok(Some(c)) => tracing::info!(
                                 "catalog compacted after {} s idle: {:.1} -> {:.1} MB in {} ms",
                                 idle.as_secs(),
@@ -1624,27 +1625,27 @@ impl PartWriter<'_> {
 }
 
 impl ChunkStore {
-    /// Compacts the catalog file now if a tenth of it (and 1 MiB) is pages no table uses and
+    /// Compacts the catalog file now if a fiftieth of it (and 1 MiB) is pages no table uses and
     /// nothing needs it: no transaction open, no non-durable commit waiting for a sync. For a
     /// server stopping, after its last sync (handles elsewhere may keep the store open past
     /// its exit, so closing alone would not). `None`: not compacted.
     pub fn compact_catalog(&self) -> Result<Option<crate::CatalogCompaction>> {
         self.inner.check_stopped()?;
-        self.inner.compact_catalog(std::time::Duration::ZERO)
+        self.inner.compact_catalog(CompactMoment::Stopping)
     }
 }
 
 impl Inner {
-    /// Gives the catalog file's unused pages back once no write has begun for `idle`
-    /// (`CatalogDb::try_compact` says when it may). `None`: not compacted.
+    /// Gives the catalog file's unused pages back when `moment` allows (`CatalogDb::try_compact`
+    /// says when it may). `None`: not compacted.
     pub(crate) fn compact_catalog(
         &self,
-        idle: std::time::Duration,
+        moment: CompactMoment,
     ) -> Result<Option<crate::CatalogCompaction>> {
         if self.fenced.load(Ordering::Acquire) || self.stopped.lock().is_some() {
             return Ok(None);
         }
-        match self.db.try_compact(idle) {
+        match self.db.try_compact(moment) {
             Ok(Ok(c)) => {
                 self.catalog_compactions.fetch_add(1, Ordering::Relaxed);
                 Ok(Some(c))
@@ -4003,7 +4004,7 @@ mod catalog_compaction_tests {
         write_three_keep_one(&store);
         // Used within the idle period.
         assert_eq!(
-            db.try_compact(Duration::from_secs(3600))
+            db.try_compact(CompactMoment::Idle(Duration::from_secs(3600)))
                 .unwrap()
                 .unwrap_err(),
             NotCompacted::Busy
@@ -4011,14 +4012,18 @@ mod catalog_compaction_tests {
         // A reader's snapshot (a checkpoint's, a scrub's) keeps the pages it sees.
         let reader = db.begin_read().unwrap();
         assert_eq!(
-            db.try_compact(Duration::ZERO).unwrap().unwrap_err(),
+            db.try_compact(CompactMoment::Idle(Duration::ZERO))
+                .unwrap()
+                .unwrap_err(),
             NotCompacted::Busy
         );
         drop(reader);
         // A live write transaction might commit under it.
         let writer = db.begin_write().unwrap();
         assert_eq!(
-            db.try_compact(Duration::ZERO).unwrap().unwrap_err(),
+            db.try_compact(CompactMoment::Idle(Duration::ZERO))
+                .unwrap()
+                .unwrap_err(),
             NotCompacted::Busy
         );
         drop(writer);
@@ -4029,17 +4034,24 @@ mod catalog_compaction_tests {
         stream.append_record(&noise(1 << 20, 9001)).unwrap();
         stream.flush().unwrap();
         assert_eq!(
-            db.try_compact(Duration::ZERO).unwrap().unwrap_err(),
+            db.try_compact(CompactMoment::Idle(Duration::ZERO))
+                .unwrap()
+                .unwrap_err(),
             NotCompacted::Pending
         );
         // Not compacted, so the next look (nothing begun since) does not count as done.
         stream.sync().unwrap();
         let before = db.file_bytes();
-        let c = db.try_compact(Duration::ZERO).unwrap().unwrap();
+        let c = db
+            .try_compact(CompactMoment::Idle(Duration::ZERO))
+            .unwrap()
+            .unwrap();
         assert_eq!(c.before, before);
         assert!(c.after < c.before, "{c:?}");
         assert_eq!(
-            db.try_compact(Duration::ZERO).unwrap().unwrap_err(),
+            db.try_compact(CompactMoment::Idle(Duration::ZERO))
+                .unwrap()
+                .unwrap_err(),
             NotCompacted::Unused
         );
     }
