@@ -866,8 +866,8 @@ fn write_catalog_tables(s: &mut String, row: &Row) {
     if row.catalog_bytes_after_close > 0 {
         let _ = writeln!(
             s,
-            "\nAfter the store closed (closing, or a server idle for a while, compacts the file \
-             when a tenth of it is spare): {} on disk, {:.2} % of the packs.",
+            "\nAfter the store closed (closing compacts the file when a fiftieth of it is spare, \
+             a server idle for a while when a tenth is): {} on disk, {:.2} % of the packs.",
             mb(row.catalog_bytes_after_close),
             100.0
                 * ratio(
