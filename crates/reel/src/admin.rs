@@ -431,6 +431,7 @@ pub fn recover(args: RecoverArgs) -> anyhow::Result<()> {
             }),
         catalog_cache: None,
         chunk_size: None,
+        catalog_compact_idle_secs: None,
     };
     crate::config::validate_store(&section)?;
     if let Some(s3) = &section.s3 {

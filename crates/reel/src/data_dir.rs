@@ -192,6 +192,9 @@ pub fn open_with(
     if let Some(chunker) = section.map(StoreSection::chunker).transpose()?.flatten() {
         store_config.chunker = chunker;
     }
+    if let Some(idle) = section.and_then(StoreSection::catalog_compact_idle) {
+        store_config.catalog_compact_idle = idle;
+    }
     let bound = BucketBinding::read(dir)?;
     let wanted = section.and_then(BucketBinding::from_section);
     let binding = match (bound, wanted) {

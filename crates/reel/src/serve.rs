@@ -336,6 +336,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         "catalog cache: up to {} MiB ([store] catalog_cache)",
         carts.store().config().catalog_cache_bytes >> 20
     );
+    match carts.store().config().catalog_compact_idle {
+        Some(idle) => println!(
+            "catalog compaction: after {} s without a write, and at a clean stop \
+             ([store] catalog_compact_idle_secs)",
+            idle.as_secs()
+        ),
+        None => println!(
+            "catalog compaction: at a clean stop only ([store] catalog_compact_idle_secs = 0)"
+        ),
+    }
     let chunker = carts.store().chunker();
     println!(
         "chunks: {} KiB on average (fixed when the store was created)",

@@ -70,7 +70,8 @@ fn serve_with_config(dir: &std::path::Path, text: &str) -> Server {
 
 /// A server that cannot start: the test kit's panic quotes the server's own error (a start-up
 /// failure with nothing to go on is what CI once reported). One that starts: a portal left to
-/// reel is the one its banner names, and the banner says the configured catalog cache.
+/// reel is the one its banner names, and the banner says the configured catalog cache and
+/// when the catalog file is compacted.
 #[test]
 fn a_server_that_cannot_start_says_why_and_the_banner_names_its_portal_and_catalog_cache() {
     let dir = tempfile::tempdir().unwrap();
@@ -89,10 +90,20 @@ fn a_server_that_cannot_start_says_why_and_the_banner_names_its_portal_and_catal
     for line in [
         format!("iSCSI portal: {}", server.portal()),
         "catalog cache: up to 64 MiB".to_string(),
+        "catalog compaction: after 30 s without a write".to_string(),
     ] {
         assert!(server.banner.contains(&line), "{line}: {}", server.banner);
     }
     Tape::connect(server.portal(), LIB, 0, 1).ready();
+    server.stop();
+    for (setting, line) in [
+        ("5", "catalog compaction: after 5 s without a write"),
+        ("0", "catalog compaction: at a clean stop only"),
+    ] {
+        let server = start(&format!("[store]\ncatalog_compact_idle_secs = {setting}\n"));
+        assert!(server.banner.contains(line), "{line}: {}", server.banner);
+        server.stop();
+    }
 }
 
 /// `[store] chunk_size` chooses a new store's chunk size; the store keeps it for its life, and
