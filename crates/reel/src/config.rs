@@ -211,9 +211,10 @@ pub struct StoreSection {
     /// other record sizes or shifted by a few bytes dedups less (docs/guide/sizing.md).
     pub chunk_size: Option<String>,
     /// Seconds without a catalog write after which a running server gives the catalog file's
-    /// unused pages back to the disk, when a tenth of the file is such pages (default 30). A
-    /// write that begins meanwhile waits for it (~0.1 s per 40 MB of catalog). 0: never while
-    /// running nor when the store closes; a clean stop of `reel serve` still compacts.
+    /// unused pages back to the disk, when a tenth of the file is such pages and the file is
+    /// at most 256 MiB (default 30). A write that begins meanwhile waits for it (~9 ms per MB
+    /// of catalog). 0: never while running nor when the store closes; a clean stop of
+    /// `reel serve` still compacts.
     pub catalog_compact_idle_secs: Option<u64>,
 }
 
