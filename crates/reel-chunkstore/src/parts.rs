@@ -38,27 +38,16 @@ pub fn write(
     key: u64,
     value: &[u8],
 ) -> Result<()> {
-    if value.is_empty() {
-        table.insert((key, 0), &[][..])?;
-        return Ok(());
-    }
-    if u32::try_from(value.len().div_ceil(PART)).is_err() {
-        return Err(StoreError::Invalid(format!(
-            "a value of {} bytes is too long to store",
-            value.len()
-        )));
-    }
-    let appending = match table.last()? {
+    let past_every_key = match table.last()? {
         Some((last, _)) => last.value().0 < key,
         None => true,
     };
-    if appending {
-        // redb starts a new leaf when a key past every other finds the last leaf full, so
-        // appended parts leave full leaves behind them (a cursor's run would balance its last
-        // two leaves, and values of one part appended so would leave every leaf half empty).
-        for (n, part) in (0u32..).zip(value.chunks(PART)) {
-            table.insert((key, n), part)?;
-        }
+    if past_every_key {
+        return append(table, key, value);
+    }
+    check_length(value)?;
+    if value.is_empty() {
+        table.insert((key, 0), &[][..])?;
         return Ok(());
     }
     // Below keys already written: the parts fill the gap where `(key, 0)` belongs, in key
@@ -70,6 +59,36 @@ pub fn write(
         gap.insert_before((key, n), part)?;
     }
     gap.close()?;
+    Ok(())
+}
+
+/// [`write`] for a `key` the caller knows is past every key in the table (a new sequence
+/// number): plain inserts, since redb starts a new leaf when a key past every other finds the
+/// last leaf full, so appended parts leave full leaves behind them. (A cursor's run would
+/// balance its last two leaves: values of one part appended so left every leaf a third empty.)
+pub fn append(
+    table: &mut Table<'_, (u64, u32), &'static [u8]>,
+    key: u64,
+    value: &[u8],
+) -> Result<()> {
+    check_length(value)?;
+    if value.is_empty() {
+        table.insert((key, 0), &[][..])?;
+    }
+    for (n, part) in (0u32..).zip(value.chunks(PART)) {
+        table.insert((key, n), part)?;
+    }
+    Ok(())
+}
+
+/// Part numbers are u32.
+fn check_length(value: &[u8]) -> Result<()> {
+    if u32::try_from(value.len().div_ceil(PART)).is_err() {
+        return Err(StoreError::Invalid(format!(
+            "a value of {} bytes is too long to store",
+            value.len()
+        )));
+    }
     Ok(())
 }
 
@@ -90,8 +109,7 @@ mod tests {
     /// Leaf pages of `TABLE` after writing 16 values of 200 parts each in `order`, one
     /// transaction per value as packs are indexed; every value is checked to read back whole.
     fn leaf_pages_after_writing(order: &[u64]) -> u64 {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::create(dir.path().join("db")).unwrap();
+        let (_dir, db) = scratch_db();
         let value = |key: u64| -> Vec<u8> {
             (0..200 * PART)
                 .map(|i| (i as u64 * 31 + key) as u8)
@@ -131,28 +149,41 @@ mod tests {
         );
     }
 
-    /// Values of one part each, appended (span bodies), fill their leaves too.
-    #[test]
-    fn small_values_appended_fill_their_leaves() {
+    /// An empty database in a directory that lives as long as it.
+    fn scratch_db() -> (tempfile::TempDir, Database) {
         let dir = tempfile::tempdir().unwrap();
         let db = Database::create(dir.path().join("db")).unwrap();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut t = txn.open_table(TABLE).unwrap();
-            for key in 0..4000u64 {
-                write(&mut t, key, &[key as u8; 900]).unwrap();
+        (dir, db)
+    }
+
+    /// Values of one part each, appended (span bodies), fill their leaves too, whether the
+    /// caller says it appends or `write` finds out.
+    #[test]
+    fn small_values_appended_fill_their_leaves() {
+        for known in [false, true] {
+            let (_dir, db) = scratch_db();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut t = txn.open_table(TABLE).unwrap();
+                for key in 0..4000u64 {
+                    let value = [key as u8; 900];
+                    if known {
+                        append(&mut t, key, &value).unwrap();
+                    } else {
+                        write(&mut t, key, &value).unwrap();
+                    }
+                }
+                let leaves = t.stats().unwrap().leaf_pages();
+                assert!(leaves <= 4000 / 4 + 2, "{leaves} leaves for 1000 full ones");
+                assert_eq!(read(&t, 1234).unwrap(), Some(vec![1234u64 as u8; 900]));
             }
-            let leaves = t.stats().unwrap().leaf_pages();
-            assert!(leaves <= 4000 / 4 + 2, "{leaves} leaves for 1000 full ones");
-            assert_eq!(read(&t, 1234).unwrap(), Some(vec![1234u64 as u8; 900]));
+            txn.commit().unwrap();
         }
-        txn.commit().unwrap();
     }
 
     #[test]
     fn an_empty_value_is_one_empty_part() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::create(dir.path().join("db")).unwrap();
+        let (_dir, db) = scratch_db();
         let txn = db.begin_write().unwrap();
         {
             let mut t = txn.open_table(TABLE).unwrap();

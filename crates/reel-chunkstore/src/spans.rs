@@ -332,7 +332,7 @@ impl WriteSpans<'_> {
             None => 0,
         }
         .max(self.placed_below()?);
-        parts::write(&mut self.bodies, seq, body)?;
+        parts::append(&mut self.bodies, seq, body)?;
         // The index row's old value, if any, names the body this one replaces.
         let old = self.index.insert(id, seq)?.map(|v| v.value());
         if let Some(old) = old {
