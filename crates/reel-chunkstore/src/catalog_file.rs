@@ -112,7 +112,7 @@ pub(crate) struct CatalogDb {
 
 /// Why [`CatalogDb::try_compact`] did not compact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum NotCompacted {
+pub enum NotCompacted {
     /// A transaction was live or beginning, or the catalog was used within the idle period.
     Busy,
     /// A non-durable commit is pending: redb's compaction would make it durable at a moment
@@ -122,9 +122,25 @@ pub(crate) enum NotCompacted {
     Unused,
     /// Too little spare space to be worth moving pages for.
     Small,
-    /// An idle spell, and the file too large to compact without holding up the next command
-    /// for seconds: left to the clean stop.
+    /// Too large for the moment: an idle spell would hold up the next command for seconds
+    /// (left to the clean stop), a stop could outlast the service manager's stop timeout
+    /// (left to `reel compact`, with the server stopped).
     Large,
+    /// The catalog refuses writes: a failed sync or a catalog error stopped the store.
+    Fenced,
+}
+
+impl std::fmt::Display for NotCompacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NotCompacted::Busy => "the catalog is in use",
+            NotCompacted::Pending => "a commit is waiting for the next sync",
+            NotCompacted::Unused => "nothing was written since the last compaction",
+            NotCompacted::Small => "too little of the file is spare",
+            NotCompacted::Large => "the file is too large to compact at this moment",
+            NotCompacted::Fenced => "the store refuses writes after an error",
+        })
+    }
 }
 
 impl CatalogDb {
@@ -212,14 +228,16 @@ impl CatalogDb {
         };
         let idle = match moment {
             CompactMoment::Idle(idle) => idle,
-            CompactMoment::Stopping => std::time::Duration::ZERO,
+            CompactMoment::Stopping | CompactMoment::Asked => std::time::Duration::ZERO,
         };
         // No transaction begins while the lock is held; one begun before might still commit.
         if self.live_writes.load(Ordering::Acquire) != 0 || self.idle_for() < idle {
             return Ok(Err(NotCompacted::Busy));
         }
         let used = self.last_use_ms.load(Ordering::Acquire);
-        if self.checked_at_use.swap(used, Ordering::AcqRel) == used {
+        if self.checked_at_use.swap(used, Ordering::AcqRel) == used
+            && moment != CompactMoment::Asked
+        {
             return Ok(Err(NotCompacted::Unused));
         }
         if self.nondurable_pending() {
@@ -254,8 +272,11 @@ pub(crate) enum CompactMoment {
     /// so only when a tenth of the file is spare.
     Idle(std::time::Duration),
     /// A clean stop or the close, after the last sync: nothing waits, and what is left is
-    /// what `du` shows until the next start, so from a fiftieth (`efficiency.md` §43).
+    /// what `du` shows until the next start, so from a fiftieth (`efficiency.md` §43), up to
+    /// [`STOP_COMPACT_MAX_FILE_BYTES`].
     Stopping,
+    /// An operator asked (`reel compact`, the server stopped): any spare page, any size.
+    Asked,
 }
 
 /// Compacts `db` (whose file is `path`) if at least 1 MiB, and the share `moment` asks for, of
@@ -284,14 +305,16 @@ fn compact_file(
 
 /// Whether a file of `size` bytes, `spare` of them unused, is compacted at `moment`.
 fn worth_compacting(moment: CompactMoment, size: u64, spare: u64) -> Result<(), NotCompacted> {
-    let share = match moment {
-        CompactMoment::Idle(_) => 10,
-        CompactMoment::Stopping => 50,
+    let (share, largest) = match moment {
+        CompactMoment::Idle(_) => (10, IDLE_COMPACT_MAX_FILE_BYTES),
+        CompactMoment::Stopping => (50, STOP_COMPACT_MAX_FILE_BYTES),
+        CompactMoment::Asked if spare > 0 => return Ok(()),
+        CompactMoment::Asked => return Err(NotCompacted::Small),
     };
     if spare < COMPACT_MIN_SPARE_BYTES || spare * share < size {
         return Err(NotCompacted::Small);
     }
-    if matches!(moment, CompactMoment::Idle(_)) && size > IDLE_COMPACT_MAX_FILE_BYTES {
+    if size > largest {
         return Err(NotCompacted::Large);
     }
     Ok(())
@@ -303,6 +326,13 @@ fn worth_compacting(moment: CompactMoment, size: u64, spare: u64) -> Result<(), 
 /// Freed pages inside the file are reused by later writes, so the spare share stays bounded
 /// until the clean stop compacts.
 const IDLE_COMPACT_MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// The largest file a stop compacts: about 40 s at the rate above, a third of the packaged
+/// unit's `TimeoutStopSec=120`, which also covers the last sync and the uploads. A service
+/// manager's SIGKILL mid-compaction loses nothing (redb's compaction is a series of durable
+/// commits; the crash test kills there), but the next open must then rebuild redb's allocator
+/// state, and the file stays large. Larger files are left to `reel compact`.
+pub(crate) const STOP_COMPACT_MAX_FILE_BYTES: u64 = 4 << 30;
 
 /// The file's size on disk, and how much of it is pages no table (nor redb itself) uses.
 fn spare_bytes(path: &std::path::Path, db: &redb::Database) -> Result<(u64, u64), redb::Error> {
@@ -455,9 +485,10 @@ mod tests {
         assert!(t.get(1100).unwrap().is_none());
     }
 
-    /// An idle spell leaves a large catalog to the stop; the shares and the 1 MiB floor.
+    /// An idle spell leaves a large catalog to the stop, a stop a larger one to the operator;
+    /// the shares and the 1 MiB floor.
     #[test]
-    fn an_idle_spell_leaves_a_large_file_to_the_stop() {
+    fn each_moment_has_its_share_floor_and_size_cap() {
         let idle = CompactMoment::Idle(std::time::Duration::from_secs(30));
         let stop = CompactMoment::Stopping;
         let mib = 1u64 << 20;
@@ -476,5 +507,18 @@ mod tests {
             Err(NotCompacted::Large)
         );
         assert_eq!(worth_compacting(stop, 1024 * mib, 300 * mib), Ok(()));
+        // A stop leaves a file that could outlast the stop timeout; an operator's ask does
+        // not, and takes any spare page.
+        assert_eq!(
+            worth_compacting(stop, 8192 * mib, 1024 * mib),
+            Err(NotCompacted::Large)
+        );
+        let asked = CompactMoment::Asked;
+        assert_eq!(worth_compacting(asked, 8192 * mib, 1024 * mib), Ok(()));
+        assert_eq!(worth_compacting(asked, 100 * mib, 4096), Ok(()));
+        assert_eq!(
+            worth_compacting(asked, 100 * mib, 0),
+            Err(NotCompacted::Small)
+        );
     }
 }

@@ -48,6 +48,7 @@ mod usage;
 mod workers;
 
 pub use catalog_file::Compacted as CatalogCompaction;
+pub use catalog_file::NotCompacted as CatalogNotCompacted;
 pub use checkpoint::fuzz_manifest as checkpoint_fuzzing;
 pub use chunker::ChunkerParams;
 pub use foreign::{ForeignStores, ImportReport};
@@ -59,8 +60,8 @@ pub use reclaim::ReclaimReport;
 pub use scrub::{Damage, ScrubReport};
 pub use space::{CatalogSpace, TableSpace};
 pub use store::{
-    CheckpointReport, ChunkStore, DurableAt, JournalStatus, READ_CACHE_STREAMS_MAX,
-    RecoveryProgress, StoreConfig, StoreStats,
+    CheckpointReport, ChunkStore, CompactionOutcome, DurableAt, JournalStatus,
+    READ_CACHE_STREAMS_MAX, RecoveryProgress, StoreConfig, StoreStats,
 };
 pub use stream::{Stream, StreamId};
 pub use usage::{EXACT_CHUNKS, Exclusive, ExclusiveUsage, StreamUsage};

@@ -231,6 +231,26 @@ pub fn reclaim(data: DataDirArg) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Compacts the catalog file, any size (`ChunkStore::compact_catalog_now`).
+pub fn compact(data: DataDirArg) -> anyhow::Result<()> {
+    let carts = data_dir::open(&data.dir)?;
+    let before = crate::disk_usage::bytes_on_disk(&data.dir.join("catalog"))?;
+    eprintln!(
+        "compacting the catalog ({}); commands wait while it runs",
+        human(before)
+    );
+    match carts.store().compact_catalog_now()? {
+        Ok(c) => println!(
+            "catalog file compacted: {} -> {} in {:.1} s",
+            human(c.before),
+            human(c.after),
+            c.took.as_secs_f64()
+        ),
+        Err(why) => println!("catalog file left as it is: {why}"),
+    }
+    Ok(())
+}
+
 pub fn stats(data: DataDirArg) -> anyhow::Result<()> {
     let carts = data_dir::open(&data.dir)?;
     let s = carts.store().stats()?;

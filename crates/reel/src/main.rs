@@ -57,6 +57,9 @@ enum Command {
     Reclaim(data_dir::DataDirArg),
     /// Space used, dedup and compression ratios.
     Stats(data_dir::DataDirArg),
+    /// Give the catalog file's spare pages back to the disk, whatever its size (a stop does
+    /// that for catalogs up to 4 GiB; run this with the server stopped).
+    Compact(data_dir::DataDirArg),
     /// Rebuild a node from its bucket alone into a new data directory (then `reel serve` it).
     Recover(admin::RecoverArgs),
     /// The store encryption key: `reel key generate FILE`.
@@ -119,6 +122,7 @@ fn main() -> ExitCode {
         Command::Verify(data) => admin::verify(data),
         Command::Reclaim(data) => admin::reclaim(data),
         Command::Stats(data) => admin::stats(data),
+        Command::Compact(data) => admin::compact(data),
         Command::Recover(args) => admin::recover(args),
         Command::Key(cmd) => store_key::run(cmd),
         Command::Ctl(args) => remote::run(args),

@@ -568,13 +568,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .context("syncing the store on shutdown")?;
     // The pages the catalog's copy-on-write left spare go back to the disk (efficiency.md §41).
     match carts.store().compact_catalog() {
-        Ok(Some(c)) => tracing::info!(
+        Ok(Ok(c)) => tracing::info!(
             "catalog compacted: {:.1} -> {:.1} MB in {} ms",
             c.before as f64 / 1e6,
             c.after as f64 / 1e6,
             c.took.as_millis()
         ),
-        Ok(None) => {}
+        Ok(Err(reel_chunkstore::CatalogNotCompacted::Large)) => tracing::info!(
+            "catalog not compacted at this stop: over 4 GiB, it could outlast a service \
+             manager's stop timeout; `reel compact --data {}` compacts it with the server stopped",
+            dir.display()
+        ),
+        Ok(Err(_)) => {}
         Err(e) => eprintln!("reel: compacting the catalog on shutdown: {e}"),
     }
     drop(carts);

@@ -19,6 +19,8 @@
 //! - `I <n> <state>`: intent — every stream has been flushed to `<state>` and sync `n` is about
 //!   to be called (the store may be at `<state>` after a crash from here on);
 //! - `D <n>`: sync `n` returned successfully (the store is at the state of intent `n`);
+//! - `K <n>` / `k <n>`: a catalog compaction after sync `n` begins / ended (the state is that
+//!   of sync `n` throughout: compaction moves pages, never rows);
 //! - `C <why>` (power mode): the crash was hit and the process exits.
 //!
 //! This file is also compiled into the tests as a module (`#[path]`): they share the workload
@@ -240,6 +242,9 @@ pub struct JournalView {
     pub intents: u64,
     pub crashed: Option<String>,
     pub torn_lines: u64,
+    /// Catalog compactions that ended, and whether one had begun and not ended (the kill).
+    pub compactions: u64,
+    pub in_compaction: bool,
 }
 
 /// Parses a journal written on top of `start`. Only complete (newline-terminated) lines count:
@@ -252,6 +257,8 @@ pub fn read_journal(text: &str, start: &Model) -> Result<JournalView, String> {
         intents: 0,
         crashed: None,
         torn_lines: 0,
+        compactions: 0,
+        in_compaction: false,
     };
     let mut intent: Option<(u64, Model)> = None;
     let complete = match text.rfind('\n') {
@@ -291,6 +298,11 @@ pub fn read_journal(text: &str, start: &Model) -> Result<JournalView, String> {
                     }
                 }
             }
+            (Some("K"), Some(_), None) => view.in_compaction = true,
+            (Some("k"), Some(_), None) => {
+                view.in_compaction = false;
+                view.compactions += 1;
+            }
             (Some("C"), _, _) => view.crashed = Some(line.to_string()),
             _ => return Err(format!("unparsable journal line {line:?}")),
         }
@@ -318,6 +330,10 @@ pub struct Mix {
     pub sync_every: u64,
     /// Percent of sync points that are a reclaim instead.
     pub reclaim_pct: u64,
+    /// Percent of completed sync points followed by an operator's catalog compaction
+    /// (`ChunkStore::compact_catalog_now`: any spare page, as `reel compact` and, above a
+    /// fiftieth, a stopping server do).
+    pub compact_pct: u64,
 }
 
 impl Default for Mix {
@@ -330,6 +346,7 @@ impl Default for Mix {
             flush_pct: 4,
             sync_every: 6,
             reclaim_pct: 5,
+            compact_pct: 0,
         }
     }
 }
@@ -349,6 +366,9 @@ pub enum Step {
 pub trait SyncHooks {
     fn intent(&mut self, n: u64, state: &Model);
     fn done(&mut self, n: u64);
+    /// A compaction of the catalog file after sync `n` begins / ended.
+    fn compacting(&mut self, _n: u64) {}
+    fn compacted(&mut self, _n: u64) {}
 }
 
 pub struct NoHooks;
@@ -585,6 +605,12 @@ impl Driver {
         self.synced = self.committed.clone();
         self.until_sync = self.rng.range(1, self.mix.sync_every);
         hooks.done(n);
+        if self.mix.compact_pct > 0 && self.rng.chance(self.mix.compact_pct) {
+            hooks.compacting(n);
+            // Compacted or not (too little spare): either way the state is sync n's.
+            let _ = self.store.compact_catalog_now()?;
+            hooks.compacted(n);
+        }
         Ok(Step::Synced)
     }
 
@@ -743,6 +769,12 @@ impl SyncHooks for Journal {
     fn done(&mut self, n: u64) {
         self.line(&format!("D {n}"));
     }
+    fn compacting(&mut self, n: u64) {
+        self.line(&format!("K {n}"));
+    }
+    fn compacted(&mut self, n: u64) {
+        self.line(&format!("k {n}"));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -860,7 +892,11 @@ fn main() {
         "kill" => {
             let store = ChunkStore::open(&dir.join("catalog"), local, config_for(seed))
                 .expect("open store");
-            let mut d = Driver::new(store, &start, seed, Mix::default()).expect("open streams");
+            let mix = Mix {
+                compact_pct: env_u64("REEL_CRASH_COMPACT", 0),
+                ..Mix::default()
+            };
+            let mut d = Driver::new(store, &start, seed, mix).expect("open streams");
             while std::time::Instant::now() < deadline {
                 if let Err(e) = d.step(&mut journal) {
                     panic!("workload step failed on a healthy back end: {e:?}");
