@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use reel_backend::{Backend, LocalBackend};
 use reel_chunkstore::{ChunkStore, StoreConfig};
 use worker::{
-    Model, Reaper, Rng, assert_work_done, check_after_kill, compare, env_u64, read_journal,
+    Model, Pace, Reaper, Rng, assert_work_done, check_after_kill, compare, env_u64, read_journal,
     read_state, write_state,
 };
 
@@ -219,43 +219,6 @@ fn sigkill_through_a_write_back_cache_never_loses_synced_data_and_recovers_from_
     kill_run(env_u64("REEL_CRASH_CACHE_KILLS", 100), Mode::Cached, 0);
 }
 
-/// Kill moments measured in the workers' progress rather than in wall time. On a loaded host
-/// (CI runs two test binaries at a time; a build beside it took three quarters of the cores)
-/// a worker killed 5–300 ms after its start completed a sixth of the syncs it completes on an
-/// idle one, and the work-done check failed although every state check passed. The moments
-/// are stretched while the workers complete fewer than 1.5 syncs per kill on average, and
-/// eased back towards wall time above 3 (an idle host gives 3–6: unchanged there).
-struct Pace {
-    stretch: f64,
-    max_stretch: f64,
-    /// Syncs completed per kill, a moving average over about the last ten kills.
-    syncs_per_kill: f64,
-}
-
-impl Pace {
-    fn new() -> Pace {
-        Pace {
-            stretch: 1.0,
-            max_stretch: 1.0,
-            syncs_per_kill: 2.0,
-        }
-    }
-
-    fn stretched(&self, ms: u64) -> u64 {
-        (ms as f64 * self.stretch) as u64
-    }
-
-    fn note_syncs(&mut self, syncs: u64) {
-        self.syncs_per_kill = 0.9 * self.syncs_per_kill + 0.1 * syncs as f64;
-        if self.syncs_per_kill < 1.5 {
-            self.stretch = (self.stretch * 1.1).min(20.0);
-        } else if self.syncs_per_kill > 3.0 {
-            self.stretch = (self.stretch / 1.1).max(1.0);
-        }
-        self.max_stretch = self.max_stretch.max(self.stretch);
-    }
-}
-
 fn kill_run(kills: u64, mode: Mode, compact_pct: u64) {
     let base = env_u64("REEL_CRASH_SEED", 0xC0FFEE);
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -263,7 +226,7 @@ fn kill_run(kills: u64, mode: Mode, compact_pct: u64) {
     write_state(dir, &Model::empty());
     let mut rng = Rng::new(base);
     let mut tally = Tally::default();
-    let mut pace = Pace::new();
+    let mut pace = Pace::new(1.0);
     let began = Instant::now();
     for i in 0..kills {
         let seed = base.wrapping_add(i).wrapping_mul(0x9E37_79B9);
@@ -274,7 +237,7 @@ fn kill_run(kills: u64, mode: Mode, compact_pct: u64) {
             rng.range(120, 300)
         };
         let ms = pace.stretched(ms);
-        let syncs_before = tally.syncs;
+        let (syncs_before, advanced_before) = (tally.syncs, tally.advanced);
         let result = cycle(
             dir,
             seed,
@@ -283,7 +246,7 @@ fn kill_run(kills: u64, mode: Mode, compact_pct: u64) {
             compact_pct,
             &mut tally,
         );
-        pace.note_syncs(tally.syncs - syncs_before);
+        pace.note(tally.syncs - syncs_before, tally.advanced > advanced_before);
         if let Err(e) = result {
             let kept = tmp.keep();
             panic!(

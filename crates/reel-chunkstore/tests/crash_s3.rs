@@ -53,7 +53,7 @@ use reel_backend::{
 use reel_chunkstore::{ChunkStore, DurableAt, StoreConfig};
 use reel_s3test::{Fault, FaultProxy, Kind, S3Server};
 use worker::{
-    Driver, Journal, JournalView, Mix, Model, Reaper, Rng, Step, assert_work_done,
+    Driver, Journal, JournalView, Mix, Model, Pace, Reaper, Rng, Step, assert_work_done,
     check_after_kill, compare, env_u64, read_journal, read_state,
 };
 
@@ -341,7 +341,7 @@ impl Run {
     }
 
     /// One kill and its checks.
-    fn cycle(&mut self, seed: u64, rng: &mut Rng) -> Result<(), String> {
+    fn cycle(&mut self, seed: u64, rng: &mut Rng, pace: &Pace) -> Result<(), String> {
         let node = self.node.clone();
         let start = read_state(&node);
         let _ = std::fs::remove_file(node.join("journal"));
@@ -353,11 +353,11 @@ impl Run {
         };
         // Mostly kills within the first few syncs, some later; opening the store (catch-up
         // replay, re-queued uploads, orphan deletion) is covered by the earliest ones.
-        let ms = if rng.chance(70) {
+        let ms = pace.stretched(if rng.chance(70) {
             rng.range(30, 250)
         } else {
             rng.range(250, 700)
-        };
+        });
         let plan = rng.below(100);
         if plan < 8 {
             // A slow server: every new connection waits, so uploads lag behind the writers.
@@ -601,13 +601,25 @@ fn kill_run(durable_at: DurableAt) {
         nodes_made: 0,
     };
     let mut rng = Rng::new(base);
+    // At `bucket` every sync waits for uploads, so a child completes fewer before its kill.
+    let min_syncs_per_kill = match durable_at {
+        DurableAt::Local => 1.0,
+        DurableAt::Bucket => 0.5,
+    };
+    let mut pace = Pace::new(min_syncs_per_kill);
     let began = Instant::now();
     for i in 0..kills {
         if i % CYCLES_PER_STORE == 0 {
             run.new_store();
         }
         let seed = base.wrapping_add(i).wrapping_mul(0x9E37_79B9);
-        if let Err(e) = run.cycle(seed, &mut rng) {
+        let (syncs_before, advanced_before) = (run.tally.syncs, run.tally.advanced);
+        let result = run.cycle(seed, &mut rng, &pace);
+        pace.note(
+            run.tally.syncs - syncs_before,
+            run.tally.advanced > advanced_before,
+        );
+        if let Err(e) = result {
             let log = run.server.log();
             let tail = &log[log.len().saturating_sub(2000)..];
             let kept = run.root.keep();
@@ -621,18 +633,15 @@ fn kill_run(durable_at: DurableAt) {
     }
     let t = &run.tally;
     eprintln!(
-        "durability {}: {t:?} in {:.1?}",
+        "durability {}: {t:?} in {:.1?}; kill moments stretched up to {:.1}x",
         durability_name(durable_at),
-        began.elapsed()
+        began.elapsed(),
+        pace.max_stretch
     );
     assert_eq!(t.kills, kills);
     // The test means something only if the children got work done, and kills landed in each
     // of the places it is about.
-    // At `bucket` every sync waits for uploads, so a child completes fewer before its kill.
-    let min_syncs = match durable_at {
-        DurableAt::Local => kills,
-        DurableAt::Bucket => kills / 2,
-    };
+    let min_syncs = (kills as f64 * min_syncs_per_kill) as u64;
     assert_work_done(kills, t.syncs, min_syncs, t.advanced);
     if kills >= 40 {
         assert!(t.killed_in_sync > 0, "no kill landed inside a sync point");
