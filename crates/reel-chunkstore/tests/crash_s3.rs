@@ -35,8 +35,9 @@
 //! REEL_KILL_CYCLES=2000 cargo test -p reel-chunkstore --release --test crash_s3 -- --nocapture
 //! ```
 //!
-//! Lease renewal: leases are not built yet. When they are, the child should renew its lease
-//! where [`lease_renewal_point`] is called, and the tally should count kills that land there.
+//! Lease renewal: leases belong to the server (`crates/reel/src/cluster.rs`), not to the store,
+//! so the kills that land inside a renewal are that module's test
+//! (`cluster/lease_kill_tests.rs`, against versitygw as well).
 
 #[path = "../src/bin/reel-crash-worker.rs"]
 mod worker;
@@ -185,10 +186,6 @@ fn durability_name(d: DurableAt) -> &'static str {
 // The child
 // ---------------------------------------------------------------------------------------------
 
-/// Where the child would renew its library lease, once leases exist (issue 13): kills landing
-/// during a renewal are then one more point this test covers. Nothing to do yet.
-fn lease_renewal_point(_store: &ChunkStore) {}
-
 /// The child process: runs the workload on the node directory in `REEL_KILL_CHILD_DIR` until it
 /// is killed. Journal lines as in `reel-crash-worker` (`<dir>/journal`); before the intent of a
 /// reclaim sync point its number is appended to `<dir>/reclaims`, so the parent can tell which
@@ -250,9 +247,7 @@ fn bucket_kill_child() {
                     .expect("reclaim on a healthy bucket");
                 d.synced = d.committed.clone();
                 worker::SyncHooks::done(&mut journal, n);
-                lease_renewal_point(&d.store);
             }
-            Ok(Step::Synced) => lease_renewal_point(&d.store),
             Ok(_) => {}
             // The bucket may be away (a restart) but the cache and S3 client wait it out.
             Err(e) => panic!("workload step failed: {e:?}"),

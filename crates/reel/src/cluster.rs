@@ -611,12 +611,15 @@ pub(crate) fn host_name() -> String {
 }
 
 #[cfg(test)]
+mod lease_kill_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use reel_backend::MemoryVersioned;
     use std::sync::Mutex;
 
-    fn member(id: &str, standby: bool, ttl_ms: u64) -> Membership {
+    pub(super) fn member(id: &str, standby: bool, ttl_ms: u64) -> Membership {
         Membership {
             lease: LeaseBody {
                 format: LEASE_FORMAT,
