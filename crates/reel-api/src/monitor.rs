@@ -49,6 +49,11 @@ pub struct StoreView {
     pub stored_bytes: u64,
     /// Allocated bytes of everything under the data directory (as `du` counts them).
     pub on_disk_bytes: u64,
+    /// Allocated bytes of the catalog (the data directory's `catalog/`), part of
+    /// `on_disk_bytes`: what the dedup index and the record maps cost (servers before this
+    /// field: 0).
+    #[serde(default)]
+    pub catalog_bytes: u64,
     pub chunks: u64,
     pub packs: u64,
     pub dedup_ratio: f64,

@@ -50,6 +50,13 @@ fn reduction_is_reported_for_the_packs_and_for_the_whole_data_directory() {
     let (logical, stored, on_disk) = (st.logical_bytes, st.stored_bytes, st.on_disk_bytes);
     assert_eq!(logical, 128 * 65536, "{st:?}");
     assert!(on_disk > stored, "the catalog takes room too: {st:?}");
+    let catalog = du(&data.join("catalog"));
+    assert!(st.catalog_bytes > 0 && st.catalog_bytes < on_disk, "{st:?}");
+    assert!(
+        st.catalog_bytes.abs_diff(catalog) * 10 < catalog,
+        "catalog_bytes {} vs du {catalog}",
+        st.catalog_bytes
+    );
     // The same figure as du, give or take what the server wrote in between.
     let by_du = du(&data);
     assert!(
@@ -72,6 +79,7 @@ fn reduction_is_reported_for_the_packs_and_for_the_whole_data_directory() {
         "reel_store_reduction_ratio ",
         "reel_store_reduction_on_disk_ratio ",
         "reel_store_on_disk_bytes ",
+        "reel_store_catalog_bytes ",
     ] {
         assert!(
             metrics.lines().any(|l| l.starts_with(family)),

@@ -207,6 +207,13 @@ impl Monitor {
                 self.data_dir.display()
             )
         })?;
+        let catalog = self.data_dir.join("catalog");
+        let catalog_bytes = crate::disk_usage::bytes_on_disk(&catalog).map_err(|e| {
+            format!(
+                "the size of the catalog {} could not be read: {e}",
+                catalog.display()
+            )
+        })?;
         let fs = nix::sys::statvfs::statvfs(&self.data_dir).map_err(|e| {
             format!(
                 "the file system of {} could not be read: {e}",
@@ -219,6 +226,7 @@ impl Monitor {
             unique_bytes: s.unique_bytes,
             stored_bytes: s.stored_bytes,
             on_disk_bytes,
+            catalog_bytes,
             chunks: s.chunks,
             packs: s.packs,
             dedup_ratio: s.dedup_ratio(),
@@ -747,7 +755,7 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
         m.sample("reel_command_latency_seconds_count", l, c.commands);
     }
 
-    let gauges: [(&str, &str, f64); 16] = [
+    let gauges: [(&str, &str, f64); 17] = [
         (
             "reel_iscsi_sessions",
             "Logged-in iSCSI sessions.",
@@ -784,6 +792,11 @@ pub fn render_metrics(state: &AppState) -> Result<String, String> {
             "reel_store_on_disk_bytes",
             "Allocated bytes of everything under the data directory (packs, catalog, logs).",
             store.on_disk_bytes as f64,
+        ),
+        (
+            "reel_store_catalog_bytes",
+            "Allocated bytes of the catalog (part of reel_store_on_disk_bytes).",
+            store.catalog_bytes as f64,
         ),
         (
             "reel_store_reduction_ratio",
