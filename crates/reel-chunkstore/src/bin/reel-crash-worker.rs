@@ -817,10 +817,10 @@ impl Drop for Reaper {
 }
 
 /// Kill moments measured in the workers' progress rather than in wall time (`tests/crash.rs`,
-/// `tests/crash_s3.rs`). On a loaded host
-/// (CI runs two test binaries at a time; a build beside it took three quarters of the cores)
-/// a worker killed 5–300 ms after its start completed a sixth of the syncs it completes on an
-/// idle one, and the work-done check failed although every state check passed. The moments
+/// `tests/crash_s3.rs`). On a loaded host (CI runs two test binaries at a time; a build beside
+/// it took three quarters of the cores) a worker killed 5–300 ms after its start completed a
+/// sixth of the syncs it completes on an idle one, and the work-done check failed although
+/// every state check passed. The moments
 /// are stretched while the workers complete fewer than 1.5 times the syncs per kill the check
 /// asks for on average, or advance the store in fewer than 45 % of the kills (it asks for a
 /// third), and eased back towards wall time above 3 times and 60 % (`tests/crash.rs` asks for
