@@ -332,7 +332,7 @@ const IDLE_COMPACT_MAX_FILE_BYTES: u64 = 256 << 20;
 /// manager's SIGKILL mid-compaction loses nothing (redb's compaction is a series of durable
 /// commits; the crash test kills there), but the next open must then rebuild redb's allocator
 /// state, and the file stays large. Larger files are left to `reel compact`.
-const STOP_COMPACT_MAX_FILE_BYTES: u64 = 4 << 30;
+pub const STOP_COMPACT_MAX_FILE_BYTES: u64 = 4 << 30;
 
 /// The file's size on disk, and how much of it is pages no table (nor redb itself) uses.
 fn spare_bytes(path: &std::path::Path, db: &redb::Database) -> Result<(u64, u64), redb::Error> {

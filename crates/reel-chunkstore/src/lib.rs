@@ -49,6 +49,7 @@ mod workers;
 
 pub use catalog_file::Compacted as CatalogCompaction;
 pub use catalog_file::NotCompacted as CatalogNotCompacted;
+pub use catalog_file::STOP_COMPACT_MAX_FILE_BYTES as CATALOG_STOP_COMPACT_MAX_BYTES;
 pub use checkpoint::fuzz_manifest as checkpoint_fuzzing;
 pub use chunker::ChunkerParams;
 pub use foreign::{ForeignStores, ImportReport};

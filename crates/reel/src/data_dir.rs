@@ -23,6 +23,9 @@ use reel_volume::Cartridges;
 /// Default data directory, relative to where reel is started.
 pub const DEFAULT_DATA_DIR: &str = "reel-data";
 
+/// The catalog's directory inside a data directory (the redb file and nothing else).
+pub const CATALOG_DIR: &str = "catalog";
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct DataDirArg {
     /// Data directory (created if missing). Several instances need several directories.
@@ -211,7 +214,7 @@ pub fn open_with(
         }
         (Some(bound), None) => Some((bound.clone(), Some(bound))),
         (None, Some(wanted)) => {
-            if dir.join("catalog").exists() {
+            if dir.join(CATALOG_DIR).exists() {
                 anyhow::bail!(
                     "the data directory {} holds a store on the local back end: use an empty directory for {}",
                     dir.display(),
@@ -305,16 +308,20 @@ pub fn open_with(
         },
         ..store_config
     };
-    let store =
-        ChunkStore::open_with_progress(&dir.join("catalog"), cache.clone(), store_config, progress)
-            .map_err(|e| in_use(dir, e))
-            .with_context(|| {
-                format!(
-                    "opening the store in {} on {}",
-                    dir.display(),
-                    binding.describe()
-                )
-            })?;
+    let store = ChunkStore::open_with_progress(
+        &dir.join(CATALOG_DIR),
+        cache.clone(),
+        store_config,
+        progress,
+    )
+    .map_err(|e| in_use(dir, e))
+    .with_context(|| {
+        format!(
+            "opening the store in {} on {}",
+            dir.display(),
+            binding.describe()
+        )
+    })?;
     // Cartridges adopted through the shared vault are read from other stores' packs.
     store.set_foreign_stores(Arc::new(BucketStores {
         s3: binding.s3.clone(),
@@ -590,7 +597,7 @@ fn open_local_store(dir: &Path, config: StoreConfig) -> anyhow::Result<ChunkStor
     let objects = dir.join("objects");
     let backend = LocalBackend::open(&objects)
         .with_context(|| format!("opening the object directory {}", objects.display()))?;
-    let store = ChunkStore::open(&dir.join("catalog"), Arc::new(backend), config)
+    let store = ChunkStore::open(&dir.join(CATALOG_DIR), Arc::new(backend), config)
         .map_err(|e| in_use(dir, e))
         .with_context(|| format!("opening the store in {}", dir.display()))?;
     Ok(store)

@@ -575,8 +575,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             c.took.as_millis()
         ),
         Ok(Err(reel_chunkstore::CatalogNotCompacted::Large)) => tracing::info!(
-            "catalog not compacted at this stop: over 4 GiB, it could outlast a service \
+            "catalog not compacted at this stop: over {} GiB, it could outlast a service \
              manager's stop timeout; `reel compact --data {}` compacts it with the server stopped",
+            reel_chunkstore::CATALOG_STOP_COMPACT_MAX_BYTES >> 30,
             dir.display()
         ),
         Ok(Err(_)) => {}

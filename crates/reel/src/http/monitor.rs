@@ -207,7 +207,7 @@ impl Monitor {
                 self.data_dir.display()
             )
         })?;
-        let catalog = self.data_dir.join("catalog");
+        let catalog = self.data_dir.join(crate::data_dir::CATALOG_DIR);
         let catalog_bytes = crate::disk_usage::bytes_on_disk(&catalog).map_err(|e| {
             format!(
                 "the size of the catalog {} could not be read: {e}",
