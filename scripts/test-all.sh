@@ -58,7 +58,7 @@ step "tests (release profile; crash test: ${REEL_CRASH_KILLS:-200} kills; two te
 # cargo test --workspace --release, but two test binaries at a time (many of them mostly wait:
 # leases expiring, S3 servers answering 503 on purpose, processes killed and restarted)
 python3 scripts/run-tests.py
-step "tape cross-check smoke run: libiscsi client (gcc -Werror) and reel bench tape against tgt, 32 MiB" && bench/compare/crosscheck.sh --smoke
+step "tape cross-check smoke run: libiscsi client (gcc -Werror) and reel bench tape against tgt, 32 MiB" && bench/compare/crosscheck.sh --smoke --reel target/release/reel
 
 # The alerting rules with Prometheus's own checker: syntax, then their unit tests (each alert fires
 # on the series that should raise it). crates/reel/tests/monitoring.rs checks the metric names.
