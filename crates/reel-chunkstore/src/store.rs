@@ -267,28 +267,14 @@ struct IndexQueue {
     chunks: usize,
 }
 
-/// Queued chunks at which the queue is indexed without waiting for a sync, for an index of up
-/// to 8 Mi chunks (~23 GiB of unique data): 9 full packs of incompressible data, 3 of
-/// compressible unique data, about 3 GB written at 29:1. A pack's thousands of random index
-/// keys touch most of the index's leaves, and redb rebuilds each leaf a transaction touches:
-/// one transaction for several packs rebuilds each leaf once instead of once per pack
-/// (`efficiency.md` §30). Not more for a small index: a batch is a burst of CPU, and 512 Ki
-/// chunks at once made a one-drive write dip 26–36 % for a second once flushes no longer
-/// indexed the queue every 256 MiB (§39).
+/// Queued chunks at which the queue is indexed without waiting for a sync: 9 full packs of
+/// incompressible data, 3 of compressible unique data, about 3 GB written at 29:1. A pack's
+/// thousands of random index keys touch most of the index's leaves, and redb rebuilds each
+/// leaf a transaction touches: one transaction for several packs rebuilds each leaf once
+/// instead of once per pack (`efficiency.md` §30). Not more: a batch is a burst of CPU, and
+/// 512 Ki chunks at once made a one-drive write dip 26–36 % for a second once flushes no
+/// longer indexed the queue every 256 MiB (§39).
 const INDEX_BATCH_CHUNKS: usize = 128 << 10;
-/// The batch's ceiling: the queue's ids and locations take ~100 B a chunk until indexed.
-const INDEX_BATCH_CHUNKS_MAX: usize = 512 << 10;
-
-/// The batch for an index of `indexed` chunks: a 64th of it, within [`INDEX_BATCH_CHUNKS`] and
-/// [`INDEX_BATCH_CHUNKS_MAX`]. A leaf holds ~340 rows, so a batch of a 64th adds ~5 rows to
-/// each leaf it rebuilds; a fixed 128 Ki into 37 M rows (100 GiB of unique data) added ~1.2,
-/// rebuilding a 4 KiB page per new chunk, the largest cost of ingest at that size
-/// (`efficiency.md` §44).
-fn index_batch_chunks(indexed: u64) -> usize {
-    usize::try_from(indexed / 64)
-        .unwrap_or(usize::MAX)
-        .clamp(INDEX_BATCH_CHUNKS, INDEX_BATCH_CHUNKS_MAX)
-}
 
 pub(crate) struct Inner {
     pub(crate) backend: Arc<dyn Backend>,
@@ -310,8 +296,6 @@ pub(crate) struct Inner {
     uploads: Mutex<Uploads>,
     uploads_done: Condvar,
     index_queue: Mutex<IndexQueue>,
-    /// [`index_batch_chunks`] of the index as the last batch (or the opening) left it.
-    index_batch: AtomicUsize,
     /// Held while a batch of queued packs is indexed (one indexer at a time).
     indexer: Mutex<()>,
     /// Callers waiting for every pack to be stored (`seal_and_store_all`): while any waits,
@@ -659,7 +643,6 @@ impl ChunkStore {
             uploads: Mutex::new(Uploads::default()),
             uploads_done: Condvar::new(),
             index_queue: Mutex::new(IndexQueue::default()),
-            index_batch: AtomicUsize::new(index_batch_chunks(chunk_count)),
             indexer: Mutex::new(()),
             index_waiters: AtomicUsize::new(0),
             index_commits: AtomicU64::new(0),
@@ -2109,7 +2092,7 @@ impl Inner {
             let mut q = self.index_queue.lock();
             q.chunks += stored.pack.ids.len();
             q.packs.push(stored);
-            q.chunks >= self.index_batch.load(Ordering::Relaxed)
+            q.chunks >= INDEX_BATCH_CHUNKS
         };
         // SeqCst pairs with `seal_and_store_all`: either it sees this pack in the queue, or
         // this sees its waiter count and indexes the pack itself.
@@ -2168,9 +2151,6 @@ impl Inner {
                         ]);
                     }
                 }
-                let indexed = index.index.len()? + index.full.len()?;
-                self.index_batch
-                    .store(index_batch_chunks(indexed), Ordering::Relaxed);
             }
             txn.commit()?;
             self.index_commits.fetch_add(1, Ordering::Relaxed);
@@ -3299,17 +3279,6 @@ mod index_batch_tests {
         assert_eq!(store.stats().unwrap().chunks, chunks);
         assert_eq!(stored_packs(&store), packs, "a stored pack was orphaned");
         assert_reads_back(&store, &records);
-    }
-
-    /// The index batch stays at 128 Ki chunks for an index of up to 8 Mi chunks, then grows with
-    /// it to a 64th, up to 512 Ki (`efficiency.md` §44).
-    #[test]
-    fn the_index_batch_grows_with_the_index() {
-        assert_eq!(index_batch_chunks(0), 128 << 10);
-        assert_eq!(index_batch_chunks(8 << 20), 128 << 10);
-        assert_eq!(index_batch_chunks(16 << 20), 256 << 10);
-        assert_eq!(index_batch_chunks(37_228_012), 512 << 10);
-        assert_eq!(index_batch_chunks(u64::MAX), 512 << 10);
     }
 
     /// A flush names chunks of packs still queued for indexing; dropping the store then (no
