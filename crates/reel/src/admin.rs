@@ -234,7 +234,7 @@ pub fn reclaim(data: DataDirArg) -> anyhow::Result<()> {
 /// Compacts the catalog file, any size (`ChunkStore::compact_catalog_now`).
 pub fn compact(data: DataDirArg) -> anyhow::Result<()> {
     let carts = data_dir::open(&data.dir)?;
-    eprintln!("compacting the catalog (about 9 ms per MB of file)");
+    eprintln!("compacting the catalog (about 10-20 ms per MB of file)");
     match carts.store().compact_catalog_now()? {
         Ok(c) => println!(
             "catalog file compacted: {} -> {} in {:.1} s",

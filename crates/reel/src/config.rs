@@ -212,7 +212,7 @@ pub struct StoreSection {
     pub chunk_size: Option<String>,
     /// Seconds without a catalog write after which a running server gives the catalog file's
     /// unused pages back to the disk, when a tenth of the file is such pages and the file is
-    /// at most 256 MiB (default 30). A write that begins meanwhile waits for it (~9 ms per MB
+    /// at most 256 MiB (default 30). A write that begins meanwhile waits for it (~10–20 ms per MB
     /// of catalog). 0: never while running nor when the store closes; a clean stop of
     /// `reel serve` still compacts.
     pub catalog_compact_idle_secs: Option<u64>,

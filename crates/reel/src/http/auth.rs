@@ -722,7 +722,12 @@ mod tests {
 
     fn store(dir: &Path) -> ChunkStore {
         let backend: Arc<dyn Backend> = Arc::new(LocalBackend::open(&dir.join("objects")).unwrap());
-        ChunkStore::open(&dir.join("catalog"), backend, StoreConfig::default()).unwrap()
+        ChunkStore::open(
+            &dir.join(crate::data_dir::CATALOG_DIR),
+            backend,
+            StoreConfig::default(),
+        )
+        .unwrap()
     }
 
     fn packs(store: &ChunkStore) -> usize {
