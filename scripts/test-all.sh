@@ -49,15 +49,15 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 step "format"
 cargo fmt --all -- --check
 
-step "clippy"
-cargo clippy --workspace --all-targets --all-features --release -- -D warnings
-
 step "S3 servers for the object-storage tests (versitygw, s3proxy)"
 scripts/s3-servers.sh install
-step "tests (release profile; crash test: ${REEL_CRASH_KILLS:-200} kills; two test binaries at a time)"
+step "clippy and tests (release profile; crash test: ${REEL_CRASH_KILLS:-200} kills; two test binaries at a time)"
 # cargo test --workspace --release, but two test binaries at a time (many of them mostly wait:
-# leases expiring, S3 servers answering 503 on purpose, processes killed and restarted)
-python3 scripts/run-tests.py
+# leases expiring, S3 servers answering 503 on purpose, processes killed and restarted).
+# --clippy: the build is clippy-driver's with -D warnings, which lints what `cargo clippy
+# --workspace --all-targets --all-features --release -- -D warnings` would, without that
+# command's separate check build of every crate (scripts/run-tests.py says how).
+python3 scripts/run-tests.py --clippy
 step "tape cross-check smoke run: libiscsi client (gcc -Werror) and reel bench tape against tgt, 32 MiB" && bench/compare/crosscheck.sh --smoke --reel target/release/reel
 
 # The alerting rules with Prometheus's own checker: syntax, then their unit tests (each alert fires
