@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the workspace's test binaries two at a time (cargo runs them one after the other).
 
-    scripts/run-tests.py [--clippy] [--build-only] [--jobs N] [-- ARGS for every test binary]
+    scripts/run-tests.py [--clippy] [--jobs N] [-- ARGS for every test binary]
 
 Builds them with `cargo test --workspace --release --no-run`, then runs each the way cargo
 would (in its package's directory, with CARGO_MANIFEST_DIR set), N at a
@@ -9,8 +9,6 @@ time (default 2, or REEL_TEST_JOBS), longest first by the durations the previous
 in target/test-durations.json. A binary's output is printed whole when it ends, never
 interleaved with another's. Then the doc tests (`cargo test --doc`). Exit status 1 if any
 binary failed, naming them all.
-
---build-only stops after the build (a second call with the same flags finds it done).
 
 With --clippy the build is also the lint: clippy-driver compiles the workspace's own crates
 (RUSTC_WORKSPACE_WRAPPER, as `cargo clippy` runs it) with `-D warnings`, so a lint fails the
@@ -33,14 +31,11 @@ import time
 
 args = sys.argv[1:]
 jobs = int(os.environ.get("REEL_TEST_JOBS", "2"))
-clippy = build_only = False
-while args[:1] in (["--clippy"], ["--build-only"], ["--jobs"]):
-    if args[0] == "--jobs":
-        jobs, args = int(args[1]), args[2:]
-        continue
-    clippy |= args[0] == "--clippy"
-    build_only |= args[0] == "--build-only"
+clippy = args[:1] == ["--clippy"]
+if clippy:
     args = args[1:]
+if args[:1] == ["--jobs"]:
+    jobs, args = int(args[1]), args[2:]
 if args[:1] == ["--"]:
     args = args[1:]
 
@@ -72,8 +67,6 @@ if clippy:
     bins = subprocess.run(["cargo", "build", "--workspace", "--release", "--bins"], env=cargo_env)
     if bins.returncode != 0:
         sys.exit(bins.returncode)
-if build_only:
-    sys.exit(0)
 
 binaries = []
 for line in build.stdout.splitlines():

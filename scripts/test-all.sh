@@ -51,36 +51,12 @@ cargo fmt --all -- --check
 
 step "S3 servers for the object-storage tests (versitygw, s3proxy)"
 scripts/s3-servers.sh install
-step "clippy and the test build (release profile)"
+step "clippy and tests (release profile; crash test: ${REEL_CRASH_KILLS:-200} kills; two test binaries at a time)"
+# cargo test --workspace --release, but two test binaries at a time (many of them mostly wait:
+# leases expiring, S3 servers answering 503 on purpose, processes killed and restarted).
 # --clippy: the build is clippy-driver's with -D warnings, which lints what `cargo clippy
 # --workspace --all-targets --all-features --release -- -D warnings` would, without that
 # command's separate check build of every crate (scripts/run-tests.py says how).
-python3 scripts/run-tests.py --clippy --build-only
-
-# The fuzz targets are built while the tests run: the test run leaves about a third of the two
-# cores idle (measured: 62 % busy on average over its 223 s), the fuzz build (a separate
-# workspace, target directory and toolchain) fills it. Exit status 3: no nightly toolchain.
-fuzz_flags=(--sanitizer none --debug-assertions)
-fuzz_build_pid=""
-if [ "$quick" -eq 0 ]; then
-  mkdir -p target
-  (
-    rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal >/dev/null 2>&1 || exit 3
-    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked -q
-    # Every target in one build, so the runs find them built (built one run at a time, each
-    # linked in turn: the stage took five times as long). Debug assertions (overflow checks
-    # in every parser) instead of AddressSanitizer: the workspace denies unsafe code, so ASan
-    # watched only the dependencies, and cost ~45 s of the build (179 → 132 s, one run each).
-    cd fuzz && cargo +nightly fuzz build "${fuzz_flags[@]}"
-  ) >target/fuzz-build.log 2>&1 </dev/null &
-  fuzz_build_pid=$!
-  # A failed step ends the script: the build beside it goes too.
-  trap 'if [ -n "$fuzz_build_pid" ]; then pkill -TERM -P "$fuzz_build_pid" 2>/dev/null; kill "$fuzz_build_pid" 2>/dev/null; fi; true' EXIT
-fi
-
-step "tests (crash test: ${REEL_CRASH_KILLS:-200} kills; two test binaries at a time; the fuzz build beside them)"
-# cargo test --workspace --release, but two test binaries at a time (many of them mostly wait:
-# leases expiring, S3 servers answering 503 on purpose, processes killed and restarted)
 python3 scripts/run-tests.py --clippy
 step "tape cross-check smoke run: libiscsi client (gcc -Werror) and reel bench tape against tgt, 32 MiB" && bench/compare/crosscheck.sh --smoke --reel target/release/reel
 
@@ -185,13 +161,15 @@ if [ "$vm" -eq 1 ]; then
 fi
 
 if [ "$quick" -eq 0 ]; then
-  step "fuzz smoke run (${REEL_FUZZ_SECONDS:-5} s per target; built during the tests)"
-  fuzz_build_rc=0
-  wait "$fuzz_build_pid" || fuzz_build_rc=$?
-  fuzz_build_pid=""
-  if [ "$fuzz_build_rc" -ne 3 ]; then
-    [ "$fuzz_build_rc" -eq 0 ] || { tail -n 60 target/fuzz-build.log >&2; echo "fuzz build failed (exit $fuzz_build_rc; target/fuzz-build.log)" >&2; exit 1; }
-    tail -n 1 target/fuzz-build.log
+  step "fuzz smoke run (${REEL_FUZZ_SECONDS:-5} s per target)"
+  if rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal >/dev/null 2>&1; then
+    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked -q
+    # Every target in one build, so the runs below find them built (built one run at a time,
+    # each linked in turn: the stage took five times as long). Debug assertions (overflow
+    # checks in every parser) instead of AddressSanitizer: the workspace denies unsafe code,
+    # so ASan watched only the dependencies, and cost ~45 s of the build (179 → 132 s, one run each).
+    fuzz_flags=(--sanitizer none --debug-assertions)
+    (cd fuzz && cargo +nightly fuzz build "${fuzz_flags[@]}")
     # Two targets at a time (libFuzzer runs one thread each: 13 targets took 82 s one after
     # the other on 2 cores); each one's last lines are printed whole, in order, once both end.
     fuzz_log=target/fuzz-smoke && rm -rf "$fuzz_log" && mkdir -p "$fuzz_log"
