@@ -24,6 +24,7 @@ them costs little: the 76 binaries took 447 s one after the other, 228 s two at 
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -47,8 +48,13 @@ durations_file = os.path.join(root, "target", "test-durations.json")
 # below use the same, so cargo does not rebuild the libraries without the wrapper.
 cargo_env = dict(os.environ)
 if clippy:
-    driver = subprocess.run(["rustup", "which", "clippy-driver"], stdout=subprocess.PIPE,
-                            text=True, check=True).stdout.strip()
+    try:
+        driver = subprocess.run(["rustup", "which", "clippy-driver"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        driver = shutil.which("clippy-driver")  # a toolchain without rustup
+    if not driver:
+        sys.exit("run-tests.py --clippy: no clippy-driver (rustup component add clippy)")
     # How `cargo clippy -- ARGS` hands ARGS to the driver.
     cargo_env.update(RUSTC_WORKSPACE_WRAPPER=driver,
                      CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__")
