@@ -381,7 +381,9 @@ impl WriteBackCache {
             .write(true)
             .open(&lock_path)
             .map_err(err(&lock_path))?;
-        if lock_file.try_lock().is_err() {
+        let locked = crate::lock_file::lock_exclusive(&lock_file, crate::lock_file::LOCK_PATIENCE)
+            .map_err(err(&lock_path))?;
+        if !locked {
             return Err(other(
                 lock_path.display(),
                 "the write-back cache directory is in use by another process".to_string(),

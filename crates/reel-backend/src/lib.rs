@@ -29,6 +29,7 @@ pub mod crypt;
 pub mod fault;
 mod key;
 mod local;
+pub mod lock_file;
 mod memory;
 #[cfg(feature = "s3")]
 mod s3;

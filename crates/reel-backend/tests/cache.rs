@@ -1163,3 +1163,21 @@ fn reused_upload_buffers_carry_only_their_own_bytes() {
         }
     }
 }
+
+/// One cache directory, one cache: a second open of a directory in use is refused with the
+/// reason, and succeeds once the first cache is closed.
+#[test]
+fn a_cache_directory_in_use_is_refused_until_it_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Arc::new(MemoryBackend::new());
+    let first = WriteBackCache::open(dir.path(), remote.clone(), config(64 << 20)).unwrap();
+    let Err(refused) = WriteBackCache::open(dir.path(), remote.clone(), config(64 << 20)) else {
+        panic!("a second cache opened a directory in use");
+    };
+    assert!(
+        refused.to_string().contains("in use by another process"),
+        "{refused}"
+    );
+    drop(first);
+    WriteBackCache::open(dir.path(), remote, config(64 << 20)).unwrap();
+}

@@ -63,10 +63,6 @@ enum Guard {
 /// clear each other's cell directories under running targets (which then fail writes).
 pub const WORK_LOCK: &str = ".reel-bench.lock";
 
-/// How long a run waits for the work directory's lock before it names another run as its
-/// holder (see [`preflight`]).
-const WORK_LOCK_PATIENCE: Duration = Duration::from_secs(3);
-
 /// Everything that can be checked before a target starts. Returns the work directory's lock,
 /// to be held until the run ends.
 pub fn preflight(plan: &Plan) -> anyhow::Result<fs::File> {
@@ -101,28 +97,18 @@ pub fn preflight(plan: &Plan) -> anyhow::Result<fs::File> {
     let lock_path = plan.work_dir.join(WORK_LOCK);
     let lock = fs::File::create(&lock_path)
         .with_context(|| format!("creating {}", lock_path.display()))?;
-    // A lock this process released a moment ago can still look held: a process another
-    // thread is starting holds a copy of every open descriptor until it execs (fork, and
-    // posix_spawn's clone alike), and the flock goes with it. On a loaded host that window
-    // lasted long enough to fail a test that runs the benchmark twice in one directory. A run
-    // that really holds the lock holds it for minutes, so a short wait tells the two apart.
-    let deadline = std::time::Instant::now() + WORK_LOCK_PATIENCE;
-    loop {
-        match lock.try_lock() {
-            Ok(()) => break,
-            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(fs::TryLockError::WouldBlock) => bail!(
-                "another benchmark run is using the work directory {} (it holds {}); wait for \
-                 it to end or pass another --work-dir",
-                plan.work_dir.display(),
-                lock_path.display()
-            ),
-            Err(fs::TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("locking {}", lock_path.display()));
-            }
-        }
+    // Waits briefly: a process another thread is starting can hold the lock a moment
+    // (`lock_file::lock_exclusive` says why); a run that really holds it holds it for minutes.
+    let locked =
+        reel_backend::lock_file::lock_exclusive(&lock, reel_backend::lock_file::LOCK_PATIENCE)
+            .with_context(|| format!("locking {}", lock_path.display()))?;
+    if !locked {
+        bail!(
+            "another benchmark run is using the work directory {} (it holds {}); wait for it \
+             to end or pass another --work-dir",
+            plan.work_dir.display(),
+            lock_path.display()
+        );
     }
     // tgt stores every byte: the largest cell must fit (reel's share is far smaller).
     if plan
