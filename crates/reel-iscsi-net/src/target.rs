@@ -473,6 +473,8 @@ async fn full_feature(
         outcome.stat_sn,
     );
     let framer = Framer::new(conn.receive_limits());
+    // A Data-Out being read straight into its command's buffer (see `wire::read_placing`).
+    let mut placing: Option<wire::Placing> = None;
     let send_limits = conn.send_limits();
 
     let backlog = Arc::new(wire::Backlog::counted_in(shared.data_in_queued.clone()));
@@ -586,14 +588,20 @@ async fn full_feature(
         }
 
         tokio::select! {
-            frame = read_frame(&mut reader, &mut buf, &framer), if !shutting_down => {
-                match frame {
-                    Ok(frame) => {
+            received = wire::read_placing(&mut reader, &mut buf, &framer, &mut placing, &mut conn), if !shutting_down => {
+                match received {
+                    Ok(received) => {
                         heard_from_peer = true;
-                        conn.on_frame(frame);
+                        match received {
+                            wire::Received::Frame(frame) => conn.on_frame(frame),
+                            wire::Received::Placed(header) => conn.on_placed_data_out(header),
+                        }
                     }
                     Err(e) => {
-                        result = match e { ConnError::Closed => Ok(()), other => Err(other) };
+                        result = match e {
+                            wire::ReadError::Closed => Ok(()),
+                            wire::ReadError::Io(e) => Err(ConnError::Io(e)),
+                        };
                         break;
                     }
                 }

@@ -12,7 +12,8 @@ use crate::pdu::{FrameLimits, Framer, LoginRequest, Pdu, RESERVED_TAG, TextReque
 use crate::text::TextResponder;
 
 /// Frames and parses `data[1..]` as a PDU stream (digest settings and segment limit from
-/// `data[0]`), then checks that encoding is a projection: `encode(parse(encode(p)))` equals
+/// `data[0]`), then checks that encoding is a projection (and that a header offered for
+/// placing its data elsewhere is one `decode` would wait on): `encode(parse(encode(p)))` equals
 /// `encode(p)` for every PDU that parsed.
 pub fn fuzz_pdu(data: &[u8]) {
     let Some((&flags, rest)) = data.split_first() else {
@@ -26,6 +27,13 @@ pub fn fuzz_pdu(data: &[u8]) {
     let framer = Framer::new(limits);
     let mut buf = BytesMut::from(rest);
     for _ in 0..64 {
+        if let Some(header) = framer.peek_header(&buf) {
+            // What a reader placing the data segment elsewhere relies on: the header is
+            // whole and the segment is not (decode would wait for more).
+            assert!(header.len + header.data_len + header.padding > buf.len());
+            assert!(header.len <= buf.len());
+            assert_eq!(framer.decode(&mut buf.clone()), Ok(None));
+        }
         let Ok(Some(frame)) = framer.decode(&mut buf) else {
             return;
         };

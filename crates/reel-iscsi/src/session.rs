@@ -152,8 +152,13 @@ struct Task {
     read: bool,
     write: bool,
     state: TaskState,
-    /// Data-Out received so far, as (buffer offset, segment) in arrival order; joined
-    /// when the command is handed out (see [`assemble`]).
+    /// Data-Out received in order so far (DataPDUInOrder, the usual case): bytes
+    /// `[0, joined.len())` of the command's buffer, which has room for all of it. The reader
+    /// may append a Data-Out's segment here itself (see [`TargetConnection::data_out_sink`]).
+    joined: BytesMut,
+    /// Data-Out not kept in `joined`, as (buffer offset, segment) in arrival order: a whole
+    /// command's data in one segment (passed on without a copy), or everything once a
+    /// segment arrived out of order; joined when the command is handed out (see [`assemble`]).
     data: Vec<(u32, Bytes)>,
     received: u32,
     /// Bytes the initiator may still send without an R2T.
@@ -169,6 +174,61 @@ struct Task {
     /// Outstanding R2Ts: ttt -> (offset, length, received within it).
     r2ts: Vec<R2tWindow>,
     r2t_sn: u32,
+}
+
+impl Task {
+    /// Keeps a segment of the command's data (immediate data or a Data-Out) at `offset`.
+    fn keep(&mut self, offset: u32, segment: Bytes) {
+        if self.data.is_empty() && offset as usize == self.joined.len() {
+            if self.joined.is_empty() && segment.len() == self.expected_length as usize {
+                // All of the command's data in one segment: passed on as it is.
+                self.data.push((offset, segment));
+            } else {
+                self.reserve_joined();
+                self.joined.extend_from_slice(&segment);
+            }
+            return;
+        }
+        // Out of order (or after a whole segment): everything is placed by offset at the end.
+        if !self.joined.is_empty() {
+            let joined = self.joined.split().freeze();
+            self.data.push((0, joined));
+        }
+        self.data.push((offset, segment));
+    }
+
+    /// Gives `joined` room for all of the command's data admitted so far (immediate,
+    /// unsolicited, and asked for with R2Ts): appending that never reallocates, and a peer
+    /// that sends a large Expected Data Transfer Length makes us hold no more memory than
+    /// the Data-Out budget admitted (see [`ConnectionConfig::data_out_budget`]).
+    fn reserve_joined(&mut self) {
+        let admitted = self.committed.min(self.expected_length) as usize;
+        let room = admitted.saturating_sub(self.joined.len());
+        if self.joined.capacity() - self.joined.len() < room {
+            self.joined.reserve(room);
+        }
+    }
+
+    /// Whether Data-Out of `len` bytes at `offset` may be appended to `joined` as it is read.
+    fn continues_joined(&self, offset: u32, len: usize) -> bool {
+        !self.refused
+            && matches!(self.state, TaskState::Collecting)
+            && self.data.is_empty()
+            && offset as usize == self.joined.len()
+            && offset as usize + len <= self.expected_length as usize
+    }
+
+    /// The command's data, whole, for handing it out.
+    fn take_data(&mut self) -> Bytes {
+        if self.data.is_empty() && self.joined.len() == self.expected_length as usize {
+            return std::mem::take(&mut self.joined).freeze();
+        }
+        if !self.joined.is_empty() {
+            let joined = std::mem::take(&mut self.joined).freeze();
+            self.data.insert(0, (0, joined));
+        }
+        assemble(std::mem::take(&mut self.data), self.expected_length)
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -470,6 +530,72 @@ impl TargetConnection {
     }
 
     /// Handles what the framer produced.
+    /// Where the reader may put the data segment of the PDU whose header it has cut
+    /// ([`Framer::peek_header`]) straight away, without a copy: the end of its command's
+    /// buffer, when it is a Data-Out that continues the command's data in order and fits it
+    /// (DataPDUInOrder, the usual case). The reader then appends exactly the segment's
+    /// `data_len` bytes (resuming with [`TargetConnection::placing_sink`] after an
+    /// interruption) and hands the header to [`TargetConnection::on_placed_data_out`], which
+    /// checks it as [`TargetConnection::on_frame`] would and takes the bytes back out if
+    /// the Data-Out is refused. `None`: read the PDU whole and hand it to `on_frame`.
+    pub fn data_out_sink(&mut self, header: &Header) -> Option<&mut BytesMut> {
+        if self.closed || header.opcode() != opcode::DATA_OUT {
+            return None;
+        }
+        let itt = Frame::header_itt(&header.bhs);
+        let offset = Frame::header_buffer_offset(&header.bhs);
+        let task = self.tasks.get_mut(&itt)?;
+        if !task.continues_joined(offset, header.data_len) {
+            return None;
+        }
+        task.reserve_joined();
+        // Beyond what was admitted it is refused when it is checked: read it whole.
+        (offset as usize + header.data_len <= task.joined.capacity()).then_some(&mut task.joined)
+    }
+
+    /// Whether a command is waiting for Data-Out (solicited or not): the next PDUs read are
+    /// likely to carry it.
+    pub fn awaits_data_out(&self) -> bool {
+        self.tasks
+            .values()
+            .any(|t| !t.refused && matches!(t.state, TaskState::Collecting))
+    }
+
+    /// The buffer a placement begun with [`TargetConnection::data_out_sink`] goes on
+    /// appending to, `placed` bytes in: `None` if its task is no longer there to take it.
+    pub fn placing_sink(&mut self, header: &Header, placed: usize) -> Option<&mut BytesMut> {
+        let itt = Frame::header_itt(&header.bhs);
+        let offset = Frame::header_buffer_offset(&header.bhs);
+        let task = self.tasks.get_mut(&itt)?;
+        let at = offset as usize + placed;
+        let fits = !task.refused
+            && matches!(task.state, TaskState::Collecting)
+            && task.data.is_empty()
+            && task.joined.len() == at
+            && offset as usize + header.data_len <= task.joined.capacity();
+        fits.then_some(&mut task.joined)
+    }
+
+    /// A Data-Out whose whole data segment the reader appended to the buffer
+    /// [`TargetConnection::data_out_sink`] gave it.
+    pub fn on_placed_data_out(&mut self, header: Header) {
+        if self.closed {
+            return;
+        }
+        let len = header.data_len as u32;
+        let bhs = header.bhs;
+        let frame = Frame {
+            bhs,
+            ahs: header.ahs,
+            data: Bytes::new(),
+        };
+        match Pdu::parse(frame) {
+            Ok(Pdu::DataOut(data)) => self.on_data_out(data, &bhs, Some(len)),
+            _ => self.reject(RejectReason::InvalidPduField, &bhs),
+        }
+        self.drain_dispatch();
+    }
+
     pub fn on_frame(&mut self, frame: FrameResult) {
         if self.closed {
             return;
@@ -522,7 +648,7 @@ impl TargetConnection {
             return;
         }
         match pdu {
-            Pdu::DataOut(data) => self.on_data_out(data, bhs),
+            Pdu::DataOut(data) => self.on_data_out(data, bhs, None),
             Pdu::SnackRequest(_) => self.reject(RejectReason::SnackReject, bhs),
             Pdu::NopOut(ref nop) if nop.itt == RESERVED_TAG => {
                 // An answer to our ping, or an immediate "no response wanted" NOP-Out (§11.18).
@@ -699,6 +825,7 @@ impl TargetConnection {
             read: cmd.read,
             write: cmd.write,
             state: TaskState::Ready,
+            joined: BytesMut::new(),
             data: Vec::new(),
             received: 0,
             unsolicited_left: 0,
@@ -710,6 +837,8 @@ impl TargetConnection {
             r2t_sn: 0,
         };
         let data_out = if cmd.write { edtl } else { 0 };
+        // Kept once the first R2Ts are out, so that the buffer it starts has room for them.
+        let mut immediate = None;
         if refused {
             // Too long for the device: keep none of it and solicit nothing (no R2T). The
             // command goes out in CmdSN order to be answered with CHECK CONDITION; unsolicited
@@ -717,7 +846,7 @@ impl TargetConnection {
             drop(cmd.data);
         } else if data_out > 0 {
             if immediate_len > 0 {
-                task.data.push((0, cmd.data));
+                immediate = Some(cmd.data);
             }
             task.received = immediate_len;
             // Unsolicited Data-Out PDUs may follow when InitialR2T=No and F was not set (§13.10).
@@ -743,6 +872,11 @@ impl TargetConnection {
         self.tasks.insert(itt, task);
         self.dispatch_order.push_back(itt);
         self.issue_r2ts(itt);
+        if let Some(data) = immediate
+            && let Some(task) = self.tasks.get_mut(&itt)
+        {
+            task.keep(0, data);
+        }
     }
 
     /// Sends R2Ts for the data not yet solicited, keeping at most MaxOutstandingR2T (§13.17)
@@ -820,29 +954,48 @@ impl TargetConnection {
         }
     }
 
-    fn on_data_out(&mut self, data: DataOut, bhs: &[u8; BHS_LEN]) {
+    /// A Data-Out; `placed` when the reader already appended its segment (that many bytes)
+    /// to the task's `joined` buffer (see [`TargetConnection::data_out_sink`]).
+    fn on_data_out(&mut self, data: DataOut, bhs: &[u8; BHS_LEN], placed: Option<u32>) {
+        let itt = data.itt;
+        let offset = data.buffer_offset;
+        let accepted = self.accept_data_out(data, bhs, placed);
+        if !accepted
+            && placed.is_some()
+            && let Some(task) = self.tasks.get_mut(&itt)
+            && task.data.is_empty()
+            && task.joined.len() > offset as usize
+        {
+            // Refused after all: the bytes the reader placed are not the command's.
+            task.joined.truncate(offset as usize);
+        }
+    }
+
+    /// Checks and counts a Data-Out, keeps its data (unless placed) and moves its task on;
+    /// false when it was refused (the task failed or the connection ends).
+    fn accept_data_out(&mut self, data: DataOut, bhs: &[u8; BHS_LEN], placed: Option<u32>) -> bool {
         let Some(task) = self.tasks.get_mut(&data.itt) else {
             // Data for a task we don't have (aborted or never seen): discard (after ABORT
             // TASK the initiator may still send data it had in flight).
-            return;
+            return false;
         };
-        let len = data.data.len() as u32;
+        let len = placed.unwrap_or(data.data.len() as u32);
         if task.refused {
             // Unsolicited data of a refused command (see on_command) is dropped; once the
             // command is answered its tag is gone and late data is dropped as unknown.
             if data.ttt != RESERVED_TAG {
                 self.protocol_error(bhs, "solicited Data-Out for a command we solicited none of");
             }
-            return;
+            return false;
         }
         if !matches!(task.state, TaskState::Collecting) {
             self.protocol_error(bhs, "Data-Out for a task that expects no more data");
-            return;
+            return false;
         }
         let end = data.buffer_offset as u64 + len as u64;
         if end > task.expected_length as u64 {
             self.protocol_error(bhs, "Data-Out beyond the expected data transfer length");
-            return;
+            return false;
         }
         // With DataPDUInOrder=Yes each sequence's DataSN counts up from 0 (§11.7.5); a gap or
         // repeat means lost or forged data, which ERL 0 cannot recover: the command fails with
@@ -852,31 +1005,33 @@ impl TargetConnection {
             if len > task.unsolicited_left {
                 // §11.4.7.2: ABORTED COMMAND, "unexpected unsolicited data".
                 self.fail_task(data.itt, 0x0c, 0x0c);
-                return;
+                return false;
             }
             if in_order && data.data_sn != task.unsolicited_data_sn {
                 self.fail_task(data.itt, 0x4b, 0x00); // DATA PHASE ERROR (SPC-4)
-                return;
+                return false;
             }
             task.unsolicited_data_sn += 1;
             task.unsolicited_left -= len;
         } else {
             let Some(window) = task.r2ts.iter_mut().find(|w| w.ttt == data.ttt) else {
                 self.protocol_error(bhs, "Data-Out with an unknown Target Transfer Tag");
-                return;
+                return false;
             };
             if data.buffer_offset < window.offset || end > (window.offset + window.length) as u64 {
                 self.protocol_error(bhs, "Data-Out outside the range its R2T asked for");
-                return;
+                return false;
             }
             if in_order && data.data_sn != window.next_data_sn {
                 self.fail_task(data.itt, 0x4b, 0x00); // DATA PHASE ERROR (SPC-4)
-                return;
+                return false;
             }
             window.next_data_sn += 1;
             window.received += len;
         }
-        task.data.push((data.buffer_offset, data.data));
+        if placed.is_none() {
+            task.keep(data.buffer_offset, data.data);
+        }
         task.received = task.received.saturating_add(len);
         // A window ends with its F bit; we count bytes because that is what must be whole.
         task.r2ts.retain(|w| w.received < w.length);
@@ -892,6 +1047,7 @@ impl TargetConnection {
         }
         let itt = data.itt;
         self.issue_r2ts(itt);
+        true
     }
 
     /// Hands out, in CmdSN order, every command whose data is complete.
@@ -911,7 +1067,7 @@ impl TargetConnection {
             let data_out = if task.refused || !task.write {
                 Bytes::new()
             } else {
-                assemble(std::mem::take(&mut task.data), task.expected_length)
+                task.take_data()
             };
             let data_in_len = if task.read { task.expected_length } else { 0 };
             self.events.push_back(Event::Execute(Command {
@@ -1328,6 +1484,81 @@ mod tests {
 
     fn piece(offset: u32, len: usize, fill: u8) -> (u32, Bytes) {
         (offset, Bytes::from(vec![fill; len]))
+    }
+
+    /// A command's buffer grows with what the Data-Out budget admitted, never straight to a
+    /// large Expected Data Transfer Length a peer names: memory follows the budget.
+    #[test]
+    fn a_command_buffer_holds_room_only_for_admitted_data() {
+        let mut params = Negotiated::defaults();
+        params.immediate_data = true;
+        params.initial_r2t = true;
+        params.first_burst_length = 65536;
+        params.max_burst_length = 262144;
+        params.max_recv_data_segment_length = 65536;
+        let mut conn = TargetConnection::new(
+            params,
+            ConnectionConfig {
+                queue_depth: 4,
+                discovery: false,
+                data_out_limit: DataOutLimit::unlimited(),
+                data_out_budget: 1 << 20,
+            },
+            None,
+            1,
+            100,
+        );
+        let limits = conn.receive_limits();
+        let command = Pdu::ScsiCommand(ScsiCommand {
+            immediate: false,
+            final_: true,
+            read: false,
+            write: true,
+            attr: TaskAttr::Simple,
+            lun: [0; 8],
+            itt: 7,
+            expected_data_length: 1 << 30,
+            cmd_sn: 1,
+            exp_stat_sn: 100,
+            cdb: Bytes::from_static(&[0x0a, 0, 0, 0, 0, 0]),
+            bidi_read_length: None,
+            data: Bytes::from(vec![5u8; 512]),
+        });
+        let mut wire = command.to_bytes(&limits);
+        let frame = Framer::new(limits).decode(&mut wire).unwrap().unwrap();
+        conn.on_frame(Ok(frame));
+        let task = &conn.tasks[&7];
+        assert_eq!(task.joined.len(), 512);
+        // The immediate data and the one R2T of MaxBurstLength the budget admitted.
+        assert_eq!(task.committed, 512 + 262144);
+        assert!(
+            task.joined.capacity() < 2 * (512 + 262144),
+            "{}",
+            task.joined.capacity()
+        );
+        // A Data-Out header for the admitted window is offered a sink; beyond it, none.
+        let header = |offset: u32, len: usize| {
+            let mut bhs = [0u8; BHS_LEN];
+            bhs[0] = opcode::DATA_OUT;
+            bhs[16..20].copy_from_slice(&7u32.to_be_bytes());
+            bhs[40..44].copy_from_slice(&offset.to_be_bytes());
+            Header {
+                bhs,
+                ahs: Bytes::new(),
+                len: BHS_LEN,
+                data_len: len,
+                padding: 0,
+            }
+        };
+        assert!(conn.data_out_sink(&header(512, 65536)).is_some());
+        assert!(
+            conn.data_out_sink(&header(1024, 65536)).is_none(),
+            "not in order"
+        );
+        assert!(
+            conn.data_out_sink(&header(512, 1 << 20)).is_none(),
+            "beyond the admitted"
+        );
     }
 
     #[test]

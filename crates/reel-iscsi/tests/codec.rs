@@ -408,6 +408,66 @@ proptest! {
             prop_assert_eq!(got.is_some(), i + 1 == wire.len());
         }
     }
+
+    /// A header can be cut for reading the data segment elsewhere exactly when it is complete,
+    /// its data segment is not, and there is no data digest to check; it is the header the
+    /// whole PDU frames with, and the segment and padding are what follows it on the wire.
+    #[test]
+    fn a_header_is_offered_for_placing_only_while_its_data_is_incomplete(
+        pdu in requests(),
+        limits in limits(),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let wire = pdu.to_bytes(&limits);
+        let framer = Framer::new(limits);
+        let whole = framer.decode(&mut wire.clone()).unwrap().expect("a complete PDU");
+        let prefix = &wire[..cut.index(wire.len() + 1)];
+        let header_len = 48 + whole.ahs.len() + if limits.header_digest { 4 } else { 0 };
+        let offered = framer.peek_header(prefix);
+        let expected = !limits.data_digest
+            && !whole.data.is_empty()
+            && prefix.len() >= header_len
+            && prefix.len() < wire.len();
+        prop_assert_eq!(offered.is_some(), expected);
+        if let Some(header) = offered {
+            prop_assert_eq!(header.bhs, whole.bhs);
+            prop_assert_eq!(&header.ahs, &whole.ahs);
+            prop_assert_eq!(header.len, header_len);
+            prop_assert_eq!(header.data_len, whole.data.len());
+            prop_assert_eq!(header.len + header.data_len + header.padding, wire.len());
+            prop_assert_eq!(&wire[header.len..header.len + header.data_len], &whole.data[..]);
+        }
+    }
+}
+
+/// A header whose digest is wrong is never offered for placing: `decode` must judge it.
+#[test]
+fn a_header_with_a_bad_digest_is_not_offered_for_placing() {
+    let limits = FrameLimits {
+        header_digest: true,
+        data_digest: false,
+        max_data_segment: 8192,
+    };
+    let pdu = Pdu::DataOut(DataOut {
+        final_: true,
+        lun: [0; 8],
+        itt: 1,
+        ttt: 2,
+        exp_stat_sn: 3,
+        data_sn: 0,
+        buffer_offset: 0,
+        data: Bytes::from(vec![9u8; 4096]),
+    });
+    let wire = pdu.to_bytes(&limits);
+    let framer = Framer::new(limits);
+    assert!(framer.peek_header(&wire[..100]).is_some());
+    let mut bad = wire.to_vec();
+    bad[48] ^= 1;
+    assert!(framer.peek_header(&bad[..100]).is_none());
+    assert_eq!(
+        framer.decode(&mut BytesMut::from(&bad[..100])),
+        Err(FrameError::HeaderDigest)
+    );
 }
 
 /// Fields the BHS does not hold for a family are written as zero and come back as the defaults

@@ -24,6 +24,14 @@ impl Frame {
     pub fn itt(&self) -> u32 {
         Bhs(self.bhs).itt()
     }
+    /// The Initiator Task Tag of a BHS.
+    pub fn header_itt(bhs: &[u8; BHS_LEN]) -> u32 {
+        Bhs(*bhs).itt()
+    }
+    /// The Buffer Offset field of a Data-Out's (or Data-In's, R2T's) BHS (§11.7.4).
+    pub fn header_buffer_offset(bhs: &[u8; BHS_LEN]) -> u32 {
+        Bhs(*bhs).u32(super::bhs::at::BUFFER_OFFSET)
+    }
 }
 
 /// Why the byte stream could not be framed.
@@ -146,6 +154,71 @@ impl Framer {
             }
         }
         Ok(Some(Frame { bhs, ahs, data }))
+    }
+
+    /// How many bytes the header of the PDU that starts `buf` takes (BHS, AHS, header
+    /// digest), once its BHS is complete.
+    pub fn header_len(&self, buf: &[u8]) -> Option<usize> {
+        let bhs = Bhs(buf.get(..BHS_LEN)?.try_into().ok()?);
+        let header_digest = if self.limits.header_digest { 4 } else { 0 };
+        Some(BHS_LEN + bhs.ahs_len() + header_digest)
+    }
+
+    /// The header of the PDU that starts `buf`, when it is complete and checked but the data
+    /// segment is not all in `buf` yet: a reader may then read the segment elsewhere itself
+    /// (after cutting `Header::len` bytes; the first bytes of the segment may already be in
+    /// `buf`) and then skip the padding. `None` whenever [`Framer::decode`] has to judge the
+    /// PDU instead: the header is incomplete or wrong (digest, length) or the whole PDU is
+    /// here; and always with data digests, which only `decode` checks.
+    pub fn peek_header(&self, buf: &[u8]) -> Option<Header> {
+        if self.limits.data_digest {
+            return None;
+        }
+        let (ahs_len, data_len, total) = self.needed(buf)?;
+        let header_len = self.header_len(buf)?;
+        if buf.len() < header_len
+            || buf.len() >= total
+            || data_len == 0
+            || data_len as u32 > self.limits.max_data_segment
+        {
+            return None;
+        }
+        if self.limits.header_digest {
+            let expected = crc32c(&buf[..BHS_LEN + ahs_len]);
+            let got = u32::from_le_bytes(buf[BHS_LEN + ahs_len..header_len].try_into().ok()?);
+            if expected != got {
+                return None;
+            }
+        }
+        let mut bhs = [0u8; BHS_LEN];
+        bhs.copy_from_slice(&buf[..BHS_LEN]);
+        Some(Header {
+            bhs,
+            ahs: Bytes::copy_from_slice(&buf[BHS_LEN..BHS_LEN + ahs_len]),
+            len: header_len,
+            data_len,
+            padding: pad4(data_len),
+        })
+    }
+}
+
+/// The header of a PDU whose data segment the reader puts elsewhere itself (see
+/// [`Framer::peek_header`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub bhs: [u8; BHS_LEN],
+    pub ahs: Bytes,
+    /// The header's own length in the stream (BHS, AHS, header digest).
+    pub len: usize,
+    /// The data segment's length (DataSegmentLength): the bytes that follow the header.
+    pub data_len: usize,
+    /// The padding after the data segment, to skip once it is read.
+    pub padding: usize,
+}
+
+impl Header {
+    pub fn opcode(&self) -> u8 {
+        Bhs(self.bhs).opcode()
     }
 }
 

@@ -34,7 +34,7 @@ pub use async_message::AsyncMessage;
 pub use bhs::BHS_LEN;
 use bhs::{Bhs, pad4};
 pub use data::{DataIn, DataOut};
-pub use framer::{Frame, FrameError, FrameLimits, Framer};
+pub use framer::{Frame, FrameError, FrameLimits, Framer, Header};
 pub use login::{LoginRequest, LoginResponse, Stage};
 pub use logout::{LogoutRequest, LogoutResponse};
 pub use nop::{NopIn, NopOut};
