@@ -96,20 +96,7 @@ pub(crate) async fn read_frame(
             Ok(None) => {}
             Err(e) => return Ok(Err(e)),
         }
-        // Room for the rest of the frame being read plus slack for the next: a frame that
-        // does not fit is copied into a new allocation, and a 256 KiB data segment never fits
-        // a 256 KiB reservation (so every such frame used to be copied once).
-        let needed = framer
-            .frame_len(buf)
-            .map_or(0, |total| total.saturating_sub(buf.len()));
-        if buf.capacity() - buf.len() < needed.max(64 * 1024) {
-            buf.reserve(needed + 256 * 1024);
-        }
-        match stream.read_buf(buf).await {
-            Ok(0) => return Err(ReadError::Closed),
-            Ok(_) => {}
-            Err(e) => return Err(ReadError::Io(e)),
-        }
+        read_into(stream, buf, framer, None).await?;
     }
 }
 
@@ -232,7 +219,9 @@ async fn read_into(
     framer: &Framer,
     limit: Option<usize>,
 ) -> Result<usize, ReadError> {
-    // Room for the rest of the frame being read plus slack for the next, as in `read_frame`.
+    // Room for the rest of the frame being read plus slack for the next: a frame that does
+    // not fit is copied into a new allocation, and a 256 KiB data segment never fits a
+    // 256 KiB reservation (so every such frame used to be copied once).
     let needed = framer
         .frame_len(buf)
         .map_or(0, |total| total.saturating_sub(buf.len()));
@@ -524,6 +513,25 @@ mod tests {
         run.placed
     }
 
+    /// Login results for the placement tests: `segment`-byte PDUs, 64 KiB first burst.
+    fn params(segment: u32, max_burst: u32, immediate: bool, initial_r2t: bool) -> Negotiated {
+        let mut p = Negotiated::defaults();
+        p.max_recv_data_segment_length = segment;
+        p.max_xmit_data_segment_length = segment;
+        p.max_burst_length = max_burst;
+        p.first_burst_length = 65536;
+        p.immediate_data = immediate;
+        p.initial_r2t = initial_r2t;
+        p
+    }
+
+    fn block_on<T>(future: impl Future<Output = T>) -> T {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(future)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
         #[test]
@@ -536,17 +544,10 @@ mod tests {
             header_digest in any::<bool>(),
             data_digest in prop::bool::weighted(0.2),
         ) {
-            let mut p = Negotiated::defaults();
-            p.max_recv_data_segment_length = segment;
-            p.max_xmit_data_segment_length = segment;
-            p.max_burst_length = 262144;
-            p.first_burst_length = 65536;
-            p.immediate_data = immediate;
-            p.initial_r2t = initial_r2t;
+            let mut p = params(segment, 262144, immediate, initial_r2t);
             p.header_digest = header_digest;
             p.data_digest = data_digest;
-            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-            let placed = rt.block_on(writes_arrive_whole(p, records.clone(), cuts, ));
+            let placed = block_on(writes_arrive_whole(p, records, cuts));
             if data_digest {
                 prop_assert_eq!(placed, 0, "placing needs the data digest off");
             }
@@ -565,16 +566,9 @@ mod tests {
             flips in prop::collection::vec((0usize..16, 0usize..64, any::<u8>()), 1..4),
             header_digest in any::<bool>(),
         ) {
-            let mut p = Negotiated::defaults();
-            p.max_recv_data_segment_length = 65536;
-            p.max_xmit_data_segment_length = 65536;
-            p.max_burst_length = 262144;
-            p.first_burst_length = 65536;
-            p.immediate_data = true;
-            p.initial_r2t = true;
+            let mut p = params(65536, 262144, true, true);
             p.header_digest = header_digest;
-            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-            let run = rt.block_on(drive(p, &records, &cuts, &flips));
+            let run = block_on(drive(p, &records, &cuts, &flips));
             if run.damaged == 0 {
                 prop_assert!(run.all_good);
                 prop_assert_eq!(run.written, run.expected);
@@ -587,17 +581,8 @@ mod tests {
     /// command's data is the buffer the segments were read into).
     #[test]
     fn multi_pdu_writes_are_placed() {
-        let mut p = Negotiated::defaults();
-        p.max_recv_data_segment_length = 262144;
-        p.max_xmit_data_segment_length = 262144;
-        p.max_burst_length = 1 << 20;
-        p.first_burst_length = 65536;
-        p.immediate_data = false;
-        p.initial_r2t = true;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let placed = rt.block_on(writes_arrive_whole(
+        let p = params(262144, 1 << 20, false, true);
+        let placed = block_on(writes_arrive_whole(
             p,
             vec![1 << 20; 4],
             vec![70_000, 300_000],

@@ -209,13 +209,24 @@ impl Task {
         }
     }
 
-    /// Whether Data-Out of `len` bytes at `offset` may be appended to `joined` as it is read.
-    fn continues_joined(&self, offset: u32, len: usize) -> bool {
-        !self.refused
+    /// `joined`, for appending the rest of a Data-Out segment of `len` bytes at `offset` of
+    /// which `placed` bytes are in: when it continues the data kept in order and fits the
+    /// room reserved for what was admitted (a segment beyond that is refused when checked,
+    /// so it is read whole instead).
+    fn sink(&mut self, offset: u32, len: usize, placed: usize) -> Option<&mut BytesMut> {
+        let end = offset as usize + len;
+        let continues = !self.refused
             && matches!(self.state, TaskState::Collecting)
             && self.data.is_empty()
-            && offset as usize == self.joined.len()
-            && offset as usize + len <= self.expected_length as usize
+            && self.joined.len() == offset as usize + placed
+            && end <= self.expected_length as usize;
+        if !continues {
+            return None;
+        }
+        if placed == 0 {
+            self.reserve_joined();
+        }
+        (end <= self.joined.capacity()).then_some(&mut self.joined)
     }
 
     /// The command's data, whole, for handing it out.
@@ -542,15 +553,7 @@ impl TargetConnection {
         if self.closed || header.opcode() != opcode::DATA_OUT {
             return None;
         }
-        let itt = Frame::header_itt(&header.bhs);
-        let offset = Frame::header_buffer_offset(&header.bhs);
-        let task = self.tasks.get_mut(&itt)?;
-        if !task.continues_joined(offset, header.data_len) {
-            return None;
-        }
-        task.reserve_joined();
-        // Beyond what was admitted it is refused when it is checked: read it whole.
-        (offset as usize + header.data_len <= task.joined.capacity()).then_some(&mut task.joined)
+        self.placing_sink(header, 0)
     }
 
     /// Whether a command is waiting for Data-Out (solicited or not): the next PDUs read are
@@ -566,14 +569,9 @@ impl TargetConnection {
     pub fn placing_sink(&mut self, header: &Header, placed: usize) -> Option<&mut BytesMut> {
         let itt = Frame::header_itt(&header.bhs);
         let offset = Frame::header_buffer_offset(&header.bhs);
-        let task = self.tasks.get_mut(&itt)?;
-        let at = offset as usize + placed;
-        let fits = !task.refused
-            && matches!(task.state, TaskState::Collecting)
-            && task.data.is_empty()
-            && task.joined.len() == at
-            && offset as usize + header.data_len <= task.joined.capacity();
-        fits.then_some(&mut task.joined)
+        self.tasks
+            .get_mut(&itt)?
+            .sink(offset, header.data_len, placed)
     }
 
     /// A Data-Out whose whole data segment the reader appended to the buffer
