@@ -267,14 +267,23 @@ struct IndexQueue {
     chunks: usize,
 }
 
-/// Queued chunks at which the queue is indexed without waiting for a sync: 9 full packs of
-/// incompressible data, 3 of compressible unique data, about 3 GB written at 29:1. A pack's
-/// thousands of random index keys touch most of the index's leaves, and redb rebuilds each
-/// leaf a transaction touches: one transaction for several packs rebuilds each leaf once
-/// instead of once per pack (`efficiency.md` §30). Not more: a batch is a burst of CPU, and
-/// 512 Ki chunks at once made a one-drive write dip 26–36 % for a second once flushes no
-/// longer indexed the queue every 256 MiB (§39).
-const INDEX_BATCH_CHUNKS: usize = 128 << 10;
+/// Queued chunks at which the queue is indexed without waiting for a sync: at most 128 Ki
+/// (9 full packs of incompressible data, 3 of compressible unique data, about 3 GB written at
+/// 29:1), at least 32 Ki, and in between a 32nd of the rows the index holds.
+///
+/// A pack's thousands of random index keys touch most of the index's leaves, and redb rebuilds
+/// each leaf a transaction touches: one transaction for several packs rebuilds each leaf once
+/// instead of once per pack (`efficiency.md` §30), which pays once the index has many leaves.
+/// But a batch is a burst of CPU (~0.4 CPU-s for 128 Ki chunks): with 2 cores busy, a one-drive
+/// write dipped 20–35 % in the second of each burst (§47; 512 Ki chunks, 26–36 %, §39). An index
+/// of fewer than 4 Mi rows has few enough leaves that a smaller batch rebuilds them at little
+/// cost, and its bursts are a quarter as large; past that the leaves are many and the batch is
+/// as it was (32 Ki at 4–7 Mi rows cost 10–30 % more store CPU per GB on unique data, §47).
+fn index_batch_chunks(index_rows: u64) -> usize {
+    const SMALLEST: u64 = 32 << 10;
+    const LARGEST: u64 = 128 << 10;
+    (index_rows / 32).clamp(SMALLEST, LARGEST) as usize
+}
 
 pub(crate) struct Inner {
     pub(crate) backend: Arc<dyn Backend>,
@@ -303,6 +312,8 @@ pub(crate) struct Inner {
     index_waiters: AtomicUsize,
     /// Catalog transactions that indexed packs (tests compare it with the packs stored).
     pub(crate) index_commits: AtomicU64,
+    /// Rows in the chunk index after the last batch indexed (sizes the next batch).
+    index_rows: AtomicU64,
     upload_tx: Mutex<Option<crossbeam_channel::Sender<SealedPack>>>,
     uploaders: Mutex<Vec<JoinHandle<()>>>,
     builders: Mutex<Vec<Weak<Mutex<PackBuilder>>>>,
@@ -646,6 +657,7 @@ impl ChunkStore {
             indexer: Mutex::new(()),
             index_waiters: AtomicUsize::new(0),
             index_commits: AtomicU64::new(0),
+            index_rows: AtomicU64::new(chunk_count),
             upload_tx: Mutex::new(Some(tx)),
             uploaders: Mutex::new(Vec::new()),
             builders: Mutex::new(Vec::new()),
@@ -2092,7 +2104,7 @@ impl Inner {
             let mut q = self.index_queue.lock();
             q.chunks += stored.pack.ids.len();
             q.packs.push(stored);
-            q.chunks >= INDEX_BATCH_CHUNKS
+            q.chunks >= index_batch_chunks(self.index_rows.load(Ordering::Relaxed))
         };
         // SeqCst pairs with `seal_and_store_all`: either it sees this pack in the queue, or
         // this sees its waiter count and indexes the pack itself.
@@ -2151,6 +2163,8 @@ impl Inner {
                         ]);
                     }
                 }
+                let rows = index.index.len()? + index.full.len()?;
+                self.index_rows.store(rows, Ordering::Relaxed);
             }
             txn.commit()?;
             self.index_commits.fetch_add(1, Ordering::Relaxed);
