@@ -3241,6 +3241,18 @@ mod index_batch_tests {
         store.backend().list("packs/").unwrap().len()
     }
 
+    /// A small index is indexed in small batches (short bursts of CPU), a large one in the
+    /// largest (each of its many leaves rebuilt once for more rows).
+    #[test]
+    fn index_batches_are_a_32nd_of_the_index_between_32_and_128_ki_chunks() {
+        assert_eq!(index_batch_chunks(0), 32 << 10);
+        assert_eq!(index_batch_chunks(1 << 20), 32 << 10);
+        assert_eq!(index_batch_chunks(2 << 20), 64 << 10);
+        assert_eq!(index_batch_chunks((4 << 20) - 32), (128 << 10) - 1);
+        assert_eq!(index_batch_chunks(4 << 20), 128 << 10);
+        assert_eq!(index_batch_chunks(u64::MAX), 128 << 10);
+    }
+
     /// Stored packs wait in a queue and are named and indexed several to a catalog
     /// transaction (at the latest by the next flush or sync). A read of a chunk in a queued
     /// pack indexes the queue instead of sealing the open pack. After a sync and a reopen
@@ -3286,11 +3298,15 @@ mod index_batch_tests {
             "{commits} index transactions for {packs} packs"
         );
         let chunks = store.stats().unwrap().chunks;
+        // The next batch is sized by the rows indexed (`index_batch_chunks`), counted in the
+        // batch's transaction and, after a restart, at open.
+        assert_eq!(inner.index_rows.load(Ordering::Relaxed), chunks);
         drop(stream);
         drop(store);
 
         let store = ChunkStore::open(dir.path(), gate, config()).unwrap();
         assert_eq!(store.stats().unwrap().chunks, chunks);
+        assert_eq!(store.inner.index_rows.load(Ordering::Relaxed), chunks);
         assert_eq!(stored_packs(&store), packs, "a stored pack was orphaned");
         assert_reads_back(&store, &records);
     }
