@@ -275,7 +275,7 @@ struct IndexQueue {
 /// each leaf a transaction touches: one transaction for several packs rebuilds each leaf once
 /// instead of once per pack (`efficiency.md` §30), which pays once the index has many leaves.
 /// But a batch is a burst of CPU (~0.4 CPU-s for 128 Ki chunks): with 2 cores busy, a one-drive
-/// write dipped 20–35 % in the second of each burst (§47; 512 Ki chunks, 26–36 %, §39). An index
+/// write dipped 15–43 % in the second of a burst (§47; 512 Ki chunks, 26–36 %, §39). An index
 /// of fewer than 4 Mi rows has few enough leaves that a smaller batch rebuilds them at little
 /// cost, and its bursts are a quarter as large; past that the leaves are many and the batch is
 /// as it was (32 Ki at 4–7 Mi rows cost 10–30 % more store CPU per GB on unique data, §47).
