@@ -425,9 +425,14 @@ mod tests {
         }
         let (mut written, mut done, mut cut, mut placed) = (Vec::new(), 0, 0, 0usize);
         let (mut pdus, mut idle, mut all_good, mut damaged) = (0usize, 0usize, true, 0usize);
+        // Rounds that moved something without a new byte written: each reads buffered bytes
+        // or hands out an event, so a few per PDU; endless ones are a spin, a failure here
+        // rather than a hung test.
+        let mut quiet = 0usize;
         let mut outgoing = BytesMut::new();
         while done < records.len() && !conn.is_closed() && idle < 1000 {
             let mut moved = false;
+            let mut wrote = false;
             while let Some(pdu) = initiator.poll_transmit() {
                 let mut bytes = pdu.to_bytes(&initiator.send_limits());
                 for &(_, at, mask) in flips.iter().filter(|f| f.0 == pdus) {
@@ -443,6 +448,7 @@ mod tests {
                 cut += 1;
                 tx.write_all(&outgoing.split_to(n)).await.unwrap();
                 moved = true;
+                wrote = true;
             }
             // One poll: a read that is not done is dropped and the next one resumes it.
             tokio::select! {
@@ -486,6 +492,11 @@ mod tests {
                 moved = true;
             }
             idle = if moved { 0 } else { idle + 1 };
+            quiet += usize::from(moved && !wrote);
+            assert!(
+                quiet < 100_000,
+                "a spin: {quiet} rounds moved with no new bytes"
+            );
         }
         Driven {
             expected,
