@@ -312,7 +312,8 @@ pub(crate) struct Inner {
     index_waiters: AtomicUsize,
     /// Catalog transactions that indexed packs (tests compare it with the packs stored).
     pub(crate) index_commits: AtomicU64,
-    /// Rows in the chunk index after the last batch indexed (sizes the next batch).
+    /// Rows in the chunk index as of the opening or the last batch indexed: sizes the next
+    /// batch (`index_batch_chunks`). A hint: reclaim and imports change the index without it.
     index_rows: AtomicU64,
     upload_tx: Mutex<Option<crossbeam_channel::Sender<SealedPack>>>,
     uploaders: Mutex<Vec<JoinHandle<()>>>,
