@@ -56,8 +56,10 @@ pub const META_FORMAT: &str = "format_version";
 /// and a reel reading version 8 would take a compact row for damage. 10 keys the chunk index
 /// by the ids' first 6 bytes with 48-bit pack numbers (`chunk_index::INDEX`, 12 B a row
 /// instead of 16); the older index is rebuilt from the names on open, and a reel reading
-/// version 9 would find no chunk indexed.
-pub const CATALOG_VERSION: u64 = 10;
+/// version 9 would find no chunk indexed. 11 indexes new chunks in a second table of the same
+/// rows (`chunk_index::RECENT`), merged into the main one in runs; a format-10 catalog opens
+/// with it empty, and a reel reading version 10 would miss every chunk it holds.
+pub const CATALOG_VERSION: u64 = 11;
 /// The last catalog journal object this catalog includes (0: none; see `journal.rs`).
 pub const META_JOURNAL_SEQ: &str = "journal_seq";
 /// Set while a checkpoint (`checkpoint.rs`) is restored into this catalog: the checkpoint's

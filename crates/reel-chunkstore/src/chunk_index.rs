@@ -16,10 +16,17 @@
 //! pack's names hold the whole id. An id whose key another indexed id holds (at n chunks, one
 //! new chunk in 2^48 / n: about one in 600,000 at 1 TB of 2 KiB chunks), or whose pack is
 //! numbered past 2^48 (see [`PackRef`]), is kept whole in [`INDEX_FULL`].
+//!
+//! The key rows live in two tables (format 11): a new chunk's row goes to the small
+//! [`RECENT`] table, and [`merge_step`] moves recent rows into the main one ([`INDEX`]) in key
+//! order, a run at a time. Inserting into a table of tens of millions of rows at random
+//! rebuilds one 4 KiB leaf per new row (a batch adds ~1.2 rows to each leaf it touches); a
+//! merge adds ~20 to each (`efficiency.md` §49). A key is in at most one of the two tables:
+//! an insert asks the main table before it writes the recent one, and only merges move rows.
 
 use std::collections::HashMap;
 
-use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition};
+use redb::{ReadOnlyTable, ReadableTable, ReadableTableMetadata, Table, TableDefinition};
 
 use crate::Result;
 use crate::catalog::LEGACY_CHUNKS;
@@ -58,8 +65,12 @@ pub fn pack_of(value: PackRef) -> u64 {
     u64::from_le_bytes(bytes)
 }
 
-/// A chunk id's first 6 bytes → the pack holding that chunk, in 48 bits (format 10).
+/// A chunk id's first 6 bytes → the pack holding that chunk, in 48 bits (format 10): the main
+/// table, written by merges ([`merge_step`]), upgrades and rebuilds.
 pub const INDEX: TableDefinition<Key, PackRef> = TableDefinition::new("chunk_index");
+/// Rows of the same shape not merged into [`INDEX`] yet (format 11): where new chunks are
+/// indexed. Never holds a key [`INDEX`] holds.
+pub const RECENT: TableDefinition<Key, PackRef> = TableDefinition::new("chunk_index_recent");
 /// Whole chunk id → pack, for an id whose key another indexed id holds in [`INDEX`], or whose
 /// pack's number does not fit 48 bits.
 pub const INDEX_FULL: TableDefinition<&[u8; 32], u64> = TableDefinition::new("chunk_index_full");
@@ -79,6 +90,44 @@ pub fn prefix(id: &ChunkId) -> u64 {
     let mut word = [0u8; 8];
     word.copy_from_slice(&id.0[..8]);
     u64::from_le_bytes(word)
+}
+
+/// The key rows of both tables, [`INDEX`] and [`RECENT`], read as one.
+pub struct KeyRows<T> {
+    pub main: T,
+    pub recent: T,
+}
+
+impl KeyRows<ReadOnlyTable<Key, PackRef>> {
+    pub fn read(txn: &redb::ReadTransaction) -> Result<Self> {
+        Ok(KeyRows {
+            main: txn.open_table(INDEX)?,
+            recent: txn.open_table(RECENT)?,
+        })
+    }
+}
+
+impl<'t> KeyRows<Table<'t, Key, PackRef>> {
+    pub fn write(txn: &'t redb::WriteTransaction) -> Result<Self> {
+        Ok(KeyRows {
+            main: txn.open_table(INDEX)?,
+            recent: txn.open_table(RECENT)?,
+        })
+    }
+}
+
+impl<T: ReadableTable<Key, PackRef>> KeyRows<T> {
+    /// The pack the key row of `key` names, in whichever table holds it.
+    pub fn get(&self, key: Key) -> Result<Option<u64>> {
+        if let Some(v) = self.recent.get(key)? {
+            return Ok(Some(pack_of(v.value())));
+        }
+        Ok(self.main.get(key)?.map(|v| pack_of(v.value())))
+    }
+
+    pub fn len(&self) -> Result<u64> {
+        Ok(self.main.len()? + self.recent.len()?)
+    }
 }
 
 /// Packs' names as sets, read once per pack from a names table: confirms prefix hits.
@@ -147,42 +196,37 @@ impl Default for Names {
 /// names (if that pack's names hold `id`, it is there), then the one its whole-id row names.
 /// Callers that confirm by a pack's table of contents (the store's lookups) start here.
 pub fn candidates(
-    index: &impl ReadableTable<Key, PackRef>,
+    index: &KeyRows<impl ReadableTable<Key, PackRef>>,
     full: &impl ReadableTable<&'static [u8; 32], u64>,
     id: &ChunkId,
 ) -> Result<[Option<u64>; 2]> {
-    Ok([
-        index.get(key(id))?.map(|v| pack_of(v.value())),
-        full.get(&id.0)?.map(|v| v.value()),
-    ])
+    Ok([index.get(key(id))?, full.get(&id.0)?.map(|v| v.value())])
 }
 
 /// Whether `id`, one of `pack`'s names (not a tombstone), is indexed at `pack`. Needs no names:
 /// an id with a whole-id row is indexed there; otherwise it is indexed where its prefix row
 /// points if that pack names it, which `pack` does.
 pub fn indexed_at(
-    index: &impl ReadableTable<Key, PackRef>,
+    index: &KeyRows<impl ReadableTable<Key, PackRef>>,
     full: &impl ReadableTable<&'static [u8; 32], u64>,
     id: &ChunkId,
     pack: u64,
 ) -> Result<bool> {
     Ok(match full.get(&id.0)? {
         Some(at) => at.value() == pack,
-        None => index
-            .get(key(id))?
-            .is_some_and(|at| pack_of(at.value()) == pack),
+        None => index.get(key(id))? == Some(pack),
     })
 }
 
 /// The pack the index names for `id`, if any.
 pub fn lookup(
-    index: &impl ReadableTable<Key, PackRef>,
+    index: &KeyRows<impl ReadableTable<Key, PackRef>>,
     full: &impl ReadableTable<&'static [u8; 32], u64>,
     names_table: &impl ReadableTable<(u64, u32), &'static [u8]>,
     names: &mut Names,
     id: &ChunkId,
 ) -> Result<Option<u64>> {
-    if let Some(pack) = index.get(key(id))?.map(|v| pack_of(v.value()))
+    if let Some(pack) = index.get(key(id))?
         && names.holds(names_table, pack, id)?
     {
         return Ok(Some(pack));
@@ -192,7 +236,7 @@ pub fn lookup(
 
 /// The index's tables and the names they derive from, open in one write transaction.
 pub struct Tables<'t> {
-    pub index: Table<'t, Key, PackRef>,
+    pub index: KeyRows<Table<'t, Key, PackRef>>,
     pub full: Table<'t, &'static [u8; 32], u64>,
     pub names_table: Table<'t, (u64, u32), &'static [u8]>,
     /// Names of dropped packs, which placed span bodies may still read (`spans.rs`).
@@ -203,7 +247,7 @@ pub struct Tables<'t> {
 impl<'t> Tables<'t> {
     pub fn open(txn: &'t redb::WriteTransaction) -> Result<Tables<'t>> {
         Ok(Tables {
-            index: txn.open_table(INDEX)?,
+            index: KeyRows::write(txn)?,
             full: txn.open_table(INDEX_FULL)?,
             names_table: txn.open_table(PACK_NAMES)?,
             retired: txn.open_table(pack_names::RETIRED_NAMES)?,
@@ -224,9 +268,9 @@ impl<'t> Tables<'t> {
     /// Indexes `id` at `pack` unless it is indexed already; returns the pack that holds it
     /// after the call. `pack` must name `id` (its names are written by the caller).
     ///
-    /// One walk of the index in the usual case (a new id, its prefix free): the row is
-    /// inserted first and put back in the rare case the prefix was taken. It took three
-    /// walks per new chunk before (`efficiency.md` §28).
+    /// A read of the main table and one walk of the recent one in the usual case (a new id,
+    /// its prefix free): the recent row is inserted first and put back in the rare case the
+    /// prefix was taken there (`efficiency.md` §28, §49).
     fn insert(&mut self, id: &ChunkId, pack: u64) -> Result<u64> {
         // An id whose prefix holder was unindexed stays in `full`: checked first (the table
         // is empty or tiny, so this costs little).
@@ -234,25 +278,30 @@ impl<'t> Tables<'t> {
             return Ok(at);
         }
         let key = key(id);
-        match pack_ref(pack) {
-            Some(small) => {
-                let taken = self.index.insert(key, small)?.map(|v| v.value());
+        let in_main = self.index.main.get(key)?.map(|v| pack_of(v.value()));
+        let holder = match (in_main, pack_ref(pack)) {
+            (Some(holder), _) => Some(holder),
+            (None, Some(small)) => {
+                let taken = self.index.recent.insert(key, small)?.map(|v| v.value());
                 if let Some(holder) = taken {
-                    self.index.insert(key, holder)?;
-                    if self.names.holds(&self.names_table, pack_of(holder), id)? {
-                        return Ok(pack_of(holder));
-                    }
-                    self.full.insert(&id.0, pack)?;
+                    self.index.recent.insert(key, holder)?;
                 }
+                taken.map(pack_of)
             }
-            None => {
-                if let Some(holder) = self.index.get(key)?.map(|v| pack_of(v.value()))
-                    && self.names.holds(&self.names_table, holder, id)?
-                {
-                    return Ok(holder);
-                }
+            (None, None) => self.index.recent.get(key)?.map(|v| pack_of(v.value())),
+        };
+        match holder {
+            Some(holder) if self.names.holds(&self.names_table, holder, id)? => {
+                return Ok(holder);
+            }
+            // The key is another id's, or the pack does not fit a key row.
+            Some(_) => {
                 self.full.insert(&id.0, pack)?;
             }
+            None if pack_ref(pack).is_none() => {
+                self.full.insert(&id.0, pack)?;
+            }
+            None => {}
         }
         self.names.note(pack, *id);
         Ok(pack)
@@ -265,12 +314,10 @@ impl<'t> Tables<'t> {
                 self.full.remove(&id.0)?;
             }
             let key = key(id);
-            if self
-                .index
-                .get(key)?
-                .is_some_and(|v| pack_of(v.value()) == pack)
-            {
-                self.index.remove(key)?;
+            for table in [&mut self.index.recent, &mut self.index.main] {
+                if table.get(key)?.is_some_and(|v| pack_of(v.value()) == pack) {
+                    table.remove(key)?;
+                }
             }
         }
         self.names.forget(pack);
@@ -340,7 +387,7 @@ pub fn convert_legacy(txn: &redb::WriteTransaction) -> Result<u64> {
     }
     let mut index = txn.open_table(INDEX)?;
     let mut full = txn.open_table(INDEX_FULL)?;
-    if !index.is_empty()? || !full.is_empty()? {
+    if !index.is_empty()? || !full.is_empty()? || !txn.open_table(RECENT)?.is_empty()? {
         return Err(crate::StoreError::Corrupt(
             "the catalog holds format-4 chunk rows beside format-5 index rows".into(),
         ));
@@ -373,7 +420,8 @@ pub fn convert_legacy(txn: &redb::WriteTransaction) -> Result<u64> {
 pub fn rebuild_from_names(txn: &redb::WriteTransaction) -> Result<u64> {
     txn.delete_table(LEGACY_INDEX)?;
     let mut tables = Tables::open(txn)?;
-    tables.index.retain(|_, _| false)?;
+    tables.index.main.retain(|_, _| false)?;
+    tables.index.recent.retain(|_, _| false)?;
     tables.full.retain(|_, _| false)?;
     let mut packs = Vec::new();
     for row in tables.names_table.iter()? {
@@ -399,16 +447,115 @@ pub fn rebuild_from_names(txn: &redb::WriteTransaction) -> Result<u64> {
             indexed += 1;
         }
     }
+    // Into an empty main table, a merge is an append in key order.
+    while merge_step(&mut tables.index, &mut [0; KEY_BYTES], u64::MAX)? > 0 {}
     Ok(indexed)
+}
+
+/// The recent table's size, against the main one's, from which [`merge_step`] moves rows:
+/// a sixteenth, so that a merge adds ~20 rows to each main leaf it rebuilds (12-byte rows,
+/// ~340 to a leaf), and at least `floor` rows ([`MERGE_FLOOR`] by default), so that a small
+/// index is not merged per batch.
+pub fn merge_due(index: &KeyRows<impl ReadableTable<Key, PackRef>>, floor: u64) -> Result<bool> {
+    let recent = index.recent.len()?;
+    Ok(recent >= floor.max(1) && recent.saturating_mul(16) >= index.main.len()?)
+}
+
+/// The fewest recent rows a merge waits for by default: 64 Ki (768 KiB of rows, in the
+/// catalog cache); 1 Ki in this crate's unit tests, so that a store test of a few MB merges.
+pub const MERGE_FLOOR: u64 = if cfg!(test) { 1 << 10 } else { 64 << 10 };
+
+/// Moves up to `most` recent rows into the main table, in key order from `cursor` (wrapping
+/// past the last key), and leaves `cursor` after the last moved. Returns how many moved. The
+/// caller runs it in the transaction that indexed a batch: a crash loses nothing (the rows
+/// move in one transaction), and a run of keys from one place rebuilds each main leaf in it
+/// once (`efficiency.md` §49).
+pub fn merge_step(
+    index: &mut KeyRows<Table<'_, Key, PackRef>>,
+    cursor: &mut Key,
+    most: u64,
+) -> Result<u64> {
+    let mut run: Vec<(Key, PackRef)> = Vec::new();
+    for row in index.recent.range(*cursor..)? {
+        if run.len() as u64 >= most {
+            break;
+        }
+        let (k, v) = row?;
+        run.push((k.value(), v.value()));
+    }
+    if (run.len() as u64) < most {
+        // Wrapped: the run goes on from the first key, up to where it began.
+        for row in index.recent.range(..*cursor)? {
+            if run.len() as u64 >= most {
+                break;
+            }
+            let (k, v) = row?;
+            run.push((k.value(), v.value()));
+        }
+    }
+    for (k, v) in &run {
+        if index.main.insert(*k, *v)?.is_some() {
+            return Err(crate::StoreError::Corrupt(format!(
+                "chunk index key {} is in both the main and the recent table",
+                hex_key(k)
+            )));
+        }
+        index.recent.remove(*k)?;
+    }
+    if let Some((last, _)) = run.last() {
+        *cursor = next_key(last);
+    }
+    Ok(run.len() as u64)
+}
+
+/// Merges recent rows into the main one while [`merge_due`] says so, a run of
+/// 1 Mi rows per durable transaction: after a replay or a restore, which index into it.
+pub fn merge_while_due(db: &redb::Database, floor: u64) -> Result<()> {
+    let mut cursor = [0; KEY_BYTES];
+    loop {
+        let mut txn = db.begin_write()?;
+        txn.set_durability(redb::Durability::Immediate)?;
+        let moved = {
+            let mut index = KeyRows::write(&txn)?;
+            if !merge_due(&index, floor)? {
+                0
+            } else {
+                merge_step(&mut index, &mut cursor, 1 << 20)?
+            }
+        };
+        if moved == 0 {
+            txn.abort()?;
+            return Ok(());
+        }
+        txn.commit()?;
+    }
+}
+
+/// The key after `key`, wrapping to the first after the last.
+fn next_key(key: &Key) -> Key {
+    let mut word = [0u8; 8];
+    word[8 - KEY_BYTES..].copy_from_slice(key);
+    let next = (u64::from_be_bytes(word) + 1) & ((1u64 << (8 * KEY_BYTES)) - 1);
+    let mut out = [0u8; KEY_BYTES];
+    out.copy_from_slice(&next.to_be_bytes()[8 - KEY_BYTES..]);
+    out
+}
+
+fn hex_key(key: &Key) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Every index row, as (id key or whole id, pack), in key order: compared across catalogs.
 pub fn rows(txn: &redb::ReadTransaction) -> Result<Vec<(Vec<u8>, u64)>> {
     let mut out = Vec::new();
-    for row in txn.open_table(INDEX)?.iter()? {
-        let (k, v) = row?;
-        out.push((k.value().to_vec(), pack_of(v.value())));
+    for table in [INDEX, RECENT] {
+        for row in txn.open_table(table)?.iter()? {
+            let (k, v) = row?;
+            out.push((k.value().to_vec(), pack_of(v.value())));
+        }
     }
+    // Where a row is (main or recent) depends on when merges ran, not on what is indexed.
+    out.sort_unstable();
     for row in txn.open_table(INDEX_FULL)?.iter()? {
         let (k, v) = row?;
         out.push((k.value().to_vec(), v.value()));
@@ -418,7 +565,7 @@ pub fn rows(txn: &redb::ReadTransaction) -> Result<Vec<(Vec<u8>, u64)>> {
 
 /// How many chunks the index names.
 pub fn len(txn: &redb::ReadTransaction) -> Result<u64> {
-    Ok(txn.open_table(INDEX)?.len()? + txn.open_table(INDEX_FULL)?.len()?)
+    Ok(KeyRows::read(txn)?.len()? + txn.open_table(INDEX_FULL)?.len()?)
 }
 
 #[cfg(test)]
@@ -459,6 +606,8 @@ mod tests {
     enum Step {
         Put(u64, Vec<ChunkId>),
         Delete(u64),
+        /// A merge of up to this many recent rows, from a cursor at this first key byte.
+        Merge(u8, u64),
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -469,7 +618,100 @@ mod tests {
             )
                 .prop_map(|(p, ids)| Step::Put(p, ids)),
             pack_strategy().prop_map(Step::Delete),
+            (0u8..6, 0u64..4).prop_map(|(at, most)| Step::Merge(at, most)),
         ]
+    }
+
+    fn key_of(n: u64) -> Key {
+        let mut key = [0u8; KEY_BYTES];
+        key.copy_from_slice(&n.to_be_bytes()[8 - KEY_BYTES..]);
+        key
+    }
+
+    /// A merge moves a run of recent rows in key order from the cursor, wraps past the last
+    /// key, leaves the cursor after the run, and refuses a key both tables hold.
+    #[test]
+    fn merges_move_runs_of_recent_rows_in_key_order_and_wrap() {
+        let (_dir, db) = db();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut index = KeyRows::write(&txn).unwrap();
+            for n in [1u64, 5, 9, 13, (1 << 48) - 1] {
+                index
+                    .recent
+                    .insert(key_of(n), pack_ref((n & 0xffff) + 100).unwrap())
+                    .unwrap();
+            }
+            index.main.insert(key_of(7), pack_ref(3).unwrap()).unwrap();
+            let mut cursor = key_of(6);
+            assert_eq!(merge_step(&mut index, &mut cursor, 2).unwrap(), 2);
+            assert_eq!(cursor, key_of(14));
+            let main: Vec<u64> = index
+                .main
+                .iter()
+                .unwrap()
+                .map(|r| {
+                    u64::from_be_bytes({
+                        let mut w = [0u8; 8];
+                        w[2..].copy_from_slice(&r.unwrap().0.value());
+                        w
+                    })
+                })
+                .collect();
+            assert_eq!(main, vec![7, 9, 13]);
+            // From 14: the last key, then around to 1 and 5; the cursor wraps past the end.
+            assert_eq!(merge_step(&mut index, &mut cursor, 10).unwrap(), 3);
+            assert_eq!(cursor, key_of(6));
+            assert!(index.recent.is_empty().unwrap());
+            assert_eq!(index.main.len().unwrap(), 6);
+            assert_eq!(index.get(key_of(5)).unwrap(), Some(105));
+            assert_eq!(merge_step(&mut index, &mut cursor, 10).unwrap(), 0);
+            // After the last possible key the cursor wraps to the first.
+            index.main.remove(key_of((1 << 48) - 1)).unwrap();
+            index
+                .recent
+                .insert(key_of((1 << 48) - 1), pack_ref(1).unwrap())
+                .unwrap();
+            let mut at_end = key_of((1 << 48) - 2);
+            assert_eq!(merge_step(&mut index, &mut at_end, 1).unwrap(), 1);
+            assert_eq!(at_end, key_of(0));
+            // A key in both tables is damage, not a row to overwrite.
+            index
+                .recent
+                .insert(key_of(9), pack_ref(4).unwrap())
+                .unwrap();
+            assert!(matches!(
+                merge_step(&mut index, &mut key_of(0), 10),
+                Err(crate::StoreError::Corrupt(_))
+            ));
+        }
+        txn.abort().unwrap();
+    }
+
+    /// Merges start when the recent table holds [`MERGE_FLOOR`] rows and a sixteenth of the
+    /// main one's.
+    #[test]
+    fn a_merge_is_due_from_a_sixteenth_of_the_main_table_and_a_floor() {
+        let (_dir, db) = db();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut index = KeyRows::write(&txn).unwrap();
+            let value = pack_ref(1).unwrap();
+            for n in 0..MERGE_FLOOR - 1 {
+                index.recent.insert(key_of(2 * n), value).unwrap();
+            }
+            assert!(!merge_due(&index, MERGE_FLOOR).unwrap());
+            index.recent.insert(key_of(1), value).unwrap();
+            assert!(merge_due(&index, MERGE_FLOOR).unwrap());
+            // A main table of more than 16 times the recent rows: not due.
+            for n in 0..=16 * MERGE_FLOOR {
+                index.main.insert(key_of((1 << 40) + n), value).unwrap();
+            }
+            assert!(!merge_due(&index, MERGE_FLOOR).unwrap());
+            index.main.remove(key_of(1 << 40)).unwrap();
+            assert!(merge_due(&index, MERGE_FLOOR).unwrap());
+        }
+        txn.abort().unwrap();
     }
 
     proptest! {
@@ -515,11 +757,22 @@ mod tests {
                             packs.remove(&p);
                             model.retain(|_, at| *at != p);
                         }
+                        Step::Merge(at, most) => {
+                            let recent = t.index.recent.len().unwrap();
+                            let mut cursor = [at, 0, 0, 0, 0, 0];
+                            let moved = merge_step(&mut t.index, &mut cursor, most).unwrap();
+                            prop_assert_eq!(moved, most.min(recent));
+                            prop_assert_eq!(t.index.recent.len().unwrap(), recent - moved);
+                        }
                     }
                 }
                 txn.commit().unwrap();
                 let txn = db.begin_read().unwrap();
-                let index = txn.open_table(INDEX).unwrap();
+                let index = KeyRows::read(&txn).unwrap();
+                // Invariant of the two tables: a key is in one of them.
+                for row in index.recent.iter().unwrap() {
+                    prop_assert!(index.main.get(row.unwrap().0.value()).unwrap().is_none());
+                }
                 let full = txn.open_table(INDEX_FULL).unwrap();
                 let names_table = txn.open_table(PACK_NAMES).unwrap();
                 let mut names = Names::new();

@@ -582,6 +582,7 @@ pub fn dump_into(
 pub fn clear(txn: &WriteTransaction) -> Result<()> {
     txn.open_table(LEGACY_CHUNKS)?.retain(|_, _| false)?;
     txn.open_table(chunk_index::INDEX)?.retain(|_, _| false)?;
+    txn.open_table(chunk_index::RECENT)?.retain(|_, _| false)?;
     txn.open_table(chunk_index::INDEX_FULL)?
         .retain(|_, _| false)?;
     txn.open_table(PACKS)?.retain(|_, _| false)?;

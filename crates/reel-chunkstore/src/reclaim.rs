@@ -18,7 +18,7 @@ use redb::ReadableTable;
 use reel_backend::PutMode;
 
 use crate::catalog::{EXTENTS, FOREIGN_PACKS, PACKS, PINS, PackRow, pack_key};
-use crate::chunk_index::{self, INDEX, INDEX_FULL};
+use crate::chunk_index::{self, INDEX_FULL};
 use crate::format::{ChunkId, ChunkLoc, Entry};
 use crate::journal::Op;
 use crate::pack_names::PACK_NAMES;
@@ -148,7 +148,7 @@ impl ChunkStore {
                 }
                 Ok(())
             })?;
-            let index = txn.open_table(INDEX)?;
+            let index = chunk_index::KeyRows::read(&txn)?;
             let full = txn.open_table(INDEX_FULL)?;
             let names_table = txn.open_table(PACK_NAMES)?;
             let mut names = chunk_index::Names::new();
@@ -222,7 +222,7 @@ impl ChunkStore {
                         .collect()
                 };
                 let txn = inner.db.begin_read()?;
-                let index = txn.open_table(INDEX)?;
+                let index = chunk_index::KeyRows::read(&txn)?;
                 let full = txn.open_table(INDEX_FULL)?;
                 let mut out = Vec::new();
                 for (id, loc) in &toc {

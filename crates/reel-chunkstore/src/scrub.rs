@@ -7,7 +7,7 @@ use redb::ReadableTable;
 
 use crate::Result;
 use crate::catalog::{EXTENTS, PACKS, PackRow};
-use crate::chunk_index::{self, INDEX, INDEX_FULL};
+use crate::chunk_index::{self, INDEX_FULL};
 use crate::format::{ChunkId, decode_blob, decode_pack, decode_pack_ids};
 use crate::store::ChunkStore;
 use crate::stream::StreamId;
@@ -170,7 +170,7 @@ impl ChunkStore {
         let mut indexed: HashSet<ChunkId> = HashSet::new();
         // The index is derived from the packs' names (`chunk_index.rs`): a named chunk the
         // index points at this pack is indexed; its copy there must be a verified one.
-        let index = txn.open_table(INDEX)?;
+        let index = chunk_index::KeyRows::read(&txn)?;
         let full = txn.open_table(INDEX_FULL)?;
         let mut named: Vec<(u64, Vec<u8>)> = Vec::new();
         crate::pack_names::for_each(&txn.open_table(crate::pack_names::PACK_NAMES)?, |p, n| {
@@ -266,7 +266,7 @@ impl ChunkStore {
 /// Index rows that point at packs the catalog does not have, and rows beyond the `explained`
 /// ones the packs' names account for (each indexed named chunk has exactly one row).
 fn index_problems(
-    index: &impl ReadableTable<chunk_index::Key, chunk_index::PackRef>,
+    index: &chunk_index::KeyRows<impl ReadableTable<chunk_index::Key, chunk_index::PackRef>>,
     full: &impl ReadableTable<&'static [u8; 32], u64>,
     packs: &[(u64, PackRow)],
     explained: usize,
@@ -284,16 +284,32 @@ fn index_problems(
             ));
         }
     };
-    for row in index.iter()? {
+    let hex =
+        |key: &chunk_index::Key| -> String { key.iter().map(|b| format!("{b:02x}")).collect() };
+    for row in index.main.iter()? {
         let (key, pack) = row?;
         let key = key.value();
-        check(chunk_index::pack_of(pack.value()), &|| {
-            key.iter().map(|b| format!("{b:02x}")).collect()
-        });
+        check(chunk_index::pack_of(pack.value()), &|| hex(&key));
+    }
+    let mut in_both = Vec::new();
+    for row in index.recent.iter()? {
+        let (key, pack) = row?;
+        let key = key.value();
+        check(chunk_index::pack_of(pack.value()), &|| hex(&key));
+        if index.main.get(key)?.is_some() {
+            in_both.push(key);
+        }
     }
     for row in full.iter()? {
         let (id, pack) = row?;
         check(pack.value(), &|| ChunkId(*id.value()).to_string());
+    }
+    // A key is in one of the two tables (`chunk_index::RECENT`): one in both is a row too many.
+    for key in in_both {
+        problems.push(format!(
+            "index key {} is in both the main and the recent table",
+            hex(&key)
+        ));
     }
     if rows > explained && problems.len() < rows - explained {
         problems.push(format!(
@@ -336,9 +352,8 @@ mod tests {
         // prefix row pointing at a real pack that does not name it.
         let real_pack = {
             let txn = store.inner.db.begin_read().unwrap();
-            let t = txn.open_table(INDEX).unwrap();
-            let (_, pack) = redb::ReadableTable::first(&t).unwrap().unwrap();
-            pack.value()
+            let (_, pack) = crate::chunk_index::rows(&txn).unwrap()[0].clone();
+            crate::chunk_index::pack_ref(pack).unwrap()
         };
         // Keys no real id has here (ids are BLAKE3 outputs; these are two fixed patterns).
         {

@@ -88,6 +88,7 @@ mod tests {
         let names: Vec<&str> = empty.tables.iter().map(|t| t.name.as_str()).collect();
         for table in [
             "chunk_index",
+            "chunk_index_recent",
             "packs",
             "pack_names",
             "extents",
@@ -103,15 +104,17 @@ mod tests {
         stream.sync().unwrap();
         let stats = store.stats().unwrap();
         let space = store.catalog_space().unwrap();
-        let chunks = space
-            .tables
-            .iter()
-            .find(|t| t.name == "chunk_index")
-            .unwrap();
+        // The key rows' two tables, main and recent (format 11).
+        let table = |name: &str| space.tables.iter().find(|t| t.name == name).unwrap();
+        let (main, recent) = (table("chunk_index"), table("chunk_index_recent"));
         // No two of a few thousand ids share their first 6 bytes: every row is a key row.
-        assert_eq!(chunks.rows, stats.chunks);
+        assert_eq!(main.rows + recent.rows, stats.chunks);
         // A 6-byte key and a 48-bit pack id per row (catalog format 10).
-        assert_eq!(chunks.stored_bytes, stats.chunks * 12, "{chunks:?}");
+        assert_eq!(
+            main.stored_bytes + recent.stored_bytes,
+            stats.chunks * 12,
+            "{main:?} {recent:?}"
+        );
         assert!(space.total_bytes() > empty.total_bytes());
         let sorted = space
             .tables

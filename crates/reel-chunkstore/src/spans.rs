@@ -455,7 +455,7 @@ impl WriteSpans<'_> {
 /// references to chunks named one after the other in one pack costs a few bytes, where the
 /// written body spells every 32-byte id (`efficiency.md` §27).
 pub struct Placer<'t, 'c> {
-    index: Table<'t, chunk_index::Key, chunk_index::PackRef>,
+    index: chunk_index::KeyRows<Table<'t, chunk_index::Key, chunk_index::PackRef>>,
     full: Table<'t, &'static [u8; 32], u64>,
     names: Table<'t, (u64, u32), &'static [u8]>,
     packs: &'c NameCache,
@@ -495,7 +495,7 @@ impl<'t, 'c> Placer<'t, 'c> {
     /// Opens the index and the names in `txn`, which must not have them open elsewhere.
     pub fn open(txn: &'t WriteTransaction, packs: &'c NameCache) -> Result<Placer<'t, 'c>> {
         Ok(Placer {
-            index: txn.open_table(chunk_index::INDEX)?,
+            index: chunk_index::KeyRows::write(txn)?,
             full: txn.open_table(chunk_index::INDEX_FULL)?,
             names: txn.open_table(PACK_NAMES)?,
             packs,

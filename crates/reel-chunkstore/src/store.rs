@@ -40,6 +40,9 @@ pub struct StoreConfig {
     /// a random page: once the index outgrows this cache, unique-data ingest slows by a third
     /// (docs/design/efficiency.md §4).
     pub catalog_cache_bytes: usize,
+    /// Rows the chunk index's recent table holds before runs of it merge into the main table
+    /// (`chunk_index::merge_due`; also at least a sixteenth of the main table's rows).
+    pub index_merge_floor: u64,
     /// Sealed packs queued for upload before writers wait.
     pub upload_queue: usize,
     /// Threads storing packs: a put ends with an fsync, so several overlap the waits.
@@ -105,6 +108,7 @@ impl Default for StoreConfig {
             zstd_level: 1,
             cache_chunks: 1 << 20,
             catalog_cache_bytes: 512 << 20,
+            index_merge_floor: crate::chunk_index::MERGE_FLOOR,
             upload_queue: 4,
             upload_threads: 3,
             journal: false,
@@ -315,6 +319,9 @@ pub(crate) struct Inner {
     /// Rows in the chunk index as of the opening or the last batch indexed: sizes the next
     /// batch (`index_batch_chunks`). A hint: reclaim and imports change the index without it.
     index_rows: AtomicU64,
+    /// Where the next merge of recent index rows into the main table starts
+    /// (`chunk_index::merge_step`); only the indexer moves it.
+    merge_cursor: Mutex<crate::chunk_index::Key>,
     upload_tx: Mutex<Option<crossbeam_channel::Sender<SealedPack>>>,
     uploaders: Mutex<Vec<JoinHandle<()>>>,
     builders: Mutex<Vec<Weak<Mutex<PackBuilder>>>>,
@@ -551,6 +558,9 @@ impl ChunkStore {
                 txn.abort()?;
             }
         }
+        // A replay indexes into the recent table: one that outgrew its share is merged now,
+        // before it makes every new chunk's insert as dear as the main table's.
+        crate::chunk_index::merge_while_due(&db, config.index_merge_floor)?;
 
         // Bodies replayed, imported or upgraded from an older format are stored placed, and
         // retired names no placed body reads are dropped (a replay retires every pack it drops).
@@ -659,6 +669,7 @@ impl ChunkStore {
             index_waiters: AtomicUsize::new(0),
             index_commits: AtomicU64::new(0),
             index_rows: AtomicU64::new(chunk_count),
+            merge_cursor: Mutex::new([0; crate::chunk_index::KEY_BYTES]),
             upload_tx: Mutex::new(Some(tx)),
             uploaders: Mutex::new(Vec::new()),
             builders: Mutex::new(Vec::new()),
@@ -1236,7 +1247,8 @@ fn init_catalog(db: &Database) -> Result<()> {
             // converted from the legacy chunk rows once the journal is replayed (`open`);
             // version 6's name parts are moved from the whole rows just below; version 8's
             // placed bodies are made from the written ones once the journal is replayed;
-            // version 10's index is rebuilt from the names just below.
+            // version 10's index is rebuilt from the names just below; version 11's recent index
+            // table is created empty below.
             Some(v) if v == catalog::CATALOG_VERSION => {}
             _ => {
                 meta.insert(catalog::META_FORMAT, catalog::CATALOG_VERSION)?;
@@ -1254,6 +1266,7 @@ fn init_catalog(db: &Database) -> Result<()> {
         txn.open_table(catalog::LEGACY_CHUNKS)?;
         txn.open_table(crate::chunk_index::INDEX)?;
         txn.open_table(crate::chunk_index::INDEX_FULL)?;
+        txn.open_table(crate::chunk_index::RECENT)?;
         txn.open_table(PACKS)?;
         txn.open_table(catalog::LEGACY_PACK_IDS)?;
         txn.open_table(crate::pack_names::PACK_NAMES)?;
@@ -1813,7 +1826,7 @@ impl Inner {
         let candidates = {
             let txn = self.db.begin_read()?;
             crate::chunk_index::candidates(
-                &txn.open_table(crate::chunk_index::INDEX)?,
+                &crate::chunk_index::KeyRows::read(&txn)?,
                 &txn.open_table(crate::chunk_index::INDEX_FULL)?,
                 id,
             )?
@@ -1837,7 +1850,7 @@ impl Inner {
         txn: &redb::ReadTransaction,
         ids: &[ChunkId],
     ) -> Result<Vec<Located>> {
-        let index = txn.open_table(crate::chunk_index::INDEX)?;
+        let index = crate::chunk_index::KeyRows::read(txn)?;
         let full = txn.open_table(crate::chunk_index::INDEX_FULL)?;
         // Chunks whose packs the locality cache holds need no table of contents read.
         let mut out: Vec<Located> = {
@@ -2163,6 +2176,16 @@ impl Inner {
                             journal::Op::PutPackIds(pack.id, format::encode_pack_ids(&names)),
                         ]);
                     }
+                }
+                // Rows indexed above went to the recent table; a run of twice as many moves to
+                // the main one when it is due, so the recent table stays a small share of it.
+                if crate::chunk_index::merge_due(&index.index, self.config.index_merge_floor)? {
+                    let chunks: usize = packs.iter().map(|p| p.pack.ids.len()).sum();
+                    crate::chunk_index::merge_step(
+                        &mut index.index,
+                        &mut self.merge_cursor.lock(),
+                        2 * chunks.max(1) as u64,
+                    )?;
                 }
                 let rows = index.index.len()? + index.full.len()?;
                 self.index_rows.store(rows, Ordering::Relaxed);
@@ -3312,6 +3335,54 @@ mod index_batch_tests {
         assert_reads_back(&store, &records);
     }
 
+    /// New chunks are indexed in the recent table, and runs of it merge into the main one
+    /// once it holds a sixteenth of the main one's rows (`chunk_index::merge_step`; a floor
+    /// of 1 Ki rows in tests): every chunk is indexed once, in one of the two, and the store
+    /// reads back, scrubs clean and reopens so.
+    #[test]
+    fn new_chunks_are_indexed_recent_first_and_merged_into_the_main_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = Arc::new(MemoryBackend::new());
+        let store = ChunkStore::open(dir.path(), backend.clone(), config()).unwrap();
+        let stream = store.open_stream(StreamId(1)).unwrap();
+        let records = records(40, 150_000);
+        let mut merged_at = Vec::new();
+        for r in &records {
+            stream.append_record(r).unwrap();
+            stream.sync().unwrap();
+            let txn = store.inner.db.begin_read().unwrap();
+            let index = crate::chunk_index::KeyRows::read(&txn).unwrap();
+            let (main, recent) = (index.main.len().unwrap(), index.recent.len().unwrap());
+            assert_eq!(main + recent, store.stats().unwrap().chunks);
+            merged_at.push(main);
+        }
+        drop(stream);
+        let chunks = store.stats().unwrap().chunks;
+        assert!(chunks > 2500, "{chunks} chunks");
+        // Nothing merged below the floor; then the main table grew, by runs.
+        assert_eq!(merged_at[0], 0);
+        let last = *merged_at.last().unwrap();
+        assert!(
+            last > chunks / 2,
+            "{last} of {chunks} rows merged: {merged_at:?}"
+        );
+        assert!(
+            merged_at.windows(2).filter(|w| w[1] > w[0]).count() > 2,
+            "{merged_at:?}"
+        );
+        assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
+        assert_reads_back(&store, &records);
+        let rows = crate::chunk_index::rows(&store.inner.db.begin_read().unwrap()).unwrap();
+        drop(store);
+        let store = ChunkStore::open(dir.path(), backend, config()).unwrap();
+        assert_eq!(store.stats().unwrap().chunks, chunks);
+        assert_eq!(
+            crate::chunk_index::rows(&store.inner.db.begin_read().unwrap()).unwrap(),
+            rows
+        );
+        assert_reads_back(&store, &records);
+    }
+
     /// A flush names chunks of packs still queued for indexing; dropping the store then (no
     /// sync) makes them durable with the packs indexed: everything flushed reads back.
     #[test]
@@ -3405,7 +3476,7 @@ mod format_4_upgrade_tests {
         let mut legacy_rows = Vec::new();
         {
             let txn = store.inner.db.begin_read().unwrap();
-            let index = txn.open_table(crate::chunk_index::INDEX).unwrap();
+            let index = crate::chunk_index::KeyRows::read(&txn).unwrap();
             let full = txn.open_table(crate::chunk_index::INDEX_FULL).unwrap();
             assert!(full.is_empty().unwrap());
             crate::pack_names::for_each(
@@ -3430,6 +3501,7 @@ mod format_4_upgrade_tests {
             let db = Database::create(dir.path().join("catalog.redb")).unwrap();
             let txn = db.begin_write().unwrap();
             txn.delete_table(crate::chunk_index::INDEX).unwrap();
+            txn.delete_table(crate::chunk_index::RECENT).unwrap();
             {
                 let mut old = txn.open_table(crate::chunk_index::LEGACY_INDEX).unwrap();
                 for (prefix, pack) in &legacy_rows {
@@ -3457,8 +3529,10 @@ mod format_4_upgrade_tests {
                 .value(),
             catalog::CATALOG_VERSION
         );
-        let index = txn.open_table(crate::chunk_index::INDEX).unwrap();
-        assert_eq!(index.len().unwrap(), legacy_rows.len() as u64);
+        // The rebuild merged every row into the main table.
+        let index = crate::chunk_index::KeyRows::read(&txn).unwrap();
+        assert_eq!(index.main.len().unwrap(), legacy_rows.len() as u64);
+        assert!(index.recent.is_empty().unwrap());
         drop((index, txn));
 
         // Packs of this opening are numbered past 2^32 and still indexed by 6-byte keys.
@@ -3476,7 +3550,7 @@ mod format_4_upgrade_tests {
         assert!(packs.iter().any(|p| *p > u64::from(u32::MAX)), "{packs:?}");
         let full = txn.open_table(crate::chunk_index::INDEX_FULL).unwrap();
         assert!(full.is_empty().unwrap());
-        let index = txn.open_table(crate::chunk_index::INDEX).unwrap();
+        let index = crate::chunk_index::KeyRows::read(&txn).unwrap();
         assert!(index.len().unwrap() > legacy_rows.len() as u64);
     }
 
@@ -3513,6 +3587,10 @@ mod format_4_upgrade_tests {
                     legacy.insert(id, loc.as_slice()).unwrap();
                 }
                 txn.open_table(crate::chunk_index::INDEX)
+                    .unwrap()
+                    .retain(|_, _| false)
+                    .unwrap();
+                txn.open_table(crate::chunk_index::RECENT)
                     .unwrap()
                     .retain(|_, _| false)
                     .unwrap();

@@ -919,6 +919,8 @@ pub fn config_for(seed: u64) -> StoreConfig {
         // Checkpoints never, every few journal objects, or after every one (`checkpoint.rs`).
         checkpoint_min_bytes: [u64::MAX, 1 << 20, 1][(splitmix(seed ^ 0xc4e) % 3) as usize],
         checkpoint_part_bytes: 64 << 10,
+        // Index merges every few packs, now and then, or (the default) rarely at this size.
+        index_merge_floor: [64, 1024, 64 << 10][(splitmix(seed ^ 0x3e6) % 3) as usize],
         ..StoreConfig::default()
     }
 }
