@@ -242,17 +242,28 @@ pub struct Tables<'t> {
     /// Names of dropped packs, which placed span bodies may still read (`spans.rs`).
     pub retired: Table<'t, (u64, u32), &'static [u8]>,
     pub names: Names,
+    /// New keys go to the recent table: the main one held [`recent_from`] rows at the open.
+    into_recent: bool,
 }
 
 impl<'t> Tables<'t> {
     pub fn open(txn: &'t redb::WriteTransaction) -> Result<Tables<'t>> {
-        Ok(Tables {
+        let mut tables = Tables {
             index: KeyRows::write(txn)?,
             full: txn.open_table(INDEX_FULL)?,
             names_table: txn.open_table(PACK_NAMES)?,
             retired: txn.open_table(pack_names::RETIRED_NAMES)?,
             names: Names::new(),
-        })
+            into_recent: false,
+        };
+        tables.index_into_recent_from(recent_from(MERGE_FLOOR))?;
+        Ok(tables)
+    }
+
+    /// New keys go to the recent table if the main one holds at least `rows` rows.
+    pub fn index_into_recent_from(&mut self, rows: u64) -> Result<()> {
+        self.into_recent = self.index.main.len()? >= rows;
+        Ok(())
     }
 
     pub fn lookup(&mut self, id: &ChunkId) -> Result<Option<u64>> {
@@ -268,9 +279,10 @@ impl<'t> Tables<'t> {
     /// Indexes `id` at `pack` unless it is indexed already; returns the pack that holds it
     /// after the call. `pack` must name `id` (its names are written by the caller).
     ///
-    /// A read of the main table and one walk of the recent one in the usual case (a new id,
-    /// its prefix free): the recent row is inserted first and put back in the rare case the
-    /// prefix was taken there (`efficiency.md` §28, §49).
+    /// A read of one table and one walk of the other in the usual case (a new id, its prefix
+    /// free): of the main table and into the recent one once the main one is large, of the
+    /// (then small or empty) recent one and into the main one before. The row is inserted
+    /// first and put back in the rare case the prefix was taken (`efficiency.md` §28, §49).
     fn insert(&mut self, id: &ChunkId, pack: u64) -> Result<u64> {
         // An id whose prefix holder was unindexed stays in `full`: checked first (the table
         // is empty or tiny, so this costs little).
@@ -278,17 +290,23 @@ impl<'t> Tables<'t> {
             return Ok(at);
         }
         let key = key(id);
-        let in_main = self.index.main.get(key)?.map(|v| pack_of(v.value()));
-        let holder = match (in_main, pack_ref(pack)) {
+        let KeyRows { main, recent } = &mut self.index;
+        let (other, target) = if self.into_recent {
+            (main, recent)
+        } else {
+            (recent, main)
+        };
+        let elsewhere = other.get(key)?.map(|v| pack_of(v.value()));
+        let holder = match (elsewhere, pack_ref(pack)) {
             (Some(holder), _) => Some(holder),
             (None, Some(small)) => {
-                let taken = self.index.recent.insert(key, small)?.map(|v| v.value());
+                let taken = target.insert(key, small)?.map(|v| v.value());
                 if let Some(holder) = taken {
-                    self.index.recent.insert(key, holder)?;
+                    target.insert(key, holder)?;
                 }
                 taken.map(pack_of)
             }
-            (None, None) => self.index.recent.get(key)?.map(|v| pack_of(v.value())),
+            (None, None) => target.get(key)?.map(|v| pack_of(v.value())),
         };
         match holder {
             Some(holder) if self.names.holds(&self.names_table, holder, id)? => {
@@ -461,9 +479,16 @@ pub fn merge_due(index: &KeyRows<impl ReadableTable<Key, PackRef>>, floor: u64) 
     Ok(recent >= floor.max(1) && recent.saturating_mul(16) >= index.main.len()?)
 }
 
+/// The main table's rows from which new keys go to the recent table, for a merge floor: 64
+/// floors (4 Mi rows, ~11 GiB of unique data, by default). Below, the main table is small
+/// enough that inserting into it costs less than a recent row and its merge (§49).
+pub fn recent_from(merge_floor: u64) -> u64 {
+    merge_floor.saturating_mul(64)
+}
+
 /// The fewest recent rows a merge waits for by default: 64 Ki (768 KiB of rows, in the
-/// catalog cache); 1 Ki in this crate's unit tests, so that a store test of a few MB merges.
-pub const MERGE_FLOOR: u64 = if cfg!(test) { 1 << 10 } else { 64 << 10 };
+/// catalog cache); 16 in this crate's unit tests, so that a store test of a few MB merges.
+pub const MERGE_FLOOR: u64 = if cfg!(test) { 16 } else { 64 << 10 };
 
 /// Moves up to `most` recent rows into the main table, in key order from `cursor` (wrapping
 /// past the last key), and leaves `cursor` after the last moved. Returns how many moved. The
@@ -604,7 +629,8 @@ mod tests {
 
     #[derive(Clone, Debug)]
     enum Step {
-        Put(u64, Vec<ChunkId>),
+        /// Names for a pack, indexed into the recent table if the flag is set.
+        Put(u64, Vec<ChunkId>, bool),
         Delete(u64),
         /// A merge of up to this many recent rows, from a cursor at this first key byte.
         Merge(u8, u64),
@@ -614,9 +640,10 @@ mod tests {
         prop_oneof![
             (
                 pack_strategy(),
-                proptest::collection::vec(id_strategy(), 0..8)
+                proptest::collection::vec(id_strategy(), 0..8),
+                any::<bool>()
             )
-                .prop_map(|(p, ids)| Step::Put(p, ids)),
+                .prop_map(|(p, ids, recent)| Step::Put(p, ids, recent)),
             pack_strategy().prop_map(Step::Delete),
             (0u8..6, 0u64..4).prop_map(|(at, most)| Step::Merge(at, most)),
         ]
@@ -728,7 +755,9 @@ mod tests {
                 {
                     let mut t = Tables::open(&txn).unwrap();
                     match s {
-                        Step::Put(p, ids) => {
+                        Step::Put(p, ids, into_recent) => {
+                            t.index_into_recent_from(if into_recent { 0 } else { u64::MAX })
+                                .unwrap();
                             if let Some(old) = packs.remove(&p) {
                                 model.retain(|_, at| *at != p);
                                 drop(old);

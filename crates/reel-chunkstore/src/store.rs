@@ -41,7 +41,8 @@ pub struct StoreConfig {
     /// (docs/design/efficiency.md §4).
     pub catalog_cache_bytes: usize,
     /// Rows the chunk index's recent table holds before runs of it merge into the main table
-    /// (`chunk_index::merge_due`; also at least a sixteenth of the main table's rows).
+    /// (`chunk_index::merge_due`; also at least a sixteenth of the main table's rows). New
+    /// chunks are indexed in the recent table once the main one holds 64 times this.
     pub index_merge_floor: u64,
     /// Sealed packs queued for upload before writers wait.
     pub upload_queue: usize,
@@ -2157,6 +2158,9 @@ impl Inner {
             {
                 let mut rows = txn.open_table(PACKS)?;
                 let mut index = crate::chunk_index::Tables::open(&txn)?;
+                index.index_into_recent_from(crate::chunk_index::recent_from(
+                    self.config.index_merge_floor,
+                ))?;
                 for (StoredPack { pack, size }, dups) in packs.iter().zip(&mut duplicates) {
                     let row = PackRow {
                         size: *size,
@@ -3335,10 +3339,11 @@ mod index_batch_tests {
         assert_reads_back(&store, &records);
     }
 
-    /// New chunks are indexed in the recent table, and runs of it merge into the main one
-    /// once it holds a sixteenth of the main one's rows (`chunk_index::merge_step`; a floor
-    /// of 1 Ki rows in tests): every chunk is indexed once, in one of the two, and the store
-    /// reads back, scrubs clean and reopens so.
+    /// New chunks are indexed in the main table while it is small, then in the recent one,
+    /// whose runs merge into the main one once it holds a sixteenth of the main one's rows
+    /// (`chunk_index::merge_step`; in unit tests a floor of 16 rows, the recent table from
+    /// 1 Ki main rows): every chunk is indexed once, in one of the two, and the store reads
+    /// back, scrubs clean and reopens so.
     #[test]
     fn new_chunks_are_indexed_recent_first_and_merged_into_the_main_table() {
         let dir = tempfile::tempdir().unwrap();
@@ -3346,7 +3351,7 @@ mod index_batch_tests {
         let store = ChunkStore::open(dir.path(), backend.clone(), config()).unwrap();
         let stream = store.open_stream(StreamId(1)).unwrap();
         let records = records(40, 150_000);
-        let mut merged_at = Vec::new();
+        let mut sizes = Vec::new();
         for r in &records {
             stream.append_record(r).unwrap();
             stream.sync().unwrap();
@@ -3354,22 +3359,27 @@ mod index_batch_tests {
             let index = crate::chunk_index::KeyRows::read(&txn).unwrap();
             let (main, recent) = (index.main.len().unwrap(), index.recent.len().unwrap());
             assert_eq!(main + recent, store.stats().unwrap().chunks);
-            merged_at.push(main);
+            sizes.push((main, recent));
         }
         drop(stream);
         let chunks = store.stats().unwrap().chunks;
         assert!(chunks > 2500, "{chunks} chunks");
-        // Nothing merged below the floor; then the main table grew, by runs.
-        assert_eq!(merged_at[0], 0);
-        let last = *merged_at.last().unwrap();
+        // A small main table takes new rows itself; past 1 Ki rows the recent one does, and
+        // the main one grows by merges (a sync that grew it while recent rows were waiting).
+        let limit = crate::chunk_index::recent_from(crate::chunk_index::MERGE_FLOOR);
+        assert_eq!(sizes[0].1, 0, "{sizes:?}");
         assert!(
-            last > chunks / 2,
-            "{last} of {chunks} rows merged: {merged_at:?}"
+            sizes
+                .iter()
+                .all(|(main, recent)| *recent == 0 || *main >= limit)
         );
-        assert!(
-            merged_at.windows(2).filter(|w| w[1] > w[0]).count() > 2,
-            "{merged_at:?}"
-        );
+        let merges = sizes
+            .windows(2)
+            .filter(|w| w[0].1 > 0 && w[1].0 > w[0].0)
+            .count();
+        assert!(merges > 2, "{sizes:?}");
+        let (main, recent) = *sizes.last().unwrap();
+        assert!(main > limit && recent > 0 && recent * 8 < main, "{sizes:?}");
         assert!(store.scrub(&mut |_, _| {}).unwrap().is_clean());
         assert_reads_back(&store, &records);
         let rows = crate::chunk_index::rows(&store.inner.db.begin_read().unwrap()).unwrap();
