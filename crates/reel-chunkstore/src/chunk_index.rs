@@ -17,12 +17,12 @@
 //! new chunk in 2^48 / n: about one in 600,000 at 1 TB of 2 KiB chunks), or whose pack is
 //! numbered past 2^48 (see [`PackRef`]), is kept whole in [`INDEX_FULL`].
 //!
-//! The key rows live in two tables (format 11): a new chunk's row goes to the small
-//! [`RECENT`] table, and [`merge_step`] moves recent rows into the main one ([`INDEX`]) in key
-//! order, a run at a time. Inserting into a table of tens of millions of rows at random
+//! The key rows live in two tables (format 11): once the main one ([`INDEX`]) is large
+//! ([`recent_from`]), a new chunk's row goes to the small [`RECENT`] table, and [`merge_step`]
+//! moves recent rows into the main one in key order, a run at a time. Inserting into a table of tens of millions of rows at random
 //! rebuilds one 4 KiB leaf per new row (a batch adds ~1.2 rows to each leaf it touches); a
 //! merge adds ~20 to each (`efficiency.md` §49). A key is in at most one of the two tables:
-//! an insert asks the main table before it writes the recent one, and only merges move rows.
+//! an insert reads the other table before it writes one, and only merges move rows.
 
 use std::collections::HashMap;
 
