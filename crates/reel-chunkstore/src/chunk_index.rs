@@ -66,10 +66,11 @@ pub fn pack_of(value: PackRef) -> u64 {
 }
 
 /// A chunk id's first 6 bytes → the pack holding that chunk, in 48 bits (format 10): the main
-/// table, written by merges ([`merge_step`]), upgrades and rebuilds.
+/// table, written by new chunks' inserts while it is small ([`recent_from`]), by merges
+/// ([`merge_step`]), upgrades and rebuilds.
 pub const INDEX: TableDefinition<Key, PackRef> = TableDefinition::new("chunk_index");
 /// Rows of the same shape not merged into [`INDEX`] yet (format 11): where new chunks are
-/// indexed. Never holds a key [`INDEX`] holds.
+/// indexed once the main table is large. Never holds a key [`INDEX`] holds.
 pub const RECENT: TableDefinition<Key, PackRef> = TableDefinition::new("chunk_index_recent");
 /// Whole chunk id → pack, for an id whose key another indexed id holds in [`INDEX`], or whose
 /// pack's number does not fit 48 bits.
