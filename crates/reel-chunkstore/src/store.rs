@@ -559,7 +559,7 @@ impl ChunkStore {
                 txn.abort()?;
             }
         }
-        // A replay indexes into the recent table: one that outgrew its share is merged now,
+        // A replay may index into the recent table: one that outgrew its share is merged now,
         // before it makes every new chunk's insert as dear as the main table's.
         crate::chunk_index::merge_while_due(&db, config.index_merge_floor)?;
 
@@ -2181,8 +2181,9 @@ impl Inner {
                         ]);
                     }
                 }
-                // Rows indexed above went to the recent table; a run of twice as many moves to
-                // the main one when it is due, so the recent table stays a small share of it.
+                // Once the main table is large, rows indexed above went to the recent one; a
+                // run of twice as many moves to the main one when it is due, so the recent
+                // table stays a small share of it.
                 if crate::chunk_index::merge_due(&index.index, self.config.index_merge_floor)? {
                     let chunks: usize = packs.iter().map(|p| p.pack.ids.len()).sum();
                     crate::chunk_index::merge_step(
@@ -3345,7 +3346,7 @@ mod index_batch_tests {
     /// 1 Ki main rows): every chunk is indexed once, in one of the two, and the store reads
     /// back, scrubs clean and reopens so.
     #[test]
-    fn new_chunks_are_indexed_recent_first_and_merged_into_the_main_table() {
+    fn new_chunks_go_to_the_recent_table_once_the_main_one_is_large_and_merge_back() {
         let dir = tempfile::tempdir().unwrap();
         let backend = Arc::new(MemoryBackend::new());
         let store = ChunkStore::open(dir.path(), backend.clone(), config()).unwrap();
