@@ -6,7 +6,7 @@
 //! Backup streams repeat whole records (the same file block written again), so the pool also
 //! remembers recent records ([`RecentCuts`]): a record of up to 384 KiB by its BLAKE3 with its
 //! chunks' ids, so a repeat costs one hash of the record instead of a scan and a hash of each
-//! chunk. Longer records, and records that do not repeat whole but in pieces (a 1 MiB record
+//! chunk (all records while some repeat, a sample while none do). Longer records, and records that do not repeat whole but in pieces (a 1 MiB record
 //! of blocks seen before in another order), are cut where recently scanned chunks ended, found
 //! by the bytes they start with ([`ChunkCuts`]), and hashed; a remembered cut counts only if the
 //! chunk it gives has the id remembered with it. Ids come from the bytes themselves: hashed
@@ -15,6 +15,8 @@
 //! id or other cut points.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 
 use parking_lot::Mutex;
 
@@ -100,10 +102,88 @@ impl HashPool {
 /// [`RecentCuts::MAX_NAMED_CHUNKS`] chunks of 36 bytes, 47 MB at worst, ~34 MB for 256 KiB
 /// records, ~8 MB for 64 KiB ones. A repeat costs one BLAKE3 of the record at the hash's full
 /// SIMD width (~0.2 CPU-s/GB on a 2.1 GHz Xeon) instead of a BLAKE3 of each 2 KiB chunk (~0.45).
-/// Every other record is cut where remembered chunks ended ([`ChunkCuts`]) and hashed.
+/// Every other record is cut where remembered chunks ended ([`ChunkCuts`]) and hashed. While
+/// few records repeat whole, only a sample of them is named ([`Naming`]).
 pub struct RecentCuts {
     named: Box<[Mutex<Option<NamedRecord>>]>,
+    naming: Naming,
     chunks: ChunkCuts,
+}
+
+/// Which records are named by their BLAKE3. Naming costs one BLAKE3 of the record (~0.3
+/// CPU-s/GB) and pays only when the record comes again whole while its slot holds it; in a
+/// stream of unique records that hash is a sixth of the pool's work for nothing. So the pool
+/// counts, over each [`Naming::EPOCH`] records it names, how many it found: while one in 16 is
+/// found it names every record; after two epochs that find fewer, one in [`Naming::SAMPLE`].
+/// The sample is chosen by a fingerprint of the record's bytes, so a record and its repeats
+/// are chosen alike and the sampled records go on measuring how often records repeat. Only
+/// CPU depends on this: a record not named is cut and hashed as any other, to the same chunks
+/// (`docs/design/efficiency.md` §50).
+struct Naming {
+    named: AtomicU32,
+    found: AtomicU32,
+    poor_epochs: AtomicU32,
+    sampling: AtomicBool,
+    /// Records named by their BLAKE3 (tests check the sampling).
+    #[cfg(test)]
+    hashed: std::sync::atomic::AtomicU64,
+}
+
+impl Naming {
+    const EPOCH: u32 = 64;
+    const SAMPLE: u64 = 16;
+    /// Records are all named while at least one in this many named is found ...
+    const FOUND_SHARE: u32 = 16;
+    /// ... or until this many epochs in a row find fewer: the first records of a fresh stretch
+    /// of data repeat little even where the stretch repeats much (the tapewrite workload at
+    /// 64 KiB records finds ~5 % of its first 64 records in a window, ~15 % of the next).
+    const POOR_EPOCHS: u32 = 2;
+
+    fn new() -> Naming {
+        Naming {
+            named: AtomicU32::new(0),
+            found: AtomicU32::new(0),
+            poor_epochs: AtomicU32::new(0),
+            sampling: AtomicBool::new(false),
+            #[cfg(test)]
+            hashed: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Whether `record` (at least 64 bytes long) is to be named.
+    fn chooses(&self, record: &[u8]) -> bool {
+        if !self.sampling.load(Relaxed) {
+            return true;
+        }
+        // The first, middle and last 32 bytes: records that begin alike (headers, padding)
+        // are still told apart.
+        let n = record.len();
+        let mut probe = [0u8; 96];
+        probe[..32].copy_from_slice(&record[..32]);
+        probe[32..64].copy_from_slice(&record[n / 2 - 16..n / 2 + 16]);
+        probe[64..].copy_from_slice(&record[n - 32..]);
+        xxhash_rust::xxh3::xxh3_64_with_seed(&probe, 0x6e61_6d65).is_multiple_of(Self::SAMPLE)
+    }
+
+    /// Counts a named record, found in the table or not, and ends the epoch when it is full.
+    /// Counts of two threads that end an epoch together may blur that epoch: a matter of CPU.
+    fn count(&self, found: bool) {
+        #[cfg(test)]
+        self.hashed.fetch_add(1, Relaxed);
+        if found {
+            self.found.fetch_add(1, Relaxed);
+        }
+        if self.named.fetch_add(1, Relaxed) + 1 >= Self::EPOCH {
+            self.named.store(0, Relaxed);
+            let found = self.found.swap(0, Relaxed);
+            if found * Self::FOUND_SHARE >= Self::EPOCH {
+                self.poor_epochs.store(0, Relaxed);
+                self.sampling.store(false, Relaxed);
+            } else if self.poor_epochs.fetch_add(1, Relaxed) + 1 >= Self::POOR_EPOCHS {
+                self.sampling.store(true, Relaxed);
+            }
+        }
+    }
 }
 
 struct NamedRecord {
@@ -129,6 +209,7 @@ impl RecentCuts {
     pub fn new() -> RecentCuts {
         RecentCuts {
             named: (0..Self::SLOTS).map(|_| Mutex::new(None)).collect(),
+            naming: Naming::new(),
             chunks: ChunkCuts::new(),
         }
     }
@@ -137,7 +218,7 @@ impl RecentCuts {
     /// recently or too long to be remembered with their ids, and scanning only chunks not seen
     /// recently.
     pub fn chunk_and_hash(&self, params: ChunkerParams, data: &[u8]) -> Vec<(ChunkId, u32)> {
-        if data.len() > Self::MAX_NAMED_RECORD {
+        if data.len() > Self::MAX_NAMED_RECORD || data.len() < 64 || !self.naming.chooses(data) {
             return self.chunks.cut_and_hash(params, data);
         }
         let record = *blake3::hash(data).as_bytes();
@@ -145,8 +226,10 @@ impl RecentCuts {
         if let Some(known) = slot.lock().as_ref()
             && known.record == record
         {
+            self.naming.count(true);
             return known.chunks.to_vec();
         }
+        self.naming.count(false);
         let chunks = self.chunks.cut_and_hash(params, data);
         if chunks.len() <= Self::MAX_NAMED_CHUNKS {
             *slot.lock() = Some(NamedRecord {
@@ -383,7 +466,7 @@ impl ChunkCuts {
                     .filter(|c| !matches!(c, Cut::Named { .. }))
                     .map(|c| u64::from(c.len()))
                     .sum(),
-                std::sync::atomic::Ordering::Relaxed,
+                Relaxed,
             );
             let mismatch = cuts.iter().zip(&hashed).position(|(cut, (id, _))| {
                 matches!(cut, Cut::Remembered { id: want, .. } if *want != id_prefix(id))
@@ -396,8 +479,7 @@ impl ChunkCuts {
             scan_owed = lengths[good..].iter().map(|&n| n as usize).sum();
             #[cfg(test)]
             if mismatch.is_some() {
-                self.recuts
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.recuts.fetch_add(1, Relaxed);
             }
         }
         chunks
@@ -477,8 +559,7 @@ impl ChunkCuts {
         };
         if *blake3::hash(&data[..len]).as_bytes() == hash {
             #[cfg(test)]
-            self.run_hits
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.run_hits.fetch_add(1, Relaxed);
             return Some(chunks);
         }
         let mut run = slot.lock();
@@ -540,7 +621,7 @@ impl ChunkCuts {
             let cut = match known {
                 Some(c) => {
                     #[cfg(test)]
-                    self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.hits.fetch_add(1, Relaxed);
                     Cut::Remembered {
                         len: c.len,
                         start,
@@ -691,14 +772,8 @@ mod tests {
         // The reordered blocks' chunks were found again: the test exercised remembered cuts
         // and runs, not just the scan (most repeats are named by runs, whose chunks are not
         // counted as hits).
-        let hits = recent
-            .chunks
-            .hits
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let run_hits = recent
-            .chunks
-            .run_hits
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let hits = recent.chunks.hits.load(Relaxed);
+        let run_hits = recent.chunks.run_hits.load(Relaxed);
         assert!(
             hits > 500,
             "only {hits} chunks were cut where a remembered one ended"
@@ -768,10 +843,7 @@ mod tests {
             assert_eq!(recent.chunks.cut_and_hash(params, &data), expected);
             let slot = recent.chunks.get(start).map(|c| (c.len, c.id));
             assert_eq!(slot, Some((expected[0].1, id_prefix(&expected[0].0))));
-            let got = recent
-                .chunks
-                .recuts
-                .load(std::sync::atomic::Ordering::Relaxed);
+            let got = recent.chunks.recuts.load(Relaxed);
             assert_eq!(got, recuts);
         }
     }
@@ -796,17 +868,14 @@ mod tests {
                     id: [0xee; 16],
                 });
             }
-            let recut = |cuts: &ChunkCuts| cuts.recuts.load(std::sync::atomic::Ordering::Relaxed);
+            let recut = |cuts: &ChunkCuts| cuts.recuts.load(Relaxed);
             assert_eq!(recent.chunks.cut_and_hash(params, &data), expected);
             // Each wrong chunk costs its window; as many bytes scanned alone follow it.
             assert!(
                 recut(&recent.chunks) >= 1,
                 "the planted entries were consulted"
             );
-            let hashed = recent
-                .chunks
-                .hashed
-                .load(std::sync::atomic::Ordering::Relaxed) as usize;
+            let hashed = recent.chunks.hashed.load(Relaxed) as usize;
             // Twice the record, and the last window's waste if the record ends before the
             // scanning that repays it.
             let bound =
@@ -894,6 +963,58 @@ mod tests {
         assert_eq!(recent.chunk_and_hash(params, &data), expected);
     }
 
+    /// A stream of unique records names only a sample of them after an epoch; records that
+    /// repeat bring every record back to being named. Every record is cut as a scan cuts it
+    /// throughout.
+    #[test]
+    fn unique_records_are_named_by_sample_until_records_repeat() {
+        let params = ChunkerParams::with_avg(256);
+        let recent = RecentCuts::new();
+        let hashed = || recent.naming.hashed.load(Relaxed);
+        let sampling = || recent.naming.sampling.load(Relaxed);
+        let check = |seed: u64| {
+            let data = record(seed, 1024);
+            assert_eq!(
+                recent.chunk_and_hash(params, &data),
+                chunk_and_hash(params, &data)
+            );
+        };
+        // The first epochs name every record; none is found, so sampling starts after two.
+        let epoch = u64::from(Naming::EPOCH);
+        for seed in 0..epoch {
+            check(1000 + seed);
+        }
+        assert!(!sampling(), "one poor epoch is not enough");
+        for seed in epoch..2 * epoch {
+            check(1000 + seed);
+        }
+        assert_eq!(hashed(), 2 * epoch);
+        assert!(sampling());
+        // Unique records from then on: about one in SAMPLE is named (expected 256 of 4096).
+        let before = hashed();
+        for seed in 0..4096 {
+            check(10_000 + seed);
+        }
+        let named = hashed() - before;
+        assert!(
+            (160..=360).contains(&named),
+            "{named} of 4096 records named"
+        );
+        assert!(sampling(), "unique records keep the sampling on");
+        // Records that each come twice: half the sampled ones are found, every record is
+        // named again.
+        for seed in 0..2048 {
+            check(20_000 + seed);
+            check(20_000 + seed);
+        }
+        assert!(!sampling(), "repeated records end the sampling");
+        let before = hashed();
+        for seed in 0..16 {
+            check(30_000 + seed);
+        }
+        assert_eq!(hashed() - before, 16);
+    }
+
     /// Records past the named size are not remembered whole; their chunks are, so a repeat is
     /// cut from the table (every chunk but the last piece) and hashed.
     #[test]
@@ -904,12 +1025,7 @@ mod tests {
         let expected = chunk_and_hash(params, &data);
         assert_eq!(recent.chunk_and_hash(params, &data), expected);
         assert!(recent.named.iter().all(|slot| slot.lock().is_none()));
-        let hits = || {
-            recent
-                .chunks
-                .hits
-                .load(std::sync::atomic::Ordering::Relaxed)
-        };
+        let hits = || recent.chunks.hits.load(Relaxed);
         assert_eq!(hits(), 0);
         assert_eq!(recent.chunk_and_hash(params, &data), expected);
         assert_eq!(hits() as usize, expected.len() - 1);
@@ -930,7 +1046,7 @@ mod tests {
             "{} chunks",
             expected.len()
         );
-        let hashed = || cuts.hashed.load(std::sync::atomic::Ordering::Relaxed);
+        let hashed = || cuts.hashed.load(Relaxed);
         for _ in 0..2 {
             assert_eq!(cuts.cut_and_hash(params, &data), expected);
         }
@@ -953,7 +1069,7 @@ mod tests {
         let params = ChunkerParams::DEFAULT;
         let cuts = ChunkCuts::new();
         let block = record(51, 128 << 10);
-        let hashed = || cuts.hashed.load(std::sync::atomic::Ordering::Relaxed) as usize;
+        let hashed = || cuts.hashed.load(Relaxed) as usize;
         let mut before = 0;
         for seed in [52, 53, 54] {
             let neighbour = record(seed, 96 << 10);
