@@ -6,10 +6,11 @@
 //! Backup streams repeat whole records (the same file block written again), so the pool also
 //! remembers recent records ([`RecentCuts`]): a record of up to 384 KiB by its BLAKE3 with its
 //! chunks' ids, so a repeat costs one hash of the record instead of a scan and a hash of each
-//! chunk (all records while some repeat, a sample while none do). Longer records, and records that do not repeat whole but in pieces (a 1 MiB record
-//! of blocks seen before in another order), are cut where recently scanned chunks ended, found
-//! by the bytes they start with ([`ChunkCuts`]), and hashed; a remembered cut counts only if the
-//! chunk it gives has the id remembered with it. Ids come from the bytes themselves: hashed
+//! chunk (every record while some repeat, a sample while none do). Longer records, and records
+//! that do not repeat whole but in pieces (a 1 MiB record of blocks seen before in another
+//! order), are cut where recently scanned chunks ended, found by the bytes they start with
+//! ([`ChunkCuts`]), and hashed; a remembered cut counts only if the chunk it gives has the id
+//! remembered with it. Ids come from the bytes themselves: hashed
 //! again, or taken from a record whose BLAKE3 is this record's (the same assumption that makes
 //! a chunk's id its identity), so a key collision could only cost a second cut, never a wrong
 //! id or other cut points.
@@ -112,13 +113,13 @@ pub struct RecentCuts {
 
 /// Which records are named by their BLAKE3. Naming costs one BLAKE3 of the record (~0.3
 /// CPU-s/GB) and pays only when the record comes again whole while its slot holds it; in a
-/// stream of unique records that hash is a sixth of the pool's work for nothing. So the pool
-/// counts, over each [`Naming::EPOCH`] records it names, how many it found: while one in 16 is
-/// found it names every record; after two epochs that find fewer, one in [`Naming::SAMPLE`].
-/// The sample is chosen by a fingerprint of the record's bytes, so a record and its repeats
-/// are chosen alike and the sampled records go on measuring how often records repeat. Only
-/// CPU depends on this: a record not named is cut and hashed as any other, to the same chunks
-/// (`docs/design/efficiency.md` §50).
+/// stream of unique records that hash is a sixth to a third of the pool's work for nothing.
+/// So the pool counts, over each [`Naming::EPOCH`] records it names, how many it found: while
+/// one in 16 is found it names every record; after two epochs that find fewer, one in
+/// [`Naming::SAMPLE`]. The sample is chosen by a fingerprint of the record's bytes, so a
+/// record and its repeats are chosen alike and the sampled records go on measuring how often
+/// records repeat. Only CPU depends on this: a record not named is cut and hashed as any
+/// other, to the same chunks (`docs/design/efficiency.md` §50).
 struct Naming {
     named: AtomicU32,
     found: AtomicU32,
@@ -963,7 +964,7 @@ mod tests {
         assert_eq!(recent.chunk_and_hash(params, &data), expected);
     }
 
-    /// A stream of unique records names only a sample of them after an epoch; records that
+    /// A stream of unique records names only a sample of them after two epochs; records that
     /// repeat bring every record back to being named. Every record is cut as a scan cuts it
     /// throughout.
     #[test]
