@@ -19,9 +19,9 @@
 //!
 //! The key rows live in two tables (format 11): once the main one ([`INDEX`]) is large
 //! ([`recent_from`]), a new chunk's row goes to the small [`RECENT`] table, and [`merge_step`]
-//! moves recent rows into the main one in key order, a run at a time. Inserting into a table of tens of millions of rows at random
-//! rebuilds one 4 KiB leaf per new row (a batch adds ~1.2 rows to each leaf it touches); a
-//! merge adds ~20 to each (`efficiency.md` §49). A key is in at most one of the two tables:
+//! moves recent rows into the main one in key order, a run at a time. Inserting into a table
+//! of tens of millions of rows at random rebuilds one 4 KiB leaf per new row (a batch adds
+//! ~1.2 rows to each leaf it touches); a merge adds ~20 to each (`efficiency.md` §49). A key is in at most one of the two tables:
 //! an insert reads the other table before it writes one, and only merges move rows.
 
 use std::collections::HashMap;

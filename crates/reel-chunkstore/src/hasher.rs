@@ -151,9 +151,10 @@ impl Naming {
         }
     }
 
-    /// Whether `record` (at least 64 bytes long) is to be named.
+    /// Whether `record` is to be named (records too short to fingerprint always are; the
+    /// pool gets none: its records are at least an average chunk long).
     fn chooses(&self, record: &[u8]) -> bool {
-        if !self.sampling.load(Relaxed) {
+        if !self.sampling.load(Relaxed) || record.len() < 96 {
             return true;
         }
         // The first, middle and last 32 bytes: records that begin alike (headers, padding)
@@ -216,10 +217,10 @@ impl RecentCuts {
     }
 
     /// `chunk_and_hash` (the tests' reference), hashing the chunks only of records not seen
-    /// recently or too long to be remembered with their ids, and scanning only chunks not seen
-    /// recently.
+    /// recently, too long to be remembered with their ids, or not in the sample ([`Naming`]),
+    /// and scanning only chunks not seen recently.
     pub fn chunk_and_hash(&self, params: ChunkerParams, data: &[u8]) -> Vec<(ChunkId, u32)> {
-        if data.len() > Self::MAX_NAMED_RECORD || data.len() < 64 || !self.naming.chooses(data) {
+        if data.len() > Self::MAX_NAMED_RECORD || !self.naming.chooses(data) {
             return self.chunks.cut_and_hash(params, data);
         }
         let record = *blake3::hash(data).as_bytes();
